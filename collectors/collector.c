@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * collector.c - the collector core: state machine, flush barrier, close.
+ * The core enforces the order of ops, so collectors need not be
+ * idempotent; see collector.h.
+ */
+#define LOG_TOPIC "collector"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "collector.h"
+
+struct collector_set {
+	uv_loop_t *loop;
+	struct trace *hub;
+	struct collector **v;
+	size_t n;
+	/* flush barrier */
+	uv_timer_t flush_timer;
+	unsigned flush_waiting;
+	collector_set_cb flush_cb;
+	void *flush_ud;
+	/* close */
+	unsigned close_waiting;
+	collector_set_cb close_cb;
+	void *close_ud;
+	bool timer_closed;
+};
+
+static void flush_finish(struct collector_set *s)
+{
+	collector_set_cb cb = s->flush_cb;
+
+	uv_timer_stop(&s->flush_timer);
+	s->flush_cb = NULL;
+	s->flush_waiting = 0;
+	for (size_t i = 0; i < s->n; i++)
+		s->v[i]->flush_pending = false;
+	if (cb)
+		cb(s->flush_ud);
+}
+
+void collector_flushed(struct collector *c)
+{
+	struct collector_set *s = c->set;
+
+	if (!c->flush_pending)
+		return;
+	c->flush_pending = false;
+	if (--s->flush_waiting == 0)
+		flush_finish(s);
+}
+
+static void on_flush_timeout(uv_timer_t *t)
+{
+	struct collector_set *s = t->data;
+
+	for (size_t i = 0; i < s->n; i++)
+		if (s->v[i]->flush_pending)
+			log_warn("%s: flush did not finish in time; its late data is not in this window",
+				 s->v[i]->ops->name);
+	flush_finish(s);
+}
+
+int collector_set_new(uv_loop_t *loop, const struct collector_cfg *cfg, struct trace *hub,
+		      struct collector_set **ret)
+{
+	struct collector_set *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	s->loop = loop;
+	s->hub = hub;
+	s->v = calloc(collector_registry_size ? collector_registry_size : 1, sizeof(*s->v));
+	if (!s->v) {
+		free(s);
+		return -ENOMEM;
+	}
+	uv_timer_init(loop, &s->flush_timer);
+	s->flush_timer.data = s;
+	for (size_t i = 0; i < collector_registry_size; i++) {
+		const struct collector_ops *ops = collector_registry[i];
+		struct collector *c = calloc(1, sizeof(*c));
+		int r = 0;
+
+		if (!c)
+			goto oom;
+		c->priv = ops->priv_size ? calloc(1, ops->priv_size) : NULL;
+		if (ops->priv_size && !c->priv) {
+			free(c);
+			goto oom;
+		}
+		c->ops = ops;
+		c->cfg = cfg;
+		c->loop = loop;
+		c->hub = hub;
+		c->set = s;
+		s->v[s->n++] = c;
+		if (ops->probe)
+			r = ops->probe(cfg, c->reason, sizeof(c->reason));
+		if (r >= 0 && ops->init)
+			r = ops->init(c);
+		if (r < 0) {
+			c->state = COLLECTOR_UNAVAILABLE;
+			if (!c->reason[0])
+				snprintf(c->reason, sizeof(c->reason), "initialisation failed: %s",
+					 strerror(-r));
+			log_info("%s: unavailable: %s", ops->name, c->reason);
+		} else {
+			c->state = COLLECTOR_READY;
+			log_debug("%s: ready", ops->name);
+		}
+	}
+	*ret = s;
+	return 0;
+oom:
+	collector_set_free(s);
+	return -ENOMEM;
+}
+
+void collector_set_start(struct collector_set *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		struct collector *c = s->v[i];
+		int r;
+
+		if (c->state != COLLECTOR_READY)
+			continue;
+		r = c->ops->start ? c->ops->start(c) : 0;
+		if (r < 0) {
+			/* Not fatal for the capture: the window says what is missing. */
+			snprintf(c->reason, sizeof(c->reason), "start failed: %s", strerror(-r));
+			log_warn("%s: %s", c->ops->name, c->reason);
+			continue;
+		}
+		c->reason[0] = 0;
+		c->state = COLLECTOR_RUNNING;
+	}
+}
+
+void collector_set_stop(struct collector_set *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		struct collector *c = s->v[i];
+
+		if (c->state != COLLECTOR_RUNNING)
+			continue;
+		if (c->ops->stop)
+			c->ops->stop(c);
+		c->state = COLLECTOR_READY;
+	}
+}
+
+void collector_set_flush(struct collector_set *s, int64_t until_ns, uint64_t timeout_ms,
+			 collector_set_cb cb, void *userdata)
+{
+	/* One barrier at a time; a second window closing meanwhile joins it by
+	 * chaining (the session manager serialises closes, see session.c). */
+	s->flush_cb = cb;
+	s->flush_ud = userdata;
+	s->flush_waiting = 1; /* held until every flush was asked for */
+	for (size_t i = 0; i < s->n; i++) {
+		struct collector *c = s->v[i];
+
+		if (c->state != COLLECTOR_RUNNING || !c->ops->flush)
+			continue;
+		c->flush_pending = true;
+		s->flush_waiting++;
+		c->ops->flush(c, until_ns);
+	}
+	uv_timer_start(&s->flush_timer, on_flush_timeout, timeout_ms, 0);
+	if (--s->flush_waiting == 0)
+		flush_finish(s);
+}
+
+void collector_set_describe(struct collector_set *s, struct trace *snap, int64_t start_ns,
+			    int64_t stop_ns)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		struct collector *c = s->v[i];
+
+		if (c->ops->describe)
+			c->ops->describe(c, snap, start_ns, stop_ns);
+	}
+}
+
+void collector_closed(struct collector *c)
+{
+	struct collector_set *s = c->set;
+
+	c->state = COLLECTOR_CLOSED;
+	if (--s->close_waiting == 0 && s->close_cb)
+		s->close_cb(s->close_ud);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+	struct collector_set *s = h->data;
+
+	s->timer_closed = true;
+	if (--s->close_waiting == 0 && s->close_cb)
+		s->close_cb(s->close_ud);
+}
+
+void collector_set_close(struct collector_set *s, collector_set_cb cb, void *userdata)
+{
+	collector_set_stop(s);
+	s->close_cb = NULL;
+	s->close_waiting = 1; /* held while asking */
+	for (size_t i = 0; i < s->n; i++) {
+		struct collector *c = s->v[i];
+
+		s->close_waiting++;
+		c->state = COLLECTOR_CLOSING;
+		if (c->ops->close)
+			c->ops->close(c);
+		else
+			collector_closed(c);
+	}
+	s->close_waiting++;
+	uv_close((uv_handle_t *)&s->flush_timer, on_timer_closed);
+	s->close_cb = cb;
+	s->close_ud = userdata;
+	if (--s->close_waiting == 0 && cb)
+		cb(userdata);
+}
+
+struct collector_set *collector_set_free(struct collector_set *s)
+{
+	if (!s)
+		return NULL;
+	for (size_t i = 0; i < s->n; i++) {
+		free(s->v[i]->priv);
+		free(s->v[i]);
+	}
+	free(s->v);
+	free(s);
+	return NULL;
+}
+
+size_t collector_set_count(const struct collector_set *s) { return s->n; }
+
+const struct collector *collector_set_get(const struct collector_set *s, size_t i)
+{
+	return i < s->n ? s->v[i] : NULL;
+}
+
+struct collector *collector_set_find(struct collector_set *s, const char *name)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->v[i]->ops->name, name) == 0)
+			return s->v[i];
+	return NULL;
+}

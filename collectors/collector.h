@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * collector.h - the one interface every data source implements.
+ *
+ * DESIGN
+ * ------
+ * A collector appends events to the daemon's live trace (the "hub",
+ * daemon/xspace/trace.h) while at least one capture or monitor window is
+ * open. The session manager drives all collectors together through a
+ * struct collector_set:
+ *
+ *   probe -> init          at daemon start; a collector whose probe fails is
+ *                          kept as "unavailable" with its reason (status,
+ *                          XSpace warnings) and never started.
+ *   start                  the first window opened
+ *   flush -> flushed       a window is closing: make every event up to
+ *                          @until_ns visible in the hub (agents drain their
+ *                          buffers), then call collector_flushed(). The set
+ *                          waits at most a bounded time for stragglers.
+ *   describe               add plane stats and warnings to a closing
+ *                          window's snapshot (e.g. "NVML unavailable: ...").
+ *   stop                   the last window closed
+ *   close                  daemon exit: uv_close() every handle, then call
+ *                          collector_closed() from the last close callback.
+ *
+ * Hub rule: when the last window closes, the hub's planes move into that
+ * window's snapshot and the hub starts empty; hub->generation then changes.
+ * A collector that caches plane/line pointers or metadata ids must check
+ * the generation (collector_hub_changed()) before using them.
+ *
+ * Threads: every op runs on the loop thread. A collector with a thread of
+ * its own (the agent receiver) hands results over by queue + uv_async.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "xspace/trace.h"
+
+struct collector;
+struct collector_set;
+
+/**
+ * struct collector_cfg - daemon settings collectors may read (borrowed for
+ * the daemon's life).
+ * @proc_root:      "/proc" normally; tests point it at a fixture tree.
+ * @sys_root:       "/sys" likewise.
+ * @host_sample_hz: host counter rate during windows.
+ * @hostname:       this machine's name, as XSpace.hostnames has it.
+ */
+struct collector_cfg {
+	const char *proc_root;
+	const char *sys_root;
+	uint32_t host_sample_hz;
+	uint32_t nvml_sample_hz;
+	const char *nvml_library; /* NULL = libnvidia-ml.so.1 */
+	const char *agent_socket;
+	const char *hostname;
+};
+
+/**
+ * struct collector_ops - one data source; one implementation per file.
+ * @name:      stable id in logs, status and warnings ("host.proc").
+ * @priv_size: zeroed private bytes allocated for @init (collector_priv()).
+ * @probe:     can this host run us? 0, or -errno with a one-line reason and
+ *             its fix written to @why. No side effects. NULL = always.
+ * @init:      open files, init handles; arm nothing.
+ * @start:     the first window opened: begin appending to c->hub.
+ * @flush:     a window closes at @until_ns: get pending data into the hub
+ *             and call collector_flushed(c) (at once if nothing is pending).
+ *             NULL = nothing is ever pending.
+ * @describe:  add what a reader of this window must know to @snap (plane
+ *             stats, warnings). NULL = nothing.
+ * @stop:      the last window closed: disarm.
+ * @close:     uv_close() handles; call collector_closed(c) once all are
+ *             closed (at once if none). NULL = nothing to close.
+ */
+struct collector_ops {
+	const char *name;
+	size_t priv_size;
+	int (*probe)(const struct collector_cfg *cfg, char *why, size_t why_size);
+	int (*init)(struct collector *c);
+	int (*start)(struct collector *c);
+	void (*flush)(struct collector *c, int64_t until_ns);
+	void (*describe)(struct collector *c, struct trace *snap, int64_t start_ns, int64_t stop_ns);
+	void (*stop)(struct collector *c);
+	void (*close)(struct collector *c);
+};
+
+enum collector_state {
+	COLLECTOR_UNAVAILABLE, /* probe or init failed: see reason */
+	COLLECTOR_READY,
+	COLLECTOR_RUNNING,
+	COLLECTOR_CLOSING,
+	COLLECTOR_CLOSED,
+};
+
+struct collector {
+	/* read-only */
+	const struct collector_ops *ops;
+	const struct collector_cfg *cfg;
+	uv_loop_t *loop;
+	struct trace *hub;
+	enum collector_state state;
+	char reason[256];
+	/* private */
+	void *priv;
+	struct collector_set *set;
+	bool flush_pending;
+};
+
+static inline void *collector_priv(struct collector *c) { return c->priv; }
+
+/* [loop] The flush asked for is done. */
+void collector_flushed(struct collector *c);
+/* [loop] All handles are closed: the core may free the collector. */
+void collector_closed(struct collector *c);
+/* True once per hub generation change: re-resolve cached planes and ids.
+ * @seen is the collector's own copy of the generation. */
+static inline bool collector_hub_changed(const struct collector *c, uint64_t *seen)
+{
+	if (*seen == c->hub->generation)
+		return false;
+	*seen = c->hub->generation;
+	return true;
+}
+
+/* ---- the set (session manager side) ----------------------------------- */
+
+typedef void (*collector_set_cb)(void *userdata);
+
+/* Probe and init every compiled-in collector (collectors/registry.c).
+ * Never fails for an unavailable collector, only for -ENOMEM. */
+int collector_set_new(uv_loop_t *loop, const struct collector_cfg *cfg, struct trace *hub,
+		      struct collector_set **ret);
+void collector_set_start(struct collector_set *s);
+void collector_set_stop(struct collector_set *s);
+/* Ask every running collector to flush up to @until_ns; @cb runs once all
+ * are done or @timeout_ms passed, whichever comes first. */
+void collector_set_flush(struct collector_set *s, int64_t until_ns, uint64_t timeout_ms,
+			 collector_set_cb cb, void *userdata);
+void collector_set_describe(struct collector_set *s, struct trace *snap, int64_t start_ns,
+			    int64_t stop_ns);
+/* Close every collector; @cb runs once all are closed; then free. */
+void collector_set_close(struct collector_set *s, collector_set_cb cb, void *userdata);
+struct collector_set *collector_set_free(struct collector_set *s);
+
+size_t collector_set_count(const struct collector_set *s);
+const struct collector *collector_set_get(const struct collector_set *s, size_t i);
+/* Find a collector by name (status, tests); NULL if absent. */
+struct collector *collector_set_find(struct collector_set *s, const char *name);
+
+/* The registry: every compiled-in collector, in start order. */
+extern const struct collector_ops *const collector_registry[];
+extern const size_t collector_registry_size;

@@ -1,0 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* collectors.h - the ops tables registry.c lists. */
+#pragma once
+
+#include "collector.h"

@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * registry.c - every compiled-in collector, in start order. Optional ones
+ * are decided at run time by their probe(); the table itself has no #if.
+ */
+#include "collector.h"
+#include "collectors.h"
+
+const struct collector_ops *const collector_registry[] = {
+	NULL, /* placeholder until the first collector lands */
+};
+
+const size_t collector_registry_size = 0;

@@ -1,0 +1,370 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * main.c - profd: command line, start-up, signals, shutdown.
+ *
+ * Start-up order matters: gRPC starts threads in grpc_init(), so nothing
+ * forks after rpc_global_init(). Shutdown (SIGTERM/SIGINT): open captures
+ * are answered UNAVAILABLE, the server stops accepting and gives calls a
+ * grace period, collectors close, and the loop must end with no handle
+ * left (uv_loop_close() == 0); the exit code is 0.
+ */
+#define LOG_TOPIC "profd"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/parse.h"
+#include "config.h"
+#include "delivery.h"
+#include "rpc.h"
+#include "service.h"
+#include "session.h"
+
+#define MAX_LISTEN 16
+
+static const char *arg_listen[MAX_LISTEN];
+static size_t arg_n_listen;
+static uint64_t arg_max_duration_ms = 10 * 60 * 1000;
+static uint32_t arg_max_sessions = 16;
+static uint64_t arg_max_events = 20000000;
+static uint32_t arg_host_sample_hz = 10;
+static uint32_t arg_nvml_sample_hz = 50;
+static uint64_t arg_flush_timeout_ms = 500;
+static const char *arg_agent_socket = PROFD_AGENT_SOCKET_DEFAULT;
+static const char *arg_proc_root = "/proc";
+static const char *arg_sys_root = "/sys";
+static const char *arg_hostname;
+static const char *arg_nvml_library;
+static struct repo_allow arg_allow;
+
+static void help(void)
+{
+	printf("Usage: profd [OPTIONS]\n"
+	       "\n"
+	       "Serve TensorFlow's ProfilerService on this machine so that TensorBoard/XProf's\n"
+	       "Capture Profile dialog, tf.profiler.experimental.client.trace() and profctl can\n"
+	       "capture GPU and host activity of every job here, with no profiler in the job.\n"
+	       "\n"
+	       "Listening:\n"
+	       "  -l, --listen HOST:PORT     address to serve on; repeatable (default [::]:6009,\n"
+	       "                             which takes IPv6 and IPv4). Port 0 picks a free port;\n"
+	       "                             the log says which.\n"
+	       "\n"
+	       "Limits (every value a client sends is bounded):\n"
+	       "      --max-duration DUR     longest capture and longest start delay (default 10m;\n"
+	       "                             DUR is N, Nms, Ns, Nm or Nh)\n"
+	       "      --max-sessions N       captures open at once; more get RESOURCE_EXHAUSTED\n"
+	       "                             (default 16)\n"
+	       "      --max-events N         events held for open captures; the rest are dropped\n"
+	       "                             and counted in XSpace.warnings (default 20000000)\n"
+	       "\n"
+	       "Delivery:\n"
+	       "      --repository-allow DIR also write captures whose repository_root lies under\n"
+	       "                             DIR on this machine (repeatable). Without it profd\n"
+	       "                             only returns data in the reply, which the client saves.\n"
+	       "\n"
+	       "Collectors:\n"
+	       "      --host-sample-hz N     host counter rate during captures (default 10, 1-1000)\n"
+	       "      --nvml-sample-hz N     GPU counter rate during captures (default 50, 1-1000)\n"
+	       "      --agent-socket PATH    Unix socket for in-job agents (default %s)\n"
+	       "      --flush-timeout DUR    how long a closing capture waits for collectors\n"
+	       "                             (default 500ms)\n"
+	       "\n"
+	       "Other:\n"
+	       "      --hostname NAME        name written to XSpace.hostnames (default: gethostname)\n"
+	       "      --proc-root DIR        read /proc from DIR (testing)\n"
+	       "      --sys-root DIR         read /sys from DIR (testing)\n"
+	       "      --nvml-library PATH    load NVML from PATH (testing)\n"
+	       "      --log-level LEVEL      err, warn, notice, info (default) or debug\n"
+	       "  -h, --help                 this text\n"
+	       "      --version              print the version\n"
+	       "\n"
+	       "Logs go to stderr, with journald priorities when run by systemd.\n"
+	       "Documentation: docs/ in the source tree; profctl(1) is the matching client.\n",
+	       PROFD_AGENT_SOCKET_DEFAULT);
+}
+
+enum {
+	OPT_MAX_DURATION = 256, OPT_MAX_SESSIONS, OPT_MAX_EVENTS, OPT_REPO_ALLOW, OPT_HOST_HZ,
+	OPT_NVML_HZ, OPT_AGENT_SOCKET, OPT_FLUSH_TIMEOUT, OPT_HOSTNAME, OPT_PROC_ROOT,
+	OPT_SYS_ROOT, OPT_NVML_LIBRARY, OPT_LOG_LEVEL, OPT_VERSION,
+};
+
+static int bad(const char *opt, const char *v, const char *why)
+{
+	fprintf(stderr, "profd: invalid value \"%s\" for %s: %s\n", v, opt, why);
+	return -EINVAL;
+}
+
+static int parse_args(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"listen", required_argument, NULL, 'l'},
+		{"max-duration", required_argument, NULL, OPT_MAX_DURATION},
+		{"max-sessions", required_argument, NULL, OPT_MAX_SESSIONS},
+		{"max-events", required_argument, NULL, OPT_MAX_EVENTS},
+		{"repository-allow", required_argument, NULL, OPT_REPO_ALLOW},
+		{"host-sample-hz", required_argument, NULL, OPT_HOST_HZ},
+		{"nvml-sample-hz", required_argument, NULL, OPT_NVML_HZ},
+		{"agent-socket", required_argument, NULL, OPT_AGENT_SOCKET},
+		{"flush-timeout", required_argument, NULL, OPT_FLUSH_TIMEOUT},
+		{"hostname", required_argument, NULL, OPT_HOSTNAME},
+		{"proc-root", required_argument, NULL, OPT_PROC_ROOT},
+		{"sys-root", required_argument, NULL, OPT_SYS_ROOT},
+		{"nvml-library", required_argument, NULL, OPT_NVML_LIBRARY},
+		{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, OPT_VERSION},
+		{},
+	};
+	int c, r;
+
+	while ((c = getopt_long(argc, argv, "l:h", opts, NULL)) >= 0) {
+		switch (c) {
+		case 'l': {
+			char host[256];
+			uint16_t port;
+
+			if (arg_n_listen >= MAX_LISTEN)
+				return bad("--listen", optarg, "too many addresses (at most 16)");
+			if (parse_host_port(optarg, host, sizeof(host), &port) < 0)
+				return bad("--listen", optarg, "expected HOST:PORT or [IPV6]:PORT");
+			arg_listen[arg_n_listen++] = optarg;
+			break;
+		}
+		case OPT_MAX_DURATION:
+			if (parse_duration_ms(optarg, &arg_max_duration_ms) < 0 || arg_max_duration_ms == 0 ||
+			    arg_max_duration_ms > 24ULL * 3600 * 1000)
+				return bad("--max-duration", optarg, "expected a duration from 1ms to 24h");
+			break;
+		case OPT_MAX_SESSIONS:
+			if (safe_atou32(optarg, &arg_max_sessions) < 0 || arg_max_sessions == 0 ||
+			    arg_max_sessions > 1024)
+				return bad("--max-sessions", optarg, "expected 1-1024");
+			break;
+		case OPT_MAX_EVENTS:
+			if (safe_atou64(optarg, &arg_max_events) < 0 || arg_max_events == 0)
+				return bad("--max-events", optarg, "expected a positive number");
+			break;
+		case OPT_REPO_ALLOW:
+			r = repo_allow_add(&arg_allow, optarg);
+			if (r < 0)
+				return bad("--repository-allow", optarg, strerror(-r));
+			break;
+		case OPT_HOST_HZ:
+		case OPT_NVML_HZ: {
+			uint32_t *v = c == OPT_HOST_HZ ? &arg_host_sample_hz : &arg_nvml_sample_hz;
+
+			if (safe_atou32(optarg, v) < 0 || *v == 0 || *v > 1000)
+				return bad(c == OPT_HOST_HZ ? "--host-sample-hz" : "--nvml-sample-hz", optarg,
+					   "expected 1-1000");
+			break;
+		}
+		case OPT_FLUSH_TIMEOUT:
+			if (parse_duration_ms(optarg, &arg_flush_timeout_ms) < 0 || arg_flush_timeout_ms > 60000)
+				return bad("--flush-timeout", optarg, "expected a duration up to 60s");
+			break;
+		case OPT_AGENT_SOCKET: arg_agent_socket = optarg; break;
+		case OPT_HOSTNAME: arg_hostname = optarg; break;
+		case OPT_PROC_ROOT: arg_proc_root = optarg; break;
+		case OPT_SYS_ROOT: arg_sys_root = optarg; break;
+		case OPT_NVML_LIBRARY: arg_nvml_library = optarg; break;
+		case OPT_LOG_LEVEL:
+			if (log_parse_level(optarg, &log_max_level) < 0)
+				return bad("--log-level", optarg, "expected err, warn, notice, info or debug");
+			break;
+		case 'h':
+			help();
+			exit(EXIT_SUCCESS);
+		case OPT_VERSION:
+			printf("profd %s\n", PROFD_VERSION);
+			exit(EXIT_SUCCESS);
+		default:
+			fprintf(stderr, "Try 'profd --help'.\n");
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "profd: unexpected argument \"%s\"; try 'profd --help'.\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (arg_n_listen == 0)
+		arg_listen[arg_n_listen++] = "[::]:6009";
+	return 0;
+}
+
+/* Minimal sd_notify(): no libsystemd needed. */
+static void notify(const char *msg)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	size_t n;
+	int fd;
+
+	if (!path || (path[0] != '/' && path[0] != '@') || (n = strlen(path)) >= sizeof(sa.sun_path))
+		return;
+	memcpy(sa.sun_path, path, n);
+	if (sa.sun_path[0] == '@')
+		sa.sun_path[0] = 0;
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	(void)!sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sa,
+		      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n));
+	close(fd);
+}
+
+struct daemon {
+	uv_loop_t loop;
+	uv_signal_t sigterm, sigint;
+	struct rpc_server *srv;
+	struct session_mgr *mgr;
+	struct service *svc;
+	bool stopping;
+	int steps_left;
+};
+
+static void on_signal_closed(uv_handle_t *h) { (void)h; }
+
+static void shutdown_step_done(void *userdata)
+{
+	struct daemon *d = userdata;
+
+	if (--d->steps_left == 0) {
+		uv_close((uv_handle_t *)&d->sigterm, on_signal_closed);
+		uv_close((uv_handle_t *)&d->sigint, on_signal_closed);
+	}
+}
+
+static void on_server_down(void *userdata)
+{
+	struct daemon *d = userdata;
+
+	/* Calls are gone; now collectors may close. */
+	session_mgr_shutdown(d->mgr, shutdown_step_done, d);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	struct daemon *d = h->data;
+
+	if (d->stopping)
+		return;
+	d->stopping = true;
+	log_info("%s: shutting down", strsignal(signum));
+	notify("STOPPING=1");
+	d->steps_left = 1;
+	/* Answer open captures first (UNAVAILABLE), then stop the server. */
+	rpc_server_shutdown(d->srv, 2000, on_server_down, d);
+}
+
+int main(int argc, char **argv)
+{
+	struct daemon d = {0};
+	char hostname[HOST_NAME_MAX + 1] = "localhost";
+	int r, ret = EXIT_FAILURE;
+
+	log_open();
+	if (parse_args(argc, argv) < 0)
+		return EXIT_FAILURE;
+	signal(SIGPIPE, SIG_IGN);
+	if (arg_hostname)
+		snprintf(hostname, sizeof(hostname), "%s", arg_hostname);
+	else if (gethostname(hostname, sizeof(hostname)) < 0)
+		snprintf(hostname, sizeof(hostname), "localhost");
+
+	rpc_global_init();
+	uv_loop_init(&d.loop);
+
+	struct collector_cfg ccfg = {
+		.proc_root = arg_proc_root,
+		.sys_root = arg_sys_root,
+		.host_sample_hz = arg_host_sample_hz,
+		.nvml_sample_hz = arg_nvml_sample_hz,
+		.nvml_library = arg_nvml_library,
+		.agent_socket = arg_agent_socket,
+		.hostname = hostname,
+	};
+	struct session_mgr_cfg mcfg = {
+		.max_sessions = arg_max_sessions,
+		.max_events = arg_max_events,
+		.flush_timeout_ms = arg_flush_timeout_ms,
+	};
+	struct service_cfg scfg = {
+		.hostname = hostname,
+		.max_duration_ms = arg_max_duration_ms,
+		.allow = &arg_allow,
+		.agent_socket = arg_agent_socket,
+	};
+
+	r = session_mgr_new(&d.loop, &mcfg, &ccfg, &d.mgr);
+	if (r < 0) {
+		log_error_errno(r, "could not set up collectors");
+		goto out;
+	}
+	r = rpc_server_new(&d.loop, &d.srv);
+	if (r >= 0)
+		r = service_new(&d.loop, &scfg, d.mgr, d.srv, &d.svc);
+	if (r < 0) {
+		log_error_errno(r, "could not set up the server");
+		goto out;
+	}
+	for (size_t i = 0; i < arg_n_listen; i++) {
+		int port = rpc_server_listen(d.srv, arg_listen[i]);
+
+		if (port < 0) {
+			log_error("cannot listen on %s (address in use, or not an address of this host)",
+				  arg_listen[i]);
+			goto out;
+		}
+		log_info("listening on %s (port %d)", arg_listen[i], port);
+	}
+	r = rpc_server_start(d.srv);
+	if (r < 0) {
+		log_error_errno(r, "could not start the server");
+		goto out;
+	}
+	uv_signal_init(&d.loop, &d.sigterm);
+	uv_signal_init(&d.loop, &d.sigint);
+	d.sigterm.data = d.sigint.data = &d;
+	uv_signal_start(&d.sigterm, on_signal, SIGTERM);
+	uv_signal_start(&d.sigint, on_signal, SIGINT);
+	notify("READY=1");
+	log_info("profd %s ready on %s", PROFD_VERSION, hostname);
+
+	uv_run(&d.loop, UV_RUN_DEFAULT);
+	ret = EXIT_SUCCESS;
+	if (rpc_server_live_calls(d.srv) || service_jobs(d.svc)) {
+		log_error("%u call(s) and %u job(s) still alive at exit", rpc_server_live_calls(d.srv),
+			  service_jobs(d.svc));
+		ret = EXIT_FAILURE;
+	}
+out:
+	if (d.srv && ret != EXIT_SUCCESS && !d.stopping) {
+		/* Failed start: tear down what exists. */
+		rpc_server_shutdown(d.srv, 0, NULL, NULL);
+		if (d.mgr)
+			session_mgr_shutdown(d.mgr, NULL, NULL);
+		uv_run(&d.loop, UV_RUN_DEFAULT);
+	}
+	d.svc = service_free(d.svc);
+	d.srv = rpc_server_free(d.srv);
+	d.mgr = session_mgr_free(d.mgr);
+	if (uv_loop_close(&d.loop) != 0) {
+		log_error("handles left open at exit");
+		ret = EXIT_FAILURE;
+	}
+	rpc_global_shutdown();
+	repo_allow_free(&arg_allow);
+	log_info("exit %d", ret);
+	return ret;
+}

@@ -1,0 +1,442 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * service.c - the RPC handlers.
+ *
+ * Profile, step by step (reference/protocol.md §2.2, with profd's
+ * differences documented in docs/protocol.md):
+ *   1. validate (duration, delay, names used in paths, repository_root);
+ *   2. open a session window; the client's cancel or deadline aborts it;
+ *   3. when the window closes, a uv work item filters planes by tracer
+ *      level, encodes the XSpace (xspace_encode), writes the repository
+ *      copy if allowed, and frames the ProfileResponse around the bytes;
+ *   4. the loop replies, handing the encoded buffer to gRPC without a copy.
+ */
+#define LOG_TOPIC "service"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "base/parse.h"
+#include "base/pbwire.h"
+#include "base/timeutil.h"
+#include "config.h"
+#include "profd/profd.pb-c.h"
+#include "service.h"
+#include "tensorflow/profiler_service.pb-c.h"
+#include "xspace/xspace.h"
+
+#define RESPONSE_PREFIX 32 /* ProfileResponse framing in front of the XSpace */
+
+struct service {
+	uv_loop_t *loop;
+	struct service_cfg cfg;
+	struct session_mgr *mgr;
+	int64_t started_mono;
+	unsigned jobs;
+};
+
+struct profile_job {
+	struct service *svc;
+	struct rpc_call *call;     /* NULL once the client is gone */
+	struct session *session;   /* while the window is not delivered */
+	uv_work_t work;
+	bool emit_xspace;
+	uint32_t host_level, device_level;
+	/* repository copy (worker) */
+	ssize_t repo_dir;
+	char *repo_rel, *file_session, *file_name;
+	/* worker in/out */
+	struct trace *snap;
+	int64_t start_ns, stop_ns;
+	struct xspace_out out;
+	size_t resp_off; /* where the framed ProfileResponse starts in out.base */
+	int err;
+	char errmsg[512];
+};
+
+static void job_free(struct profile_job *j)
+{
+	trace_free(j->snap);
+	xspace_out_free(&j->out);
+	free(j->repo_rel);
+	free(j->file_session);
+	free(j->file_name);
+	j->svc->jobs--;
+	free(j);
+}
+
+/* ---- worker ---------------------------------------------------------- */
+
+/* Tracer level 0 turns a side off (ProfileOptions host/device_tracer_level). */
+static void drop_planes(struct trace *t, uint32_t host_level, uint32_t device_level)
+{
+	for (uint32_t i = t->n_planes; i-- > 0;) {
+		const char *name = t->planes[i]->name;
+
+		if ((device_level == 0 && strncmp(name, "/device:GPU:", 12) == 0) ||
+		    (host_level == 0 && strcmp(name, "/host:CPU") == 0))
+			trace_drop_plane(t, i);
+	}
+}
+
+/* Frame the XSpace as a ProfileResponse in the room left in front of it. */
+static size_t frame_response(struct xspace_out *o, bool emit_xspace)
+{
+	uint8_t hdr[RESPONSE_PREFIX], *w = hdr;
+	static const char name[] = "xplane.pb";
+
+	if (o->n_events == 0)
+		w = pb_put_varint_field(w, 7, 1); /* empty_trace */
+	if (emit_xspace) {
+		w = pb_put_len_hdr(w, 8, o->xspace_len);
+	} else {
+		size_t td = pb_len_field_size(1, sizeof(name) - 1) +
+			    pb_tag_size(2) + pb_varint_size(o->xspace_len) + o->xspace_len;
+
+		w = pb_put_len_hdr(w, 6, td);
+		w = pb_put_bytes_field(w, 1, name, sizeof(name) - 1);
+		w = pb_put_len_hdr(w, 2, o->xspace_len);
+	}
+	size_t n = (size_t)(w - hdr);
+	memcpy(o->xspace - n, hdr, n);
+	return o->prefix - n;
+}
+
+static void job_work(uv_work_t *req)
+{
+	struct profile_job *j = req->data;
+	const struct service_cfg *cfg = &j->svc->cfg;
+	struct xspace_info info = {
+		.hostname = cfg->hostname,
+		.start_ns = j->start_ns,
+		.stop_ns = j->stop_ns,
+	};
+	int r;
+
+	drop_planes(j->snap, j->host_level, j->device_level);
+	r = xspace_encode(TAKE_PTR(j->snap), &info, RESPONSE_PREFIX, &j->out);
+	if (r < 0) {
+		j->err = RPC_INTERNAL;
+		snprintf(j->errmsg, sizeof(j->errmsg), "encoding the XSpace failed: %s%s", strerror(-r),
+			 r == -EFBIG ? " (over 2 GiB; capture for a shorter time)" : "");
+		return;
+	}
+	if (j->repo_dir >= 0) {
+		r = repo_write(cfg->allow->dirs[j->repo_dir], j->repo_rel, j->file_session,
+			       j->file_name, j->out.xspace, j->out.xspace_len);
+		if (r < 0) {
+			j->err = r == -ELOOP ? RPC_INVALID_ARGUMENT : RPC_INTERNAL;
+			snprintf(j->errmsg, sizeof(j->errmsg),
+				 "could not write %s/%s/%s/%s: %s%s", cfg->allow->dirs[j->repo_dir],
+				 j->repo_rel, j->file_session, j->file_name, strerror(-r),
+				 r == -ELOOP ? " (profd does not follow symbolic links there)" : "");
+			return;
+		}
+	}
+	j->resp_off = frame_response(&j->out, j->emit_xspace);
+}
+
+static void free_out(void *opaque)
+{
+	struct xspace_out *o = opaque;
+
+	xspace_out_free(o);
+	free(o);
+}
+
+static void job_after_work(uv_work_t *req, int status)
+{
+	struct profile_job *j = req->data;
+	struct xspace_out *o;
+
+	if (!j->call) { /* the client left while we encoded */
+		job_free(j);
+		return;
+	}
+	rpc_call_on_cancel(j->call, NULL, NULL);
+	if (j->err) {
+		rpc_call_reply(j->call, j->err, j->errmsg, NULL);
+		job_free(j);
+		return;
+	}
+	o = malloc(sizeof(*o));
+	if (!o) {
+		rpc_call_error(j->call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		job_free(j);
+		return;
+	}
+	*o = j->out;
+	memset(&j->out, 0, sizeof(j->out));
+	log_info("capture for %s: %" PRIu64 " events, %zu bytes", rpc_call_peer(j->call),
+		 o->n_events, o->xspace_len);
+	struct rpc_payload p = {
+		.data = o->base + j->resp_off,
+		.len = o->size - j->resp_off,
+		.free = free_out,
+		.opaque = o,
+	};
+	rpc_call_reply(j->call, RPC_OK, NULL, &p);
+	job_free(j);
+}
+
+/* ---- loop side ------------------------------------------------------- */
+
+static void on_window_done(struct session *s, int err, struct trace *snap, int64_t start_ns,
+			   int64_t stop_ns, void *userdata)
+{
+	struct profile_job *j = userdata;
+
+	j->session = NULL;
+	if (err < 0) {
+		if (j->call) {
+			rpc_call_on_cancel(j->call, NULL, NULL);
+			if (err == -ESHUTDOWN)
+				rpc_call_error(j->call, RPC_UNAVAILABLE,
+					       "profd is shutting down; the capture was not completed");
+			else
+				rpc_call_error(j->call, RPC_INTERNAL, "capture failed: %s", strerror(-err));
+		}
+		job_free(j);
+		return;
+	}
+	j->snap = snap;
+	j->start_ns = start_ns;
+	j->stop_ns = stop_ns;
+	j->work.data = j;
+	if (uv_queue_work(j->svc->loop, &j->work, job_work, job_after_work) < 0) {
+		rpc_call_error(j->call, RPC_INTERNAL, "could not queue the encoder");
+		job_free(j);
+	}
+}
+
+static void on_profile_cancel(struct rpc_call *call, void *userdata)
+{
+	struct profile_job *j = userdata;
+
+	log_info("capture for %s cancelled by the client (cancel or deadline)", rpc_call_peer(call));
+	j->call = NULL;
+	if (j->session) {
+		session_abort(j->session);
+		job_free(j);
+	}
+	/* else: the encoder owns it; job_after_work frees it. */
+}
+
+static const char *advanced_string(const Tensorflow__ProfileOptions *o, const char *key)
+{
+	for (size_t i = 0; o && i < o->n_advanced_configuration; i++) {
+		const Tensorflow__ProfileOptions__AdvancedConfigurationEntry *e = o->advanced_configuration[i];
+
+		if (e->key && strcmp(e->key, key) == 0 && e->value &&
+		    e->value->value_case == TENSORFLOW__PROFILE_OPTIONS__ADVANCED_CONFIG_VALUE__VALUE_STRING_VALUE)
+			return e->value->string_value;
+	}
+	return "";
+}
+
+/* The file name the upstream server would write: <host with ':'→'_'>.xplane.pb */
+static char *file_name_for(const char *host)
+{
+	size_t n = strlen(host);
+	char *f = malloc(n + sizeof(".xplane.pb"));
+
+	if (!f)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		f[i] = host[i] == ':' ? '_' : host[i];
+	memcpy(f + n, ".xplane.pb", sizeof(".xplane.pb"));
+	return f;
+}
+
+static char *timestamp_session_id(void)
+{
+	char buf[32];
+	time_t t = time(NULL);
+	struct tm tm;
+
+	localtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y_%m_%d_%H_%M_%S", &tm);
+	return strdup(buf);
+}
+
+#define FAIL(code, ...)                                      \
+	do {                                                 \
+		rpc_call_error(call, code, __VA_ARGS__);     \
+		if (j)                                       \
+			job_free(j);                         \
+		return;                                      \
+	} while (0)
+
+static void handle_profile(void *userdata, struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	struct service *svc = userdata;
+	const Tensorflow__ProfileRequest *req = (const Tensorflow__ProfileRequest *)msg;
+	const Tensorflow__ProfileOptions *o = req->opts;
+	struct profile_job *j = NULL;
+	struct session_params sp = {0};
+	const char *session_id, *host;
+	uint64_t duration;
+	int r;
+
+	duration = o && o->duration_ms ? o->duration_ms : req->duration_ms;
+	if (duration == 0)
+		FAIL(RPC_INVALID_ARGUMENT, "duration_ms must be greater than 0 (set opts.duration_ms or duration_ms)");
+	if (duration > svc->cfg.max_duration_ms)
+		FAIL(RPC_INVALID_ARGUMENT, "duration_ms %" PRIu64 " is above this daemon's limit of %" PRIu64
+		     " ms (profd --max-duration)", duration, svc->cfg.max_duration_ms);
+	if (o && o->start_timestamp_ns) {
+		int64_t delay_ms = ((int64_t)o->start_timestamp_ns - wall_ns()) / (int64_t)NSEC_PER_MSEC;
+
+		if (delay_ms > (int64_t)svc->cfg.max_duration_ms)
+			FAIL(RPC_INVALID_ARGUMENT, "start_timestamp_ns is %" PRId64 " ms in the future; "
+			     "the longest delay is %" PRIu64 " ms (profd --max-duration)",
+			     delay_ms, svc->cfg.max_duration_ms);
+	}
+	session_id = req->session_id[0] ? req->session_id : (o && o->session_id ? o->session_id : "");
+	if (session_id[0] && !path_component_ok(session_id))
+		FAIL(RPC_INVALID_ARGUMENT, "session_id \"%.64s\" must be a single path component "
+		     "(no '/', not '.' or '..', no control characters, at most 255 bytes)", session_id);
+	host = o && o->override_hostname && o->override_hostname[0] ? o->override_hostname
+		: advanced_string(o, "override_hostname")[0] ? advanced_string(o, "override_hostname")
+		: req->host_name[0] ? req->host_name : svc->cfg.hostname;
+
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		FAIL(RPC_RESOURCE_EXHAUSTED, "out of memory");
+	svc->jobs++;
+	j->svc = svc;
+	j->repo_dir = -1;
+	j->emit_xspace = req->emit_xspace;
+	/* version 0: upstream replaces the options by its defaults. */
+	j->host_level = o && o->version ? o->host_tracer_level : 2;
+	j->device_level = o && o->version ? o->device_tracer_level : 1;
+	j->file_name = file_name_for(host);
+	if (!j->file_name)
+		FAIL(RPC_RESOURCE_EXHAUSTED, "out of memory");
+	if (!path_component_ok(j->file_name))
+		FAIL(RPC_INVALID_ARGUMENT, "host_name \"%.64s\" must be usable as a file name "
+		     "(no '/', no control characters)", host);
+
+	if (req->repository_root[0] && !req->emit_xspace) {
+		size_t dir;
+		char *rel;
+
+		r = repo_match(svc->cfg.allow, req->repository_root, &dir, &rel);
+		if (r < 0)
+			FAIL(RPC_INVALID_ARGUMENT, "repository_root \"%.200s\" leaves the allowed directory "
+			     "(a '..', '.' or empty component)", req->repository_root);
+		if (r > 0) {
+			j->repo_dir = (ssize_t)dir;
+			j->repo_rel = rel;
+			j->file_session = session_id[0] ? strdup(session_id) : timestamp_session_id();
+			if (!j->file_session)
+				FAIL(RPC_RESOURCE_EXHAUSTED, "out of memory");
+		} else {
+			log_debug("repository_root %s is not under --repository-allow; in-band delivery only",
+				  req->repository_root);
+		}
+	}
+
+	sp.id = session_id;
+	sp.start_ns = o ? (int64_t)o->start_timestamp_ns : 0;
+	sp.duration_ms = duration;
+	r = session_open(svc->mgr, &sp, on_window_done, j, &j->session);
+	if (r == -EBUSY)
+		FAIL(RPC_RESOURCE_EXHAUSTED, "%u captures are already running, the most this daemon takes "
+		     "(profd --max-sessions)", session_mgr_max_sessions(svc->mgr));
+	if (r == -ESHUTDOWN)
+		FAIL(RPC_UNAVAILABLE, "profd is shutting down");
+	if (r < 0)
+		FAIL(RPC_INTERNAL, "could not start the capture: %s", strerror(-r));
+	j->call = call;
+	rpc_call_on_cancel(call, on_profile_cancel, j);
+	log_info("capture for %s: session '%s', %" PRIu64 " ms", rpc_call_peer(call), session_id, duration);
+}
+
+static void handle_terminate(void *userdata, struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	struct service *svc = userdata;
+	const Tensorflow__TerminateRequest *req = (const Tensorflow__TerminateRequest *)msg;
+	Tensorflow__TerminateResponse resp = TENSORFLOW__TERMINATE_RESPONSE__INIT;
+	unsigned n = session_mgr_terminate(svc->mgr, req->session_id);
+
+	/* Upstream always answers OK, also for unknown ids. */
+	log_info("terminate '%s' from %s: %u capture(s) stopped", req->session_id, rpc_call_peer(call), n);
+	rpc_call_reply_msg(call, &resp.base);
+}
+
+static void handle_status(void *userdata, struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	struct service *svc = userdata;
+	struct collector_set *set = session_mgr_collectors(svc->mgr);
+	size_t n = set ? collector_set_count(set) : 0;
+	Profd__StatusResponse resp = PROFD__STATUS_RESPONSE__INIT;
+	Profd__CollectorStatus *cs = calloc(n ? n : 1, sizeof(*cs));
+	Profd__CollectorStatus **csp = calloc(n ? n : 1, sizeof(*csp));
+
+	if (!cs || !csp) {
+		free(cs);
+		free(csp);
+		rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	resp.version = (char *)PROFD_VERSION;
+	resp.hostname = (char *)svc->cfg.hostname;
+	resp.uptime_ms = (uint64_t)(mono_ns() - svc->started_mono) / NSEC_PER_MSEC;
+	resp.now_unix_ns = (uint64_t)wall_ns();
+	resp.active_sessions = session_mgr_active(svc->mgr);
+	resp.max_sessions = session_mgr_max_sessions(svc->mgr);
+	resp.max_duration_ms = svc->cfg.max_duration_ms;
+	resp.agent_socket = (char *)(svc->cfg.agent_socket ? svc->cfg.agent_socket : "");
+	for (size_t i = 0; i < n; i++) {
+		const struct collector *c = collector_set_get(set, i);
+
+		profd__collector_status__init(&cs[i]);
+		cs[i].name = (char *)c->ops->name;
+		cs[i].available = c->state != COLLECTOR_UNAVAILABLE;
+		cs[i].reason = (char *)c->reason;
+		csp[i] = &cs[i];
+	}
+	resp.n_collectors = n;
+	resp.collectors = csp;
+	rpc_call_reply_msg(call, &resp.base);
+	free(cs);
+	free(csp);
+}
+
+int service_new(uv_loop_t *loop, const struct service_cfg *cfg, struct session_mgr *mgr,
+		struct rpc_server *srv, struct service **ret)
+{
+	struct service *s = calloc(1, sizeof(*s));
+	int r;
+
+	if (!s)
+		return -ENOMEM;
+	s->loop = loop;
+	s->cfg = *cfg;
+	s->mgr = mgr;
+	s->started_mono = mono_ns();
+	if ((r = rpc_server_add_method(srv, "/tensorflow.ProfilerService/Profile",
+				       &tensorflow__profile_request__descriptor, handle_profile, s)) < 0 ||
+	    (r = rpc_server_add_method(srv, "/tensorflow.ProfilerService/Terminate",
+				       &tensorflow__terminate_request__descriptor, handle_terminate, s)) < 0 ||
+	    (r = rpc_server_add_method(srv, "/profd.Profd/Status", &profd__status_request__descriptor,
+				       handle_status, s)) < 0) {
+		free(s);
+		return r;
+	}
+	*ret = s;
+	return 0;
+}
+
+unsigned service_jobs(const struct service *s) { return s->jobs; }
+
+struct service *service_free(struct service *s)
+{
+	free(s);
+	return NULL;
+}

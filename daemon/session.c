@@ -1,0 +1,356 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * session.c - capture windows; see session.h for the design.
+ */
+#define LOG_TOPIC "session"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "session.h"
+
+enum session_state { S_WAITING, S_OPEN, S_CLOSING };
+
+struct session {
+	struct session_mgr *mgr;
+	enum session_state state;
+	bool aborted;
+	char *id;
+	int64_t start_ns, stop_ns; /* the window, wall ns */
+	uint64_t duration_ms;
+	uv_timer_t timer; /* WAITING: until start; OPEN: until stop */
+	session_done_cb cb;
+	void *userdata;
+	struct session *next, *prev;   /* all sessions */
+	struct session *close_next;    /* close queue */
+};
+
+struct session_mgr {
+	uv_loop_t *loop;
+	struct session_mgr_cfg cfg;
+	struct trace *hub;
+	struct collector_set *collectors;
+	struct session *all;
+	unsigned n_all;
+	unsigned n_windows; /* OPEN + CLOSING: sessions that need hub data */
+	struct session *close_head, *close_tail;
+	bool flushing;
+	bool shutting_down;
+	bool collectors_closing;
+	void (*shutdown_cb)(void *);
+	void *shutdown_ud;
+	int pending_closes; /* session timers being closed */
+};
+
+static void process_close_queue(struct session_mgr *m);
+
+static void unlink_session(struct session *s)
+{
+	struct session_mgr *m = s->mgr;
+
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		m->all = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	m->n_all--;
+}
+
+static void maybe_shutdown_done(struct session_mgr *m);
+static void maybe_close_collectors(struct session_mgr *m);
+
+static void on_timer_closed(uv_handle_t *h)
+{
+	struct session *s = h->data;
+	struct session_mgr *m = s->mgr;
+
+	free(s->id);
+	free(s);
+	m->pending_closes--;
+	maybe_shutdown_done(m);
+}
+
+/* Unlink and free (after the timer handle is closed). */
+static void session_destroy(struct session *s)
+{
+	unlink_session(s);
+	s->mgr->pending_closes++;
+	uv_close((uv_handle_t *)&s->timer, on_timer_closed);
+}
+
+/* The last window is gone: stop collectors and drop what the hub holds. */
+static void windows_gone(struct session_mgr *m)
+{
+	struct trace *tmp;
+
+	collector_set_stop(m->collectors);
+	if (trace_snapshot(m->hub, 0, 0, true, &tmp) == 0)
+		trace_free(tmp);
+}
+
+static void window_leaves(struct session_mgr *m)
+{
+	if (--m->n_windows == 0) {
+		windows_gone(m);
+	} else {
+		/* Free what no remaining window can need. */
+		int64_t min_start = INT64_MAX;
+
+		for (struct session *s = m->all; s; s = s->next)
+			if ((s->state == S_OPEN || s->state == S_CLOSING) && !s->aborted)
+				min_start = MIN(min_start, s->start_ns);
+		trace_trim(m->hub, min_start);
+	}
+}
+
+static void on_stop_timer(uv_timer_t *t);
+
+static void open_window(struct session *s)
+{
+	struct session_mgr *m = s->mgr;
+
+	s->state = S_OPEN;
+	if (m->n_windows++ == 0)
+		collector_set_start(m->collectors);
+	s->start_ns = wall_ns();
+	uv_timer_start(&s->timer, on_stop_timer, s->duration_ms, 0);
+	log_debug("session '%s': window open for %llu ms", s->id, (unsigned long long)s->duration_ms);
+}
+
+static void on_start_timer(uv_timer_t *t)
+{
+	open_window(t->data);
+}
+
+static void begin_close(struct session *s)
+{
+	struct session_mgr *m = s->mgr;
+
+	uv_timer_stop(&s->timer);
+	s->state = S_CLOSING;
+	s->stop_ns = wall_ns();
+	if (m->close_tail)
+		m->close_tail->close_next = s;
+	else
+		m->close_head = s;
+	m->close_tail = s;
+	process_close_queue(m);
+}
+
+static void on_stop_timer(uv_timer_t *t)
+{
+	begin_close(t->data);
+}
+
+static void on_flushed(void *userdata)
+{
+	struct session_mgr *m = userdata;
+	struct session *s = m->close_head;
+	struct trace *snap = NULL;
+	int r = 0;
+
+	m->flushing = false;
+	m->close_head = s->close_next;
+	if (!m->close_head)
+		m->close_tail = NULL;
+
+	if (!s->aborted) {
+		/* Last window needing the hub: move it instead of copying. */
+		r = trace_snapshot(m->hub, s->start_ns, s->stop_ns, m->n_windows == 1, &snap);
+		if (r == 0)
+			collector_set_describe(m->collectors, snap, s->start_ns, s->stop_ns);
+	}
+	window_leaves(m);
+	if (!s->aborted)
+		s->cb(s, r, snap, s->start_ns, s->stop_ns, s->userdata);
+	session_destroy(s);
+	process_close_queue(m);
+	maybe_close_collectors(m);
+}
+
+static void process_close_queue(struct session_mgr *m)
+{
+	struct session *s = m->close_head;
+
+	if (m->flushing || !s)
+		return;
+	m->flushing = true;
+	collector_set_flush(m->collectors, s->stop_ns, m->cfg.flush_timeout_ms, on_flushed, m);
+}
+
+int session_mgr_new(uv_loop_t *loop, const struct session_mgr_cfg *cfg,
+		    const struct collector_cfg *ccfg, struct session_mgr **ret)
+{
+	struct session_mgr *m = calloc(1, sizeof(*m));
+	int r;
+
+	if (!m)
+		return -ENOMEM;
+	m->loop = loop;
+	m->cfg = *cfg;
+	r = trace_new(cfg->max_events, &m->hub);
+	if (r >= 0)
+		r = collector_set_new(loop, ccfg, m->hub, &m->collectors);
+	if (r < 0) {
+		trace_free(m->hub);
+		free(m);
+		return r;
+	}
+	*ret = m;
+	return 0;
+}
+
+int session_open(struct session_mgr *m, const struct session_params *p, session_done_cb cb,
+		 void *userdata, struct session **ret)
+{
+	struct session *s;
+	int64_t delay_ns;
+
+	assert_return(p->duration_ms > 0, -EINVAL);
+	if (m->shutting_down)
+		return -ESHUTDOWN;
+	if (m->n_all >= m->cfg.max_sessions)
+		return -EBUSY;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->id = strdup(p->id ? p->id : "");
+	if (!s->id) {
+		free(s);
+		return -ENOMEM;
+	}
+	s->mgr = m;
+	s->duration_ms = p->duration_ms;
+	s->cb = cb;
+	s->userdata = userdata;
+	uv_timer_init(m->loop, &s->timer);
+	s->timer.data = s;
+	s->next = m->all;
+	if (m->all)
+		m->all->prev = s;
+	m->all = s;
+	m->n_all++;
+
+	delay_ns = p->start_ns - wall_ns();
+	if (p->start_ns > 0 && delay_ns > 0) {
+		s->state = S_WAITING;
+		uv_timer_start(&s->timer, on_start_timer, (uint64_t)(delay_ns + 999999) / NSEC_PER_MSEC, 0);
+		log_debug("session '%s': starts in %lld ms", s->id, (long long)(delay_ns / 1000000));
+	} else {
+		open_window(s);
+	}
+	*ret = s;
+	return 0;
+}
+
+void session_abort(struct session *s)
+{
+	struct session_mgr *m = s->mgr;
+
+	switch (s->state) {
+	case S_WAITING:
+		session_destroy(s);
+		break;
+	case S_OPEN:
+		uv_timer_stop(&s->timer);
+		session_destroy(s);
+		window_leaves(m);
+		break;
+	case S_CLOSING:
+		/* Queued or flushing: on_flushed() drops it. */
+		s->aborted = true;
+		break;
+	}
+}
+
+unsigned session_mgr_terminate(struct session_mgr *m, const char *id)
+{
+	unsigned n = 0;
+	struct session *s, *next;
+
+	for (s = m->all; s; s = next) {
+		next = s->next;
+		if (s->aborted || strcmp(s->id, id) != 0)
+			continue;
+		if (s->state == S_WAITING) {
+			/* Never started: an empty window now. */
+			open_window(s);
+			begin_close(s);
+			n++;
+		} else if (s->state == S_OPEN) {
+			begin_close(s);
+			n++;
+		}
+	}
+	return n;
+}
+
+unsigned session_mgr_active(const struct session_mgr *m) { return m->n_all; }
+uint32_t session_mgr_max_sessions(const struct session_mgr *m) { return m->cfg.max_sessions; }
+struct collector_set *session_mgr_collectors(struct session_mgr *m) { return m->collectors; }
+
+static void on_collectors_closed(void *userdata)
+{
+	struct session_mgr *m = userdata;
+
+	m->collectors = collector_set_free(m->collectors);
+	m->collectors_closing = false;
+	maybe_shutdown_done(m);
+}
+
+static void maybe_shutdown_done(struct session_mgr *m)
+{
+	void (*cb)(void *) = m->shutdown_cb;
+
+	if (!m->shutting_down || m->collectors || m->pending_closes || m->all || !cb)
+		return;
+	m->shutdown_cb = NULL;
+	cb(m->shutdown_ud);
+}
+
+static void maybe_close_collectors(struct session_mgr *m)
+{
+	if (!m->shutting_down || m->close_head || m->flushing || !m->collectors ||
+	    m->collectors_closing)
+		return;
+	m->collectors_closing = true;
+	collector_set_close(m->collectors, on_collectors_closed, m);
+}
+
+void session_mgr_shutdown(struct session_mgr *m, void (*cb)(void *), void *userdata)
+{
+	struct session *s, *next;
+
+	m->shutting_down = true;
+	m->shutdown_cb = cb;
+	m->shutdown_ud = userdata;
+	for (s = m->all; s; s = next) {
+		next = s->next;
+		/* The callback may not touch @s again: it is released below. */
+		if (!s->aborted)
+			s->cb(s, -ESHUTDOWN, NULL, s->start_ns, s->stop_ns, s->userdata);
+		if (s->state == S_CLOSING) {
+			s->aborted = true; /* the close queue releases it */
+			continue;
+		}
+		uv_timer_stop(&s->timer);
+		if (s->state == S_OPEN)
+			window_leaves(m);
+		session_destroy(s);
+	}
+	maybe_close_collectors(m);
+	maybe_shutdown_done(m);
+}
+
+struct session_mgr *session_mgr_free(struct session_mgr *m)
+{
+	if (!m)
+		return NULL;
+	collector_set_free(m->collectors);
+	trace_free(m->hub);
+	free(m);
+	return NULL;
+}

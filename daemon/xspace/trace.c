@@ -1,0 +1,579 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * trace.c - the compact event store; see trace.h for the design.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "base/pbwire.h"
+#include "trace.h"
+
+#define CHUNK_MIN 128u
+#define CHUNK_MAX 65536u
+#define CHUNK_MMAP_BYTES (64u << 10)
+
+/* XEvent.stats is field 4, XPlane.stats field 6; both one-byte LEN tags. */
+#define TAG_EVENT_STAT 0x22
+#define TAG_PLANE_STAT 0x32
+
+static size_t chunk_bytes(uint32_t cap)
+{
+	return sizeof(struct trace_chunk) + (size_t)cap * sizeof(struct trace_event);
+}
+
+struct trace_chunk *trace__chunk_new(uint32_t cap)
+{
+	size_t bytes = chunk_bytes(cap);
+	struct trace_chunk *c;
+	bool mapped = bytes >= CHUNK_MMAP_BYTES;
+
+	if (mapped) {
+		c = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (c == MAP_FAILED)
+			return NULL;
+	} else {
+		c = malloc(bytes);
+		if (!c)
+			return NULL;
+	}
+	c->next = NULL;
+	c->n = 0;
+	c->cap = cap;
+	c->max_end_ns = INT64_MIN;
+	c->mapped = mapped;
+	return c;
+}
+
+void trace__chunk_free(struct trace_chunk *c)
+{
+	if (!c)
+		return;
+	if (c->mapped)
+		munmap(c, chunk_bytes(c->cap));
+	else
+		free(c);
+}
+
+static void line_free(struct trace_line *l)
+{
+	struct trace_chunk *c, *n;
+
+	if (!l)
+		return;
+	for (c = l->head; c; c = n) {
+		n = c->next;
+		trace__chunk_free(c);
+	}
+	free(l->name);
+	free(l);
+}
+
+static void plane_free(struct trace_plane *p)
+{
+	if (!p)
+		return;
+	for (uint32_t i = 0; i < p->n_lines; i++)
+		line_free(p->lines[i]);
+	free(p->lines);
+	strtab_free(&p->events);
+	strtab_free(&p->stats);
+	strtab_free(&p->statsets);
+	buf_free(&p->plane_stats);
+	free(p->name);
+	free(p);
+}
+
+int trace_new(uint64_t max_events, struct trace **ret)
+{
+	struct trace *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	t->max_events = max_events;
+	*ret = t;
+	return 0;
+}
+
+static void trace_clear(struct trace *t)
+{
+	for (uint32_t i = 0; i < t->n_planes; i++)
+		plane_free(t->planes[i]);
+	free(t->planes);
+	for (uint32_t i = 0; i < t->n_diags; i++)
+		free(t->diags[i].text);
+	free(t->diags);
+	t->planes = NULL;
+	t->n_planes = t->planes_cap = 0;
+	t->diags = NULL;
+	t->n_diags = t->diags_cap = 0;
+	t->n_events = 0;
+	t->dropped = 0;
+}
+
+struct trace *trace_free(struct trace *t)
+{
+	if (t) {
+		trace_clear(t);
+		free(t);
+	}
+	return NULL;
+}
+
+static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elem)
+{
+	uint32_t c;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	c = *cap ? *cap * 2 : 8;
+	while (c < need)
+		c *= 2;
+	p = realloc(*arr, (size_t)c * elem);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = c;
+	return 0;
+}
+
+static struct trace_plane *plane_new(struct trace *t, const char *name, int64_t id)
+{
+	struct trace_plane *p;
+
+	if (t->n_planes >= TRACE_MAX_PLANES ||
+	    grow((void **)&t->planes, &t->planes_cap, t->n_planes + 1, sizeof(*t->planes)) < 0)
+		return NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->name = strdup(name);
+	if (!p->name) {
+		free(p);
+		return NULL;
+	}
+	p->id = id;
+	p->trace = t;
+	strtab_init(&p->events, TRACE_MAX_NAMES_PER_TABLE);
+	strtab_init(&p->stats, TRACE_MAX_NAMES_PER_TABLE);
+	strtab_init(&p->statsets, TRACE_MAX_NAMES_PER_TABLE);
+	t->planes[t->n_planes++] = p;
+	return p;
+}
+
+struct trace_plane *trace_find_plane(const struct trace *t, const char *name)
+{
+	for (uint32_t i = 0; i < t->n_planes; i++)
+		if (strcmp(t->planes[i]->name, name) == 0)
+			return t->planes[i];
+	return NULL;
+}
+
+void trace_drop_plane(struct trace *t, uint32_t idx)
+{
+	struct trace_plane *p = t->planes[idx];
+
+	for (uint32_t i = 0; i < p->n_lines; i++)
+		t->n_events -= p->lines[i]->count;
+	plane_free(p);
+	memmove(&t->planes[idx], &t->planes[idx + 1], (t->n_planes - idx - 1) * sizeof(*t->planes));
+	t->n_planes--;
+}
+
+struct trace_plane *trace_plane(struct trace *t, const char *name, int64_t id)
+{
+	struct trace_plane *p = trace_find_plane(t, name);
+
+	return p ? p : plane_new(t, name, id);
+}
+
+static struct trace_line *line_new(struct trace_plane *p, int64_t id, const char *name)
+{
+	struct trace_line *l;
+
+	if (p->n_lines >= TRACE_MAX_LINES_PER_PLANE ||
+	    grow((void **)&p->lines, &p->lines_cap, p->n_lines + 1, sizeof(*p->lines)) < 0)
+		return NULL;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	l->name = strdup(name ? name : "");
+	if (!l->name) {
+		free(l);
+		return NULL;
+	}
+	l->id = id;
+	l->plane = p;
+	p->lines[p->n_lines++] = l;
+	return l;
+}
+
+struct trace_line *trace_line(struct trace_plane *p, int64_t id, const char *name)
+{
+	for (uint32_t i = 0; i < p->n_lines; i++)
+		if (p->lines[i]->id == id)
+			return p->lines[i];
+	return line_new(p, id, name);
+}
+
+int trace_line_set_name(struct trace_line *l, const char *name)
+{
+	char *s;
+
+	if (strcmp(l->name, name) == 0)
+		return 0;
+	s = strdup(name);
+	if (!s)
+		return -ENOMEM;
+	free(l->name);
+	l->name = s;
+	return 0;
+}
+
+struct trace_line *trace_counter_line(struct trace_plane *p)
+{
+	return trace_line(p, INT64_MAX, "_counters_");
+}
+
+int64_t trace_plane_event_id(struct trace_plane *p, const char *name)
+{
+	return strtab_intern(&p->events, name, strlen(name));
+}
+
+int64_t trace_plane_stat_id(struct trace_plane *p, const char *name)
+{
+	return strtab_intern(&p->stats, name, strlen(name));
+}
+
+/* Appends one XStat entry (tag, length, body) for @name with a body tail
+ * of @vlen bytes already encoded in @v. */
+static int put_stat(struct trace_plane *p, struct buf *b, const char *name, const uint8_t *v,
+		    size_t vlen)
+{
+	int64_t id = trace_plane_stat_id(p, name);
+	uint8_t hdr[32], *q;
+
+	if (id < 0)
+		return (int)id;
+	q = pb_put_varint_field(hdr + 8, 1, (uint64_t)id);
+	/* Frame: tag + len(varint) + [metadata_id field] + value. */
+	size_t body = (size_t)(q - (hdr + 8)) + vlen;
+	uint8_t pre[16], *r = pb_put_len_hdr(pre, 4, body);
+
+	buf_put(b, pre, (size_t)(r - pre));
+	buf_put(b, hdr + 8, (size_t)(q - (hdr + 8)));
+	buf_put(b, v, vlen);
+	return b->oom ? -ENOMEM : 0;
+}
+
+int trace_stat_u64(struct trace_plane *p, struct buf *b, const char *name, uint64_t v)
+{
+	uint8_t tmp[16];
+
+	return put_stat(p, b, name, tmp, (size_t)(pb_put_varint_field(tmp, 3, v) - tmp));
+}
+
+int trace_stat_i64(struct trace_plane *p, struct buf *b, const char *name, int64_t v)
+{
+	uint8_t tmp[16];
+
+	return put_stat(p, b, name, tmp, (size_t)(pb_put_varint_field(tmp, 4, (uint64_t)v) - tmp));
+}
+
+int trace_stat_double(struct trace_plane *p, struct buf *b, const char *name, double v)
+{
+	uint8_t tmp[16];
+	uint64_t bits;
+
+	memcpy(&bits, &v, sizeof(bits));
+	return put_stat(p, b, name, tmp, (size_t)(pb_put_fixed64_field(tmp, 2, bits) - tmp));
+}
+
+int trace_stat_str(struct trace_plane *p, struct buf *b, const char *name, const char *v)
+{
+	struct buf tmp = BUF_INIT;
+	int r;
+
+	pbb_string_field(&tmp, 5, v);
+	r = tmp.oom ? -ENOMEM : put_stat(p, b, name, tmp.data, tmp.len);
+	buf_free(&tmp);
+	return r;
+}
+
+int trace_stat_str_ref(struct trace_plane *p, struct buf *b, const char *name, const char *v)
+{
+	int64_t ref = trace_plane_stat_id(p, v);
+	uint8_t tmp[16];
+
+	if (ref < 0)
+		return (int)ref;
+	return put_stat(p, b, name, tmp, (size_t)(pb_put_varint_field(tmp, 7, (uint64_t)ref) - tmp));
+}
+
+int64_t trace_plane_statset(struct trace_plane *p, struct buf *b)
+{
+	int64_t id;
+
+	if (b->oom) {
+		buf_reset(b);
+		return -ENOMEM;
+	}
+	if (b->len == 0)
+		return 0;
+	id = strtab_intern(&p->statsets, b->data, b->len);
+	buf_reset(b);
+	return id;
+}
+
+/* Walks XStat entries: returns the entry length at @q (tag..end) and its
+ * metadata id, or 0 on malformed input. */
+static size_t stat_entry(const uint8_t *q, const uint8_t *end, uint64_t *ret_id)
+{
+	const uint8_t *s = q + 1;
+	uint64_t len = 0, id = 0;
+	int shift = 0;
+
+	while (s < end && shift < 64) {
+		len |= (uint64_t)(*s & 0x7f) << shift;
+		shift += 7;
+		if (!(*s++ & 0x80))
+			break;
+	}
+	if ((uint64_t)(end - s) < len || len < 2 || s[0] != 0x08)
+		return 0;
+	shift = 0;
+	for (const uint8_t *v = s + 1; v < s + len && shift < 64; v++) {
+		id |= (uint64_t)(*v & 0x7f) << shift;
+		shift += 7;
+		if (!(*v & 0x80))
+			break;
+	}
+	*ret_id = id;
+	return (size_t)(s - q) + len;
+}
+
+int trace_plane_set_stats(struct trace_plane *p, struct buf *b)
+{
+	const uint8_t *q = b->data, *end = b->data + b->len;
+	int r = 0;
+
+	if (b->oom) {
+		buf_reset(b);
+		return -ENOMEM;
+	}
+	while (q < end) {
+		uint64_t id, old_id;
+		size_t n = stat_entry(q, end, &id);
+
+		if (!n) {
+			r = -EINVAL;
+			break;
+		}
+		/* Drop an earlier value of the same stat, then append this one. */
+		struct buf *ps = &p->plane_stats;
+		for (size_t off = 0; off < ps->len;) {
+			size_t m = stat_entry(ps->data + off, ps->data + ps->len, &old_id);
+
+			if (!m)
+				break;
+			if (old_id == id) {
+				memmove(ps->data + off, ps->data + off + m, ps->len - off - m);
+				ps->len -= m;
+			} else {
+				off += m;
+			}
+		}
+		size_t at = ps->len;
+		buf_put(ps, q, n);
+		if (ps->oom) {
+			r = -ENOMEM;
+			break;
+		}
+		ps->data[at] = TAG_PLANE_STAT;
+		q += n;
+	}
+	buf_reset(b);
+	return r;
+}
+
+int trace_line_append(struct trace_line *l, const struct trace_event *ev)
+{
+	struct trace *t = l->plane->trace;
+	struct trace_chunk *c = l->tail;
+	int64_t end;
+
+	if (t->max_events && t->n_events >= t->max_events) {
+		t->dropped++;
+		return -ENOBUFS;
+	}
+	if (!c || c->n == c->cap) {
+		uint32_t cap = c ? MIN(c->cap * 2, CHUNK_MAX) : CHUNK_MIN;
+		struct trace_chunk *nc = trace__chunk_new(cap);
+
+		if (!nc)
+			return -ENOMEM;
+		if (c)
+			c->next = nc;
+		else
+			l->head = nc;
+		l->tail = c = nc;
+	}
+	c->ev[c->n++] = *ev;
+	end = ev->start_ns + ev->dur_ns;
+	if (end > c->max_end_ns)
+		c->max_end_ns = end;
+	l->count++;
+	t->n_events++;
+	return 0;
+}
+
+int trace_diag(struct trace *t, int64_t ts_ns, bool error, const char *fmt, ...)
+{
+	char text[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	for (uint32_t i = 0; i < t->n_diags; i++)
+		if (t->diags[i].error == error && strcmp(t->diags[i].text, text) == 0)
+			return 0;
+	if (t->n_diags >= TRACE_MAX_DIAGS)
+		return -ENOSPC;
+	if (grow((void **)&t->diags, &t->diags_cap, t->n_diags + 1, sizeof(*t->diags)) < 0)
+		return -ENOMEM;
+	t->diags[t->n_diags].text = strdup(text);
+	if (!t->diags[t->n_diags].text)
+		return -ENOMEM;
+	t->diags[t->n_diags].ts_ns = ts_ns;
+	t->diags[t->n_diags].error = error;
+	t->n_diags++;
+	return 0;
+}
+
+static int plane_copy_meta(struct trace *dst, const struct trace_plane *src, struct trace_plane **ret)
+{
+	struct trace_plane *p = plane_new(dst, src->name, src->id);
+
+	if (!p)
+		return -ENOMEM;
+	/* plane_new() initialised empty tables; replace them with copies. */
+	if (strtab_copy(&p->events, &src->events) < 0 || strtab_copy(&p->stats, &src->stats) < 0 ||
+	    strtab_copy(&p->statsets, &src->statsets) < 0)
+		return -ENOMEM;
+	buf_put(&p->plane_stats, src->plane_stats.data, src->plane_stats.len);
+	if (p->plane_stats.oom)
+		return -ENOMEM;
+	*ret = p;
+	return 0;
+}
+
+static int snapshot_copy(const struct trace *hub, int64_t start_ns, int64_t stop_ns, struct trace *s)
+{
+	for (uint32_t i = 0; i < hub->n_planes; i++) {
+		const struct trace_plane *sp = hub->planes[i];
+		struct trace_plane *dp;
+		int r = plane_copy_meta(s, sp, &dp);
+
+		if (r < 0)
+			return r;
+		for (uint32_t j = 0; j < sp->n_lines; j++) {
+			const struct trace_line *sl = sp->lines[j];
+			struct trace_line *dl = line_new(dp, sl->id, sl->name);
+
+			if (!dl)
+				return -ENOMEM;
+			for (const struct trace_chunk *c = sl->head; c; c = c->next) {
+				if (c->max_end_ns < start_ns)
+					continue;
+				for (uint32_t k = 0; k < c->n; k++) {
+					const struct trace_event *e = &c->ev[k];
+
+					if (e->start_ns < start_ns || e->start_ns >= stop_ns)
+						continue;
+					r = trace_line_append(dl, e);
+					if (r < 0)
+						return r;
+				}
+			}
+		}
+	}
+	for (uint32_t i = 0; i < hub->n_diags; i++) {
+		const struct trace_diag *d = &hub->diags[i];
+
+		if (d->ts_ns >= start_ns && d->ts_ns < stop_ns &&
+		    trace_diag(s, d->ts_ns, d->error, "%s", d->text) == -ENOMEM)
+			return -ENOMEM;
+	}
+	s->dropped = hub->dropped;
+	return 0;
+}
+
+int trace_snapshot(struct trace *hub, int64_t start_ns, int64_t stop_ns, bool take_all,
+		   struct trace **ret)
+{
+	struct trace *s;
+	int r = trace_new(0, &s);
+
+	if (r < 0)
+		return r;
+	if (take_all) {
+		uint64_t max = hub->max_events, gen = hub->generation;
+
+		*s = *hub;
+		s->max_events = 0;
+		memset(hub, 0, sizeof(*hub));
+		hub->max_events = max;
+		hub->generation = gen + 1;
+		for (uint32_t i = 0; i < s->n_planes; i++)
+			s->planes[i]->trace = s;
+	} else {
+		r = snapshot_copy(hub, start_ns, stop_ns, s);
+		if (r < 0) {
+			trace_free(s);
+			return r;
+		}
+	}
+	*ret = s;
+	return 0;
+}
+
+void trace_trim(struct trace *hub, int64_t before_ns)
+{
+	for (uint32_t i = 0; i < hub->n_planes; i++) {
+		struct trace_plane *p = hub->planes[i];
+
+		for (uint32_t j = 0; j < p->n_lines; j++) {
+			struct trace_line *l = p->lines[j];
+
+			/* The tail chunk is kept: appends continue into it. */
+			while (l->head && l->head != l->tail && l->head->max_end_ns < before_ns) {
+				struct trace_chunk *c = l->head;
+
+				l->head = c->next;
+				l->count -= c->n;
+				hub->n_events -= c->n;
+				trace__chunk_free(c);
+			}
+		}
+	}
+}
+
+void trace_iter_init(struct trace_iter *it, const struct trace_line *l)
+{
+	it->c = l->head;
+	it->i = 0;
+}
+
+const struct trace_event *trace_iter_next(struct trace_iter *it)
+{
+	while (it->c && it->i >= it->c->n) {
+		it->c = it->c->next;
+		it->i = 0;
+	}
+	return it->c ? &it->c->ev[it->i++] : NULL;
+}

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * trace.h - compact event stores that collectors append to and the XSpace
+ * writer encodes from.
+ *
+ * DESIGN
+ * ------
+ * A struct trace holds planes; a plane holds lines and three intern tables:
+ * event metadata names, stat metadata names (also the targets of ref_value
+ * string stats) and "stat sets". A line holds fixed 40-byte records
+ * (struct trace_event) in a list of chunks that double in size up to 64 Ki
+ * records; big chunks are mmap()ed so freeing them returns memory at once.
+ *
+ * Per-event stats are split in two so that a record stays fixed-size:
+ *   - one numeric "value" stat that changes on every event (correlation_id,
+ *     a counter's value), stored in the record itself;
+ *   - a "stat set": all other stats, pre-encoded once as XStat wire bytes
+ *     and interned per plane (kernel_details + context_id repeat for every
+ *     launch of the same kernel, so a set is shared by many events).
+ *
+ * The daemon keeps one live trace, the "hub", while any capture is open.
+ * When a capture's window closes, trace_snapshot() hands the encoder a
+ * trace of its own: the hub itself when no other capture is open (nothing
+ * is copied), or a copy of the records inside the window otherwise.
+ *
+ * Thread rules: a trace has exactly one owner at a time. The hub belongs to
+ * the loop thread; a snapshot belongs to whoever it was handed to (the
+ * encoder job on a worker thread).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/macro.h"
+#include "base/strtab.h"
+
+enum trace_stat_type {
+	TRACE_STAT_NONE = 0,
+	TRACE_STAT_U64 = 1,
+	TRACE_STAT_I64 = 2,
+	TRACE_STAT_DOUBLE = 3,
+};
+
+/* The per-event value stat: the type in the top 8 bits, the stat id below. */
+#define TRACE_VSTAT(type, stat_id) (((uint32_t)(type) << 24) | ((stat_id) & 0xffffffu))
+#define TRACE_VSTAT_TYPE(v) ((v) >> 24)
+#define TRACE_VSTAT_ID(v) ((v) & 0xffffffu)
+
+/**
+ * struct trace_event - one XEvent as stored.
+ * @start_ns: CLOCK_REALTIME ns.
+ * @dur_ns:   duration in ns, >= 0 (0 for counters and instants).
+ * @meta:     event metadata id in the plane (trace_plane_event_id()).
+ * @statset:  stat set id in the plane, 0 for none.
+ * @vstat:    TRACE_VSTAT(type, stat id) of @value, 0 for none.
+ * @value:    the value stat's bits (a double is stored by its bit pattern).
+ */
+struct trace_event {
+	int64_t start_ns;
+	int64_t dur_ns;
+	uint32_t meta;
+	uint32_t statset;
+	uint32_t vstat;
+	uint32_t _pad;
+	uint64_t value;
+};
+
+struct trace_chunk;
+struct trace_plane;
+
+struct trace_line {
+	/* read-only */
+	int64_t id;
+	char *name;
+	struct trace_plane *plane;
+	uint64_t count;
+	/* private */
+	struct trace_chunk *head, *tail;
+};
+
+struct trace_plane {
+	/* read-only */
+	int64_t id;
+	char *name;
+	struct strtab events;   /* XEventMetadata names */
+	struct strtab stats;    /* XStatMetadata names and ref strings */
+	struct strtab statsets; /* pre-encoded XStat sequences */
+	struct buf plane_stats; /* XPlane.stats, encoded as field-6 entries */
+	struct trace_line **lines;
+	uint32_t n_lines, lines_cap;
+	struct trace *trace;
+};
+
+struct trace_diag {
+	int64_t ts_ns;
+	bool error; /* XSpace.errors, else XSpace.warnings */
+	char *text;
+};
+
+struct trace {
+	/* read-only */
+	struct trace_plane **planes;
+	uint32_t n_planes, planes_cap;
+	uint64_t n_events;   /* records held */
+	uint64_t max_events; /* budget; appends beyond it are dropped */
+	uint64_t dropped;    /* records refused by the budget */
+	uint64_t generation; /* bumped when the contents move out (snapshot) */
+	struct trace_diag *diags;
+	uint32_t n_diags, diags_cap;
+};
+
+/* Limits that keep a misbehaving source from exhausting memory. */
+#define TRACE_MAX_PLANES 1024
+#define TRACE_MAX_LINES_PER_PLANE 65536
+#define TRACE_MAX_NAMES_PER_TABLE (1u << 20)
+#define TRACE_MAX_DIAGS 256
+
+int trace_new(uint64_t max_events, struct trace **ret);
+struct trace *trace_free(struct trace *t);
+
+/* Get or create the plane called @name; @id is used when it is created.
+ * Returns NULL on allocation failure or when TRACE_MAX_PLANES is reached. */
+struct trace_plane *trace_plane(struct trace *t, const char *name, int64_t id);
+struct trace_plane *trace_find_plane(const struct trace *t, const char *name);
+/* Remove and free plane @idx (later planes move down one). */
+void trace_drop_plane(struct trace *t, uint32_t idx);
+
+/* Get or create line @id; @name is set on creation (trace_line_set_name()
+ * renames). NULL on allocation failure or past the line limit. */
+struct trace_line *trace_line(struct trace_plane *p, int64_t id, const char *name);
+int trace_line_set_name(struct trace_line *l, const char *name);
+/* The `_counters_` line (id INT64_MAX), where counter events go. */
+struct trace_line *trace_counter_line(struct trace_plane *p);
+
+/* Intern an event metadata name / a stat metadata name. Id >= 1 or -errno. */
+int64_t trace_plane_event_id(struct trace_plane *p, const char *name);
+int64_t trace_plane_stat_id(struct trace_plane *p, const char *name);
+
+/*
+ * Stat set builder: collect XStat entries, then intern them as one set.
+ *   struct buf b = BUF_INIT;
+ *   trace_stat_str_ref(p, &b, "kernel_details", details);
+ *   trace_stat_u64(p, &b, "device_id", 0);
+ *   set = trace_plane_statset(p, &b);   (b is reset, reusable; buf_free at end)
+ */
+int trace_stat_u64(struct trace_plane *p, struct buf *b, const char *name, uint64_t v);
+int trace_stat_i64(struct trace_plane *p, struct buf *b, const char *name, int64_t v);
+int trace_stat_double(struct trace_plane *p, struct buf *b, const char *name, double v);
+/* A string stat stored as str_value. */
+int trace_stat_str(struct trace_plane *p, struct buf *b, const char *name, const char *v);
+/* A string stat stored as ref_value (the text becomes a stat metadata name);
+ * use it for strings that repeat. */
+int trace_stat_str_ref(struct trace_plane *p, struct buf *b, const char *name, const char *v);
+/* Interns @b's bytes as a stat set and resets @b. Id >= 1, 0 for an empty
+ * set, or -errno. */
+int64_t trace_plane_statset(struct trace_plane *p, struct buf *b);
+/* Appends @b's entries to the plane's own stats (XPlane.stats), resets @b.
+ * A stat name already present is replaced, so probing twice is harmless. */
+int trace_plane_set_stats(struct trace_plane *p, struct buf *b);
+
+/* Append one record. 0, -ENOBUFS when the trace's budget is spent (counted
+ * in t->dropped), or -ENOMEM. */
+int trace_line_append(struct trace_line *l, const struct trace_event *ev);
+
+/* Record a user-facing message; identical texts are kept once. */
+int trace_diag(struct trace *t, int64_t ts_ns, bool error, const char *fmt, ...) _printf_(4, 5);
+
+/*
+ * trace_snapshot - give a closing window its own trace.
+ * @take_all: no other window is open. The hub's contents move into the
+ *            snapshot; the hub is left empty (planes, tables, diags).
+ * Otherwise the planes, tables and plane stats are copied, and only records
+ * with start in [@start_ns, @stop_ns) and diags stamped in the window are.
+ * Returns 0 or -ENOMEM; the hub is unchanged on failure.
+ */
+int trace_snapshot(struct trace *hub, int64_t start_ns, int64_t stop_ns, bool take_all,
+		   struct trace **ret);
+
+/* Free whole chunks whose every record ended before @before_ns (no open
+ * window can still need them). [hub owner] */
+void trace_trim(struct trace *hub, int64_t before_ns);
+
+/* Iteration over a line's records in storage order, for readers other than
+ * the encoder (tests, summaries). */
+struct trace_iter {
+	const struct trace_chunk *c;
+	uint32_t i;
+};
+void trace_iter_init(struct trace_iter *it, const struct trace_line *l);
+const struct trace_event *trace_iter_next(struct trace_iter *it);
+
+/* Internal to daemon/xspace: chunk access for the encoder. */
+struct trace_chunk {
+	struct trace_chunk *next;
+	uint32_t n, cap;
+	int64_t max_end_ns;
+	bool mapped;
+	struct trace_event ev[];
+};
+struct trace_chunk *trace__chunk_new(uint32_t cap);
+void trace__chunk_free(struct trace_chunk *c);

@@ -1,0 +1,458 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xspace.c - the streaming XSpace encoder; see xspace.h.
+ *
+ * Field numbers (reference/protocol.md §1.5):
+ *   XSpace   1 planes, 2 errors, 3 warnings, 4 hostnames
+ *   XPlane   1 id, 2 name, 3 lines, 4 event_metadata, 5 stat_metadata, 6 stats
+ *   XLine    1 id, 2 name, 3 timestamp_ns, 4 events, 10 display_id
+ *   XEvent   1 metadata_id, 2 offset_ps, 3 duration_ps, 4 stats
+ *   XStat    1 metadata_id, 2 double, 3 uint64, 4 int64, 5 str, 7 ref
+ *   XEventMetadata / XStatMetadata   1 id, 2 name
+ *   map entries                      1 key, 2 value
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "base/pbwire.h"
+#include "xspace.h"
+
+#define MAX_MESSAGE ((size_t)INT32_MAX)
+#define MERGE_MAX 64
+
+/* Encoder-private state per line, parallel to plane->lines. */
+struct line_plan {
+	uint64_t n_in;     /* records inside the window */
+	size_t body;       /* XLine body bytes */
+	bool sequential;   /* chunks are each sorted and follow each other */
+};
+
+struct plane_plan {
+	struct line_plan *lines;
+	size_t body;       /* XPlane body bytes */
+};
+
+static int ev_cmp(const void *a, const void *b)
+{
+	const struct trace_event *x = a, *y = b;
+
+	if (x->start_ns != y->start_ns)
+		return x->start_ns < y->start_ns ? -1 : 1;
+	if (x->dur_ns != y->dur_ns)
+		return x->dur_ns > y->dur_ns ? -1 : 1; /* longer (enclosing) first */
+	return x->meta < y->meta ? -1 : x->meta > y->meta;
+}
+
+static inline bool ev_before(const struct trace_event *x, const struct trace_event *y)
+{
+	return ev_cmp(x, y) < 0;
+}
+
+static void sort_chunk(struct trace_chunk *c)
+{
+	for (uint32_t i = 1; i < c->n; i++)
+		if (ev_before(&c->ev[i], &c->ev[i - 1])) {
+			qsort(c->ev, c->n, sizeof(c->ev[0]), ev_cmp);
+			return;
+		}
+}
+
+static size_t value_stat_size(const struct trace_event *e)
+{
+	uint32_t type = TRACE_VSTAT_TYPE(e->vstat);
+	size_t body;
+
+	if (type == TRACE_STAT_NONE)
+		return 0;
+	body = pb_varint_field_size(1, TRACE_VSTAT_ID(e->vstat));
+	body += type == TRACE_STAT_DOUBLE ? 1 + 8 : pb_varint_field_size(3, e->value);
+	return pb_len_field_size(4, body);
+}
+
+static inline int64_t offset_ps(const struct trace_event *e, int64_t start_ns)
+{
+	return (e->start_ns - start_ns) * 1000;
+}
+
+static size_t event_body_size(const struct trace_plane *p, const struct trace_event *e,
+			      int64_t start_ns)
+{
+	size_t n = pb_varint_field_size(1, e->meta);
+
+	n += pb_varint_field_size(2, (uint64_t)offset_ps(e, start_ns));
+	if (e->dur_ns)
+		n += pb_varint_field_size(3, (uint64_t)(e->dur_ns * 1000));
+	if (e->statset)
+		n += p->statsets.ent[e->statset].len;
+	return n + value_stat_size(e);
+}
+
+static inline bool in_window(const struct trace_event *e, const struct xspace_info *info)
+{
+	return e->start_ns >= info->start_ns && e->start_ns < info->stop_ns;
+}
+
+static size_t line_header_size(const struct trace_line *l)
+{
+	size_t n = pb_varint_field_size(1, (uint64_t)l->id);
+
+	if (l->name[0])
+		n += pb_len_field_size(2, strlen(l->name));
+	/* timestamp_ns (3) is 0 and display_id (10) unset: nothing to write. */
+	return n;
+}
+
+static size_t metadata_entry_body(uint32_t id, size_t name_len)
+{
+	size_t value = pb_varint_field_size(1, id) + (name_len ? pb_len_field_size(2, name_len) : 0);
+
+	return pb_varint_field_size(1, id) + pb_len_field_size(2, value);
+}
+
+static size_t table_size(const struct strtab *t, uint32_t field)
+{
+	size_t n = 0;
+
+	for (uint32_t id = 1; id <= t->n; id++)
+		n += pb_len_field_size(field, metadata_entry_body(id, t->ent[id].len));
+	return n;
+}
+
+/* Replace a line's chunks by one sorted chunk (the rare unsorted line with
+ * more chunks than the merge takes). 0 or -ENOMEM. */
+static int coalesce(struct trace_line *l)
+{
+	uint64_t n = 0;
+	struct trace_chunk *one, *c, *next;
+
+	for (c = l->head; c; c = c->next)
+		n += c->n;
+	if (n > UINT32_MAX)
+		return -EFBIG;
+	one = trace__chunk_new((uint32_t)n);
+	if (!one)
+		return -ENOMEM;
+	for (c = l->head; c; c = next) {
+		next = c->next;
+		memcpy(&one->ev[one->n], c->ev, (size_t)c->n * sizeof(c->ev[0]));
+		one->n += c->n;
+		one->max_end_ns = MAX(one->max_end_ns, c->max_end_ns);
+		trace__chunk_free(c);
+	}
+	qsort(one->ev, one->n, sizeof(one->ev[0]), ev_cmp);
+	l->head = l->tail = one;
+	return 0;
+}
+
+static int plan_line(const struct trace_plane *p, struct trace_line *l,
+		     const struct xspace_info *info, struct line_plan *lp)
+{
+	const struct trace_event *prev_last = NULL;
+	uint32_t n_chunks = 0;
+
+	lp->sequential = true;
+	lp->body = 0;
+	lp->n_in = 0;
+	for (struct trace_chunk *c = l->head; c; c = c->next) {
+		sort_chunk(c);
+		if (c->n && prev_last && ev_before(&c->ev[0], prev_last))
+			lp->sequential = false;
+		if (c->n)
+			prev_last = &c->ev[c->n - 1];
+		n_chunks++;
+	}
+	if (!lp->sequential && n_chunks > MERGE_MAX) {
+		int r = coalesce(l);
+
+		if (r < 0)
+			return r;
+		lp->sequential = true;
+	}
+	for (struct trace_chunk *c = l->head; c; c = c->next) {
+		for (uint32_t i = 0; i < c->n; i++) {
+			const struct trace_event *e = &c->ev[i];
+
+			if (!in_window(e, info))
+				continue;
+			lp->body += pb_len_field_size(4, event_body_size(p, e, info->start_ns));
+			lp->n_in++;
+		}
+	}
+	if (lp->n_in)
+		lp->body += line_header_size(l);
+	return 0;
+}
+
+static size_t plane_header_size(const struct trace_plane *p)
+{
+	size_t n = 0;
+
+	if (p->id)
+		n += pb_varint_field_size(1, (uint64_t)p->id);
+	n += pb_len_field_size(2, strlen(p->name));
+	n += table_size(&p->events, 4) + table_size(&p->stats, 5);
+	return n + p->plane_stats.len;
+}
+
+/* Writer helpers: @w is the cursor; the plan guarantees room. */
+static uint8_t *put_table(uint8_t *w, const struct strtab *t, uint32_t field)
+{
+	for (uint32_t id = 1; id <= t->n; id++) {
+		size_t len = t->ent[id].len;
+		size_t value = pb_varint_field_size(1, id) + (len ? pb_len_field_size(2, len) : 0);
+
+		w = pb_put_len_hdr(w, field, metadata_entry_body(id, len));
+		w = pb_put_varint_field(w, 1, id);
+		w = pb_put_len_hdr(w, 2, value);
+		w = pb_put_varint_field(w, 1, id);
+		if (len)
+			w = pb_put_bytes_field(w, 2, t->pool + t->ent[id].off, len);
+	}
+	return w;
+}
+
+static uint8_t *put_event(uint8_t *w, const struct trace_plane *p, const struct trace_event *e,
+			  int64_t start_ns)
+{
+	w = pb_put_len_hdr(w, 4, event_body_size(p, e, start_ns));
+	w = pb_put_varint_field(w, 1, e->meta);
+	w = pb_put_varint_field(w, 2, (uint64_t)offset_ps(e, start_ns));
+	if (e->dur_ns)
+		w = pb_put_varint_field(w, 3, (uint64_t)(e->dur_ns * 1000));
+	if (e->statset) {
+		size_t len;
+		const char *set = strtab_get(&p->statsets, e->statset, &len);
+
+		memcpy(w, set, len);
+		w += len;
+	}
+	if (e->vstat) {
+		uint32_t type = TRACE_VSTAT_TYPE(e->vstat), id = TRACE_VSTAT_ID(e->vstat);
+		size_t body = pb_varint_field_size(1, id) +
+			      (type == TRACE_STAT_DOUBLE ? 9 : pb_varint_field_size(3, e->value));
+
+		w = pb_put_len_hdr(w, 4, body);
+		w = pb_put_varint_field(w, 1, id);
+		if (type == TRACE_STAT_DOUBLE)
+			w = pb_put_fixed64_field(w, 2, e->value);
+		else
+			w = pb_put_varint_field(w, type == TRACE_STAT_U64 ? 3 : 4, e->value);
+	}
+	return w;
+}
+
+/* Pass 2 for one line: emit in-window records in order, freeing chunks as
+ * they are used up. The line is left without chunks. */
+static uint8_t *put_line_events(uint8_t *w, const struct trace_plane *p, struct trace_line *l,
+				const struct line_plan *lp, const struct xspace_info *info)
+{
+	if (lp->sequential) {
+		struct trace_chunk *c = l->head, *n;
+
+		for (; c; c = n) {
+			for (uint32_t i = 0; i < c->n; i++)
+				if (in_window(&c->ev[i], info))
+					w = put_event(w, p, &c->ev[i], info->start_ns);
+			n = c->next;
+			trace__chunk_free(c);
+		}
+	} else {
+		/* k-way merge over sorted chunks; plan_line() left at most
+		 * MERGE_MAX of them (chunk sizes double, so k stays small). */
+		struct trace_chunk *cs[MERGE_MAX];
+		uint32_t pos[MERGE_MAX], k = 0;
+
+		for (struct trace_chunk *c = l->head, *n; c; c = n) {
+			n = c->next;
+			if (!c->n) {
+				trace__chunk_free(c);
+				continue;
+			}
+			cs[k] = c;
+			pos[k++] = 0;
+		}
+		for (;;) {
+			int best = -1;
+
+			for (uint32_t i = 0; i < k; i++)
+				if (cs[i] && (best < 0 || ev_before(&cs[i]->ev[pos[i]], &cs[best]->ev[pos[best]])))
+					best = (int)i;
+			if (best < 0)
+				break;
+			const struct trace_event *e = &cs[best]->ev[pos[best]];
+
+			if (in_window(e, info))
+				w = put_event(w, p, e, info->start_ns);
+			if (++pos[best] == cs[best]->n) {
+				trace__chunk_free(cs[best]);
+				cs[best] = NULL;
+			}
+		}
+	}
+	l->head = l->tail = NULL;
+	l->count = 0;
+	return w;
+}
+
+static size_t string_fields_size(uint32_t field, const char *const *v)
+{
+	size_t n = 0;
+
+	for (; v && *v; v++)
+		n += pb_len_field_size(field, strlen(*v));
+	return n;
+}
+
+static uint8_t *put_string_fields(uint8_t *w, uint32_t field, const char *const *v)
+{
+	for (; v && *v; v++)
+		w = pb_put_bytes_field(w, field, *v, strlen(*v));
+	return w;
+}
+
+/* The Task Environment plane, built as a tiny trace plane of its own. */
+static int add_task_env(struct trace *snap, const struct xspace_info *info)
+{
+	struct trace_plane *p = trace_plane(snap, "Task Environment", 0);
+	struct buf b = BUF_INIT;
+	int r;
+
+	if (!p)
+		return -ENOMEM;
+	r = trace_stat_u64(p, &b, "profile_start_time", (uint64_t)info->start_ns);
+	if (r >= 0)
+		r = trace_stat_u64(p, &b, "profile_stop_time", (uint64_t)info->stop_ns);
+	if (r >= 0)
+		r = trace_plane_set_stats(p, &b);
+	buf_free(&b);
+	return r;
+}
+
+int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t prefix,
+		  struct xspace_out *out)
+{
+	struct plane_plan *pp = NULL;
+	char dropped_msg[160];
+	const char *dropped_v[2] = {dropped_msg, NULL};
+	size_t total = 0;
+	uint8_t *w;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	r = add_task_env(snap, info);
+	if (r < 0)
+		goto out;
+	dropped_msg[0] = 0;
+	if (snap->dropped)
+		snprintf(dropped_msg, sizeof(dropped_msg),
+			 "%llu events were dropped: the daemon's event budget was reached "
+			 "(raise --max-events or capture for a shorter time)",
+			 (unsigned long long)snap->dropped);
+
+	pp = calloc(snap->n_planes, sizeof(*pp));
+	if (!pp && snap->n_planes) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* Pass 1: sort, size. */
+	for (uint32_t i = 0; i < snap->n_planes; i++) {
+		struct trace_plane *p = snap->planes[i];
+
+		pp[i].lines = calloc(p->n_lines ? p->n_lines : 1, sizeof(*pp[i].lines));
+		if (!pp[i].lines) {
+			r = -ENOMEM;
+			goto out;
+		}
+		pp[i].body = plane_header_size(p);
+		for (uint32_t j = 0; j < p->n_lines; j++) {
+			r = plan_line(p, p->lines[j], info, &pp[i].lines[j]);
+			if (r < 0)
+				goto out;
+			if (pp[i].lines[j].n_in) {
+				pp[i].body += pb_len_field_size(3, pp[i].lines[j].body);
+				out->n_events += pp[i].lines[j].n_in;
+			}
+		}
+		total += pb_len_field_size(1, pp[i].body);
+	}
+	for (uint32_t i = 0; i < snap->n_diags; i++)
+		total += pb_len_field_size(snap->diags[i].error ? 2 : 3, strlen(snap->diags[i].text));
+	total += string_fields_size(2, info->extra_errors) + string_fields_size(3, info->extra_warnings);
+	if (dropped_msg[0])
+		total += string_fields_size(3, dropped_v);
+	total += pb_len_field_size(4, strlen(info->hostname));
+	if (total > MAX_MESSAGE) {
+		r = -EFBIG;
+		goto out;
+	}
+
+	out->size = prefix + total;
+	out->base = mmap(NULL, out->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (out->base == MAP_FAILED) {
+		out->base = NULL;
+		r = -ENOMEM;
+		goto out;
+	}
+	out->prefix = prefix;
+	out->xspace = w = out->base + prefix;
+	out->xspace_len = total;
+
+	/* Pass 2: write front to back. */
+	for (uint32_t i = 0; i < snap->n_planes; i++) {
+		struct trace_plane *p = snap->planes[i];
+
+		w = pb_put_len_hdr(w, 1, pp[i].body);
+		if (p->id)
+			w = pb_put_varint_field(w, 1, (uint64_t)p->id);
+		w = pb_put_bytes_field(w, 2, p->name, strlen(p->name));
+		for (uint32_t j = 0; j < p->n_lines; j++) {
+			struct trace_line *l = p->lines[j];
+			const struct line_plan *lp = &pp[i].lines[j];
+
+			if (!lp->n_in)
+				continue;
+			w = pb_put_len_hdr(w, 3, lp->body);
+			w = pb_put_varint_field(w, 1, (uint64_t)l->id);
+			if (l->name[0])
+				w = pb_put_bytes_field(w, 2, l->name, strlen(l->name));
+			w = put_line_events(w, p, l, lp, info);
+		}
+		w = put_table(w, &p->events, 4);
+		w = put_table(w, &p->stats, 5);
+		memcpy(w, p->plane_stats.data, p->plane_stats.len);
+		w += p->plane_stats.len;
+	}
+	for (uint32_t i = 0; i < snap->n_diags; i++)
+		w = pb_put_bytes_field(w, snap->diags[i].error ? 2 : 3, snap->diags[i].text,
+				       strlen(snap->diags[i].text));
+	w = put_string_fields(w, 2, info->extra_errors);
+	w = put_string_fields(w, 3, info->extra_warnings);
+	if (dropped_msg[0])
+		w = put_string_fields(w, 3, dropped_v);
+	w = pb_put_bytes_field(w, 4, info->hostname, strlen(info->hostname));
+	if ((size_t)(w - out->xspace) != total) {
+		/* A sizing bug would corrupt the message: refuse to ship it. */
+		r = -EPROTO;
+		goto out;
+	}
+	r = 0;
+out:
+	if (pp)
+		for (uint32_t i = 0; i < snap->n_planes; i++)
+			free(pp[i].lines);
+	free(pp);
+	trace_free(snap);
+	if (r < 0)
+		xspace_out_free(out);
+	return r;
+}
+
+void xspace_out_free(struct xspace_out *out)
+{
+	if (out->base)
+		munmap(out->base, out->size);
+	memset(out, 0, sizeof(*out));
+}

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xspace.h - encode a trace snapshot as tensorflow.profiler.XSpace wire bytes.
+ *
+ * DESIGN
+ * ------
+ * No protobuf object per event: the writer walks the compact records twice.
+ * Pass 1 sorts each chunk in place (skipped when already sorted, the common
+ * case), checks whether the chunks of a line follow each other in time, and
+ * computes every message's exact size. The output is then allocated once,
+ * at its final size, and pass 2 writes it front to back; each chunk is freed
+ * as soon as its last record is written, so the records and the output are
+ * not both held in full.
+ *
+ * What it writes (reference/protocol.md §4): every plane of the snapshot with
+ * its lines, metadata maps and plane stats; line timestamp_ns 0 relative to
+ * the window start and event offsets in ps from it; events sorted by start,
+ * longer first on ties; only records that start in [start, stop); lines
+ * with no such record are left out. It adds the `Task Environment` plane
+ * (profile_start_time / profile_stop_time, Unix ns), exactly one hostname,
+ * and the snapshot's diags as XSpace.errors / warnings, plus a warning when
+ * events were dropped by the budget.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trace.h"
+
+struct xspace_info {
+	const char *hostname;
+	int64_t start_ns; /* window, CLOCK_REALTIME ns */
+	int64_t stop_ns;
+	const char *const *extra_errors; /* NULL-terminated, may be NULL */
+	const char *const *extra_warnings;
+};
+
+/**
+ * struct xspace_out - an encoded XSpace in one exact-size allocation.
+ * @base, @size:  the allocation (free with xspace_out_free()).
+ * @xspace:       the XSpace bytes: @base + @prefix, @xspace_len long.
+ * @prefix:       room left in front so a caller can frame the bytes (a
+ *                ProfileResponse header) without copying them.
+ * @n_events:     events written; 0 means an empty trace.
+ */
+struct xspace_out {
+	uint8_t *base;
+	size_t size;
+	size_t prefix;
+	uint8_t *xspace;
+	size_t xspace_len;
+	uint64_t n_events;
+};
+
+/* Consumes @snap (freed, also on failure). 0, -ENOMEM or -EFBIG (over 2 GiB,
+ * the most a protobuf message may hold). */
+int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t prefix,
+		  struct xspace_out *out);
+void xspace_out_free(struct xspace_out *out);

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rpc.h - unary gRPC over the gRPC C core, driven from a libuv loop.
+ *
+ * This is the only interface the rest of profd sees of gRPC: no <grpc/...>
+ * type crosses it. A server dispatches by method path to handlers that get
+ * the decoded request (protobuf-c) and answer later, from the loop thread,
+ * with rpc_call_reply*(). Unknown methods get UNIMPLEMENTED and requests
+ * that do not decode INVALID_ARGUMENT without reaching a handler.
+ *
+ * Threads: every function here is [loop thread] unless marked otherwise.
+ * One completion-queue thread inside the server hands events to the loop
+ * through a locked list and uv_async_send(); call state lives on the loop.
+ */
+#pragma once
+
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+#include <uv.h>
+
+/* gRPC status codes (the numbers are fixed by the gRPC protocol). */
+enum rpc_code {
+	RPC_OK = 0,
+	RPC_CANCELLED = 1,
+	RPC_UNKNOWN = 2,
+	RPC_INVALID_ARGUMENT = 3,
+	RPC_DEADLINE_EXCEEDED = 4,
+	RPC_NOT_FOUND = 5,
+	RPC_ALREADY_EXISTS = 6,
+	RPC_PERMISSION_DENIED = 7,
+	RPC_RESOURCE_EXHAUSTED = 8,
+	RPC_FAILED_PRECONDITION = 9,
+	RPC_ABORTED = 10,
+	RPC_OUT_OF_RANGE = 11,
+	RPC_UNIMPLEMENTED = 12,
+	RPC_INTERNAL = 13,
+	RPC_UNAVAILABLE = 14,
+};
+
+const char *rpc_code_name(int code);
+
+struct rpc_server;
+struct rpc_call;
+
+/**
+ * struct rpc_payload - reply bytes handed to the server, zero-copy.
+ * @data, @len: the bytes.
+ * @free:       called once when gRPC is done with them, from any thread
+ *              (must be thread-safe); NULL if @data needs no freeing.
+ */
+struct rpc_payload {
+	const uint8_t *data;
+	size_t len;
+	void (*free)(void *opaque);
+	void *opaque;
+};
+
+/* Called with the decoded request; @req stays valid until the call ends. */
+typedef void (*rpc_handler_cb)(void *userdata, struct rpc_call *call, const ProtobufCMessage *req);
+/* The client cancelled or its deadline passed before a reply was made.
+ * After this the handler must forget @call (it will be freed). */
+typedef void (*rpc_cancel_cb)(struct rpc_call *call, void *userdata);
+
+int rpc_server_new(uv_loop_t *loop, struct rpc_server **ret);
+/* @path like "/tensorflow.ProfilerService/Profile". Before start. */
+int rpc_server_add_method(struct rpc_server *s, const char *path,
+			  const ProtobufCMessageDescriptor *request, rpc_handler_cb cb,
+			  void *userdata);
+/* "[::]:6009", "127.0.0.1:0" ... Returns the bound port (> 0) or -errno. */
+int rpc_server_listen(struct rpc_server *s, const char *addr);
+int rpc_server_start(struct rpc_server *s);
+/*
+ * Stop accepting calls. Calls still open get @grace_ms to be answered, then
+ * are cancelled; @done runs on the loop once every call is released and the
+ * server is torn down. Then rpc_server_free().
+ */
+void rpc_server_shutdown(struct rpc_server *s, uint64_t grace_ms, void (*done)(void *), void *ud);
+struct rpc_server *rpc_server_free(struct rpc_server *s);
+/* Calls that are currently open (for tests and shutdown accounting). */
+unsigned rpc_server_live_calls(const struct rpc_server *s);
+
+/* Takes ownership of @payload (also on failure). 0, or -ECANCELED when the
+ * call is already over. @msg is the status message, may be NULL. */
+int rpc_call_reply(struct rpc_call *c, int code, const char *msg, struct rpc_payload *payload);
+/* Pack @msg and answer OK. */
+int rpc_call_reply_msg(struct rpc_call *c, const ProtobufCMessage *msg);
+/* Answer with an error status and a formatted message, no payload. */
+int rpc_call_error(struct rpc_call *c, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void rpc_call_on_cancel(struct rpc_call *c, rpc_cancel_cb cb, void *userdata);
+/* The client's deadline as CLOCK_REALTIME ns, INT64_MAX if none. */
+int64_t rpc_call_deadline_ns(const struct rpc_call *c);
+/* "ipv4:127.0.0.1:5555" etc., borrowed for the call's life. */
+const char *rpc_call_peer(const struct rpc_call *c);
+
+/* ---- client half (profctl, tests) ------------------------------------- */
+
+struct rpc_client;
+
+/* One channel to @target ("host:port", "[::1]:6009"; "grpc://" is
+ * stripped). Receives messages of any size up to 2 GiB. [any thread] */
+int rpc_client_new(const char *target, struct rpc_client **ret);
+struct rpc_client *rpc_client_free(struct rpc_client *c);
+/*
+ * Blocking unary call. On success *@ret_reply is the decoded reply (free
+ * with protobuf_c_message_free_unpacked()). Returns the gRPC code (>= 0),
+ * with @status_msg filled, or -errno for local failures.
+ * @timeout_ms 0 = no deadline. [any thread; one call per client at a time]
+ */
+int rpc_client_call(struct rpc_client *c, const char *path, const ProtobufCMessage *req,
+		    const ProtobufCMessageDescriptor *reply_desc, uint64_t timeout_ms,
+		    ProtobufCMessage **ret_reply, char *status_msg, size_t status_msg_size);
+/* Same, but hands back the raw reply bytes (malloc'ed) instead of decoding. */
+int rpc_client_call_raw(struct rpc_client *c, const char *path, const ProtobufCMessage *req,
+			uint64_t timeout_ms, uint8_t **ret_bytes, size_t *ret_len, char *status_msg,
+			size_t status_msg_size);
+/* gRPC library init/teardown, refcounted by gRPC itself. [main thread] */
+void rpc_global_init(void);
+void rpc_global_shutdown(void);

@@ -1,0 +1,607 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * server.c - the gRPC C-core server behind rpc.h.
+ *
+ * DESIGN
+ * ------
+ * One completion queue serves as notification and call queue. A dedicated
+ * thread blocks in grpc_completion_queue_next() and only moves (tag, ok)
+ * pairs into a mutex-protected list, then uv_async_send(); the loop drains
+ * the whole list (sends coalesce). Every struct rpc_call is touched only on
+ * the loop thread.
+ *
+ * Call lifetime is a plain reference count, one reference per thing still
+ * outstanding: the request/receive batch (later the handler, later the send
+ * batch) and the RECV_CLOSE_ON_SERVER batch, which stays pending for the
+ * whole call so that cancellation and deadlines are seen as soon as gRPC
+ * sees them. `cancelled` is written by gRPC; it is read only after the close
+ * event was handled on the loop (reference/grpc-core-notes.md §3).
+ *
+ * Shutdown: stop accepting, give open calls a grace period, cancel the rest,
+ * and tear down only when the shutdown tag has arrived *and* our own live
+ * count is 0 (the tag alone does not prove our calls were released).
+ */
+#define LOG_TOPIC "rpc"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "rpc.h"
+
+#define OUTSTANDING_REQUESTS 8
+
+enum tag_kind { TAG_NEW_CALL, TAG_RECV, TAG_SEND, TAG_CLOSE, TAG_SHUTDOWN };
+
+struct tag {
+	enum tag_kind kind;
+	void *ptr;
+};
+
+struct method {
+	char *path;
+	const ProtobufCMessageDescriptor *desc;
+	rpc_handler_cb cb;
+	void *userdata;
+};
+
+struct rpc_call {
+	struct rpc_server *srv;
+	grpc_call *call;
+	grpc_call_details details;
+	grpc_metadata_array md;
+	grpc_byte_buffer *recv_buf;
+	grpc_slice status_slice;
+	bool have_status_slice;
+	int cancelled; /* written by gRPC, read after `closed` */
+	bool closed;
+	bool replied;
+	bool with_handler; /* the handler holds a reference */
+	int refs;
+	const struct method *m;
+	ProtobufCMessage *req;
+	rpc_cancel_cb cancel_cb;
+	void *cancel_ud;
+	char *peer;
+	struct tag t_new, t_recv, t_send, t_close;
+};
+
+struct ev_node {
+	struct tag *tag;
+	int ok;
+	bool cq_done;
+	struct ev_node *next;
+};
+
+struct rpc_server {
+	uv_loop_t *loop;
+	grpc_server *server;
+	grpc_completion_queue *cq;
+	uv_thread_t cq_thread;
+	bool thread_started;
+	uv_async_t async;
+	uv_timer_t grace;
+	uv_mutex_t mu;
+	struct ev_node *head, *tail; /* guarded by mu */
+	struct method *methods;
+	size_t n_methods;
+	bool started, shutting_down, shutdown_tag_seen, destroyed;
+	unsigned live;
+	int open_handles;
+	struct tag t_shutdown;
+	void (*done)(void *);
+	void *done_ud;
+};
+
+const char *rpc_code_name(int code)
+{
+	static const char *const names[] = {
+		"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+		"NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+		"FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
+		"UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+	};
+
+	return code >= 0 && (size_t)code < ARRAY_SIZE(names) ? names[code] : "?";
+}
+
+/* ---- completion-queue thread ------------------------------------------- */
+
+static void push_event(struct rpc_server *s, struct tag *tag, int ok, bool cq_done)
+{
+	struct ev_node *n = calloc(1, sizeof(*n));
+
+	if (!n)
+		abort(); /* losing a completion would leak a call forever */
+	n->tag = tag;
+	n->ok = ok;
+	n->cq_done = cq_done;
+	uv_mutex_lock(&s->mu);
+	if (s->tail)
+		s->tail->next = n;
+	else
+		s->head = n;
+	s->tail = n;
+	uv_mutex_unlock(&s->mu);
+	uv_async_send(&s->async);
+}
+
+/* [cq thread] */
+static void cq_thread_main(void *arg)
+{
+	struct rpc_server *s = arg;
+
+	for (;;) {
+		grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+
+		if (ev.type == GRPC_QUEUE_SHUTDOWN)
+			break;
+		if (ev.type == GRPC_OP_COMPLETE)
+			push_event(s, ev.tag, ev.success, false);
+	}
+	push_event(s, NULL, 0, true);
+}
+
+/* ---- calls --------------------------------------------------------------- */
+
+static void maybe_finish_shutdown(struct rpc_server *s);
+
+static void call_unref(struct rpc_call *c)
+{
+	struct rpc_server *s = c->srv;
+
+	if (--c->refs > 0)
+		return;
+	if (c->call)
+		grpc_call_unref(c->call);
+	grpc_call_details_destroy(&c->details);
+	grpc_metadata_array_destroy(&c->md);
+	if (c->recv_buf)
+		grpc_byte_buffer_destroy(c->recv_buf);
+	if (c->have_status_slice)
+		grpc_slice_unref(c->status_slice);
+	if (c->req)
+		protobuf_c_message_free_unpacked(c->req, NULL);
+	if (c->peer)
+		gpr_free(c->peer);
+	free(c);
+	s->live--;
+	maybe_finish_shutdown(s);
+}
+
+static int request_call(struct rpc_server *s)
+{
+	struct rpc_call *c = calloc(1, sizeof(*c));
+	grpc_call_error e;
+
+	if (!c)
+		return -ENOMEM;
+	c->srv = s;
+	c->refs = 1;
+	c->t_new = (struct tag){TAG_NEW_CALL, c};
+	c->t_recv = (struct tag){TAG_RECV, c};
+	c->t_send = (struct tag){TAG_SEND, c};
+	c->t_close = (struct tag){TAG_CLOSE, c};
+	grpc_call_details_init(&c->details);
+	grpc_metadata_array_init(&c->md);
+	s->live++;
+	e = grpc_server_request_call(s->server, &c->call, &c->details, &c->md, s->cq, s->cq, &c->t_new);
+	if (e != GRPC_CALL_OK) {
+		log_error("grpc_server_request_call: %s", grpc_call_error_to_string(e));
+		call_unref(c);
+		return -EIO;
+	}
+	return 0;
+}
+
+static void payload_release(struct rpc_payload *p)
+{
+	if (p && p->free)
+		p->free(p->opaque);
+}
+
+static int send_reply(struct rpc_call *c, int code, const char *msg, struct rpc_payload *payload)
+{
+	grpc_op ops[3];
+	grpc_byte_buffer *bb = NULL;
+	grpc_call_error e;
+	size_t n = 0;
+
+	memset(ops, 0, sizeof(ops));
+	ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[n++].data.send_initial_metadata.count = 0;
+	if (payload) {
+		grpc_slice sl = payload->free
+			? grpc_slice_new_with_user_data((void *)payload->data, payload->len,
+							payload->free, payload->opaque)
+			: grpc_slice_from_copied_buffer((const char *)payload->data, payload->len);
+
+		bb = grpc_raw_byte_buffer_create(&sl, 1);
+		grpc_slice_unref(sl); /* the byte buffer holds its own reference */
+		ops[n].op = GRPC_OP_SEND_MESSAGE;
+		ops[n++].data.send_message.send_message = bb;
+	}
+	c->status_slice = grpc_slice_from_copied_string(msg ? msg : "");
+	c->have_status_slice = true;
+	ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+	ops[n].data.send_status_from_server.status = (grpc_status_code)code;
+	ops[n++].data.send_status_from_server.status_details = &c->status_slice;
+	c->replied = true;
+	c->refs++;
+	e = grpc_call_start_batch(c->call, ops, n, &c->t_send, NULL);
+	/* The batch took its own reference to the message; ours can go. */
+	if (bb)
+		grpc_byte_buffer_destroy(bb);
+	if (e != GRPC_CALL_OK) {
+		log_warn("reply to %s: %s", c->m ? c->m->path : "call", grpc_call_error_to_string(e));
+		c->refs--;
+		return -EIO;
+	}
+	return 0;
+}
+
+static const struct method *find_method(struct rpc_server *s, grpc_slice path)
+{
+	for (size_t i = 0; i < s->n_methods; i++)
+		if (grpc_slice_str_cmp(path, s->methods[i].path) == 0)
+			return &s->methods[i];
+	return NULL;
+}
+
+static void on_new_call(struct rpc_call *c, int ok)
+{
+	struct rpc_server *s = c->srv;
+	grpc_op op;
+
+	if (!ok) { /* the request was killed by shutdown */
+		call_unref(c);
+		return;
+	}
+	if (!s->shutting_down)
+		(void)request_call(s);
+	c->peer = grpc_call_get_peer(c->call);
+
+	memset(&op, 0, sizeof(op));
+	op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+	op.data.recv_close_on_server.cancelled = &c->cancelled;
+	c->refs++;
+	if (grpc_call_start_batch(c->call, &op, 1, &c->t_close, NULL) != GRPC_CALL_OK) {
+		c->refs--;
+		call_unref(c);
+		return;
+	}
+
+	c->m = find_method(s, c->details.method);
+	if (!c->m) {
+		char *path = grpc_slice_to_c_string(c->details.method);
+
+		log_debug("%s: unknown method %s", c->peer, path);
+		char msg[300];
+		snprintf(msg, sizeof(msg), "profd does not implement method %s", path);
+		gpr_free(path);
+		(void)send_reply(c, RPC_UNIMPLEMENTED, msg, NULL);
+		call_unref(c); /* the request reference */
+		return;
+	}
+	memset(&op, 0, sizeof(op));
+	op.op = GRPC_OP_RECV_MESSAGE;
+	op.data.recv_message.recv_message = &c->recv_buf;
+	if (grpc_call_start_batch(c->call, &op, 1, &c->t_recv, NULL) != GRPC_CALL_OK)
+		call_unref(c);
+}
+
+static void on_recv(struct rpc_call *c, int ok)
+{
+	grpc_byte_buffer_reader r;
+	grpc_slice all;
+
+	if (!ok || (c->closed && c->cancelled)) {
+		call_unref(c);
+		return;
+	}
+	if (!c->recv_buf) {
+		(void)send_reply(c, RPC_INVALID_ARGUMENT, "the request carried no message", NULL);
+		call_unref(c);
+		return;
+	}
+	if (!grpc_byte_buffer_reader_init(&r, c->recv_buf)) {
+		(void)send_reply(c, RPC_INVALID_ARGUMENT, "the request message could not be read", NULL);
+		call_unref(c);
+		return;
+	}
+	all = grpc_byte_buffer_reader_readall(&r);
+	grpc_byte_buffer_reader_destroy(&r);
+	c->req = protobuf_c_message_unpack(c->m->desc, NULL, GRPC_SLICE_LENGTH(all),
+					   GRPC_SLICE_START_PTR(all));
+	grpc_slice_unref(all);
+	if (!c->req) {
+		char msg[256];
+
+		snprintf(msg, sizeof(msg), "the request is not a valid %s message", c->m->desc->name);
+		log_debug("%s: %s", c->peer, msg);
+		(void)send_reply(c, RPC_INVALID_ARGUMENT, msg, NULL);
+		call_unref(c);
+		return;
+	}
+	/* The request reference becomes the handler's. */
+	c->with_handler = true;
+	c->m->cb(c->m->userdata, c, c->req);
+}
+
+static void on_close(struct rpc_call *c)
+{
+	c->closed = true;
+	if (c->cancelled && c->with_handler && c->cancel_cb) {
+		rpc_cancel_cb cb = c->cancel_cb;
+
+		c->with_handler = false;
+		c->cancel_cb = NULL;
+		cb(c, c->cancel_ud);
+		call_unref(c); /* the handler's reference */
+	}
+	call_unref(c);
+}
+
+/* ---- public call API ----------------------------------------------------- */
+
+int rpc_call_reply(struct rpc_call *c, int code, const char *msg, struct rpc_payload *payload)
+{
+	int r;
+
+	if (!c->with_handler || c->replied) {
+		payload_release(payload);
+		return -EALREADY;
+	}
+	c->with_handler = false;
+	if (c->closed && c->cancelled) {
+		payload_release(payload);
+		call_unref(c);
+		return -ECANCELED;
+	}
+	/* send_reply() hands the payload to a slice, so it is freed either way. */
+	r = send_reply(c, code, msg, payload);
+	call_unref(c);
+	return r;
+}
+
+static void free_plain(void *p) { free(p); }
+
+int rpc_call_reply_msg(struct rpc_call *c, const ProtobufCMessage *msg)
+{
+	size_t len = protobuf_c_message_get_packed_size(msg);
+	uint8_t *data = malloc(len ? len : 1);
+	struct rpc_payload p = {.data = data, .len = len, .free = free_plain, .opaque = data};
+
+	if (!data)
+		return rpc_call_error(c, RPC_RESOURCE_EXHAUSTED, "out of memory packing the reply");
+	protobuf_c_message_pack(msg, data);
+	return rpc_call_reply(c, RPC_OK, NULL, &p);
+}
+
+int rpc_call_error(struct rpc_call *c, int code, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return rpc_call_reply(c, code, msg, NULL);
+}
+
+void rpc_call_on_cancel(struct rpc_call *c, rpc_cancel_cb cb, void *userdata)
+{
+	c->cancel_cb = cb;
+	c->cancel_ud = userdata;
+}
+
+int64_t rpc_call_deadline_ns(const struct rpc_call *c)
+{
+	gpr_timespec d = c->details.deadline;
+
+	if (gpr_time_cmp(d, gpr_inf_future(d.clock_type)) == 0)
+		return INT64_MAX;
+	d = gpr_convert_clock_type(d, GPR_CLOCK_REALTIME);
+	return d.tv_sec * (int64_t)NSEC_PER_SEC + d.tv_nsec;
+}
+
+const char *rpc_call_peer(const struct rpc_call *c)
+{
+	return c->peer ? c->peer : "?";
+}
+
+/* ---- loop side ----------------------------------------------------------- */
+
+static void on_handle_closed(uv_handle_t *h)
+{
+	struct rpc_server *s = h->data;
+
+	if (--s->open_handles == 0 && s->done)
+		s->done(s->done_ud);
+}
+
+static void on_async(uv_async_t *a)
+{
+	struct rpc_server *s = a->data;
+	struct ev_node *n, *next;
+
+	uv_mutex_lock(&s->mu);
+	n = s->head;
+	s->head = s->tail = NULL;
+	uv_mutex_unlock(&s->mu);
+
+	for (; n; n = next) {
+		next = n->next;
+		if (n->cq_done) {
+			/* The CQ thread has exited: finish the teardown. */
+			uv_thread_join(&s->cq_thread);
+			s->thread_started = false;
+			grpc_completion_queue_destroy(s->cq);
+			s->cq = NULL;
+			uv_close((uv_handle_t *)&s->async, on_handle_closed);
+			uv_close((uv_handle_t *)&s->grace, on_handle_closed);
+		} else {
+			struct rpc_call *c = n->tag->ptr;
+
+			switch (n->tag->kind) {
+			case TAG_NEW_CALL: on_new_call(c, n->ok); break;
+			case TAG_RECV: on_recv(c, n->ok); break;
+			case TAG_SEND: call_unref(c); break;
+			case TAG_CLOSE: on_close(c); break;
+			case TAG_SHUTDOWN:
+				s->shutdown_tag_seen = true;
+				maybe_finish_shutdown(s);
+				break;
+			}
+		}
+		free(n);
+	}
+}
+
+static void maybe_finish_shutdown(struct rpc_server *s)
+{
+	if (!s->shutting_down || !s->shutdown_tag_seen || s->live > 0 || s->destroyed)
+		return;
+	s->destroyed = true;
+	uv_timer_stop(&s->grace);
+	grpc_server_destroy(s->server);
+	s->server = NULL;
+	grpc_completion_queue_shutdown(s->cq);
+}
+
+static void on_grace(uv_timer_t *t)
+{
+	struct rpc_server *s = t->data;
+
+	if (s->live)
+		log_info("cancelling %u call(s) still open at shutdown", s->live);
+	grpc_server_cancel_all_calls(s->server);
+}
+
+int rpc_server_new(uv_loop_t *loop, struct rpc_server **ret)
+{
+	struct rpc_server *s = calloc(1, sizeof(*s));
+	grpc_arg args[1];
+	grpc_channel_args ca = {.num_args = 1, .args = args};
+
+	if (!s)
+		return -ENOMEM;
+	/* Replies are unlimited by default; requests are small: keep the 4 MiB
+	 * receive limit explicit. */
+	args[0].type = GRPC_ARG_INTEGER;
+	args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+	args[0].value.integer = 4 << 20;
+	s->loop = loop;
+	s->cq = grpc_completion_queue_create_for_next(NULL);
+	s->server = grpc_server_create(&ca, NULL);
+	grpc_server_register_completion_queue(s->server, s->cq, NULL);
+	uv_mutex_init(&s->mu);
+	uv_async_init(loop, &s->async, on_async);
+	uv_timer_init(loop, &s->grace);
+	s->async.data = s->grace.data = s;
+	s->open_handles = 2;
+	s->t_shutdown = (struct tag){TAG_SHUTDOWN, s};
+	*ret = s;
+	return 0;
+}
+
+int rpc_server_add_method(struct rpc_server *s, const char *path,
+			  const ProtobufCMessageDescriptor *request, rpc_handler_cb cb, void *userdata)
+{
+	struct method *m;
+
+	assert_return(!s->started, -EBUSY);
+	m = realloc(s->methods, (s->n_methods + 1) * sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	s->methods = m;
+	m[s->n_methods] = (struct method){strdup(path), request, cb, userdata};
+	if (!m[s->n_methods].path)
+		return -ENOMEM;
+	s->n_methods++;
+	return 0;
+}
+
+int rpc_server_listen(struct rpc_server *s, const char *addr)
+{
+	grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+	int port = grpc_server_add_http2_port(s->server, addr, creds);
+
+	grpc_server_credentials_release(creds);
+	return port > 0 ? port : -EADDRNOTAVAIL;
+}
+
+int rpc_server_start(struct rpc_server *s)
+{
+	grpc_server_start(s->server);
+	s->started = true;
+	if (uv_thread_create(&s->cq_thread, cq_thread_main, s) != 0)
+		return -EAGAIN;
+	s->thread_started = true;
+	for (int i = 0; i < OUTSTANDING_REQUESTS; i++) {
+		int r = request_call(s);
+
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+void rpc_server_shutdown(struct rpc_server *s, uint64_t grace_ms, void (*done)(void *), void *ud)
+{
+	s->done = done;
+	s->done_ud = ud;
+	if (s->shutting_down)
+		return;
+	s->shutting_down = true;
+	if (!s->started) {
+		/* Never started: no thread, no calls. */
+		grpc_server_destroy(s->server);
+		s->server = NULL;
+		s->destroyed = true;
+		grpc_completion_queue_shutdown(s->cq);
+		grpc_completion_queue_destroy(s->cq);
+		s->cq = NULL;
+		uv_close((uv_handle_t *)&s->async, on_handle_closed);
+		uv_close((uv_handle_t *)&s->grace, on_handle_closed);
+		return;
+	}
+	grpc_server_shutdown_and_notify(s->server, s->cq, &s->t_shutdown);
+	uv_timer_start(&s->grace, on_grace, grace_ms, 0);
+}
+
+struct rpc_server *rpc_server_free(struct rpc_server *s)
+{
+	if (!s)
+		return NULL;
+	for (size_t i = 0; i < s->n_methods; i++)
+		free(s->methods[i].path);
+	free(s->methods);
+	uv_mutex_destroy(&s->mu);
+	free(s);
+	return NULL;
+}
+
+unsigned rpc_server_live_calls(const struct rpc_server *s)
+{
+	return s->live;
+}
+
+void rpc_global_init(void)
+{
+	grpc_init();
+}
+
+void rpc_global_shutdown(void)
+{
+	grpc_shutdown_blocking();
+}

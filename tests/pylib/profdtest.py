@@ -1,0 +1,165 @@
+# SPDX-License-Identifier: MIT
+"""Shared helpers for profd's Python tests.
+
+The tests drive the real daemon over real gRPC on loopback and decode what
+it sends with real protobuf (Debian's python3-grpcio / python3-protobuf,
+run with /usr/bin/python3). meson passes:
+  PROFD        path of the profd binary under test
+  PROFD_SRC    source root (for proto/ and fixtures)
+  PROFD_BUILD  build root (a cache for generated Python protobuf modules)
+  PROFD_WRAPPER optional command prefix, e.g. "valgrind --leak-check=full"
+"""
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SRC = os.environ.get("PROFD_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("PROFD_BUILD", os.path.join(SRC, "build"))
+PROFD = os.environ.get("PROFD", os.path.join(BUILD, "daemon", "profd"))
+
+_proto_dir = None
+
+
+def protos():
+    """Compile proto/ with protoc --python_out once per build; import it.
+
+    Returns a namespace with ps (profiler_service_pb2), xp (xplane_pb2),
+    opts (profiler_options_pb2), mon (monitor result) and profd (profd_pb2).
+    """
+    global _proto_dir
+    if _proto_dir is None:
+        out = os.path.join(BUILD, "pyproto")
+        os.makedirs(out, exist_ok=True)
+        src = os.path.join(SRC, "proto")
+        files = [os.path.join(src, "tensorflow", f) for f in sorted(os.listdir(os.path.join(src, "tensorflow")))]
+        files.append(os.path.join(src, "profd", "profd.proto"))
+        # Write to a private dir and rename, so parallel tests never see a half-written module.
+        tmp = tempfile.mkdtemp(dir=out)
+        subprocess.run(["protoc", "--proto_path=" + src, "--python_out=" + tmp] + files, check=True)
+        for pkg in ("tensorflow", "profd"):
+            dst = os.path.join(out, pkg)
+            os.makedirs(dst, exist_ok=True)
+            for f in os.listdir(os.path.join(tmp, pkg)):
+                os.replace(os.path.join(tmp, pkg, f), os.path.join(dst, f))
+        _proto_dir = out
+        sys.path.insert(0, out)
+    from tensorflow import profiler_service_pb2 as ps, xplane_pb2 as xp  # noqa: E402
+    from tensorflow import profiler_options_pb2 as opts  # noqa: E402
+    from tensorflow import profiler_service_monitor_result_pb2 as mon  # noqa: E402
+    from profd import profd_pb2 as profd  # noqa: E402
+
+    class P:
+        pass
+
+    p = P()
+    p.ps, p.xp, p.opts, p.mon, p.profd = ps, xp, opts, mon, profd
+    return p
+
+
+class Daemon:
+    """A profd process on loopback. Use as a context manager.
+
+    d = Daemon("--max-sessions", "2"); d.port; d.addr; d.log(); d.stop() -> exit code
+    """
+
+    def __init__(self, *args, host="127.0.0.1", wrapper=None, env=None, timeout=20):
+        self.tmp = tempfile.mkdtemp(prefix="profd-test-")
+        self.log_path = os.path.join(self.tmp, "profd.log")
+        wrapper = wrapper if wrapper is not None else shlex.split(os.environ.get("PROFD_WRAPPER", ""))
+        listen = f"[{host}]:0" if ":" in host else f"{host}:0"
+        has_listen = any(a in ("--listen", "-l") for a in args)
+        cmd = list(wrapper) + [PROFD] + ([] if has_listen else ["--listen", listen])
+        cmd += ["--log-level", "debug"] + list(args)
+        e = dict(os.environ)
+        e.update(env or {})
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=e)
+        self.ports = []
+        deadline = time.time() + timeout * (5 if wrapper else 1)
+        while time.time() < deadline:
+            text = self.log()
+            self.ports = [int(p) for p in re.findall(r"listening on \S+ \(port (\d+)\)", text)]
+            if "ready on" in text:
+                break
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"profd exited {self.proc.returncode}:\n{text}")
+            time.sleep(0.02)
+        else:
+            self.proc.kill()
+            raise RuntimeError("profd did not become ready:\n" + self.log())
+        self.port = self.ports[0] if self.ports else None
+        self.host = host
+        self.addr = (f"[{host}]" if ":" in host else host) + f":{self.port}"
+
+    def log(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise
+        self._log.close()
+        return self.proc.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:
+            rc = self.stop()
+            if exc[0] is None and rc != 0:
+                raise AssertionError(f"profd exited {rc}:\n{self.log()}")
+
+
+def channel(addr):
+    import grpc
+
+    return grpc.insecure_channel(addr, options=[("grpc.max_receive_message_length", -1)])
+
+
+def stub(ch, method, req_cls, resp_cls, service="tensorflow.ProfilerService"):
+    return ch.unary_unary(f"/{service}/{method}", request_serializer=req_cls.SerializeToString,
+                          response_deserializer=resp_cls.FromString)
+
+
+def profile_request(p, duration_ms, host_name, session_id="test_session", logdir="/tmp/unused",
+                    delay_ms=0, version=1, **opts):
+    """A ProfileRequest filled the way the TF capture client fills it
+    (reference/protocol.md §3.5)."""
+    req = p.ps.ProfileRequest()
+    req.duration_ms = duration_ms
+    req.max_events = 1000000
+    req.tools.extend(["trace_viewer", "op_profile", "input_pipeline", "kernel_stats", "memory_viewer",
+                      "memory_profile", "overview_page", "pod_viewer", "tensorflow_stats", "xplane.pb"])
+    o = req.opts
+    o.version = version
+    if version:
+        o.include_dataset_ops = True
+        o.host_tracer_level = opts.pop("host_tracer_level", 2)
+        o.device_tracer_level = opts.pop("device_tracer_level", 1)
+        o.python_tracer_level = opts.pop("python_tracer_level", 0)
+        o.enable_hlo_proto = True
+        o.start_timestamp_ns = time.time_ns() + delay_ms * 1000000
+        o.duration_ms = duration_ms
+        o.repository_path = logdir
+    for k, v in opts.items():
+        setattr(req, k, v) if hasattr(req, k) else setattr(o, k, v)
+    req.repository_root = os.path.join(logdir, "plugins", "profile")
+    req.session_id = session_id
+    req.host_name = host_name
+    return req
+
+
+def decode_xspace(p, data):
+    return p.xp.XSpace.FromString(data)

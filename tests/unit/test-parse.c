@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+
+#include "base/parse.h"
+#include "harness.h"
+
+TEST(parse_duration_units)
+{
+	uint64_t ms;
+
+	ASSERT_OK(parse_duration_ms("500", &ms));
+	ASSERT_EQ(ms, 500);
+	ASSERT_OK(parse_duration_ms("2s", &ms));
+	ASSERT_EQ(ms, 2000);
+	ASSERT_OK(parse_duration_ms("10m", &ms));
+	ASSERT_EQ(ms, 600000);
+	ASSERT_OK(parse_duration_ms("1h", &ms));
+	ASSERT_EQ(ms, 3600000);
+	ASSERT_EQ(parse_duration_ms("", &ms), -EINVAL);
+	ASSERT_EQ(parse_duration_ms("-1", &ms), -EINVAL);
+	ASSERT_EQ(parse_duration_ms("5x", &ms), -EINVAL);
+	ASSERT_EQ(parse_duration_ms("99999999999999999999", &ms), -ERANGE);
+}
+
+TEST(parse_u64_strict)
+{
+	uint64_t v;
+	uint32_t w;
+
+	ASSERT_OK(safe_atou64("18446744073709551615", &v));
+	ASSERT_TRUE(v == UINT64_MAX);
+	ASSERT_EQ(safe_atou64("18446744073709551616", &v), -ERANGE);
+	ASSERT_EQ(safe_atou64("+1", &v), -EINVAL);
+	ASSERT_EQ(safe_atou64("1 ", &v), -EINVAL);
+	ASSERT_EQ(safe_atou32("4294967296", &w), -ERANGE);
+}
+
+TEST(parse_host_port_forms)
+{
+	char host[64];
+	uint16_t port;
+
+	ASSERT_OK(parse_host_port("localhost:6009", host, sizeof(host), &port));
+	ASSERT_STREQ(host, "localhost");
+	ASSERT_EQ(port, 6009);
+	ASSERT_OK(parse_host_port("grpc://10.0.0.2:8466", host, sizeof(host), &port));
+	ASSERT_STREQ(host, "10.0.0.2");
+	ASSERT_OK(parse_host_port("[::1]:6009", host, sizeof(host), &port));
+	ASSERT_STREQ(host, "::1");
+	ASSERT_EQ(parse_host_port("::1:6009", host, sizeof(host), &port), -EINVAL);
+	ASSERT_EQ(parse_host_port("host", host, sizeof(host), &port), -EINVAL);
+	ASSERT_EQ(parse_host_port("host:70000", host, sizeof(host), &port), -EINVAL);
+	ASSERT_EQ(parse_host_port(":6009", host, sizeof(host), &port), -EINVAL);
+}
+
+TEST(path_component_rules)
+{
+	ASSERT_TRUE(path_component_ok("2026_11_22_10_00_00"));
+	ASSERT_TRUE(path_component_ok("localhost_6009.xplane.pb"));
+	ASSERT_TRUE(!path_component_ok(""));
+	ASSERT_TRUE(!path_component_ok("."));
+	ASSERT_TRUE(!path_component_ok(".."));
+	ASSERT_TRUE(!path_component_ok("a/b"));
+	ASSERT_TRUE(!path_component_ok("a\nb"));
+}
+
+TEST_MAIN()

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+
+#include "base/strtab.h"
+#include "harness.h"
+
+TEST(strtab_ids_are_dense_and_stable)
+{
+	struct strtab t;
+	char name[32];
+
+	strtab_init(&t, 0);
+	ASSERT_EQ(strtab_intern(&t, "a", 1), 1);
+	ASSERT_EQ(strtab_intern(&t, "b", 1), 2);
+	ASSERT_EQ(strtab_intern(&t, "a", 1), 1);
+	for (int i = 0; i < 10000; i++) {
+		int n = snprintf(name, sizeof(name), "kernel_%d", i);
+		ASSERT_EQ(strtab_intern(&t, name, (size_t)n), i + 3);
+	}
+	ASSERT_EQ(strtab_find(&t, "kernel_777", 10), 780);
+	ASSERT_STREQ(strtab_get(&t, 780, NULL), "kernel_777");
+	ASSERT_EQ(strtab_find(&t, "missing", 7), 0);
+	strtab_free(&t);
+}
+
+TEST(strtab_binary_keys_and_empty_string)
+{
+	struct strtab t;
+	const char k1[] = {0, 1, 2}, k2[] = {0, 1, 3};
+	size_t len;
+
+	strtab_init(&t, 0);
+	ASSERT_EQ(strtab_intern(&t, k1, 3), 1);
+	ASSERT_EQ(strtab_intern(&t, k2, 3), 2);
+	ASSERT_EQ(strtab_intern(&t, "", 0), 3);
+	strtab_get(&t, 2, &len);
+	ASSERT_EQ(len, 3);
+	strtab_free(&t);
+}
+
+TEST(strtab_limit_gives_enospc)
+{
+	struct strtab t;
+
+	strtab_init(&t, 2);
+	ASSERT_EQ(strtab_intern(&t, "a", 1), 1);
+	ASSERT_EQ(strtab_intern(&t, "b", 1), 2);
+	ASSERT_EQ(strtab_intern(&t, "c", 1), -ENOSPC);
+	ASSERT_EQ(strtab_intern(&t, "a", 1), 1);
+	strtab_free(&t);
+}
+
+TEST(strtab_copy_is_independent)
+{
+	struct strtab a, b;
+
+	strtab_init(&a, 0);
+	strtab_intern(&a, "x", 1);
+	ASSERT_OK(strtab_copy(&b, &a));
+	strtab_intern(&a, "y", 1);
+	ASSERT_EQ(b.n, 1);
+	ASSERT_EQ(strtab_intern(&b, "z", 1), 2);
+	ASSERT_STREQ(strtab_get(&a, 2, NULL), "y");
+	strtab_free(&a);
+	strtab_free(&b);
+}
+
+TEST_MAIN()

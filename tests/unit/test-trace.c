@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The store and the XSpace writer, checked by decoding the writer's bytes
+ * with protobuf-c's generated XSpace parser (an independent decoder).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "harness.h"
+#include "tensorflow/xplane.pb-c.h"
+#include "xspace/xspace.h"
+
+static const Tensorflow__Profiler__XPlane *plane(const Tensorflow__Profiler__XSpace *x, const char *name)
+{
+	for (size_t i = 0; i < x->n_planes; i++)
+		if (strcmp(x->planes[i]->name, name) == 0)
+			return x->planes[i];
+	return NULL;
+}
+
+static const char *meta_name(const Tensorflow__Profiler__XPlane *p, int64_t id, int stats)
+{
+	size_t n = stats ? p->n_stat_metadata : p->n_event_metadata;
+
+	for (size_t i = 0; i < n; i++) {
+		if (stats && p->stat_metadata[i]->key == id)
+			return p->stat_metadata[i]->value->name;
+		if (!stats && p->event_metadata[i]->key == id)
+			return p->event_metadata[i]->value->name;
+	}
+	return NULL;
+}
+
+static Tensorflow__Profiler__XSpace *encode(struct trace *t, int64_t start, int64_t stop,
+					    struct xspace_out *out)
+{
+	struct xspace_info info = {.hostname = "h1", .start_ns = start, .stop_ns = stop};
+
+	if (xspace_encode(t, &info, 16, out) < 0)
+		return NULL;
+	return tensorflow__profiler__xspace__unpack(NULL, out->xspace_len, out->xspace);
+}
+
+TEST(xspace_roundtrip_events_stats_and_order)
+{
+	struct trace *t;
+	struct buf b = BUF_INIT;
+	struct xspace_out out;
+	const int64_t base = 1700000000000000000LL;
+
+	ASSERT_OK(trace_new(0, &t));
+	struct trace_plane *gpu = trace_plane(t, "/device:GPU:0", 0);
+	struct trace_line *l = trace_line(gpu, 7, "Stream #7(Compute)");
+	int64_t k = trace_plane_event_id(gpu, "my_kernel");
+	int64_t corr = trace_plane_stat_id(gpu, "correlation_id");
+	ASSERT_OK(trace_stat_str_ref(gpu, &b, "kernel_details", "regs:32 static_shared:0 dynamic_shared:0 grid:1,1,1 block:128,1,1 occ_pct:100"));
+	ASSERT_OK(trace_stat_str(gpu, &b, "context_id", "$$1"));
+	int64_t set = trace_plane_statset(gpu, &b);
+	ASSERT_TRUE(set == 1);
+	/* Out of order on purpose, plus one before and one after the window. */
+	int64_t starts[] = {base + 5000, base + 1000, base + 3000, base - 10, base + 1000000};
+	for (int i = 0; i < 5; i++) {
+		struct trace_event e = {.start_ns = starts[i], .dur_ns = 100 + i, .meta = (uint32_t)k,
+					.statset = (uint32_t)set, .vstat = TRACE_VSTAT(TRACE_STAT_U64, corr),
+					.value = 1000 + (uint64_t)i};
+		ASSERT_OK(trace_line_append(l, &e));
+	}
+	ASSERT_OK(trace_stat_str(gpu, &b, "device_vendor", "Nvidia"));
+	ASSERT_OK(trace_plane_set_stats(gpu, &b));
+	ASSERT_OK(trace_diag(t, base, false, "no GPU data: test"));
+
+	Tensorflow__Profiler__XSpace *x = encode(t, base, base + 10000, &out);
+	ASSERT_TRUE(x != NULL);
+	ASSERT_EQ(out.n_events, 3);
+	ASSERT_EQ(x->n_hostnames, 1);
+	ASSERT_STREQ(x->hostnames[0], "h1");
+	ASSERT_EQ(x->n_warnings, 1);
+	const Tensorflow__Profiler__XPlane *p = plane(x, "/device:GPU:0");
+	ASSERT_TRUE(p != NULL);
+	ASSERT_EQ(p->n_lines, 1);
+	const Tensorflow__Profiler__XLine *xl = p->lines[0];
+	ASSERT_EQ(xl->id, 7);
+	ASSERT_STREQ(xl->name, "Stream #7(Compute)");
+	ASSERT_EQ(xl->timestamp_ns, 0);
+	ASSERT_EQ(xl->n_events, 3);
+	ASSERT_EQ(xl->events[0]->offset_ps, 1000 * 1000);
+	ASSERT_EQ(xl->events[1]->offset_ps, 3000 * 1000);
+	ASSERT_EQ(xl->events[2]->offset_ps, 5000 * 1000);
+	ASSERT_EQ(xl->events[0]->duration_ps, 101 * 1000);
+	ASSERT_STREQ(meta_name(p, xl->events[0]->metadata_id, 0), "my_kernel");
+	/* kernel_details (ref), context_id (str), correlation_id (uint64). */
+	ASSERT_EQ(xl->events[0]->n_stats, 3);
+	for (size_t i = 0; i < 3; i++) {
+		const Tensorflow__Profiler__XStat *s = xl->events[0]->stats[i];
+		const char *n = meta_name(p, s->metadata_id, 1);
+
+		if (strcmp(n, "correlation_id") == 0) {
+			ASSERT_EQ(s->value_case, TENSORFLOW__PROFILER__XSTAT__VALUE_UINT64_VALUE);
+			ASSERT_EQ(s->uint64_value, 1001);
+		} else if (strcmp(n, "kernel_details") == 0) {
+			ASSERT_EQ(s->value_case, TENSORFLOW__PROFILER__XSTAT__VALUE_REF_VALUE);
+			ASSERT_STREQ(meta_name(p, (int64_t)s->ref_value, 1),
+				     "regs:32 static_shared:0 dynamic_shared:0 grid:1,1,1 block:128,1,1 occ_pct:100");
+		} else {
+			ASSERT_STREQ(n, "context_id");
+			ASSERT_STREQ(s->str_value, "$$1");
+		}
+	}
+	/* Map keys equal the ids they hold. */
+	for (size_t i = 0; i < p->n_stat_metadata; i++)
+		ASSERT_EQ(p->stat_metadata[i]->key, p->stat_metadata[i]->value->id);
+	ASSERT_EQ(p->n_stats, 1);
+	const Tensorflow__Profiler__XPlane *te = plane(x, "Task Environment");
+	ASSERT_TRUE(te != NULL);
+	ASSERT_EQ(te->n_stats, 2);
+	ASSERT_U64_EQ(te->stats[0]->uint64_value, (uint64_t)base);
+	ASSERT_U64_EQ(te->stats[1]->uint64_value, (uint64_t)(base + 10000));
+	tensorflow__profiler__xspace__free_unpacked(x, NULL);
+	xspace_out_free(&out);
+	buf_free(&b);
+}
+
+TEST(xspace_many_chunks_unsorted_merge)
+{
+	struct trace *t;
+	struct xspace_out out;
+	const int64_t base = 1700000000000000000LL;
+	const int n = 300000;
+
+	ASSERT_OK(trace_new(0, &t));
+	struct trace_plane *p = trace_plane(t, "/host:CPU", 0);
+	struct trace_line *l = trace_line(p, 42, "python/42");
+	int64_t ev = trace_plane_event_id(p, "cuLaunchKernel");
+	/* Descending starts: every chunk is unsorted and chunks overlap. */
+	for (int i = 0; i < n; i++) {
+		struct trace_event e = {.start_ns = base + (n - i) * 10, .dur_ns = 5, .meta = (uint32_t)ev};
+		ASSERT_OK(trace_line_append(l, &e));
+	}
+	Tensorflow__Profiler__XSpace *x = encode(t, base, base + (int64_t)n * 10 + 100, &out);
+	ASSERT_TRUE(x != NULL);
+	const Tensorflow__Profiler__XLine *xl = plane(x, "/host:CPU")->lines[0];
+	ASSERT_EQ(xl->n_events, n);
+	for (size_t i = 1; i < xl->n_events; i++)
+		ASSERT_TRUE(xl->events[i]->offset_ps > xl->events[i - 1]->offset_ps);
+	tensorflow__profiler__xspace__free_unpacked(x, NULL);
+	xspace_out_free(&out);
+}
+
+TEST(trace_budget_drops_and_warns)
+{
+	struct trace *t;
+	struct xspace_out out;
+
+	ASSERT_OK(trace_new(10, &t));
+	struct trace_plane *p = trace_plane(t, "/host:CPU", 0);
+	struct trace_line *l = trace_line(p, 1, "t");
+	struct trace_event e = {.start_ns = 100, .meta = (uint32_t)trace_plane_event_id(p, "x")};
+	for (int i = 0; i < 15; i++)
+		(void)trace_line_append(l, &e);
+	ASSERT_EQ(t->n_events, 10);
+	ASSERT_EQ(t->dropped, 5);
+	Tensorflow__Profiler__XSpace *x = encode(t, 0, 1000, &out);
+	ASSERT_TRUE(x != NULL);
+	ASSERT_EQ(x->n_warnings, 1);
+	ASSERT_TRUE(strstr(x->warnings[0], "5 events were dropped") != NULL);
+	tensorflow__profiler__xspace__free_unpacked(x, NULL);
+	xspace_out_free(&out);
+}
+
+TEST(trace_snapshot_copy_keeps_hub_and_filters_window)
+{
+	struct trace *hub, *snap;
+
+	ASSERT_OK(trace_new(0, &hub));
+	struct trace_plane *p = trace_plane(hub, "/host:CPU", 0);
+	struct trace_line *l = trace_line(p, 1, "t");
+	for (int i = 0; i < 100; i++) {
+		struct trace_event e = {.start_ns = i * 10, .meta = (uint32_t)trace_plane_event_id(p, "x")};
+		ASSERT_OK(trace_line_append(l, &e));
+	}
+	ASSERT_OK(trace_snapshot(hub, 200, 500, false, &snap));
+	ASSERT_EQ(snap->n_events, 30);
+	ASSERT_EQ(hub->n_events, 100);
+	uint64_t gen = hub->generation;
+	trace_free(snap);
+	ASSERT_OK(trace_snapshot(hub, 0, 0, true, &snap));
+	ASSERT_EQ(snap->n_events, 100);
+	ASSERT_EQ(hub->n_events, 0);
+	ASSERT_EQ(hub->n_planes, 0);
+	ASSERT_TRUE(hub->generation == gen + 1);
+	trace_free(snap);
+	trace_free(hub);
+}
+
+TEST(trace_plane_stats_replace_same_name)
+{
+	struct trace *t;
+	struct buf b = BUF_INIT;
+	struct xspace_out out;
+
+	ASSERT_OK(trace_new(0, &t));
+	struct trace_plane *p = trace_plane(t, "/device:GPU:1", 1);
+	ASSERT_OK(trace_stat_i64(p, &b, "core_count", 100));
+	ASSERT_OK(trace_plane_set_stats(p, &b));
+	ASSERT_OK(trace_stat_i64(p, &b, "core_count", 132));
+	ASSERT_OK(trace_stat_double(p, &b, "peak_teraflops_per_second", 989.5));
+	ASSERT_OK(trace_plane_set_stats(p, &b));
+	Tensorflow__Profiler__XSpace *x = encode(t, 0, 1, &out);
+	const Tensorflow__Profiler__XPlane *xp = plane(x, "/device:GPU:1");
+	ASSERT_EQ(xp->id, 1);
+	ASSERT_EQ(xp->n_stats, 2);
+	ASSERT_EQ(xp->stats[0]->int64_value, 132);
+	ASSERT_NEAR(xp->stats[1]->double_value, 989.5, 1e-9);
+	ASSERT_EQ(out.n_events, 0);
+	tensorflow__profiler__xspace__free_unpacked(x, NULL);
+	xspace_out_free(&out);
+	buf_free(&b);
+}
+
+TEST_MAIN()
