@@ -38,6 +38,7 @@
 
 #include <uv.h>
 
+#include "gpu-map.h"
 #include "xspace/trace.h"
 
 struct collector;
@@ -50,6 +51,8 @@ struct collector_set;
  * @sys_root:       "/sys" likewise.
  * @host_sample_hz: host counter rate during windows.
  * @hostname:       this machine's name, as XSpace.hostnames has it.
+ * @gpus:           the daemon's one GPU map (gpu-map.h); collectors number
+ *                  /device:GPU:<n> planes only through it.
  */
 struct collector_cfg {
 	const char *proc_root;
@@ -59,6 +62,7 @@ struct collector_cfg {
 	const char *nvml_library; /* NULL = libnvidia-ml.so.1 */
 	const char *agent_socket;
 	const char *hostname;
+	struct gpu_map *gpus; /* shared, mutable: GPU UUID -> plane number */
 };
 
 /**

@@ -285,7 +285,9 @@ int main(int argc, char **argv)
 	rpc_global_init();
 	uv_loop_init(&d.loop);
 
+	static struct gpu_map gpus;
 	struct collector_cfg ccfg = {
+		.gpus = &gpus,
 		.proc_root = arg_proc_root,
 		.sys_root = arg_sys_root,
 		.host_sample_hz = arg_host_sample_hz,
