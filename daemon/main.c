@@ -245,13 +245,6 @@ static void shutdown_step_done(void *userdata)
 	}
 }
 
-static void on_server_down(void *userdata)
-{
-	struct daemon *d = userdata;
-
-	/* Calls are gone; now collectors may close. */
-	session_mgr_shutdown(d->mgr, shutdown_step_done, d);
-}
 
 static void on_signal(uv_signal_t *h, int signum)
 {
@@ -262,9 +255,12 @@ static void on_signal(uv_signal_t *h, int signum)
 	d->stopping = true;
 	log_info("%s: shutting down", strsignal(signum));
 	notify("STOPPING=1");
-	d->steps_left = 1;
-	/* Answer open captures first (UNAVAILABLE), then stop the server. */
-	rpc_server_shutdown(d->srv, 2000, on_server_down, d);
+	d->steps_left = 2;
+	/* Open captures are answered UNAVAILABLE at once and collectors close;
+	 * meanwhile the server stops accepting and gives replies in flight
+	 * (encoding jobs) 2 s before cancelling what is left. */
+	session_mgr_shutdown(d->mgr, shutdown_step_done, d);
+	rpc_server_shutdown(d->srv, 2000, shutdown_step_done, d);
 }
 
 int main(int argc, char **argv)
