@@ -422,8 +422,10 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 		}
 		w = put_table(w, &p->events, 4);
 		w = put_table(w, &p->stats, 5);
-		memcpy(w, p->plane_stats.data, p->plane_stats.len);
-		w += p->plane_stats.len;
+		if (p->plane_stats.len) { /* data is NULL while empty */
+			memcpy(w, p->plane_stats.data, p->plane_stats.len);
+			w += p->plane_stats.len;
+		}
 	}
 	for (uint32_t i = 0; i < snap->n_diags; i++)
 		w = pb_put_bytes_field(w, snap->diags[i].error ? 2 : 3, snap->diags[i].text,
