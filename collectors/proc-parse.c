@@ -297,9 +297,9 @@ int proc_meminfo_parse(const char *buf, size_t len, struct proc_meminfo *out)
 		if (key_len == 0 || cur_done(&line) || *line.p != ':')
 			return -EINVAL;
 		line.p++;
-		r = skip_blanks(&line);
-		if (r < 0)
-			return r;
+		/* The kernel pads the label to a fixed width itself, so a label
+		 * that fills the width is followed by the digits at once. */
+		(void)skip_blanks(&line);
 		r = get_u64(&line, &v);
 		if (r < 0)
 			return r;
