@@ -113,6 +113,11 @@ struct host_proc {
 
 static struct host_proc *to_hp(struct collector *c) { return collector_priv(c); }
 
+static const char *proc_root(const struct collector_cfg *cfg)
+{
+	return cfg->proc_root ? cfg->proc_root : "/proc";
+}
+
 /* ---- reading ------------------------------------------------------------ */
 
 /* Reads all of @name (below the proc root) into hp->buf. Bytes read, or
@@ -152,10 +157,11 @@ static ssize_t read_proc_file(struct host_proc *hp, const char *name)
 }
 
 /* Parses /proc/stat into stat[!cur], growing the CPU arrays if needed. */
-static int read_stat(struct host_proc *hp, struct proc_stat **ret)
+static int read_stat(struct host_proc *hp, struct proc_stat **ret_stat)
 {
 	ssize_t len = read_proc_file(hp, "stat");
 	struct proc_stat *st = &hp->stat[!hp->cur];
+	uint32_t cap;
 	int r;
 
 	if (len < 0)
@@ -165,8 +171,7 @@ static int read_stat(struct host_proc *hp, struct proc_stat **ret)
 		if (r != -E2BIG || hp->cpus_cap >= PROC_MAX_CPUS)
 			break;
 		/* More CPUs than we had room for: grow both samples alike. */
-		uint32_t cap = MIN(hp->cpus_cap * 2, (uint32_t)PROC_MAX_CPUS);
-
+		cap = MIN(hp->cpus_cap * 2, (uint32_t)PROC_MAX_CPUS);
 		for (unsigned i = 0; i < 2; i++) {
 			struct proc_cpu *p = realloc(hp->stat[i].cpus, cap * sizeof(*p));
 
@@ -179,7 +184,7 @@ static int read_stat(struct host_proc *hp, struct proc_stat **ret)
 	}
 	if (r < 0)
 		return r;
-	*ret = st;
+	*ret_stat = st;
 	return 0;
 }
 
@@ -190,7 +195,7 @@ static void source_failed(struct host_proc *hp, enum source_id s, int err)
 		return;
 	hp->src[s].err = err;
 	log_warn("%s/%s: %s; %s counters disabled until the next capture",
-		 hp->c->cfg->proc_root, source_file[s],
+		 proc_root(hp->c->cfg), source_file[s],
 		 err == -EINVAL ? "unexpected contents" : strerror(-err), source_what[s]);
 }
 
@@ -307,7 +312,8 @@ static void emit_stat(struct host_proc *hp, const struct proc_stat *st, int64_t 
 		     (double)(st->ctxt - prev->ctxt) * 1e9 / (double)dt_ns);
 }
 
-/* One sample of every file still working. @emit is false for the baseline. */
+/* One sample of every file still working. @emit_points is false for the
+ * baseline, which only reads /proc/stat. */
 static void sample(struct host_proc *hp, bool emit_points)
 {
 	int64_t now = wall_ns();
@@ -366,11 +372,6 @@ static void on_tick(uv_timer_t *t)
 }
 
 /* ---- ops ---------------------------------------------------------------- */
-
-static const char *proc_root(const struct collector_cfg *cfg)
-{
-	return cfg->proc_root ? cfg->proc_root : "/proc";
-}
 
 static int host_proc_probe(const struct collector_cfg *cfg, char *why, size_t why_size)
 {

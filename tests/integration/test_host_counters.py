@@ -208,7 +208,7 @@ class HostCounters(unittest.TestCase):
         self.check_capture(self.capture(CAPTURE_MS, "host2b"), CAPTURE_MS)
 
 
-class MissingFile(unittest.TestCase):
+class FileProblems(unittest.TestCase):
     def test_missing_meminfo_disables_memory_counters_with_a_warning(self):
         root = tempfile.mkdtemp(prefix="profd-proc-")
         writer = Writer(root, files=("stat", "loadavg"))
@@ -230,6 +230,42 @@ class MissingFile(unittest.TestCase):
         self.assertEqual(len(warns), 1, list(space.warnings))
         self.assertIn("meminfo", warns[0])
         self.assertIn("memory", warns[0])
+
+    def test_garbage_loadavg_is_reported_as_unexpected_contents(self):
+        root = tempfile.mkdtemp(prefix="profd-proc-")
+        writer = Writer(root, files=("stat", "meminfo"))
+        write_atomic(root, "loadavg", "high medium low\n")
+        writer.start()
+        try:
+            with T.Daemon("--proc-root", root, "--host-sample-hz", str(HZ)) as d:
+                with T.channel(d.addr) as ch:
+                    profile = T.stub(ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
+                    req = T.profile_request(P, 300, f"localhost:{d.port}", session_id="badload")
+                    space = T.decode_xspace(P, profile(req, timeout=30).tool_data[0].data)
+        finally:
+            writer.stop()
+            shutil.rmtree(root, ignore_errors=True)
+        self.assertNotIn("Load Average (1 min)", counter_points(space))
+        warns = [w for w in space.warnings if "host.proc" in w]
+        self.assertEqual(len(warns), 1, list(space.warnings))
+        self.assertIn("loadavg: unexpected contents", warns[0])
+
+    def test_unusable_proc_root_makes_the_collector_unavailable_not_the_capture(self):
+        root = tempfile.mkdtemp(prefix="profd-proc-")
+        missing = os.path.join(root, "absent")
+        try:
+            with T.Daemon("--proc-root", missing, "--host-sample-hz", str(HZ)) as d:
+                with T.channel(d.addr) as ch:
+                    profile = T.stub(ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
+                    req = T.profile_request(P, 200, f"localhost:{d.port}", session_id="noproc")
+                    space = T.decode_xspace(P, profile(req, timeout=30).tool_data[0].data)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        self.assertFalse([p.name for p in space.planes if p.name == "/host:CPU"])
+        warns = [w for w in space.warnings if "host.proc" in w]
+        self.assertEqual(len(warns), 1, list(space.warnings))
+        self.assertIn("unavailable", warns[0])
+        self.assertIn("No such file or directory", warns[0])
 
 
 if __name__ == "__main__":
