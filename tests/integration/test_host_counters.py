@@ -207,6 +207,23 @@ class HostCounters(unittest.TestCase):
         self.check_capture(self.capture(CAPTURE_MS, "host2a"), CAPTURE_MS)
         self.check_capture(self.capture(CAPTURE_MS, "host2b"), CAPTURE_MS)
 
+    def test_overlapping_captures_both_get_counters(self):
+        # The inner window closes while the outer is open: its snapshot is a
+        # copy and the hub keeps its generation; the outer one then takes
+        # the hub itself.
+        out = {}
+
+        def outer():
+            out["outer"] = self.capture(CAPTURE_MS, "outer")
+
+        t = threading.Thread(target=outer)
+        t.start()
+        time.sleep(0.3)
+        inner = self.capture(400, "inner")
+        t.join()
+        self.check_capture(out["outer"], CAPTURE_MS)
+        self.check_capture(inner, 400)
+
 
 class FileProblems(unittest.TestCase):
     def test_missing_meminfo_disables_memory_counters_with_a_warning(self):
