@@ -3,3 +3,6 @@
 #pragma once
 
 #include "collector.h"
+
+/* host-proc.c: CPU, memory, load and context-switch counters from /proc. */
+extern const struct collector_ops host_proc_collector_ops;
