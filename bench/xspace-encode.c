@@ -504,6 +504,7 @@ static void usage(const char *argv0)
 		"usage: %s [--pairs N] [--runs R]\n"
 		"  --pairs N  kernel events and as many API events (default 1000000)\n"
 		"  --runs R   children per side; the table shows medians (default 3, max %d)\n"
+		"  --profd-only  run profd's side alone, in this process (for profilers)\n"
 		"Exit status: 0 when the checks pass (targets are reported, not enforced).\n",
 		argv0, MAX_RUNS);
 }
@@ -514,13 +515,15 @@ int main(int argc, char **argv)
 	static struct child_res res[N_SIDES][MAX_RUNS];
 	struct summary sum[N_SIDES];
 	uint64_t pairs = 1000000;
-	int runs = 3, n_sides = 1, failed = 0;
+	int runs = 3, n_sides = 1, failed = 0, only = -1;
 
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--pairs") == 0 && i + 1 < argc)
 			pairs = strtoull(argv[++i], NULL, 10);
 		else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc)
 			runs = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--profd-only") == 0)
+			only = SIDE_OURS;
 		else {
 			usage(argv[0]);
 			return 2;
@@ -534,6 +537,19 @@ int main(int argc, char **argv)
 	n_sides = N_SIDES;
 #endif
 	wl_init(&w, pairs);
+	if (only == SIDE_OURS) {
+		struct child_res *cr = &res[0][0];
+
+		run_side(&w, SIDE_OURS, 0, cr);
+		if (!cr->ok) {
+			fprintf(stderr, "%s\n", cr->err);
+			return 1;
+		}
+		printf("profd: build %.1f ns/event, encode %.1f ns/event, %" PRIu64 " bytes, %.1f B/event peak RSS\n",
+		       cr->build_s * 1e9 / (double)cr->n_events, cr->encode_s * 1e9 / (double)cr->n_events,
+		       cr->out_bytes, (double)(cr->peak_rss - cr->base_rss) / (double)cr->n_events);
+		return 0;
+	}
 
 	/* Interleave the sides so drift in the machine hits all of them. */
 	for (int r = 0; r < runs; r++)
