@@ -22,6 +22,7 @@
 
 #define MAX_MESSAGE ((size_t)INT32_MAX)
 #define MERGE_MAX 64
+#define OUT_HUGEPAGE_MIN ((size_t)8 << 20)
 
 /* Encoder-private state per line, parallel to plane->lines. */
 struct line_plan {
@@ -51,25 +52,26 @@ static inline bool ev_before(const struct trace_event *x, const struct trace_eve
 	return ev_cmp(x, y) < 0;
 }
 
-static void sort_chunk(struct trace_chunk *c)
+/* pb_varint_size() without the loop: the per-event sizes are computed for
+ * every record, so this is on the hot path. */
+static inline size_t vsize(uint64_t v)
 {
-	for (uint32_t i = 1; i < c->n; i++)
-		if (ev_before(&c->ev[i], &c->ev[i - 1])) {
-			qsort(c->ev, c->n, sizeof(c->ev[0]), ev_cmp);
-			return;
-		}
+	unsigned bits = 64 - (unsigned)__builtin_clzll(v | 1);
+
+	return (bits * 9 + 64) >> 6; /* == ceil(bits / 7) for 1..64 */
 }
 
-static size_t value_stat_size(const struct trace_event *e)
+/* XEvent fields 1-4 and XStat fields 1-4 all have one-byte tags. */
+static inline size_t value_stat_size(const struct trace_event *e)
 {
 	uint32_t type = TRACE_VSTAT_TYPE(e->vstat);
 	size_t body;
 
 	if (type == TRACE_STAT_NONE)
 		return 0;
-	body = pb_varint_field_size(1, TRACE_VSTAT_ID(e->vstat));
-	body += type == TRACE_STAT_DOUBLE ? 1 + 8 : pb_varint_field_size(3, e->value);
-	return pb_len_field_size(4, body);
+	body = 1 + vsize(TRACE_VSTAT_ID(e->vstat));
+	body += type == TRACE_STAT_DOUBLE ? 1 + 8 : 1 + vsize(e->value);
+	return 1 + vsize(body) + body;
 }
 
 static inline int64_t offset_ps(const struct trace_event *e, int64_t start_ns)
@@ -77,14 +79,14 @@ static inline int64_t offset_ps(const struct trace_event *e, int64_t start_ns)
 	return (e->start_ns - start_ns) * 1000;
 }
 
-static size_t event_body_size(const struct trace_plane *p, const struct trace_event *e,
-			      int64_t start_ns)
+static inline size_t event_body_size(const struct trace_plane *p, const struct trace_event *e,
+				     int64_t start_ns)
 {
-	size_t n = pb_varint_field_size(1, e->meta);
+	size_t n = 1 + vsize(e->meta);
 
-	n += pb_varint_field_size(2, (uint64_t)offset_ps(e, start_ns));
+	n += 1 + vsize((uint64_t)offset_ps(e, start_ns));
 	if (e->dur_ns)
-		n += pb_varint_field_size(3, (uint64_t)(e->dur_ns * 1000));
+		n += 1 + vsize((uint64_t)(e->dur_ns * 1000));
 	if (e->statset)
 		n += p->statsets.ent[e->statset].len;
 	return n + value_stat_size(e);
@@ -147,6 +149,36 @@ static int coalesce(struct trace_line *l)
 	return 0;
 }
 
+/* Pass 1 for one chunk, in a single read of its records: sizes the
+ * in-window events (sizes do not depend on order) and sorts the chunk if
+ * it is not sorted yet. */
+static void plan_chunk(const struct trace_plane *p, struct trace_chunk *c,
+		       const struct xspace_info *info, struct line_plan *lp)
+{
+	const struct trace_event *ev = c->ev;
+	size_t body = 0;
+	uint64_t n_in = 0;
+	bool sorted = true;
+
+	for (uint32_t i = 0; i < c->n; i++) {
+		const struct trace_event *e = &ev[i];
+
+		/* Strictly later starts are the common case: one compare. */
+		if (i && e->start_ns <= ev[i - 1].start_ns && ev_before(e, &ev[i - 1]))
+			sorted = false;
+		if (!in_window(e, info))
+			continue;
+		size_t eb = event_body_size(p, e, info->start_ns);
+
+		body += 1 + vsize(eb) + eb;
+		n_in++;
+	}
+	if (!sorted)
+		qsort(c->ev, c->n, sizeof(c->ev[0]), ev_cmp);
+	lp->body += body;
+	lp->n_in += n_in;
+}
+
 static int plan_line(const struct trace_plane *p, struct trace_line *l,
 		     const struct xspace_info *info, struct line_plan *lp)
 {
@@ -157,29 +189,20 @@ static int plan_line(const struct trace_plane *p, struct trace_line *l,
 	lp->body = 0;
 	lp->n_in = 0;
 	for (struct trace_chunk *c = l->head; c; c = c->next) {
-		sort_chunk(c);
+		plan_chunk(p, c, info, lp);
 		if (c->n && prev_last && ev_before(&c->ev[0], prev_last))
 			lp->sequential = false;
 		if (c->n)
 			prev_last = &c->ev[c->n - 1];
 		n_chunks++;
 	}
+	/* Merging the chunks keeps the records, so the sizes stay valid. */
 	if (!lp->sequential && n_chunks > MERGE_MAX) {
 		int r = coalesce(l);
 
 		if (r < 0)
 			return r;
 		lp->sequential = true;
-	}
-	for (struct trace_chunk *c = l->head; c; c = c->next) {
-		for (uint32_t i = 0; i < c->n; i++) {
-			const struct trace_event *e = &c->ev[i];
-
-			if (!in_window(e, info))
-				continue;
-			lp->body += pb_len_field_size(4, event_body_size(p, e, info->start_ns));
-			lp->n_in++;
-		}
 	}
 	if (lp->n_in)
 		lp->body += line_header_size(l);
@@ -214,34 +237,50 @@ static uint8_t *put_table(uint8_t *w, const struct strtab *t, uint32_t field)
 	return w;
 }
 
+/* Writes one XEvent entry. Its body is written first behind a one-byte
+ * length and the length filled in after (moving the body up in the rare
+ * case of a body of 128 bytes or more), so sizes are not computed twice;
+ * the bytes are those pass 1 sized. */
 static uint8_t *put_event(uint8_t *w, const struct trace_plane *p, const struct trace_event *e,
 			  int64_t start_ns)
 {
-	w = pb_put_len_hdr(w, 4, event_body_size(p, e, start_ns));
-	w = pb_put_varint_field(w, 1, e->meta);
-	w = pb_put_varint_field(w, 2, (uint64_t)offset_ps(e, start_ns));
-	if (e->dur_ns)
-		w = pb_put_varint_field(w, 3, (uint64_t)(e->dur_ns * 1000));
-	if (e->statset) {
-		size_t len;
-		const char *set = strtab_get(&p->statsets, e->statset, &len);
+	uint8_t *body = w + 2, *q = body;
+	size_t n;
 
-		memcpy(w, set, len);
-		w += len;
+	w[0] = 0x22; /* XLine.events, LEN */
+	q = pb_put_varint_field(q, 1, e->meta);
+	q = pb_put_varint_field(q, 2, (uint64_t)offset_ps(e, start_ns));
+	if (e->dur_ns)
+		q = pb_put_varint_field(q, 3, (uint64_t)(e->dur_ns * 1000));
+	if (e->statset) {
+		const struct strtab_entry *se = &p->statsets.ent[e->statset];
+
+		memcpy(q, p->statsets.pool + se->off, se->len);
+		q += se->len;
 	}
 	if (e->vstat) {
 		uint32_t type = TRACE_VSTAT_TYPE(e->vstat), id = TRACE_VSTAT_ID(e->vstat);
-		size_t body = pb_varint_field_size(1, id) +
-			      (type == TRACE_STAT_DOUBLE ? 9 : pb_varint_field_size(3, e->value));
+		uint8_t *sb = q + 2, *sq = sb;
 
-		w = pb_put_len_hdr(w, 4, body);
-		w = pb_put_varint_field(w, 1, id);
+		*q = 0x22; /* XEvent.stats, LEN; the stat body is < 128 bytes */
+		sq = pb_put_varint_field(sq, 1, id);
 		if (type == TRACE_STAT_DOUBLE)
-			w = pb_put_fixed64_field(w, 2, e->value);
+			sq = pb_put_fixed64_field(sq, 2, e->value);
 		else
-			w = pb_put_varint_field(w, type == TRACE_STAT_U64 ? 3 : 4, e->value);
+			sq = pb_put_varint_field(sq, type == TRACE_STAT_U64 ? 3 : 4, e->value);
+		q[1] = (uint8_t)(sq - sb);
+		q = sq;
 	}
-	return w;
+	n = (size_t)(q - body);
+	if (_likely_(n < 0x80)) {
+		w[1] = (uint8_t)n;
+		return q;
+	}
+	size_t extra = vsize(n) - 1;
+
+	memmove(body + extra, body, n);
+	pb_put_varint(w + 1, n);
+	return q + extra;
 }
 
 /* Pass 2 for one line: emit in-window records in order, freeing chunks as
@@ -396,6 +435,12 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 		r = -ENOMEM;
 		goto out;
 	}
+#ifdef MADV_HUGEPAGE
+	/* Written once, front to back: huge pages save a fault per 4 KiB and
+	 * add at most one partly written huge page to the resident set. */
+	if (out->size >= OUT_HUGEPAGE_MIN)
+		(void)madvise(out->base, out->size, MADV_HUGEPAGE);
+#endif
 	out->prefix = prefix;
 	out->xspace = w = out->base + prefix;
 	out->xspace_len = total;

@@ -4,6 +4,7 @@
  * with protobuf-c's generated XSpace parser (an independent decoder).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "harness.h"
@@ -144,6 +145,82 @@ TEST(xspace_many_chunks_unsorted_merge)
 		ASSERT_TRUE(xl->events[i]->offset_ps > xl->events[i - 1]->offset_ps);
 	tensorflow__profiler__xspace__free_unpacked(x, NULL);
 	xspace_out_free(&out);
+}
+
+/* Event bodies of every length-prefix size (the writer fills the length
+ * in after the body) and every value stat type, with varints of 1 to 10
+ * bytes. */
+TEST(xspace_event_sizes_and_value_types)
+{
+	struct trace *t;
+	struct buf b = BUF_INIT;
+	struct xspace_out out;
+	const int64_t base = 1700000000000000000LL;
+	static const size_t lens[] = {0, 90, 120, 200, 20000};
+	static char text[20001];
+	int64_t sets[5];
+
+	ASSERT_OK(trace_new(0, &t));
+	struct trace_plane *p = trace_plane(t, "/host:CPU", 0);
+	struct trace_line *l = trace_line(p, 3, "t3");
+	/* 150 names so that later event metadata ids take two bytes. */
+	for (int i = 0; i < 150; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "ev%d", i);
+		ASSERT_TRUE(trace_plane_event_id(p, name) == i + 1);
+	}
+	for (size_t i = 0; i < 5; i++) {
+		memset(text, 'a' + (int)i, lens[i]);
+		text[lens[i]] = 0;
+		if (lens[i])
+			ASSERT_OK(trace_stat_str(p, &b, "long_text", text));
+		sets[i] = trace_plane_statset(p, &b);
+	}
+	int64_t u = trace_plane_stat_id(p, "u"), s = trace_plane_stat_id(p, "s"), d = trace_plane_stat_id(p, "d");
+	const uint32_t vstats[4] = {0, TRACE_VSTAT(TRACE_STAT_U64, u), TRACE_VSTAT(TRACE_STAT_I64, s),
+				    TRACE_VSTAT(TRACE_STAT_DOUBLE, d)};
+	double half = 0.5;
+	uint64_t half_bits;
+	memcpy(&half_bits, &half, sizeof(half_bits));
+	const uint64_t values[4] = {0, UINT64_MAX, (uint64_t)-5, half_bits};
+	int n = 0;
+
+	for (int si = 0; si < 5; si++)
+		for (int vi = 0; vi < 4; vi++, n++) {
+			struct trace_event e = {.start_ns = base + n * 1000003LL, .dur_ns = n % 3 ? n * 7919LL : 0,
+						.meta = (uint32_t)(n % 2 ? 150 - n : 1 + n),
+						.statset = (uint32_t)sets[si], .vstat = vstats[vi], .value = values[vi]};
+			ASSERT_OK(trace_line_append(l, &e));
+		}
+	Tensorflow__Profiler__XSpace *x = encode(t, base, base + 1000000000LL, &out);
+	ASSERT_TRUE(x != NULL);
+	const Tensorflow__Profiler__XLine *xl = plane(x, "/host:CPU")->lines[0];
+	ASSERT_EQ(xl->n_events, (size_t)n);
+	n = 0;
+	for (int si = 0; si < 5; si++)
+		for (int vi = 0; vi < 4; vi++, n++) {
+			const Tensorflow__Profiler__XEvent *xe = xl->events[n];
+
+			ASSERT_EQ(xe->metadata_id, n % 2 ? 150 - n : 1 + n);
+			ASSERT_EQ(xe->offset_ps, n * 1000003LL * 1000);
+			ASSERT_EQ(xe->duration_ps, n % 3 ? n * 7919LL * 1000 : 0);
+			ASSERT_EQ(xe->n_stats, (size_t)(lens[si] ? 1 : 0) + (vi ? 1 : 0));
+			if (lens[si])
+				ASSERT_EQ(strlen(xe->stats[0]->str_value), lens[si]);
+			if (!vi)
+				continue;
+			const Tensorflow__Profiler__XStat *vs = xe->stats[xe->n_stats - 1];
+			if (vi == 1)
+				ASSERT_U64_EQ(vs->uint64_value, UINT64_MAX);
+			else if (vi == 2)
+				ASSERT_EQ(vs->int64_value, -5);
+			else
+				ASSERT_NEAR(vs->double_value, 0.5, 0);
+		}
+	tensorflow__profiler__xspace__free_unpacked(x, NULL);
+	xspace_out_free(&out);
+	buf_free(&b);
 }
 
 TEST(trace_budget_drops_and_warns)
