@@ -245,14 +245,6 @@ static void shutdown_step_done(void *userdata)
 	}
 }
 
-static void on_server_down(void *userdata)
-{
-	struct daemon *d = userdata;
-
-	/* Calls are gone; now collectors may close. */
-	session_mgr_shutdown(d->mgr, shutdown_step_done, d);
-}
-
 static void on_signal(uv_signal_t *h, int signum)
 {
 	struct daemon *d = h->data;
@@ -262,9 +254,17 @@ static void on_signal(uv_signal_t *h, int signum)
 	d->stopping = true;
 	log_info("%s: shutting down", strsignal(signum));
 	notify("STOPPING=1");
-	d->steps_left = 1;
-	/* Answer open captures first (UNAVAILABLE), then stop the server. */
-	rpc_server_shutdown(d->srv, 2000, on_server_down, d);
+	d->steps_left = 2;
+	/*
+	 * Answer open captures first (UNAVAILABLE "profd is shutting down"),
+	 * then stop the server. The sessions must be failed before the server
+	 * shutdown: waiting for the server first left every open capture
+	 * hanging for the whole grace period and then cancelled it with
+	 * gRPC's generic "Cancelling all calls". Encoder jobs already running
+	 * own their snapshot, so collectors may close while they finish.
+	 */
+	session_mgr_shutdown(d->mgr, shutdown_step_done, d);
+	rpc_server_shutdown(d->srv, 2000, shutdown_step_done, d);
 }
 
 int main(int argc, char **argv)
