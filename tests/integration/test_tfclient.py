@@ -124,10 +124,9 @@ class TfClient(unittest.TestCase):
             start, stop, _ = check_xspace(self, x, name, t0, t1)
             self.assertAlmostEqual((stop - start) / 1e6, 400, delta=60)
             windows.append((start, stop))
-        # Asked in parallel: the two windows overlap almost entirely.
+        # Asked in parallel: the two windows overlap almost entirely (one
+        # after the other, they would not overlap at all).
         self.assertLess(abs(windows[0][0] - windows[1][0]) / 1e6, 150)
-        # And the whole call took one duration, not two.
-        self.assertLess((t1 - t0) / 1e9, 0.4 * 2)
 
     def test_no_repository_allow_client_writes_only(self):
         d = self.daemon("--hostname", "itest-a")
