@@ -87,6 +87,12 @@ class Windows(unittest.TestCase):
         e = rpc_error(self.profile, req, timeout=10)
         self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("longest delay is 5000 ms", e.details())
+        # Values past INT64_MAX are far in the future too, not in the past.
+        for ts in (2**63 - 1, 2**63, 2**64 - 1):
+            req.opts.start_timestamp_ns = ts
+            e = rpc_error(self.profile, req, timeout=10)
+            self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT, ts)
+            self.assertIn("longest delay is 5000 ms", e.details())
 
     def test_terminate_while_waiting_for_start(self):
         req = T.profile_request(P, 300, self.d.addr, session_id="wait-term", delay_ms=3000)
