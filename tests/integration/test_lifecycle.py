@@ -86,6 +86,19 @@ class Lifecycle(unittest.TestCase):
         self.assertTrue(wait_log(self.d, "cancelled by the client") and
                         self.d.log().count("cancelled by the client") == n_before + 1, self.d.log())
 
+    def test_cancel_and_deadline_while_waiting_for_start(self):
+        req = T.profile_request(P, 300, self.d.addr, session_id="wait-cancel", delay_ms=3000)
+        fut = self.profile.future(req, timeout=30)
+        self.assertEqual(wait_active(self.d.addr, 1), 1)
+        fut.cancel()
+        self.assertEqual(wait_active(self.d.addr, 0, timeout=2), 0, self.d.log())
+        req = T.profile_request(P, 300, self.d.addr, session_id="wait-deadline", delay_ms=3000)
+        t0 = time.time()
+        e = rpc_error(self.profile, req, timeout=0.4)
+        self.assertEqual(e.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.assertLess(time.time() - t0, 1.0)
+        self.assertEqual(wait_active(self.d.addr, 0, timeout=2), 0, self.d.log())
+
     def test_status_reports_limits(self):
         s = status(self.d.addr)
         self.assertEqual(s.hostname, "itest-life")
@@ -99,9 +112,11 @@ class Shutdown(unittest.TestCase):
         d = T.Daemon()
         with T.channel(d.addr) as ch:
             profile = T.stub(ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
-            futs = [profile.future(T.profile_request(P, 10000, d.addr, session_id=f"sigterm-{i}"),
-                                   timeout=30) for i in range(2)]
-            self.assertEqual(wait_active(d.addr, 2), 2)
+            # Two open windows and one still waiting for its start time.
+            futs = [profile.future(T.profile_request(P, 10000, d.addr, session_id=f"sigterm-{i}",
+                                                     delay_ms=5000 if i == 2 else 0),
+                                   timeout=30) for i in range(3)]
+            self.assertEqual(wait_active(d.addr, 3), 3)
             t0 = time.time()
             d.proc.send_signal(signal.SIGTERM)
             for f in futs:
@@ -111,7 +126,9 @@ class Shutdown(unittest.TestCase):
                 self.assertIn("shutting down", e.details())
             # Answered at once, not after the server's grace period.
             self.assertLess(time.time() - t0, 1)
-        rc = d.stop(timeout=10)
+        # Wait for the exit; d.stop() would signal a second time.
+        rc = d.proc.wait(timeout=10)
+        d.stop()
         self.assertEqual(rc, 0, d.log())
         self.assertLess(time.time() - t0, 5)
         self.assertIn("exit 0", d.log())
@@ -133,6 +150,19 @@ def have_ipv6_loopback():
 
 @unittest.skipUnless(have_ipv6_loopback(), "no IPv6 loopback on this machine")
 class Ipv6(unittest.TestCase):
+    def test_wildcard_listener_takes_ipv4_and_ipv6(self):
+        # The default listen address [::]:PORT must serve IPv4 clients too.
+        d = T.Daemon("--listen", "[::]:0")
+        try:
+            for addr in (f"127.0.0.1:{d.port}", f"[::1]:{d.port}"):
+                with T.channel(addr) as ch:
+                    profile = T.stub(ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
+                    resp = profile(T.profile_request(P, 50, addr, session_id="wild"), timeout=10)
+                    self.assertEqual([t.name for t in resp.tool_data], ["xplane.pb"], addr)
+            self.assertEqual(d.log().count("session 'wild', 50 ms"), 2)
+        finally:
+            self.assertEqual(d.stop(), 0, d.log())
+
     def test_listen_on_ipv6_loopback(self):
         with T.Daemon(host="::1") as d:
             self.assertTrue(d.addr.startswith("[::1]:"))
