@@ -36,7 +36,7 @@ class Requests(unittest.TestCase):
         self.assertEqual(wait_active(self.d.addr, 0), 0, self.d.log())
 
     def req(self, duration_ms=100, session_id="s", host=None, root=None, **kw):
-        r = T.profile_request(P, duration_ms, host or self.d.addr, session_id=session_id, **kw)
+        r = T.profile_request(P, duration_ms, self.d.addr if host is None else host, session_id=session_id, **kw)
         if root is not None:
             r.repository_root = root
         return r
@@ -222,6 +222,30 @@ class Requests(unittest.TestCase):
                          "no temporary file left")
         self.assertEqual(os.stat(target).st_mode & 0o777, 0o644)
         shutil.rmtree(os.path.join(self.allowed, "logdir"))
+
+    def test_override_hostname_names_the_file(self):
+        root = os.path.join(self.allowed, "ovr")
+        r = self.req(50, "o1", root=root)
+        r.opts.override_hostname = "node-7:8466"
+        self.profile(r, timeout=10)
+        r = self.req(50, "o2", root=root)
+        r.opts.advanced_configuration["override_hostname"].string_value = "node-8:8466"
+        self.profile(r, timeout=10)
+        r = self.req(50, "o3", host="", root=root)  # no host_name: the daemon's own name
+        self.profile(r, timeout=10)
+        self.assertEqual(self.tree(root), ["o1", "o1/node-7_8466.xplane.pb", "o2", "o2/node-8_8466.xplane.pb",
+                                           "o3", "o3/itest-req.xplane.pb"])
+        shutil.rmtree(root)
+
+    def test_same_file_from_two_captures_at_once(self):
+        root = os.path.join(self.allowed, "same")
+        futs = [self.profile.future(self.req(100, "same", root=root), timeout=10) for _ in range(2)]
+        datas = [f.result().tool_data[0].data for f in futs]
+        target = os.path.join(root, "same", self.d.addr.replace(":", "_") + ".xplane.pb")
+        with open(target, "rb") as f:
+            self.assertIn(f.read(), datas, "one complete capture, not a mix")
+        self.assertEqual(os.listdir(os.path.dirname(target)), [os.path.basename(target)])
+        shutil.rmtree(root)
 
     def test_no_session_id_gets_a_timestamp_directory(self):
         root = os.path.join(self.allowed, "ts")
