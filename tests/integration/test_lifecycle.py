@@ -3,6 +3,8 @@
 SIGTERM; and serving on the IPv6 loopback."""
 import signal
 import socket
+import subprocess
+import sys
 import time
 import unittest
 
@@ -98,6 +100,21 @@ class Lifecycle(unittest.TestCase):
         self.assertEqual(e.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
         self.assertLess(time.time() - t0, 1.0)
         self.assertEqual(wait_active(self.d.addr, 0, timeout=2), 0, self.d.log())
+
+    def test_client_process_killed(self):
+        code = ("import sys, time, profdtest as T\n"
+                "P = T.protos()\n"
+                "ch = T.channel(sys.argv[1])\n"
+                "f = T.stub(ch, 'Profile', P.ps.ProfileRequest, P.ps.ProfileResponse).future(\n"
+                "    T.profile_request(P, 10000, sys.argv[1], session_id='killed'), timeout=30)\n"
+                "time.sleep(30)\n")
+        child = subprocess.Popen([sys.executable, "-c", code, self.d.addr])
+        try:
+            self.assertEqual(wait_active(self.d.addr, 1, timeout=10), 1)
+        finally:
+            child.kill()
+            child.wait()
+        self.assertEqual(wait_active(self.d.addr, 0, timeout=3), 0, self.d.log())
 
     def test_status_reports_limits(self):
         s = status(self.d.addr)

@@ -148,6 +148,42 @@ class TfClient(unittest.TestCase):
         for attempt in e.exception.attempts:
             self.assertEqual(attempt[0].code, grpc.StatusCode.UNAVAILABLE)
 
+    def test_client_deadline_and_retries_against_a_recorder(self):
+        """The client itself, against an in-process server that records what
+        it receives: one deadline for all attempts, max(60 s, 2 x duration)."""
+        from concurrent import futures as cf
+        seen = []
+
+        def handler(req, ctx):
+            seen.append((time.time(), ctx.time_remaining(), req))
+            return P.ps.ProfileResponse(empty_trace=True)
+
+        server = grpc.server(cf.ThreadPoolExecutor(max_workers=4))
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+            "tensorflow.ProfilerService",
+            {"Profile": grpc.unary_unary_rpc_method_handler(
+                handler, request_deserializer=P.ps.ProfileRequest.FromString,
+                response_serializer=P.ps.ProfileResponse.SerializeToString)})])
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        try:
+            for duration, expect in ((100, 60.0), (45000, 90.0)):
+                seen.clear()
+                with self.assertRaises(tfclient.UnavailableError) as e:
+                    tfclient.trace(f"grpc://127.0.0.1:{port}", self.logdir, duration,
+                                   num_tracing_attempts=3, session_id="fixed", protos=P)
+                self.assertEqual(len(e.exception.attempts), 3)
+                self.assertEqual(len(seen), 3)
+                for t, remaining, req in seen:
+                    self.assertEqual(req.session_id, "fixed")
+                    self.assertEqual(req.opts.session_id, "fixed")
+                    self.assertEqual(req.host_name, f"127.0.0.1:{port}")
+                    self.assertEqual(req.repository_root, os.path.join(self.logdir, "plugins", "profile"))
+                    # Deadline base is the session creation, shared by every attempt.
+                    self.assertAlmostEqual(t + remaining - seen[0][0], expect, delta=1.0)
+        finally:
+            server.stop(0)
+
     def test_client_rules(self):
         with self.assertRaises(tfclient.InvalidArgumentError):
             tfclient.trace("127.0.0.1:1", self.logdir, 0, protos=P)

@@ -165,12 +165,15 @@ def trace(service_addr, logdir, duration_ms, num_tracing_attempts=3, host_tracer
     sid = session_id or session_timestamp()
     repository_root = os.path.join(logdir, "plugins", "profile")
 
-    channels = [profdtest.channel(a) for a in addresses]
-    stubs = [profdtest.stub(ch, "Profile", p.ps.ProfileRequest, p.ps.ProfileResponse) for ch in channels]
     attempts = []
     files = []
-    try:
-        for _ in range(max(1, num_tracing_attempts)):
+    for _ in range(max(1, num_tracing_attempts)):
+        # Upstream builds a new RemoteProfilerSessionManager, hence new
+        # channels, for every attempt.
+        channels = [profdtest.channel(a) for a in addresses]
+        stubs = [profdtest.stub(ch, "Profile", p.ps.ProfileRequest, p.ps.ProfileResponse)
+                 for ch in channels]
+        try:
             results = []
             futures = []
             # Issue every host's RPC before waiting for any (parallel fan-out).
@@ -200,12 +203,12 @@ def trace(service_addr, logdir, duration_ms, num_tracing_attempts=3, host_tracer
                     files += save_profile(repository_root, sid, r.address, r.response)
             if had_data:
                 return TraceResult(sid, repository_root, attempts, files)
-        raise UnavailableError(
-            "No trace event was collected because there were no responses from clients or "
-            "the responses did not have trace data.", attempts)
-    finally:
-        for ch in channels:
-            ch.close()
+        finally:
+            for ch in channels:
+                ch.close()
+    raise UnavailableError(
+        "No trace event was collected because there were no responses from clients or "
+        "the responses did not have trace data.", attempts)
 
 
 def _track_time(future, result, t0):
