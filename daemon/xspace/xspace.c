@@ -422,8 +422,12 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 		}
 		w = put_table(w, &p->events, 4);
 		w = put_table(w, &p->stats, 5);
-		memcpy(w, p->plane_stats.data, p->plane_stats.len);
-		w += p->plane_stats.len;
+		/* A plane without stats has a NULL buffer: memcpy(w, NULL, 0) is
+		 * undefined behaviour (UBSan stops the daemon there). */
+		if (p->plane_stats.len) {
+			memcpy(w, p->plane_stats.data, p->plane_stats.len);
+			w += p->plane_stats.len;
+		}
 	}
 	for (uint32_t i = 0; i < snap->n_diags; i++)
 		w = pb_put_bytes_field(w, snap->diags[i].error ? 2 : 3, snap->diags[i].text,
