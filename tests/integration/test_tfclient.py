@@ -158,11 +158,14 @@ class TfClient(unittest.TestCase):
             seen.append((time.time(), ctx.time_remaining(), req))
             return P.ps.ProfileResponse(empty_trace=True)
 
+        handler_ref = [handler]
+
         server = grpc.server(cf.ThreadPoolExecutor(max_workers=4))
         server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
             "tensorflow.ProfilerService",
             {"Profile": grpc.unary_unary_rpc_method_handler(
-                handler, request_deserializer=P.ps.ProfileRequest.FromString,
+                lambda req, ctx: handler_ref[0](req, ctx),
+                request_deserializer=P.ps.ProfileRequest.FromString,
                 response_serializer=P.ps.ProfileResponse.SerializeToString)})])
         port = server.add_insecure_port("127.0.0.1:0")
         server.start()
@@ -181,6 +184,31 @@ class TfClient(unittest.TestCase):
                     self.assertEqual(req.repository_root, os.path.join(self.logdir, "plugins", "profile"))
                     # Deadline base is the session creation, shared by every attempt.
                     self.assertAlmostEqual(t + remaining - seen[0][0], expect, delta=1.0)
+            # Data on the second attempt: saved, no third attempt; a dead
+            # second host does not spoil the capture.
+            seen.clear()
+            data = P.xp.XSpace(hostnames=["rec"]).SerializeToString()
+
+            def handler2(req, ctx):
+                seen.append((time.time(), ctx.time_remaining(), req))
+                if len(seen) == 1:
+                    return P.ps.ProfileResponse(empty_trace=True)
+                return P.ps.ProfileResponse(tool_data=[
+                    P.ps.ProfileToolData(name="xplane.pb", data=data),
+                    P.ps.ProfileToolData(name="x.tf_stats_helper_result", data=b"skip")])
+
+            handler_ref[0] = handler2
+            dead = free_port()
+            res = tfclient.trace(f"127.0.0.1:{port},127.0.0.1:{dead}", self.logdir, 100,
+                                 num_tracing_attempts=3, session_id="rec", protos=P)
+            self.assertEqual(len(res.attempts), 2)
+            self.assertEqual([r.code for r in res.attempts[1]],
+                             [grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE])
+            path = os.path.join(self.logdir, "plugins", "profile", "rec", f"127.0.0.1_{port}.xplane.pb")
+            self.assertEqual(res.files, [path])
+            self.assertEqual(os.listdir(os.path.dirname(path)), [os.path.basename(path)])
+            with open(path, "rb") as f:
+                self.assertEqual(f.read(), data)
         finally:
             server.stop(0)
 
