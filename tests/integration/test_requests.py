@@ -166,6 +166,21 @@ class Requests(unittest.TestCase):
         finally:
             shutil.rmtree(root)
 
+    def test_file_in_place_of_a_directory(self):
+        # Not a link: the error must say what is wrong (upstream: INTERNAL).
+        base = os.path.join(self.allowed, "filedir")
+        os.makedirs(base)
+        with open(os.path.join(base, "plugins"), "w") as f:
+            f.write("x")
+        try:
+            e = rpc_error(self.profile, self.req(100, "fd", root=os.path.join(base, "plugins", "profile")),
+                          timeout=10)
+            self.assertEqual(e.code(), grpc.StatusCode.INTERNAL, e.details())
+            self.assertIn("Not a directory", e.details())
+            self.assertNotIn("symbolic link", e.details())
+        finally:
+            shutil.rmtree(base)
+
     def test_symlinked_file_is_replaced_not_followed(self):
         root = os.path.join(self.allowed, "symfile")
         sdir = os.path.join(root, "sess")
