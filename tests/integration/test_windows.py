@@ -72,6 +72,20 @@ class Windows(unittest.TestCase):
         self.assertLess((s - start_at) / 1e9, 0.1)
         self.assertAlmostEqual((e - s) / 1e9, 0.3, delta=0.06)
 
+    def test_windows_never_shorter_or_earlier_than_asked(self):
+        # Upstream traces while elapsed < duration and sleeps until
+        # start_timestamp_ns: a window is never shorter than duration_ms and
+        # never starts before the asked start, even with many calls at once.
+        reqs = [T.profile_request(P, 100 + i, self.d.addr, session_id=f"many-{i}",
+                                  delay_ms=30 if i % 2 else 0) for i in range(14)]
+        futs = [self.profile.future(r, timeout=10) for r in reqs]
+        for i, (r, f) in enumerate(zip(reqs, futs)):
+            s, e = task_env(self, P.xp.XSpace.FromString(f.result().tool_data[0].data))
+            self.assertGreaterEqual(e - s, r.opts.duration_ms * 10**6, f"{r.session_id}: window too short")
+            self.assertLess(e - s, (r.opts.duration_ms + 50) * 10**6)
+            if i % 2:
+                self.assertGreaterEqual(s, r.opts.start_timestamp_ns, f"{r.session_id}: started early")
+
     def test_start_in_the_past_starts_at_once(self):
         req = T.profile_request(P, 200, self.d.addr, session_id="past")
         req.opts.start_timestamp_ns = time.time_ns() - 5 * 10**9
