@@ -55,6 +55,24 @@ class Lifecycle(unittest.TestCase):
         self.assertIn("terminate 'no-such'", self.d.log())
         self.assertIn("0 capture(s) stopped", self.d.log())
 
+    def test_terminate_leaves_no_stale_flag(self):
+        # Upstream keeps a flag for an unknown id and a later Profile with
+        # that id stops at once; profd only stops captures running now.
+        self.terminate(P.ps.TerminateRequest(session_id="stale"), timeout=5)
+        resp = self.profile(T.profile_request(P, 300, self.d.addr, session_id="stale"), timeout=10)
+        start, stop = task_env(self, P.xp.XSpace.FromString(resp.tool_data[0].data))
+        self.assertGreaterEqual(stop - start, 300 * 10**6)
+
+    def test_terminate_stops_every_capture_with_the_id(self):
+        futs = [self.profile.future(T.profile_request(P, 10000, self.d.addr, session_id="shared"), timeout=30)
+                for _ in range(3)]
+        self.assertEqual(wait_active(self.d.addr, 3), 3)
+        self.terminate(P.ps.TerminateRequest(session_id="shared"), timeout=5)
+        for f in futs:
+            self.assertEqual([t.name for t in f.result(timeout=5).tool_data], ["xplane.pb"])
+        self.assertIn("terminate 'shared'", self.d.log())
+        self.assertIn("3 capture(s) stopped", self.d.log())
+
     def test_terminate_other_id_does_not_stop(self):
         req = T.profile_request(P, 600, self.d.addr, session_id="term-keep")
         fut = self.profile.future(req, timeout=30)
