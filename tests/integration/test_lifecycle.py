@@ -55,6 +55,20 @@ class Lifecycle(unittest.TestCase):
         self.assertIn("terminate 'no-such'", self.d.log())
         self.assertIn("0 capture(s) stopped", self.d.log())
 
+    def test_client_strings_cannot_forge_log_lines(self):
+        # Terminate ids and outside repository roots are logged as sent; a
+        # newline in them must not start a new (journald: "<0>" = emergency) line.
+        self.terminate(P.ps.TerminateRequest(session_id="evil\n<0>profd: forged-1"), timeout=5)
+        req = T.profile_request(P, 20, self.d.addr, session_id="logroot")
+        req.repository_root = "/nowhere\r\n<0>profd: forged-2"
+        self.profile(req, timeout=10)
+        log = self.d.log()
+        self.assertIn("forged-1", log)
+        self.assertIn("forged-2", log)
+        for line in log.splitlines():
+            self.assertFalse(line.startswith("<0>"), line)
+        self.assertNotIn("\r", log)
+
     def test_terminate_leaves_no_stale_flag(self):
         # Upstream keeps a flag for an unknown id and a later Profile with
         # that id stops at once; profd only stops captures running now.
