@@ -182,6 +182,22 @@ class Shutdown(unittest.TestCase):
         self.assertLess(time.time() - t0, 5)
         self.assertIn("exit 0", d.log())
 
+    def test_listen_failure_after_a_good_address_exits_1(self):
+        # The first address is bound, the second is taken: a clean exit 1
+        # with the reason, not an abort in the gRPC teardown.
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        try:
+            r = subprocess.run([T.PROFD, "--listen", "127.0.0.1:0", "--listen", f"127.0.0.1:{port}"],
+                               capture_output=True, text=True, timeout=20)
+        finally:
+            busy.close()
+        self.assertEqual(r.returncode, 1, r.stderr[-2000:])
+        self.assertIn(f"cannot listen on 127.0.0.1:{port}", r.stderr)
+        self.assertIn("exit 1", r.stderr)
+
     def test_sigterm_idle(self):
         d = T.Daemon()
         self.assertEqual(d.stop(timeout=10), 0, d.log())
