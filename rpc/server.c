@@ -564,11 +564,23 @@ void rpc_server_shutdown(struct rpc_server *s, uint64_t grace_ms, void (*done)(v
 		return;
 	s->shutting_down = true;
 	if (!s->started) {
-		/* Never started: no thread, no calls. */
+		/*
+		 * Never started: no thread, no calls. gRPC asserts (abort) when a
+		 * server that has listening ports is destroyed without a shutdown,
+		 * which is the case when a later --listen address failed; so shut
+		 * it down and drain the queue here, there being no CQ thread.
+		 */
+		grpc_server_shutdown_and_notify(s->server, s->cq, &s->t_shutdown);
+		while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).tag !=
+		       &s->t_shutdown)
+			;
 		grpc_server_destroy(s->server);
 		s->server = NULL;
 		s->destroyed = true;
 		grpc_completion_queue_shutdown(s->cq);
+		while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+		       GRPC_QUEUE_SHUTDOWN)
+			;
 		grpc_completion_queue_destroy(s->cq);
 		s->cq = NULL;
 		uv_close((uv_handle_t *)&s->async, on_handle_closed);
