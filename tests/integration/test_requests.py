@@ -86,6 +86,10 @@ class Requests(unittest.TestCase):
             self.ch.unary_unary("/tensorflow.ProfilerService/Profile")(raw, timeout=10))
         self.assertEqual([t.name for t in resp.tool_data], ["xplane.pb"])
 
+    def test_gzip_compressed_request(self):
+        resp = self.profile(self.req(20, "gz"), timeout=10, compression=grpc.Compression.Gzip)
+        self.assertEqual([t.name for t in resp.tool_data], ["xplane.pb"])
+
     # ---- limits --------------------------------------------------------------
 
     def test_duration_above_max(self):
