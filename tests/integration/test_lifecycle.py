@@ -202,6 +202,21 @@ class Shutdown(unittest.TestCase):
         d = T.Daemon()
         self.assertEqual(d.stop(timeout=10), 0, d.log())
 
+    def test_sigterm_with_idle_client_connection_is_prompt(self):
+        # Nothing to wait for: an idle connection (a client that keeps its
+        # channel) must not hold the exit for the whole grace period.
+        d = T.Daemon()
+        with T.channel(d.addr) as ch:
+            T.stub(ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)(
+                T.profile_request(P, 5, d.addr), timeout=10)
+            t0 = time.time()
+            d.proc.send_signal(signal.SIGTERM)
+            rc = d.proc.wait(timeout=10)
+            took = time.time() - t0
+        d.stop()
+        self.assertEqual(rc, 0, d.log())
+        self.assertLess(took, 1.0, d.log())
+
 
 def have_ipv6_loopback():
     try:
