@@ -39,6 +39,7 @@
 #include "rpc.h"
 
 #define OUTSTANDING_REQUESTS 8
+#define DRAIN_MS 200 /* at shutdown, once no call is left: time for replies to drain */
 
 enum tag_kind { TAG_NEW_CALL, TAG_RECV, TAG_SEND, TAG_CLOSE, TAG_SHUTDOWN };
 
@@ -94,7 +95,7 @@ struct rpc_server {
 	struct ev_node *head, *tail; /* guarded by mu */
 	struct method *methods;
 	size_t n_methods;
-	bool started, shutting_down, shutdown_tag_seen, destroyed;
+	bool started, shutting_down, shutdown_tag_seen, destroyed, grace_cut;
 	unsigned live;
 	int open_handles;
 	struct tag t_shutdown;
@@ -467,8 +468,23 @@ static void on_async(uv_async_t *a)
 	}
 }
 
+static void on_grace(uv_timer_t *t);
+
 static void maybe_finish_shutdown(struct rpc_server *s)
 {
+	/*
+	 * gRPC delivers the shutdown tag only once every connection is gone,
+	 * and a client that keeps an idle channel does not close it on
+	 * GOAWAY: the exit then waited the whole grace period for nothing.
+	 * With no call of ours left, cut the grace short; the short delay
+	 * lets the last replies drain before the connections are cut.
+	 */
+	if (s->shutting_down && s->live == 0 && !s->shutdown_tag_seen && !s->destroyed &&
+	    !s->grace_cut) {
+		s->grace_cut = true;
+		if (uv_timer_get_due_in(&s->grace) > DRAIN_MS)
+			uv_timer_start(&s->grace, on_grace, DRAIN_MS, 0);
+	}
 	if (!s->shutting_down || !s->shutdown_tag_seen || s->live > 0 || s->destroyed)
 		return;
 	s->destroyed = true;
