@@ -29,14 +29,6 @@ def task_env(tc, x):
     return stats["profile_start_time"], stats["profile_stop_time"]
 
 
-def window(p_mod, data):
-    """(start_ns, stop_ns) of an encoded XSpace, without other checks."""
-    x = p_mod.xp.XSpace.FromString(data)
-    env = [p for p in x.planes if p.name == "Task Environment"][0]
-    st = {env.stat_metadata[s.metadata_id].name: s.uint64_value for s in env.stats}
-    return st["profile_start_time"], st["profile_stop_time"]
-
-
 def check_xspace(tc, x, hostname=None, req_t0_ns=None, req_t1_ns=None, empty_trace=None):
     tc.assertEqual(len(x.hostnames), 1, "exactly one hostname")
     if hostname is not None:
