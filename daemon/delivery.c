@@ -101,8 +101,17 @@ static int step(int dfd, const char *name)
 	if (mkdirat(dfd, name, 0755) < 0 && errno != EEXIST)
 		return -errno;
 	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOTDIR ? -ELOOP : -errno;
+	if (fd < 0) {
+		struct stat st;
+		int e = errno;
+
+		/* A symbolic link gives ELOOP or, with O_DIRECTORY, ENOTDIR; a
+		 * regular file gives ENOTDIR too and must not be reported as a
+		 * link, so look at what is there. */
+		if (e == ENOTDIR && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+			e = ELOOP;
+		return -e;
+	}
 	return fd;
 }
 

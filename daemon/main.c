@@ -245,7 +245,6 @@ static void shutdown_step_done(void *userdata)
 	}
 }
 
-
 static void on_signal(uv_signal_t *h, int signum)
 {
 	struct daemon *d = h->data;
@@ -256,9 +255,14 @@ static void on_signal(uv_signal_t *h, int signum)
 	log_info("%s: shutting down", strsignal(signum));
 	notify("STOPPING=1");
 	d->steps_left = 2;
-	/* Open captures are answered UNAVAILABLE at once and collectors close;
-	 * meanwhile the server stops accepting and gives replies in flight
-	 * (encoding jobs) 2 s before cancelling what is left. */
+	/*
+	 * Answer open captures first (UNAVAILABLE "profd is shutting down"),
+	 * then stop the server. The sessions must be failed before the server
+	 * shutdown: waiting for the server first left every open capture
+	 * hanging for the whole grace period and then cancelled it with
+	 * gRPC's generic "Cancelling all calls". Encoder jobs already running
+	 * own their snapshot, so collectors may close while they finish.
+	 */
 	session_mgr_shutdown(d->mgr, shutdown_step_done, d);
 	rpc_server_shutdown(d->srv, 2000, shutdown_step_done, d);
 }

@@ -288,11 +288,13 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	if (duration > svc->cfg.max_duration_ms)
 		FAIL(RPC_INVALID_ARGUMENT, "duration_ms %" PRIu64 " is above this daemon's limit of %" PRIu64
 		     " ms (profd --max-duration)", duration, svc->cfg.max_duration_ms);
-	if (o && o->start_timestamp_ns) {
-		int64_t delay_ms = ((int64_t)o->start_timestamp_ns - wall_ns()) / (int64_t)NSEC_PER_MSEC;
+	if (o && o->start_timestamp_ns > (uint64_t)wall_ns()) {
+		/* Unsigned: casting a start above INT64_MAX to int64 made it a
+		 * time in the past (start at once) or overflowed the subtraction. */
+		uint64_t delay_ms = (o->start_timestamp_ns - (uint64_t)wall_ns()) / NSEC_PER_MSEC;
 
-		if (delay_ms > (int64_t)svc->cfg.max_duration_ms)
-			FAIL(RPC_INVALID_ARGUMENT, "start_timestamp_ns is %" PRId64 " ms in the future; "
+		if (delay_ms > svc->cfg.max_duration_ms)
+			FAIL(RPC_INVALID_ARGUMENT, "start_timestamp_ns is %" PRIu64 " ms in the future; "
 			     "the longest delay is %" PRIu64 " ms (profd --max-duration)",
 			     delay_ms, svc->cfg.max_duration_ms);
 	}

@@ -18,7 +18,9 @@ struct session {
 	enum session_state state;
 	bool aborted;
 	char *id;
-	int64_t start_ns, stop_ns; /* the window, wall ns */
+	int64_t start_ns, stop_ns; /* the window, wall ns; WAITING: the asked start */
+	int64_t start_mono;        /* OPEN: when the window opened, CLOCK_MONOTONIC */
+	int64_t delay_ns;          /* WAITING: the delay asked for */
 	uint64_t duration_ms;
 	uv_timer_t timer; /* WAITING: until start; OPEN: until stop */
 	session_done_cb cb;
@@ -116,13 +118,31 @@ static void open_window(struct session *s)
 	if (m->n_windows++ == 0)
 		collector_set_start(m->collectors);
 	s->start_ns = wall_ns();
+	s->start_mono = mono_ns();
 	uv_timer_start(&s->timer, on_stop_timer, s->duration_ms, 0);
 	log_debug("session '%s': window open for %llu ms", s->id, (unsigned long long)s->duration_ms);
 }
 
+/*
+ * uv timers count from the loop's cached, ms-truncated time, which lags the
+ * clocks the window is measured with when the loop was busy: a timer can
+ * fire a few ms early. Upstream sleeps until start_timestamp_ns and traces
+ * while elapsed < duration, so a window must never start early or be short:
+ * re-arm for what is left. (A wall-clock step back cannot stretch the wait
+ * beyond the delay asked for.)
+ */
+static uint64_t ceil_ms(int64_t ns) { return (uint64_t)(ns + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC; }
+
 static void on_start_timer(uv_timer_t *t)
 {
-	open_window(t->data);
+	struct session *s = t->data;
+	int64_t left = s->start_ns - wall_ns();
+
+	if (left > 0 && left <= s->delay_ns) {
+		uv_timer_start(&s->timer, on_start_timer, ceil_ms(left), 0);
+		return;
+	}
+	open_window(s);
 }
 
 static void begin_close(struct session *s)
@@ -142,7 +162,14 @@ static void begin_close(struct session *s)
 
 static void on_stop_timer(uv_timer_t *t)
 {
-	begin_close(t->data);
+	struct session *s = t->data;
+	int64_t left = s->start_mono + (int64_t)(s->duration_ms * NSEC_PER_MSEC) - mono_ns();
+
+	if (left > 0) { /* fired early: see on_start_timer() */
+		uv_timer_start(&s->timer, on_stop_timer, ceil_ms(left), 0);
+		return;
+	}
+	begin_close(s);
 }
 
 static void on_flushed(void *userdata)
@@ -237,6 +264,8 @@ int session_open(struct session_mgr *m, const struct session_params *p, session_
 	delay_ns = p->start_ns - wall_ns();
 	if (p->start_ns > 0 && delay_ns > 0) {
 		s->state = S_WAITING;
+		s->start_ns = p->start_ns;
+		s->delay_ns = delay_ns;
 		uv_timer_start(&s->timer, on_start_timer, (uint64_t)(delay_ns + 999999) / NSEC_PER_MSEC, 0);
 		log_debug("session '%s': starts in %lld ms", s->id, (long long)(delay_ns / 1000000));
 	} else {

@@ -39,6 +39,7 @@
 #include "rpc.h"
 
 #define OUTSTANDING_REQUESTS 8
+#define DRAIN_MS 200 /* at shutdown, once no call is left: time for replies to drain */
 
 enum tag_kind { TAG_NEW_CALL, TAG_RECV, TAG_SEND, TAG_CLOSE, TAG_SHUTDOWN };
 
@@ -94,7 +95,7 @@ struct rpc_server {
 	struct ev_node *head, *tail; /* guarded by mu */
 	struct method *methods;
 	size_t n_methods;
-	bool started, shutting_down, shutdown_tag_seen, destroyed;
+	bool started, shutting_down, shutdown_tag_seen, destroyed, grace_cut;
 	unsigned live;
 	int open_handles;
 	struct tag t_shutdown;
@@ -467,8 +468,23 @@ static void on_async(uv_async_t *a)
 	}
 }
 
+static void on_grace(uv_timer_t *t);
+
 static void maybe_finish_shutdown(struct rpc_server *s)
 {
+	/*
+	 * gRPC delivers the shutdown tag only once every connection is gone,
+	 * and a client that keeps an idle channel does not close it on
+	 * GOAWAY: the exit then waited the whole grace period for nothing.
+	 * With no call of ours left, cut the grace short; the short delay
+	 * lets the last replies drain before the connections are cut.
+	 */
+	if (s->shutting_down && s->live == 0 && !s->shutdown_tag_seen && !s->destroyed &&
+	    !s->grace_cut) {
+		s->grace_cut = true;
+		if (uv_timer_get_due_in(&s->grace) > DRAIN_MS)
+			uv_timer_start(&s->grace, on_grace, DRAIN_MS, 0);
+	}
 	if (!s->shutting_down || !s->shutdown_tag_seen || s->live > 0 || s->destroyed)
 		return;
 	s->destroyed = true;
@@ -564,11 +580,23 @@ void rpc_server_shutdown(struct rpc_server *s, uint64_t grace_ms, void (*done)(v
 		return;
 	s->shutting_down = true;
 	if (!s->started) {
-		/* Never started: no thread, no calls. */
+		/*
+		 * Never started: no thread, no calls. gRPC asserts (abort) when a
+		 * server that has listening ports is destroyed without a shutdown,
+		 * which is the case when a later --listen address failed; so shut
+		 * it down and drain the queue here, there being no CQ thread.
+		 */
+		grpc_server_shutdown_and_notify(s->server, s->cq, &s->t_shutdown);
+		while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).tag !=
+		       &s->t_shutdown)
+			;
 		grpc_server_destroy(s->server);
 		s->server = NULL;
 		s->destroyed = true;
 		grpc_completion_queue_shutdown(s->cq);
+		while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+		       GRPC_QUEUE_SHUTDOWN)
+			;
 		grpc_completion_queue_destroy(s->cq);
 		s->cq = NULL;
 		uv_close((uv_handle_t *)&s->async, on_handle_closed);

@@ -61,10 +61,18 @@ int log_internal(int level, int err, const char *topic, const char *fmt, ...)
 				      ts.tv_nsec / 1000000, level_names[level], topic);
 	}
 	if (n < sizeof(line)) {
+		size_t start = n;
+
 		va_start(ap, fmt);
 		int m = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
 		va_end(ap);
 		n = m < 0 ? n : MIN(n + (size_t)m, sizeof(line) - 2);
+		/* Messages carry client-sent strings (session ids, paths): a
+		 * newline in one would start a forged line, with a journald
+		 * priority prefix of the client's choosing. One record, one line. */
+		for (size_t i = start; i < n; i++)
+			if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+				line[i] = '?';
 	}
 	if (err)
 		n += (size_t)snprintf(line + n, sizeof(line) - n, ": %s", strerror(abs(err)));

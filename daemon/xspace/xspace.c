@@ -467,7 +467,9 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 		}
 		w = put_table(w, &p->events, 4);
 		w = put_table(w, &p->stats, 5);
-		if (p->plane_stats.len) { /* data is NULL while empty */
+		/* A plane without stats has a NULL buffer: memcpy(w, NULL, 0) is
+		 * undefined behaviour (UBSan stops the daemon there). */
+		if (p->plane_stats.len) {
 			memcpy(w, p->plane_stats.data, p->plane_stats.len);
 			w += p->plane_stats.len;
 		}
