@@ -519,8 +519,10 @@ static int add_hosts(struct capture *cap, const char *arg)
 		if (strncmp(tok, "grpc://", 7) == 0)
 			tok += 7;
 		if (parse_host_port(tok, hostbuf, sizeof(hostbuf), &port) < 0 || port == 0) {
+			int r = profctl_usage_err("capture", "\"%s\" is not HOST:PORT or [IPV6]:PORT", tok);
+
 			free(copy);
-			return profctl_usage_err("capture", "\"%s\" is not HOST:PORT or [IPV6]:PORT", tok);
+			return r;
 		}
 		if (cap->n_hosts >= MAX_HOSTS) {
 			free(copy);
@@ -528,8 +530,10 @@ static int add_hosts(struct capture *cap, const char *arg)
 		}
 		for (size_t i = 0; i < cap->n_hosts; i++)
 			if (strcmp(cap->hosts[i].name, tok) == 0) {
+				int r = profctl_usage_err("capture", "%s is given twice", tok);
+
 				free(copy);
-				return profctl_usage_err("capture", "%s is given twice", tok);
+				return r;
 			}
 		cap->hosts[cap->n_hosts].name = strdup(tok);
 		if (!cap->hosts[cap->n_hosts].name) {
