@@ -143,6 +143,7 @@ static int collect_flows(struct xs_file *f, struct u64vec *flows)
 				break;
 		}
 		xs_plane_release(&pl);
+		xs_file_drop(f, pl.raw.p, (size_t)(pl.raw.end - pl.raw.p));
 		if (r < 0)
 			break;
 	}
@@ -517,6 +518,7 @@ int cmd_export(int argc, char **argv)
 	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
 		r = export_plane(&w, &pl, ++pid, &flows, &es);
 		xs_plane_release(&pl);
+		xs_file_drop(f, pl.raw.p, (size_t)(pl.raw.end - pl.raw.p));
 		if (r < 0)
 			break;
 	}

@@ -394,6 +394,7 @@ static int walk_host(struct xs_file *f, struct top *t)
 				break;
 		}
 		xs_plane_release(&pl);
+		xs_file_drop(f, pl.raw.p, (size_t)(pl.raw.end - pl.raw.p));
 		if (r < 0)
 			return r;
 	}
@@ -551,6 +552,7 @@ static int walk_gpus(struct xs_file *f, struct top *t)
 			}
 		}
 		xs_plane_release(&pl);
+		xs_file_drop(f, pl.raw.p, (size_t)(pl.raw.end - pl.raw.p));
 		if (r < 0)
 			break;
 	}

@@ -172,6 +172,18 @@ void xs_file_advise_sequential(struct xs_file *f)
 		(void)madvise((void *)f->data, f->len, MADV_SEQUENTIAL);
 }
 
+void xs_file_drop(const struct xs_file *f, const void *p, size_t len)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p, b = a + len;
+
+	if (!f->mapped || (const uint8_t *)p < f->data || (const uint8_t *)p + len > f->data + f->len)
+		return;
+	a = (a + page - 1) & ~(page - 1);
+	b &= ~(page - 1);
+	if (b > a)
+		(void)madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 /* ---- space and planes ----------------------------------------------- */
 
 int xs_next_plane(const struct xs_file *f, struct xs_space_iter *it, struct xs_plane *pl)

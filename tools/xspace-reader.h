@@ -79,6 +79,13 @@ struct xs_file *xs_file_close(struct xs_file *f);
 size_t xs_file_size(const struct xs_file *f);
 /* Tell the kernel the mapping is read front to back (a hint only). */
 void xs_file_advise_sequential(struct xs_file *f);
+/*
+ * Drop the pages fully inside [@p, @p + @len) from this process's resident
+ * set (they are clean file pages and read back on demand). Streaming tools
+ * call it on each plane they are done with, so peak RSS stays near one
+ * plane rather than the whole file. A hint; views stay valid.
+ */
+void xs_file_drop(const struct xs_file *f, const void *p, size_t len);
 
 /* Struct of the top-level walk; zero it (XS_SPACE_ITER_INIT) before use. */
 struct xs_space_iter {
