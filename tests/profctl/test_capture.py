@@ -6,6 +6,7 @@ import glob
 import os
 import shutil
 import socket
+import subprocess
 import tempfile
 import time
 import unittest
@@ -135,6 +136,40 @@ class CaptureRealDaemons(unittest.TestCase):
         self.assertLess(abs(sa - sb) / 1e6, 30)
         self.assertGreater((sa - t0) / 1e6, 950)
         self.assertLess((sa - t0) / 1e6, 1500)
+
+    def test_progress_line_on_a_terminal(self):
+        import pty
+        import select
+        master, slave = pty.openpty()
+        p = subprocess.Popen([synth.PROFCTL, "capture", f"{self.a.addr},{self.b.addr}", "--logdir", self.logdir,
+                              "--duration-ms", "800", "--delay-ms", "600", "--session-id", "tty",
+                              "--allow-empty"], stdout=subprocess.PIPE, stderr=slave)
+        os.close(slave)
+        buf = b""
+        while True:
+            r, _, _ = select.select([master], [], [], 20)
+            if not r:
+                break
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+        os.close(master)
+        out, _ = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0, out)
+        text = buf.decode(errors="replace")
+        self.assertIn("starting in", text)          # the countdown
+        self.assertIn("capturing:", text)
+        self.assertIn("2/2 hosts done", text)       # per-host completion
+        self.assertIn(self.a.addr, text)
+
+    def test_no_progress_line_when_not_a_terminal(self):
+        r = self.capture(self.a.addr, duration=100)
+        self.assertNotIn("\r", r.stderr)
+        self.assertNotIn("capturing:", r.stderr)
 
     def test_usage_errors(self):
         r = synth.run("capture", self.a.addr, "--duration-ms", 100)
