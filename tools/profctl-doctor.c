@@ -95,10 +95,11 @@ static void check_nvml(struct doctor *d)
 		       "NVML: cannot load libnvidia-ml.so.1 (%s)", dlerror());
 		return;
 	}
-	init = (nvml_init_fn)dlsym(h, "nvmlInit_v2");
-	count = (nvml_count_fn)dlsym(h, "nvmlDeviceGetCount_v2");
-	ver = (nvml_ver_fn)dlsym(h, "nvmlSystemGetDriverVersion");
-	shutdown = (int (*)(void))dlsym(h, "nvmlShutdown");
+	/* POSIX's way to turn dlsym()'s object pointer into a function pointer. */
+	*(void **)&init = dlsym(h, "nvmlInit_v2");
+	*(void **)&count = dlsym(h, "nvmlDeviceGetCount_v2");
+	*(void **)&ver = dlsym(h, "nvmlSystemGetDriverVersion");
+	*(void **)&shutdown = dlsym(h, "nvmlShutdown");
 	if (!init || !count) {
 		report(d, V_FAIL, "reinstall the NVIDIA driver; this libnvidia-ml.so.1 is too old or broken",
 		       "NVML: libnvidia-ml.so.1 lacks nvmlInit_v2/nvmlDeviceGetCount_v2");

@@ -36,6 +36,9 @@
 #include "profctl.h"
 #include "xspace-reader.h"
 
+/* Event times in ps: line timestamp_ns x 1000 overflows int64 for epoch ns. */
+__extension__ typedef __int128 ps128;
+
 struct u64vec {
 	uint64_t *v;
 	size_t n, cap;
@@ -166,7 +169,7 @@ static int collect_flows(struct xs_file *f, struct u64vec *flows)
 }
 
 /* ps -> microseconds as an exact decimal. */
-static void put_us(struct ow *w, __int128 ps)
+static void put_us(struct ow *w, ps128 ps)
 {
 	char tmp[64];
 	uint64_t us, frac;
@@ -330,7 +333,7 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, const s
 		bool counters = xs_str_eq(ln.name, "_counters_");
 		struct pb_cursor ei = xs_line_events(&ln);
 		struct xs_event ev;
-		__int128 base = (__int128)ln.timestamp_ns * 1000;
+		ps128 base = (ps128)ln.timestamp_ns * 1000;
 
 		if (!counters) {
 			sep(w);
@@ -345,7 +348,7 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, const s
 		}
 		while ((r = xs_next_event(&ei, &ev)) > 0) {
 			const struct xs_meta *m = xs_plane_event_meta(pl, ev.metadata_id);
-			__int128 ts = base + ev.offset_ps;
+			ps128 ts = base + ev.offset_ps;
 			uint64_t c;
 
 			if (counters) {
