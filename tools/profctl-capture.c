@@ -369,7 +369,7 @@ static void send_terminate(struct capture *cap)
 /* One round over all hosts. Returns the number of hosts with data. */
 static size_t run_attempt(struct capture *cap)
 {
-	size_t n_data = 0, started = 0;
+	size_t n_data = 0;
 	bool terminated = false;
 
 	cap->start_ns = now_unix_ns() + (int64_t)cap->delay_ms * 1000000;
@@ -386,7 +386,6 @@ static size_t run_attempt(struct capture *cap)
 			h->thread = 0;
 			continue;
 		}
-		started++;
 	}
 	for (;;) {
 		size_t waiting = 0;
@@ -414,7 +413,6 @@ static size_t run_attempt(struct capture *cap)
 	draw_progress(cap, true);
 	for (size_t i = 0; i < cap->n_hosts; i++)
 		n_data += cap->hosts[i].state == HOST_DATA;
-	(void)started;
 	return n_data;
 }
 
