@@ -14,6 +14,7 @@ Layout (protocol.md §4):
                             on the event metadata)
 """
 import os
+import shlex
 import subprocess
 
 START_NS = 1_790_000_000_000_000_000
@@ -23,10 +24,16 @@ PROFCTL = os.environ.get("PROFCTL") or os.path.join(
     os.environ.get("PROFD_BUILD", "build"), "tools", "profctl")
 
 
+# The valgrind test setup sets PROFD_WRAPPER; profctl runs under it too, and
+# timing bounds are relaxed by SLOW.
+WRAPPER = shlex.split(os.environ.get("PROFD_WRAPPER", ""))
+SLOW = 6 if WRAPPER else 1
+
+
 def run(*args, timeout=60, **kw):
     """Run profctl; returns CompletedProcess with text output."""
-    return subprocess.run([PROFCTL] + [str(a) for a in args], capture_output=True, text=True,
-                          timeout=timeout, **kw)
+    return subprocess.run(WRAPPER + [PROFCTL] + [str(a) for a in args], capture_output=True, text=True,
+                          timeout=timeout * SLOW, **kw)
 
 
 class Plane:

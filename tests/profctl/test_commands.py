@@ -88,13 +88,13 @@ class Commands(unittest.TestCase):
         cap = subprocess.Popen([synth.PROFCTL, "capture", self.d.addr, "--logdir", logdir, "--duration-ms",
                                 "30000", "--session-id", "long", "--allow-empty"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1)
+        time.sleep(1 * synth.SLOW)
         r = synth.run("terminate", self.d.addr, "long")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("terminate sent for session long", r.stdout)
         out, err = cap.communicate(timeout=30)
         self.assertEqual(cap.returncode, 0, out + err)
-        self.assertLess(time.time() - t0, 15)
+        self.assertLess(time.time() - t0, 15 * synth.SLOW)
         self.assertTrue(os.path.isfile(os.path.join(logdir, "plugins", "profile", "long",
                                                     self.d.addr.replace(":", "_") + ".xplane.pb")))
 
