@@ -303,8 +303,16 @@ static void sep(struct ow *w)
 	first_event = false;
 }
 
-static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, const struct u64vec *flows,
-			struct export_stats *es)
+static void first_hostname(struct xs_str s, void *ud)
+{
+	struct xs_str *h = ud;
+
+	if (!h->len)
+		*h = s;
+}
+
+static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct xs_str host_name,
+			const struct u64vec *flows, struct export_stats *es)
 {
 	bool host = is_host_plane(pl), dev = is_device_plane(pl);
 	struct xs_line_iter li;
@@ -325,6 +333,13 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, const s
 	sep(w);
 	ow_printf(w, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%u,\"args\":{\"sort_index\":%u}}", pid,
 		  pid);
+	if (host_name.len) {
+		/* Shown beside the process name: which machine the plane came from. */
+		sep(w);
+		ow_printf(w, "{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":%u,\"args\":{\"labels\":", pid);
+		put_str(w, host_name);
+		ow_puts(w, "}}");
+	}
 	es->processes++;
 
 	li = xs_plane_lines(pl);
@@ -421,7 +436,7 @@ static void help(FILE *f)
 		"https://ui.perfetto.dev and chrome://tracing open.\n"
 		"\n"
 		"  - each plane (/host:CPU, /device:GPU:0, ...) becomes a process named after it\n"
-		"    (pid = the plane's position in the file + 1);\n"
+		"    (pid = the plane's position in the file + 1), labelled with the host name;\n"
 		"  - each line (thread, CUDA stream) becomes a thread named after it\n"
 		"    (tid = the line's position in its plane + 1);\n"
 		"  - each event becomes a complete event (ts/dur in microseconds, exact to the\n"
@@ -463,6 +478,7 @@ int cmd_export(int argc, char **argv)
 	struct export_stats es = {0};
 	struct xs_space_iter si = XS_SPACE_ITER_INIT;
 	struct xs_plane pl;
+	struct xs_str host_name = {0};
 	struct ow w;
 	unsigned pid = 0;
 	int c, r;
@@ -516,10 +532,11 @@ int cmd_export(int argc, char **argv)
 		return profctl_err(PROFCTL_EXIT_FAIL, "cannot create %s: %s", out, strerror(-r));
 	}
 	xs_file_advise_sequential(f);
+	(void)xs_space_strings(f, XS_SPACE_HOSTNAMES, first_hostname, &host_name);
 	ow_puts(&w, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
 	first_event = true;
 	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
-		r = export_plane(&w, &pl, ++pid, &flows, &es);
+		r = export_plane(&w, &pl, ++pid, host_name, &flows, &es);
 		xs_plane_release(&pl);
 		xs_file_drop(f, pl.raw.p, (size_t)(pl.raw.end - pl.raw.p));
 		if (r < 0)

@@ -45,6 +45,10 @@ class Export(unittest.TestCase):
         names = {e["pid"]: e["args"]["name"] for e in self.ev if e["ph"] == "M" and e["name"] == "process_name"}
         self.assertEqual(names, {pid: p.name for pid, p in self.planes_with_lines()})
 
+    def test_processes_labelled_with_hostname(self):
+        labels = {e["pid"]: e["args"]["labels"] for e in self.ev if e["ph"] == "M" and e["name"] == "process_labels"}
+        self.assertEqual(labels, {pid: "synthhost" for pid, _ in self.planes_with_lines()})
+
     def test_one_thread_per_line(self):
         threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in self.ev
                    if e["ph"] == "M" and e["name"] == "thread_name"}
