@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <protobuf-c/protobuf-c.h>
+
 /* Exit codes, documented in `profctl --help`. */
 enum {
 	PROFCTL_EXIT_OK = 0,
@@ -33,6 +35,19 @@ int cmd_doctor(int argc, char **argv);
 int profctl_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Usage error: the message plus "Try 'profctl <sub> --help'." Returns 2. */
 int profctl_usage_err(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Every unary RPC's deadline unless a command needs more. */
+#define PROFCTL_RPC_TIMEOUT_MS 10000
+
+/* Usage error (2) unless @url is HOST:PORT / [IPV6]:PORT (grpc:// allowed). */
+int profctl_check_url(const char *sub, const char *url);
+/*
+ * One unary call to @url. 0 with *@ret the decoded reply (free with
+ * protobuf_c_message_free_unpacked()), or 1 after printing why it failed,
+ * with a hint for UNAVAILABLE.
+ */
+int profctl_call(const char *url, const char *path, const ProtobufCMessage *req,
+		 const ProtobufCMessageDescriptor *desc, uint64_t timeout_ms, ProtobufCMessage **ret);
 
 /* "1.5 MB", "312 B" (decimal units). Returns @buf. */
 const char *fmt_bytes(uint64_t n, char *buf, size_t size);
