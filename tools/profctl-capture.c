@@ -150,7 +150,7 @@ static void file_stem(const char *name, char *out, size_t size)
 	out[i] = 0;
 }
 
-/* Walk a raw ProfileResponse: save each tool_data entry. 0 or -errno. */
+/* Walk a raw ProfileResponse: save each tool_data entry. 0 or -errno. [host thread] */
 static int save_response(struct host *h, const uint8_t *bytes, size_t len, bool *ret_empty)
 {
 	struct capture *cap = h->cap;
@@ -241,6 +241,7 @@ static void build_request(const struct capture *cap, const struct host *h, Tenso
 	req->host_name = h->name;
 }
 
+/* One host's Profile call, start to saved files. [host thread, one per host] */
 static void *host_thread(void *arg)
 {
 	struct host *h = arg;
@@ -307,6 +308,7 @@ out:
 
 /* ---- terminal progress ------------------------------------------------ */
 
+/* One "\r"-rewritten status line on stderr (a terminal). [main thread] */
 static void draw_progress(struct capture *cap, bool final)
 {
 	int64_t now = now_unix_ns();
@@ -347,6 +349,7 @@ static void draw_progress(struct capture *cap, bool final)
 	fflush(stderr);
 }
 
+/* After Ctrl-C: Terminate(session) to every host, 2 s each. [main thread] */
 static void send_terminate(struct capture *cap)
 {
 	Tensorflow__TerminateRequest req = TENSORFLOW__TERMINATE_REQUEST__INIT;
@@ -366,7 +369,7 @@ static void send_terminate(struct capture *cap)
 	}
 }
 
-/* One round over all hosts. Returns the number of hosts with data. */
+/* One round over all hosts. Returns the number of hosts with data. [main thread] */
 static size_t run_attempt(struct capture *cap)
 {
 	size_t n_data = 0;
@@ -647,8 +650,17 @@ int cmd_capture(int argc, char **argv)
 		rc = profctl_usage_err("capture", "--logdir is required");
 		goto out;
 	}
-	if (asprintf(&cap.repo_root, "%s/plugins/profile", cap.logdir) < 0) {
-		cap.repo_root = NULL;
+	{
+		/* "DIR/" and "DIR" name the same logdir; keep the paths tidy. */
+		size_t n = strlen(cap.logdir);
+
+		while (n > 1 && cap.logdir[n - 1] == '/')
+			n--;
+		if (asprintf(&cap.repo_root, "%.*s/plugins/profile", (int)n, cap.logdir) < 0)
+			cap.repo_root = NULL;
+	}
+	if (!cap.repo_root) {
+		rc = profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
 		goto out;
 	}
 	if (!cap.session_id[0]) {
