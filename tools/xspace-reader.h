@@ -138,10 +138,9 @@ void xs_plane_release(struct xs_plane *pl);
 /* Borrowed until xs_plane_release(); NULL when unknown. Needs the index. */
 const struct xs_meta *xs_plane_event_meta(const struct xs_plane *pl, int64_t id);
 const struct xs_meta *xs_plane_stat_meta(const struct xs_plane *pl, int64_t id);
-/* Iterate the plane-level stats (XPlane field 6). */
+/* Iterate the plane-level stats (XPlane field 6): start with it = pl->raw. */
 struct xs_stat;
 int xs_plane_next_stat(const struct xs_plane *pl, struct pb_cursor *it, struct xs_stat *st);
-#define XS_PLANE_STATS(pl) ((pl)->raw)
 
 /**
  * struct xs_line - one XLine; header fields complete when handed out.
