@@ -131,8 +131,19 @@ int cmd_monitor(int argc, char **argv)
 			fputs(resp->data, stdout);
 			if (resp->data[strlen(resp->data) - 1] != '\n')
 				fputc('\n', stdout);
-		} else {
+		} else if (!resp->monitor_result) {
 			printf("(the server returned no monitoring text)\n");
+		}
+		if (resp->monitor_result && resp->monitor_result->response_type) {
+			const Tensorflow__ProfilerServiceMonitorResult *mr = resp->monitor_result;
+
+			/* The structured result: utilization, then step times when known. */
+			printf("device idle: %.1f%%  matrix unit utilization: %.1f%%\n", mr->device_idle_time_percent,
+			       mr->matrix_unit_utilization_percent);
+			if (mr->response_type >= TENSORFLOW__PROFILER_SERVICE_MONITOR_RESULT__RESPONSE_TYPE__UTIL_IDLE_STEP)
+				printf("step time: avg %.3f ms, min %.3f ms, max %.3f ms; infeed avg %.1f%%\n",
+				       mr->step_time_ms_avg, mr->step_time_ms_min, mr->step_time_ms_max,
+				       mr->infeed_percent_avg);
 		}
 		if (watch)
 			printf("--\n");

@@ -55,7 +55,11 @@ class FakeProfiler:
     def monitor(self, req, ctx):
         with self.lock:
             self.requests.append(req)
-        return self.P.ps.MonitorResponse(data=self.monitor_text % req.monitoring_level)
+        resp = self.P.ps.MonitorResponse(data=self.monitor_text % req.monitoring_level)
+        resp.monitor_result.response_type = 2  # UTIL_IDLE
+        resp.monitor_result.device_idle_time_percent = 12.5
+        resp.monitor_result.matrix_unit_utilization_percent = 40.0
+        return resp
 
     def stop(self):
         self.server.stop(0)

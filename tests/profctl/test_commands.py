@@ -70,7 +70,8 @@ class Commands(unittest.TestCase):
         self.addCleanup(fake.stop)
         r = synth.run("monitor", f"127.0.0.1:{fake.ports[0]}", "--level", "2", "--duration-ms", "100")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stdout, "GPU busy 42% (level 2)\n")
+        self.assertEqual(r.stdout, "GPU busy 42% (level 2)\n"
+                                   "device idle: 12.5%  matrix unit utilization: 40.0%\n")
         self.assertEqual(fake.requests[-1].duration_ms, 100)
         # --watch repeats until interrupted
         p = subprocess.Popen([synth.PROFCTL, "monitor", f"127.0.0.1:{fake.ports[0]}", "--watch",
