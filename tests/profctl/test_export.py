@@ -1,0 +1,185 @@
+# SPDX-License-Identifier: MIT
+"""profctl export: the Chrome trace-event JSON checked against the XSpace."""
+import gzip
+import json
+import os
+import shutil
+import tempfile
+import unittest
+
+import profdtest as T
+import synth
+
+P = T.protos()
+
+
+def decode(path):
+    if path.endswith(".gz"):
+        with gzip.open(path, "rt") as f:
+            return json.load(f)
+    with open(path) as f:
+        return json.load(f)
+
+
+class Export(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="profctl-export-")
+        cls.xpb = os.path.join(cls.tmp, "synth.xplane.pb")
+        cls.space, cls.facts = synth.write(P, cls.xpb)
+        cls.out = os.path.join(cls.tmp, "trace.json")
+        r = synth.run("export", cls.xpb, "--format", "perfetto", "-o", cls.out)
+        assert r.returncode == 0, r.stderr
+        cls.stderr = r.stderr
+        cls.trace = decode(cls.out)
+        cls.ev = cls.trace["traceEvents"]
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+    def planes_with_lines(self):
+        return [(i + 1, p) for i, p in enumerate(self.space.planes) if len(p.lines)]
+
+    def test_one_process_per_plane(self):
+        names = {e["pid"]: e["args"]["name"] for e in self.ev if e["ph"] == "M" and e["name"] == "process_name"}
+        self.assertEqual(names, {pid: p.name for pid, p in self.planes_with_lines()})
+
+    def test_processes_labelled_with_hostname(self):
+        labels = {e["pid"]: e["args"]["labels"] for e in self.ev if e["ph"] == "M" and e["name"] == "process_labels"}
+        self.assertEqual(labels, {pid: "synthhost" for pid, _ in self.planes_with_lines()})
+
+    def test_one_thread_per_line(self):
+        threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in self.ev
+                   if e["ph"] == "M" and e["name"] == "thread_name"}
+        want = {}
+        for pid, p in self.planes_with_lines():
+            for i, ln in enumerate(p.lines):
+                if ln.name != "_counters_":
+                    want[(pid, i + 1)] = ln.display_name or ln.name
+        self.assertEqual(threads, want)
+
+    def test_complete_events_match_xspace(self):
+        x = [e for e in self.ev if e["ph"] == "X"]
+        want = []
+        for pid, p in self.planes_with_lines():
+            for i, ln in enumerate(p.lines):
+                if ln.name == "_counters_":
+                    continue
+                for e in ln.events:
+                    want.append((pid, i + 1, p.event_metadata[e.metadata_id].name,
+                                 (ln.timestamp_ns * 1000 + e.offset_ps) / 1e6, e.duration_ps / 1e6))
+        got = [(e["pid"], e["tid"], e["name"], e["ts"], e["dur"]) for e in x]
+        self.assertEqual(len(got), len(want))
+        for g, w in zip(sorted(got), sorted(want)):
+            self.assertEqual(g[:3], w[:3])
+            self.assertAlmostEqual(g[3], w[3], places=6)
+            self.assertAlmostEqual(g[4], w[4], places=6)
+
+    def test_sub_microsecond_precision(self):
+        # GPU 1's line starts at 500 ns: the first kernel is at 40.5 us exactly.
+        gemm1 = sorted(e["ts"] for e in self.ev if e["ph"] == "X" and e["pid"] == 4 and e["name"] == "gemm_kernel")
+        self.assertEqual(gemm1[0], 40.5)
+
+    def test_args_resolve_refs_and_types(self):
+        k = next(e for e in self.ev if e["ph"] == "X" and e["name"] == "relu_kernel")
+        self.assertEqual(k["args"]["kernel_details"], synth.kdetails("64,1,1", "128,1,1", 100))
+        self.assertIsInstance(k["args"]["correlation_id"], int)
+        # details stored on the event metadata show up as args too
+        g1 = next(e for e in self.ev if e["ph"] == "X" and e["pid"] == 4 and e["name"] == "gemm_kernel")
+        self.assertIn("occ_pct:50", g1["args"]["kernel_details"])
+        m = next(e for e in self.ev if e["ph"] == "X" and e["name"] == "MemcpyH2D")
+        self.assertIn("size:1048576", m["args"]["memcpy_details"])
+
+    def test_counters(self):
+        c = [e for e in self.ev if e["ph"] == "C"]
+        self.assertEqual(len(c), self.facts["counters"])
+        self.assertEqual({e["name"] for e in c}, {"sm_clock_mhz"})
+        self.assertEqual(sorted(e["args"]["sm_clock_mhz"] for e in c), [1395.5, 1410.0, 1980.25])
+        self.assertTrue(all(e["pid"] == 3 for e in c))
+
+    def test_flows_join_launches_to_kernels(self):
+        both = self.facts["host_corr"] & self.facts["dev_corr"]
+        s = [e for e in self.ev if e["ph"] == "s"]
+        f = [e for e in self.ev if e["ph"] == "f"]
+        self.assertEqual({e["id"] for e in s}, both)
+        self.assertEqual(len(s), len(both))
+        self.assertEqual({e["id"] for e in f}, both)
+        self.assertEqual(len(f), len(both))
+        self.assertTrue(all(e.get("bp") == "e" for e in f))
+        host_pid = 2
+        self.assertTrue(all(e["pid"] == host_pid for e in s))
+        self.assertTrue(all(e["pid"] in (3, 4) for e in f))
+        # each flow end sits on the kernel's own start, after its launch
+        start = {e["id"]: e["ts"] for e in s}
+        for e in f:
+            self.assertGreaterEqual(e["ts"], start[e["id"]])
+        self.assertNotIn(999, {e["id"] for e in s})  # launch without a kernel
+        self.assertNotIn(7777, {e["id"] for e in f})  # kernel without a launch
+
+    def test_gzip_and_chrome_format_same_content(self):
+        gz = os.path.join(self.tmp, "trace.json.gz")
+        r = synth.run("export", self.xpb, "--format", "chrome", "-o", gz)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(gz, "rb") as f:
+            self.assertEqual(f.read(2), b"\x1f\x8b")
+        self.assertEqual(decode(gz), self.trace)
+
+    def test_stdout_and_no_leftover_temp_files(self):
+        r = synth.run("export", self.xpb, "-o", "-")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout), self.trace)
+        self.assertEqual([f for f in os.listdir(self.tmp) if ".tmp." in f], [])
+
+    def test_bad_input(self):
+        bad = os.path.join(self.tmp, "bad.xplane.pb")
+        with open(bad, "wb") as f:
+            f.write(b"\x0a\xff\xff\xff\x0f")
+        r = synth.run("export", bad, "-o", os.path.join(self.tmp, "bad.json"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("not a valid XSpace", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "bad.json")))
+        r = synth.run("export", os.path.join(self.tmp, "missing.pb"), "-o", "-")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("No such file", r.stderr)
+        r = synth.run("export", self.xpb)
+        self.assertEqual(r.returncode, 2)
+
+    def test_corrupted_files_never_crash(self):
+        # Flip, truncate and splice bytes of a valid file: export and top must
+        # answer 0 or 1, never die on a signal (the ASan and valgrind setups
+        # also check every access).
+        import random
+        rnd = random.Random(1234)
+        with open(self.xpb, "rb") as f:
+            good = f.read()
+        bad = os.path.join(self.tmp, "fuzz.xplane.pb")
+        for i in range(60):
+            b = bytearray(good)
+            kind = i % 3
+            if kind == 0:
+                for _ in range(rnd.randint(1, 8)):
+                    b[rnd.randrange(len(b))] = rnd.randrange(256)
+            elif kind == 1:
+                del b[rnd.randrange(len(b)):]
+            else:
+                at = rnd.randrange(len(b))
+                b[at:at] = os.urandom(rnd.randint(1, 16))
+            with open(bad, "wb") as f:
+                f.write(b)
+            for args in (("export", bad, "-o", os.path.join(self.tmp, "fuzz.json")), ("top", "--json", bad)):
+                r = synth.run(*args)
+                self.assertIn(r.returncode, (0, 1), (i, args, r.stderr))
+                self.assertNotIn("runtime error", r.stderr)
+                self.assertNotIn("Sanitizer", r.stderr)
+
+    def test_empty_file_is_an_empty_trace(self):
+        empty = os.path.join(self.tmp, "empty.xplane.pb")
+        open(empty, "wb").close()
+        r = synth.run("export", empty, "-o", "-")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["traceEvents"], [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,705 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * profctl-capture.c - `profctl capture`: the TensorFlow capture client,
+ * in C, for many hosts at once.
+ *
+ * DESIGN
+ * ------
+ * It sends the ProfileRequest TF's CaptureRemoteTrace sends (protocol.md
+ * §3.5), one thread and one rpc_client per host, all hosts in parallel, and
+ * keeps TF's retry rule (§3.7): the whole round is repeated, up to
+ * --attempts times, only while *no* host returned data. Each host's reply is
+ * taken as raw bytes and walked with the wire reader, so a large XSpace is
+ * held once; every tool_data entry is written atomically to
+ * <logdir>/plugins/profile/<session>/<host with ':'→'_'>.<tool name>, the
+ * file TensorBoard/XProf look for.
+ *
+ * The main thread only draws progress (on a terminal) and, on Ctrl-C, sends
+ * Terminate(session) to every host so they stop early and still reply.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/parse.h"
+#include "profctl.h"
+#include "rpc.h"
+#include "tensorflow/profiler_service.pb-c.h"
+#include "xspace-reader.h"
+
+#define MAX_HOSTS 1024
+#define MAX_FILES 16
+
+enum host_state {
+	HOST_WAITING = 0,
+	HOST_DATA,
+	HOST_EMPTY,
+	HOST_FAILED,
+};
+
+struct host {
+	char *name;            /* "host:port" as given, grpc:// removed: host_name and file name */
+	pthread_t thread;
+	struct capture *cap;
+	/* written by the host thread, read by main under cap->lock */
+	enum host_state state;
+	int code;              /* gRPC code (>= 0) or -errno */
+	char msg[512];
+	uint64_t bytes;
+	size_t n_files;
+	char *files[MAX_FILES];
+	uint64_t file_sizes[MAX_FILES];
+};
+
+struct capture {
+	/* options */
+	const char *logdir;
+	char *repo_root;       /* <logdir>/plugins/profile */
+	char session_id[256];
+	uint64_t duration_ms, delay_ms;
+	uint32_t attempts;
+	uint32_t host_level, device_level, python_level;
+	bool allow_empty;
+	bool progress;
+	/* run state */
+	int64_t deadline_ns;   /* session creation + max(60 s, 2 x duration) + delay */
+	int64_t start_ns;      /* this attempt's start_timestamp_ns */
+	struct host *hosts;
+	size_t n_hosts;
+	pthread_mutex_t lock;
+};
+
+static volatile sig_atomic_t got_sigint;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	got_sigint = 1;
+}
+
+static const char *const tools[] = {
+	"trace_viewer", "op_profile", "input_pipeline", "kernel_stats", "memory_viewer",
+	"memory_profile", "overview_page", "pod_viewer", "tensorflow_stats", "xplane.pb",
+};
+
+/* Advice for a failure, keyed by gRPC code or -errno. */
+static const char *failure_hint(int code)
+{
+	switch (code) {
+	case RPC_UNAVAILABLE:
+		return "is the profiler server running and listening on that address? (profd --listen, firewall)";
+	case RPC_DEADLINE_EXCEEDED:
+		return "the host did not answer within the deadline; try a shorter --duration-ms";
+	case RPC_UNIMPLEMENTED:
+		return "that address does not serve tensorflow.ProfilerService";
+	case RPC_RESOURCE_EXHAUSTED:
+		return "the daemon has too many captures open; wait or raise profd --max-sessions";
+	case RPC_INTERNAL:
+		return "the server failed to capture (another capture running in a TF/JAX process?)";
+	case RPC_INVALID_ARGUMENT:
+		return "the server rejected the request (duration or delay above its limit?)";
+	default:
+		return NULL;
+	}
+}
+
+static void set_failed(struct host *h, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_failed(struct host *h, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&h->cap->lock);
+	h->state = HOST_FAILED;
+	h->code = code;
+	va_start(ap, fmt);
+	vsnprintf(h->msg, sizeof(h->msg), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&h->cap->lock);
+}
+
+static bool tool_name_ok(struct xs_str n)
+{
+	static const char skip[] = "tf_stats_helper_result";
+
+	if (n.len == 0 || n.len > 200 || memchr(n.p, '/', n.len) || memchr(n.p, 0, n.len))
+		return false;
+	/* TF's client skips these. */
+	if (n.len >= sizeof(skip) - 1 && memcmp(n.p + n.len - (sizeof(skip) - 1), skip, sizeof(skip) - 1) == 0)
+		return false;
+	return true;
+}
+
+/* Host name -> file-name stem: every ':' becomes '_' (TF's SaveProfile). */
+static void file_stem(const char *name, char *out, size_t size)
+{
+	size_t i;
+
+	for (i = 0; name[i] && i + 1 < size; i++)
+		out[i] = name[i] == ':' || name[i] == '/' ? '_' : name[i];
+	out[i] = 0;
+}
+
+/* Walk a raw ProfileResponse: save each tool_data entry. 0 or -errno. [host thread] */
+static int save_response(struct host *h, const uint8_t *bytes, size_t len, bool *ret_empty)
+{
+	struct capture *cap = h->cap;
+	struct pb_cursor c = pb_cursor_of(bytes, len);
+	struct pb_field f;
+	bool empty = false;
+	size_t n_tool = 0;
+	int r;
+
+	/* First pass: empty_trace may follow the tool data on the wire. */
+	while ((r = pb_next(&c, &f)) > 0) {
+		if (f.num == 7 && f.wt == 0)
+			empty = f.u != 0;
+		else if (f.num == 6 && f.wt == 2)
+			n_tool++;
+	}
+	if (r < 0)
+		return r;
+	*ret_empty = empty || n_tool == 0;
+	if (*ret_empty && !cap->allow_empty)
+		return 0;
+
+	c = pb_cursor_of(bytes, len);
+	while ((r = pb_next(&c, &f)) > 0) {
+		struct pb_cursor t;
+		struct pb_field g;
+		struct xs_str name = {0};
+		const uint8_t *data = NULL;
+		size_t dlen = 0;
+		char stem[512], path[PATH_MAX];
+
+		if (f.num != 6 || f.wt != 2)
+			continue;
+		t = pb_cursor_of(f.data, f.len);
+		while ((r = pb_next(&t, &g)) > 0) {
+			if (g.num == 1 && g.wt == 2)
+				name = (struct xs_str){(const char *)g.data, g.len};
+			else if (g.num == 2 && g.wt == 2) {
+				data = g.data;
+				dlen = g.len;
+			}
+		}
+		if (r < 0)
+			return r;
+		if (!tool_name_ok(name) || h->n_files >= MAX_FILES)
+			continue;
+		file_stem(h->name, stem, sizeof(stem));
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s/%s.%.*s", cap->repo_root, cap->session_id, stem,
+				     (int)name.len, name.p) >= sizeof(path))
+			return -ENAMETOOLONG;
+		r = write_file_atomic(path, data ? data : (const uint8_t *)"", dlen);
+		if (r < 0) {
+			snprintf(h->msg, sizeof(h->msg), "could not write %.300s: %s", path, strerror(-r));
+			return r;
+		}
+		pthread_mutex_lock(&cap->lock);
+		h->files[h->n_files] = strdup(path);
+		h->file_sizes[h->n_files] = dlen;
+		if (h->files[h->n_files])
+			h->n_files++;
+		pthread_mutex_unlock(&cap->lock);
+	}
+	return r;
+}
+
+static void build_request(const struct capture *cap, const struct host *h, Tensorflow__ProfileRequest *req,
+			  Tensorflow__ProfileOptions *o)
+{
+	tensorflow__profile_options__init(o);
+	o->version = 1;
+	o->include_dataset_ops = 1;
+	o->host_tracer_level = cap->host_level;
+	o->device_tracer_level = cap->device_level;
+	o->python_tracer_level = cap->python_level;
+	o->enable_hlo_proto = 1;
+	o->start_timestamp_ns = (uint64_t)cap->start_ns;
+	o->duration_ms = cap->duration_ms;
+	o->repository_path = (char *)cap->logdir;
+
+	tensorflow__profile_request__init(req);
+	req->duration_ms = cap->duration_ms;
+	req->max_events = 1000000;
+	req->n_tools = sizeof(tools) / sizeof(tools[0]);
+	req->tools = (char **)tools;
+	req->opts = o;
+	req->repository_root = cap->repo_root;
+	req->session_id = (char *)cap->session_id;
+	req->host_name = h->name;
+}
+
+/* One host's Profile call, start to saved files. [host thread, one per host] */
+static void *host_thread(void *arg)
+{
+	struct host *h = arg;
+	struct capture *cap = h->cap;
+	Tensorflow__ProfileRequest req;
+	Tensorflow__ProfileOptions o;
+	struct rpc_client *cl = NULL;
+	uint8_t *bytes = NULL;
+	size_t len = 0;
+	int64_t left_ms;
+	char msg[512] = "";
+	bool empty = false;
+	int r;
+
+	left_ms = (cap->deadline_ns - now_unix_ns()) / 1000000;
+	if (left_ms <= 0) {
+		set_failed(h, RPC_DEADLINE_EXCEEDED, "no time left before the session deadline");
+		return NULL;
+	}
+	r = rpc_client_new(h->name, &cl);
+	if (r < 0) {
+		set_failed(h, r, "cannot create a channel to %s: %s", h->name, strerror(-r));
+		return NULL;
+	}
+	build_request(cap, h, &req, &o);
+	r = rpc_client_call_raw(cl, "/tensorflow.ProfilerService/Profile", &req.base, (uint64_t)left_ms,
+				&bytes, &len, msg, sizeof(msg));
+	rpc_client_free(cl);
+	if (r < 0) {
+		set_failed(h, r, "%s", strerror(-r));
+		goto out;
+	}
+	if (r != RPC_OK) {
+		set_failed(h, r, "%s: %s", rpc_code_name(r), msg[0] ? msg : "(no message)");
+		goto out;
+	}
+	pthread_mutex_lock(&cap->lock);
+	h->bytes = len;
+	pthread_mutex_unlock(&cap->lock);
+	r = save_response(h, bytes, len, &empty);
+	if (r < 0) {
+		if (r == -EBADMSG)
+			set_failed(h, r, "the reply is not a valid ProfileResponse");
+		else
+			set_failed(h, r, "%s", h->msg[0] ? h->msg : strerror(-r));
+		goto out;
+	}
+	pthread_mutex_lock(&cap->lock);
+	if (empty && !cap->allow_empty) {
+		h->state = HOST_EMPTY;
+		snprintf(h->msg, sizeof(h->msg),
+			 "the host answered with an empty trace (no events were collected%s)",
+			 cap->device_level ? "; is a GPU job running with the agent loaded?" : "");
+	} else {
+		h->state = h->n_files ? HOST_DATA : HOST_EMPTY;
+		if (!h->n_files)
+			snprintf(h->msg, sizeof(h->msg), "the reply carried no tool data to save");
+	}
+	pthread_mutex_unlock(&cap->lock);
+out:
+	free(bytes);
+	return NULL;
+}
+
+/* ---- terminal progress ------------------------------------------------ */
+
+/* One "\r"-rewritten status line on stderr (a terminal). [main thread] */
+static void draw_progress(struct capture *cap, bool final)
+{
+	int64_t now = now_unix_ns();
+	char line[1024];
+	size_t n = 0;
+	size_t done = 0;
+
+	if (!cap->progress)
+		return;
+	if (now < cap->start_ns) {
+		n += (size_t)snprintf(line + n, sizeof(line) - n, "starting in %.1f s",
+				      (double)(cap->start_ns - now) / 1e9);
+	} else if (now < cap->start_ns + (int64_t)cap->duration_ms * 1000000) {
+		n += (size_t)snprintf(line + n, sizeof(line) - n, "capturing: %.1f s left",
+				      (double)(cap->start_ns + (int64_t)cap->duration_ms * 1000000 - now) / 1e9);
+	} else {
+		n += (size_t)snprintf(line + n, sizeof(line) - n, "collecting");
+	}
+	pthread_mutex_lock(&cap->lock);
+	for (size_t i = 0; i < cap->n_hosts; i++)
+		done += cap->hosts[i].state != HOST_WAITING;
+	n += (size_t)snprintf(line + n, sizeof(line) - n, " | %zu/%zu hosts done", done, cap->n_hosts);
+	for (size_t i = 0; i < cap->n_hosts && n < sizeof(line) - 64; i++) {
+		struct host *h = &cap->hosts[i];
+		char b[32];
+
+		if (h->state == HOST_DATA)
+			n += (size_t)snprintf(line + n, sizeof(line) - n, " | %s %s", h->name,
+					      fmt_bytes(h->bytes, b, sizeof(b)));
+		else if (h->state == HOST_FAILED || h->state == HOST_EMPTY)
+			n += (size_t)snprintf(line + n, sizeof(line) - n, " | %s %s", h->name,
+					      h->state == HOST_EMPTY ? "empty" : "failed");
+	}
+	pthread_mutex_unlock(&cap->lock);
+	if (n > 200)
+		n = 200; /* keep it on one terminal line */
+	fprintf(stderr, "\r\033[K%.*s%s", (int)n, line, final ? "\n" : "");
+	fflush(stderr);
+}
+
+/* After Ctrl-C: Terminate(session) to every host, 2 s each. [main thread] */
+static void send_terminate(struct capture *cap)
+{
+	Tensorflow__TerminateRequest req = TENSORFLOW__TERMINATE_REQUEST__INIT;
+
+	req.session_id = cap->session_id;
+	for (size_t i = 0; i < cap->n_hosts; i++) {
+		struct rpc_client *cl;
+		uint8_t *b = NULL;
+		size_t len;
+
+		if (rpc_client_new(cap->hosts[i].name, &cl) < 0)
+			continue;
+		(void)rpc_client_call_raw(cl, "/tensorflow.ProfilerService/Terminate", &req.base, 2000, &b, &len,
+					  NULL, 0);
+		free(b);
+		rpc_client_free(cl);
+	}
+}
+
+/* One round over all hosts. Returns the number of hosts with data. [main thread] */
+static size_t run_attempt(struct capture *cap)
+{
+	size_t n_data = 0;
+	bool terminated = false;
+
+	cap->start_ns = now_unix_ns() + (int64_t)cap->delay_ms * 1000000;
+	for (size_t i = 0; i < cap->n_hosts; i++) {
+		struct host *h = &cap->hosts[i];
+
+		h->state = HOST_WAITING;
+		h->msg[0] = 0;
+		h->code = 0;
+		h->bytes = 0;
+		h->cap = cap;
+		if (pthread_create(&h->thread, NULL, host_thread, h) != 0) {
+			set_failed(h, -EAGAIN, "could not start a thread");
+			h->thread = 0;
+			continue;
+		}
+	}
+	for (;;) {
+		size_t waiting = 0;
+
+		pthread_mutex_lock(&cap->lock);
+		for (size_t i = 0; i < cap->n_hosts; i++)
+			waiting += cap->hosts[i].state == HOST_WAITING;
+		pthread_mutex_unlock(&cap->lock);
+		if (!waiting)
+			break;
+		if (got_sigint && !terminated) {
+			terminated = true;
+			if (cap->progress)
+				fprintf(stderr, "\r\033[Kinterrupted: asking the hosts to stop early "
+					"(Ctrl-C again to abort)\n");
+			signal(SIGINT, SIG_DFL);
+			send_terminate(cap);
+		}
+		draw_progress(cap, false);
+		usleep(100 * 1000);
+	}
+	for (size_t i = 0; i < cap->n_hosts; i++)
+		if (cap->hosts[i].thread)
+			pthread_join(cap->hosts[i].thread, NULL);
+	draw_progress(cap, true);
+	for (size_t i = 0; i < cap->n_hosts; i++)
+		n_data += cap->hosts[i].state == HOST_DATA;
+	return n_data;
+}
+
+static void summary(const struct capture *cap, size_t n_data)
+{
+	char b[32];
+
+	printf("session %s: %zu of %zu host%s returned data\n", cap->session_id, n_data, cap->n_hosts,
+	       cap->n_hosts == 1 ? "" : "s");
+	for (size_t i = 0; i < cap->n_hosts; i++) {
+		const struct host *h = &cap->hosts[i];
+
+		for (size_t k = 0; k < h->n_files; k++)
+			printf("  wrote %s (%s)\n", h->files[k], fmt_bytes(h->file_sizes[k], b, sizeof(b)));
+	}
+	for (size_t i = 0; i < cap->n_hosts; i++) {
+		const struct host *h = &cap->hosts[i];
+		const char *hint = h->state == HOST_FAILED && h->code >= 0 ? failure_hint(h->code) : NULL;
+
+		if (h->state == HOST_FAILED)
+			printf("  FAILED %s: %s%s%s\n", h->name, h->msg, hint ? "\n         hint: " : "",
+			       hint ? hint : "");
+		else if (h->state == HOST_EMPTY)
+			printf("  EMPTY  %s: %s\n", h->name, h->msg);
+	}
+	if (n_data)
+		printf("open with: tensorboard --logdir %s  (Profile tab)\n", cap->logdir);
+	fflush(stdout);
+}
+
+static void help(FILE *f)
+{
+	fprintf(f,
+		"Usage: profctl capture URL[,URL...] [URL...] --logdir DIR [OPTIONS]\n"
+		"\n"
+		"Capture a profile from every URL at once and save it where TensorBoard/XProf\n"
+		"look: DIR/plugins/profile/SESSION/HOST_PORT.xplane.pb (':' in the address\n"
+		"becomes '_'). Sends the same ProfileRequest as TensorFlow's client\n"
+		"(tf.profiler.experimental.client.trace), so it works with profd and with\n"
+		"TensorFlow/JAX profiler servers.\n"
+		"\n"
+		"URL is HOST:PORT, [IPV6]:PORT, or either with a grpc:// prefix; several are\n"
+		"separated by commas or given as separate arguments.\n"
+		"\n"
+		"Options:\n"
+		"      --logdir DIR          TensorBoard log directory (required)\n"
+		"      --duration-ms N       how long to trace, in ms (default 1000)\n"
+		"      --attempts N          total attempts; a round is retried only when no host\n"
+		"                            returned data, as TF does (default 3)\n"
+		"      --delay-ms N          start tracing N ms from now on every host at the same\n"
+		"                            wall-clock instant (ProfileOptions.start_timestamp_ns);\n"
+		"                            use it to align hosts (default 0)\n"
+		"      --host-level L        host tracer level 0-3 (default 2)\n"
+		"      --device-level L      device (GPU) tracer level 0-1 (default 1)\n"
+		"      --python-level L      Python tracer level 0-1 (default 0)\n"
+		"      --session-id ID       session directory name (default: local time,\n"
+		"                            YYYY_MM_DD_HH_MM_SS, as TF)\n"
+		"      --allow-empty         also save replies whose trace is empty, and count them\n"
+		"                            as data (TF's client drops them and retries)\n"
+		"      --no-progress         no progress line even on a terminal\n"
+		"  -h, --help                this text\n"
+		"\n"
+		"Each RPC's deadline is max(60 s, 2 x duration) + delay from the start of the\n"
+		"session; retries get what remains. Ctrl-C asks every host to stop early\n"
+		"(Terminate) and still saves what they return; a second Ctrl-C aborts.\n"
+		"\n"
+		"Output: a progress line on stderr when it is a terminal; then a summary on\n"
+		"stdout: the files written, and each host that failed or was empty and why.\n"
+		"\n"
+		"Exit status: 0 if at least one host returned data; 1 if none did; 2 bad usage.\n"
+		"\n"
+		"Example:\n"
+		"  profctl capture node1:6009,node2:6009 --logdir /tmp/tb --duration-ms 2000 \\\n"
+		"          --delay-ms 1000\n");
+}
+
+enum {
+	OPT_LOGDIR = 0x100, OPT_DURATION, OPT_ATTEMPTS, OPT_DELAY, OPT_HOST_LEVEL, OPT_DEVICE_LEVEL,
+	OPT_PYTHON_LEVEL, OPT_SESSION, OPT_ALLOW_EMPTY, OPT_NO_PROGRESS,
+};
+
+static int parse_level(const char *opt, const char *v, uint32_t max, uint32_t *ret)
+{
+	uint32_t x;
+
+	if (safe_atou32(v, &x) < 0 || x > max)
+		return profctl_usage_err("capture", "%s \"%s\": expected 0-%u", opt, v, max);
+	*ret = x;
+	return 0;
+}
+
+static int add_hosts(struct capture *cap, const char *arg)
+{
+	char *copy = strdup(arg), *save = NULL;
+
+	if (!copy)
+		return profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
+	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char hostbuf[256];
+		uint16_t port;
+
+		if (strncmp(tok, "grpc://", 7) == 0)
+			tok += 7;
+		if (parse_host_port(tok, hostbuf, sizeof(hostbuf), &port) < 0 || port == 0) {
+			int r = profctl_usage_err("capture", "\"%s\" is not HOST:PORT or [IPV6]:PORT", tok);
+
+			free(copy);
+			return r;
+		}
+		if (cap->n_hosts >= MAX_HOSTS) {
+			free(copy);
+			return profctl_usage_err("capture", "too many hosts (at most %d)", MAX_HOSTS);
+		}
+		for (size_t i = 0; i < cap->n_hosts; i++)
+			if (strcmp(cap->hosts[i].name, tok) == 0) {
+				int r = profctl_usage_err("capture", "%s is given twice", tok);
+
+				free(copy);
+				return r;
+			}
+		cap->hosts[cap->n_hosts].name = strdup(tok);
+		if (!cap->hosts[cap->n_hosts].name) {
+			free(copy);
+			return profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
+		}
+		cap->n_hosts++;
+	}
+	free(copy);
+	return 0;
+}
+
+int cmd_capture(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"logdir", required_argument, NULL, OPT_LOGDIR},
+		{"duration-ms", required_argument, NULL, OPT_DURATION},
+		{"attempts", required_argument, NULL, OPT_ATTEMPTS},
+		{"delay-ms", required_argument, NULL, OPT_DELAY},
+		{"host-level", required_argument, NULL, OPT_HOST_LEVEL},
+		{"device-level", required_argument, NULL, OPT_DEVICE_LEVEL},
+		{"python-level", required_argument, NULL, OPT_PYTHON_LEVEL},
+		{"session-id", required_argument, NULL, OPT_SESSION},
+		{"allow-empty", no_argument, NULL, OPT_ALLOW_EMPTY},
+		{"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	struct capture cap = {
+		.duration_ms = 1000,
+		.attempts = 3,
+		.host_level = 2,
+		.device_level = 1,
+		.python_level = 0,
+	};
+	bool no_progress = false;
+	size_t n_data = 0;
+	int c, r, rc = PROFCTL_EXIT_FAIL;
+
+	cap.hosts = calloc(MAX_HOSTS, sizeof(*cap.hosts));
+	if (!cap.hosts)
+		return profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
+	pthread_mutex_init(&cap.lock, NULL);
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+		switch (c) {
+		case 'h':
+			help(stdout);
+			rc = PROFCTL_EXIT_OK;
+			goto out;
+		case OPT_LOGDIR:
+			cap.logdir = optarg;
+			break;
+		case OPT_DURATION:
+			if (safe_atou64(optarg, &cap.duration_ms) < 0 || cap.duration_ms == 0 ||
+			    cap.duration_ms > 24ull * 3600 * 1000) {
+				rc = profctl_usage_err("capture", "--duration-ms \"%s\": expected 1-86400000", optarg);
+				goto out;
+			}
+			break;
+		case OPT_ATTEMPTS:
+			if (safe_atou32(optarg, &cap.attempts) < 0 || cap.attempts == 0 || cap.attempts > 100) {
+				rc = profctl_usage_err("capture", "--attempts \"%s\": expected 1-100", optarg);
+				goto out;
+			}
+			break;
+		case OPT_DELAY:
+			if (safe_atou64(optarg, &cap.delay_ms) < 0 || cap.delay_ms > 24ull * 3600 * 1000) {
+				rc = profctl_usage_err("capture", "--delay-ms \"%s\": expected 0-86400000", optarg);
+				goto out;
+			}
+			break;
+		case OPT_HOST_LEVEL:
+			if ((rc = parse_level("--host-level", optarg, 3, &cap.host_level)))
+				goto out;
+			break;
+		case OPT_DEVICE_LEVEL:
+			if ((rc = parse_level("--device-level", optarg, 1, &cap.device_level)))
+				goto out;
+			break;
+		case OPT_PYTHON_LEVEL:
+			if ((rc = parse_level("--python-level", optarg, 1, &cap.python_level)))
+				goto out;
+			break;
+		case OPT_SESSION:
+			if (!path_component_ok(optarg) || strlen(optarg) >= sizeof(cap.session_id)) {
+				rc = profctl_usage_err("capture", "--session-id \"%s\" must be one path component",
+						       optarg);
+				goto out;
+			}
+			snprintf(cap.session_id, sizeof(cap.session_id), "%s", optarg);
+			break;
+		case OPT_ALLOW_EMPTY:
+			cap.allow_empty = true;
+			break;
+		case OPT_NO_PROGRESS:
+			no_progress = true;
+			break;
+		default:
+			rc = profctl_usage_err("capture", "bad option");
+			goto out;
+		}
+	}
+	for (int i = optind; i < argc; i++)
+		if ((rc = add_hosts(&cap, argv[i])))
+			goto out;
+	rc = PROFCTL_EXIT_FAIL;
+	if (cap.n_hosts == 0) {
+		rc = profctl_usage_err("capture", "no URL given");
+		goto out;
+	}
+	if (!cap.logdir || !cap.logdir[0]) {
+		rc = profctl_usage_err("capture", "--logdir is required");
+		goto out;
+	}
+	{
+		/* "DIR/" and "DIR" name the same logdir; keep the paths tidy. */
+		size_t n = strlen(cap.logdir);
+
+		while (n > 1 && cap.logdir[n - 1] == '/')
+			n--;
+		if (asprintf(&cap.repo_root, "%.*s/plugins/profile", (int)n, cap.logdir) < 0)
+			cap.repo_root = NULL;
+	}
+	if (!cap.repo_root) {
+		rc = profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
+		goto out;
+	}
+	if (!cap.session_id[0]) {
+		time_t t = time(NULL);
+		struct tm tm;
+
+		localtime_r(&t, &tm);
+		strftime(cap.session_id, sizeof(cap.session_id), "%Y_%m_%d_%H_%M_%S", &tm);
+	}
+	cap.progress = !no_progress && isatty(STDERR_FILENO);
+	cap.deadline_ns = now_unix_ns() +
+			  (int64_t)(cap.duration_ms * 2 > 60000 ? cap.duration_ms * 2 : 60000) * 1000000 +
+			  (int64_t)cap.delay_ms * 1000000;
+	signal(SIGINT, on_sigint);
+	for (uint32_t a = 1; a <= cap.attempts; a++) {
+		n_data = run_attempt(&cap);
+		if (n_data || got_sigint || now_unix_ns() >= cap.deadline_ns)
+			break;
+		if (a < cap.attempts)
+			fprintf(stderr, "profctl capture: attempt %u of %u: no host returned data; retrying\n", a,
+				cap.attempts);
+	}
+	signal(SIGINT, SIG_DFL);
+	summary(&cap, n_data);
+	if (n_data) {
+		rc = PROFCTL_EXIT_OK;
+	} else {
+		r = profctl_err(PROFCTL_EXIT_FAIL, "no host returned data (%zu host%s, session %s)", cap.n_hosts,
+				cap.n_hosts == 1 ? "" : "s", cap.session_id);
+		rc = r;
+	}
+out:
+	for (size_t i = 0; i < cap.n_hosts; i++) {
+		free(cap.hosts[i].name);
+		for (size_t k = 0; k < cap.hosts[i].n_files; k++)
+			free(cap.hosts[i].files[k]);
+	}
+	free(cap.hosts);
+	free(cap.repo_root);
+	pthread_mutex_destroy(&cap.lock);
+	return rc;
+}

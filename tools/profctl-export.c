@@ -1,0 +1,563 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * profctl-export.c - `profctl export`: XSpace -> Chrome trace-event JSON,
+ * which ui.perfetto.dev and chrome://tracing open.
+ *
+ * DESIGN
+ * ------
+ * Streaming, in two passes over the mmapped file (xspace-reader.h), so a
+ * capture of millions of events is never unpacked nor held twice:
+ *   1. collect the correlation_id of every host event and of every device
+ *      event (8 bytes each), sort both, and keep the ids found on both
+ *      sides: those become flow arrows;
+ *   2. walk planes, lines and events again and write JSON through the
+ *      buffered (optionally gzip) writer.
+ *
+ * Mapping:
+ *   plane  -> process: pid = position of the plane in the file + 1,
+ *             "process_name" = plane name;
+ *   line   -> thread: tid = position of the line in its plane + 1,
+ *             "thread_name" = line display name;
+ *   event  -> "ph":"X" with ts/dur in us (exact to the ps, as decimals) and
+ *             args from the metadata's and the event's stats (ref_value
+ *             resolved to the referenced stat metadata name);
+ *   `_counters_` line events -> "ph":"C", one series per numeric stat;
+ *   correlation_id on a /host: plane and on a device plane -> a flow
+ *             "ph":"s" at the host event and "ph":"f","bp":"e" at each
+ *             device event, id = the correlation id.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profctl.h"
+#include "xspace-reader.h"
+
+/* Event times in ps: line timestamp_ns x 1000 overflows int64 for epoch ns. */
+__extension__ typedef __int128 ps128;
+
+struct u64vec {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static int u64vec_push(struct u64vec *a, uint64_t x)
+{
+	if (a->n == a->cap) {
+		size_t nc = a->cap ? a->cap * 2 : 4096;
+		uint64_t *p = realloc(a->v, nc * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		a->v = p;
+		a->cap = nc;
+	}
+	a->v[a->n++] = x;
+	return 0;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void u64vec_sort_unique(struct u64vec *a)
+{
+	size_t k = 0;
+
+	if (!a->n)
+		return;
+	qsort(a->v, a->n, sizeof(*a->v), u64_cmp);
+	for (size_t i = 1; i < a->n; i++)
+		if (a->v[i] != a->v[k])
+			a->v[++k] = a->v[i];
+	a->n = k + 1;
+}
+
+static bool u64vec_has(const struct u64vec *a, uint64_t x)
+{
+	size_t lo = 0, hi = a->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (a->v[mid] == x)
+			return true;
+		if (a->v[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+static bool is_host_plane(const struct xs_plane *pl) { return xs_str_has_prefix(pl->name, "/host:"); }
+static bool is_device_plane(const struct xs_plane *pl) { return xs_str_has_prefix(pl->name, "/device:"); }
+
+/* The correlation_id stat of @ev as uint64, if any. */
+static bool event_corr(const struct xs_event *ev, int64_t corr_id, uint64_t *out)
+{
+	struct pb_cursor it = ev->raw;
+	struct xs_stat st;
+
+	if (corr_id < 0)
+		return false;
+	while (xs_event_next_stat(&it, &st) > 0)
+		if (st.metadata_id == corr_id)
+			return xs_stat_u64(&st, out);
+	return false;
+}
+
+/* Pass 1: correlation ids present on both host and device planes. */
+static int collect_flows(struct xs_file *f, struct u64vec *flows)
+{
+	struct xs_space_iter si = XS_SPACE_ITER_INIT;
+	struct u64vec host = {0}, dev = {0};
+	struct xs_plane pl;
+	int r;
+
+	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
+		bool h = is_host_plane(&pl), d = is_device_plane(&pl);
+		struct xs_line_iter li;
+		struct xs_line ln;
+		int64_t corr;
+
+		if (!h && !d)
+			continue;
+		r = xs_plane_index(&pl);
+		if (r < 0)
+			break;
+		corr = xs_plane_stat_id(&pl, "correlation_id");
+		li = xs_plane_lines(&pl);
+		while (corr >= 0 && (r = xs_next_line(&li, &ln)) > 0) {
+			struct pb_cursor ei = xs_line_events(&ln);
+			struct xs_event ev;
+			uint64_t c;
+
+			while ((r = xs_next_event(&ei, &ev)) > 0)
+				if (event_corr(&ev, corr, &c) && (r = u64vec_push(h ? &host : &dev, c)) < 0)
+					break;
+			if (r < 0)
+				break;
+		}
+		xs_plane_release(&pl);
+		xs_file_drop(f, pl.raw.p, (size_t)(pl.raw.end - pl.raw.p));
+		if (r < 0)
+			break;
+	}
+	if (r >= 0) {
+		u64vec_sort_unique(&host);
+		u64vec_sort_unique(&dev);
+		/* Intersect into @flows, reusing host's storage. */
+		size_t k = 0;
+
+		for (size_t i = 0; i < host.n; i++)
+			if (u64vec_has(&dev, host.v[i]))
+				host.v[k++] = host.v[i];
+		host.n = k;
+		*flows = host;
+		host.v = NULL;
+	}
+	free(host.v);
+	free(dev.v);
+	return r < 0 ? r : 0;
+}
+
+/* ps -> microseconds as an exact decimal. */
+static void put_us(struct ow *w, ps128 ps)
+{
+	char tmp[64];
+	uint64_t us, frac;
+	int n;
+
+	if (ps < 0) {
+		ow_putc(w, '-');
+		ps = -ps;
+	}
+	us = (uint64_t)(ps / 1000000);
+	frac = (uint64_t)(ps % 1000000);
+	if (!frac) {
+		n = snprintf(tmp, sizeof(tmp), "%" PRIu64, us);
+	} else {
+		n = snprintf(tmp, sizeof(tmp), "%" PRIu64 ".%06" PRIu64, us, frac);
+		while (tmp[n - 1] == '0')
+			n--;
+	}
+	ow_write(w, tmp, (size_t)n);
+}
+
+static void put_str(struct ow *w, struct xs_str s)
+{
+	ow_putc(w, '"');
+	json_escape(w, s.p, s.len);
+	ow_putc(w, '"');
+}
+
+static void put_stat_value(struct ow *w, const struct xs_plane *pl, const struct xs_stat *st)
+{
+	struct xs_str s;
+
+	switch (st->kind) {
+	case XS_STAT_DOUBLE:
+		json_double(w, st->d);
+		break;
+	case XS_STAT_UINT64:
+		ow_printf(w, "%" PRIu64, st->u);
+		break;
+	case XS_STAT_INT64:
+		ow_printf(w, "%" PRId64, st->i);
+		break;
+	case XS_STAT_STR:
+		put_str(w, st->s);
+		break;
+	case XS_STAT_BYTES:
+		ow_printf(w, "\"<%zu bytes>\"", st->s.len);
+		break;
+	case XS_STAT_REF:
+		if (xs_stat_str(pl, st, &s))
+			put_str(w, s);
+		else
+			ow_printf(w, "%" PRIu64, st->u);
+		break;
+	default:
+		ow_puts(w, "null");
+	}
+}
+
+static void put_stat_key(struct ow *w, const struct xs_plane *pl, const struct xs_stat *st)
+{
+	const struct xs_meta *m = xs_plane_stat_meta(pl, st->metadata_id);
+
+	if (m && m->name.len)
+		put_str(w, m->name);
+	else
+		ow_printf(w, "\"stat_%" PRId64 "\"", st->metadata_id);
+}
+
+static bool event_has_stat(const struct xs_event *ev, int64_t id)
+{
+	struct pb_cursor it = ev->raw;
+	struct xs_stat st;
+
+	while (xs_event_next_stat(&it, &st) > 0)
+		if (st.metadata_id == id)
+			return true;
+	return false;
+}
+
+/* ,"args":{...} from the metadata's stats, then the event's (event wins). */
+static void put_args(struct ow *w, const struct xs_plane *pl, const struct xs_meta *m, const struct xs_event *ev)
+{
+	struct pb_cursor it;
+	struct xs_stat st;
+	bool first = true;
+
+	if (m && m->has_stats) {
+		it = m->stats;
+		while (xs_meta_next_stat(&it, &st) > 0) {
+			if (event_has_stat(ev, st.metadata_id))
+				continue;
+			ow_puts(w, first ? ",\"args\":{" : ",");
+			first = false;
+			put_stat_key(w, pl, &st);
+			ow_putc(w, ':');
+			put_stat_value(w, pl, &st);
+		}
+	}
+	it = ev->raw;
+	while (xs_event_next_stat(&it, &st) > 0) {
+		ow_puts(w, first ? ",\"args\":{" : ",");
+		first = false;
+		put_stat_key(w, pl, &st);
+		ow_putc(w, ':');
+		put_stat_value(w, pl, &st);
+	}
+	if (!first)
+		ow_putc(w, '}');
+}
+
+static void put_event_name(struct ow *w, const struct xs_meta *m, const struct xs_event *ev)
+{
+	if (m && m->name.len)
+		put_str(w, m->name);
+	else if (m && m->display_name.len)
+		put_str(w, m->display_name);
+	else
+		ow_printf(w, "\"event %" PRId64 "\"", ev->metadata_id);
+}
+
+struct export_stats {
+	uint64_t complete, counters, flow_starts, flow_ends, processes, threads;
+};
+
+static bool first_event = true;
+
+static void sep(struct ow *w)
+{
+	ow_puts(w, first_event ? "\n" : ",\n");
+	first_event = false;
+}
+
+static void first_hostname(struct xs_str s, void *ud)
+{
+	struct xs_str *h = ud;
+
+	if (!h->len)
+		*h = s;
+}
+
+static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct xs_str host_name,
+			const struct u64vec *flows, struct export_stats *es)
+{
+	bool host = is_host_plane(pl), dev = is_device_plane(pl);
+	struct xs_line_iter li;
+	struct xs_line ln;
+	int64_t corr;
+	int r;
+
+	r = xs_plane_index(pl);
+	if (r < 0)
+		return r;
+	if (pl->n_lines == 0)
+		return 0;
+	corr = flows->n && (host || dev) ? xs_plane_stat_id(pl, "correlation_id") : -1;
+	sep(w);
+	ow_printf(w, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"args\":{\"name\":", pid);
+	put_str(w, pl->name);
+	ow_puts(w, "}}");
+	sep(w);
+	ow_printf(w, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%u,\"args\":{\"sort_index\":%u}}", pid,
+		  pid);
+	if (host_name.len) {
+		/* Shown beside the process name: which machine the plane came from. */
+		sep(w);
+		ow_printf(w, "{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":%u,\"args\":{\"labels\":", pid);
+		put_str(w, host_name);
+		ow_puts(w, "}}");
+	}
+	es->processes++;
+
+	li = xs_plane_lines(pl);
+	while ((r = xs_next_line(&li, &ln)) > 0) {
+		unsigned tid = (unsigned)ln.index + 1;
+		bool counters = xs_str_eq(ln.name, "_counters_");
+		struct pb_cursor ei = xs_line_events(&ln);
+		struct xs_event ev;
+		ps128 base = (ps128)ln.timestamp_ns * 1000;
+
+		if (!counters) {
+			sep(w);
+			ow_printf(w, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":",
+				  pid, tid);
+			put_str(w, ln.display_name);
+			ow_puts(w, "}}");
+			sep(w);
+			ow_printf(w, "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%u,\"tid\":%u,"
+				  "\"args\":{\"sort_index\":%u}}", pid, tid, tid);
+			es->threads++;
+		}
+		while ((r = xs_next_event(&ei, &ev)) > 0) {
+			const struct xs_meta *m = xs_plane_event_meta(pl, ev.metadata_id);
+			ps128 ts = base + ev.offset_ps;
+			uint64_t c;
+
+			if (counters) {
+				struct pb_cursor it = ev.raw;
+				struct xs_stat st;
+				bool any = false;
+				double v;
+
+				while (xs_event_next_stat(&it, &st) > 0) {
+					if (!xs_stat_number(&st, &v))
+						continue;
+					if (!any) {
+						sep(w);
+						ow_printf(w, "{\"ph\":\"C\",\"pid\":%u,\"ts\":", pid);
+						put_us(w, ts);
+						ow_puts(w, ",\"name\":");
+						put_event_name(w, m, &ev);
+						ow_puts(w, ",\"args\":{");
+					} else {
+						ow_putc(w, ',');
+					}
+					any = true;
+					put_stat_key(w, pl, &st);
+					ow_putc(w, ':');
+					put_stat_value(w, pl, &st);
+				}
+				if (any) {
+					ow_puts(w, "}}");
+					es->counters++;
+				}
+				continue;
+			}
+			sep(w);
+			ow_printf(w, "{\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"ts\":", pid, tid);
+			put_us(w, ts);
+			ow_puts(w, ",\"dur\":");
+			put_us(w, ev.duration_ps > 0 ? ev.duration_ps : 0);
+			ow_puts(w, ",\"name\":");
+			put_event_name(w, m, &ev);
+			put_args(w, pl, m, &ev);
+			ow_putc(w, '}');
+			es->complete++;
+			if (corr >= 0 && event_corr(&ev, corr, &c) && u64vec_has(flows, c)) {
+				sep(w);
+				ow_printf(w, "{\"ph\":\"%s\",%s\"id\":%" PRIu64 ",\"cat\":\"launch\",\"name\":\"launch\","
+					  "\"pid\":%u,\"tid\":%u,\"ts\":", host ? "s" : "f", host ? "" : "\"bp\":\"e\",",
+					  c, pid, tid);
+				put_us(w, ts);
+				ow_putc(w, '}');
+				if (host)
+					es->flow_starts++;
+				else
+					es->flow_ends++;
+			}
+			if (w->err)
+				return w->err;
+		}
+		if (r < 0)
+			return r;
+	}
+	return r;
+}
+
+static void help(FILE *f)
+{
+	fprintf(f,
+		"Usage: profctl export FILE.xplane.pb [--format perfetto|chrome] -o OUT.json[.gz]\n"
+		"\n"
+		"Convert a captured XSpace to Chrome trace-event JSON, which\n"
+		"https://ui.perfetto.dev and chrome://tracing open.\n"
+		"\n"
+		"  - each plane (/host:CPU, /device:GPU:0, ...) becomes a process named after it\n"
+		"    (pid = the plane's position in the file + 1), labelled with the host name;\n"
+		"  - each line (thread, CUDA stream) becomes a thread named after it\n"
+		"    (tid = the line's position in its plane + 1);\n"
+		"  - each event becomes a complete event (ts/dur in microseconds, exact to the\n"
+		"    picosecond) with its stats as args (string references resolved);\n"
+		"  - `_counters_` lines become counter tracks;\n"
+		"  - host events (CUDA launches) and GPU events with the same correlation_id are\n"
+		"    joined by flow arrows.\n"
+		"\n"
+		"The file is read through a streaming parser over a memory map, so even\n"
+		"millions of events are never held twice in memory.\n"
+		"\n"
+		"Options:\n"
+		"  -o, --output OUT       output file; a name ending in .gz is gzip-compressed;\n"
+		"                         '-' writes to stdout. Written atomically.\n"
+		"  -f, --format FMT       perfetto (default) or chrome; both write the same JSON\n"
+		"                         object format today, which both viewers open\n"
+		"      --gzip             compress even if OUT does not end in .gz\n"
+		"      --no-flows         skip the correlation pass and the flow arrows\n"
+		"  -h, --help             this text\n"
+		"\n"
+		"Exit status: 0 ok; 1 the file could not be read or written; 2 bad usage.\n");
+}
+
+int cmd_export(int argc, char **argv)
+{
+	enum { OPT_GZIP = 0x100, OPT_NO_FLOWS };
+	static const struct option opts[] = {
+		{"output", required_argument, NULL, 'o'},
+		{"format", required_argument, NULL, 'f'},
+		{"gzip", no_argument, NULL, OPT_GZIP},
+		{"no-flows", no_argument, NULL, OPT_NO_FLOWS},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	const char *out = NULL, *in;
+	bool gzip = false, no_flows = false;
+	struct xs_file *f = NULL;
+	struct u64vec flows = {0};
+	struct export_stats es = {0};
+	struct xs_space_iter si = XS_SPACE_ITER_INIT;
+	struct xs_plane pl;
+	struct xs_str host_name = {0};
+	struct ow w;
+	unsigned pid = 0;
+	int c, r;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "ho:f:", opts, NULL)) >= 0) {
+		switch (c) {
+		case 'h':
+			help(stdout);
+			return PROFCTL_EXIT_OK;
+		case 'o':
+			out = optarg;
+			break;
+		case 'f':
+			if (strcmp(optarg, "perfetto") && strcmp(optarg, "chrome"))
+				return profctl_usage_err("export", "--format \"%s\": expected perfetto or chrome", optarg);
+			break;
+		case OPT_GZIP:
+			gzip = true;
+			break;
+		case OPT_NO_FLOWS:
+			no_flows = true;
+			break;
+		default:
+			return profctl_usage_err("export", "bad option");
+		}
+	}
+	if (optind + 1 != argc)
+		return profctl_usage_err("export", "expected exactly one input FILE");
+	if (!out)
+		return profctl_usage_err("export", "-o OUT is required ('-' for stdout)");
+	in = argv[optind];
+	if (strlen(out) > 3 && strcmp(out + strlen(out) - 3, ".gz") == 0)
+		gzip = true;
+
+	r = xs_file_open(in, &f);
+	if (r < 0)
+		return profctl_err(PROFCTL_EXIT_FAIL, "cannot read %s: %s", in, strerror(-r));
+	if (!no_flows) {
+		r = collect_flows(f, &flows);
+		if (r < 0) {
+			xs_file_close(f);
+			return profctl_err(PROFCTL_EXIT_FAIL, "%s: %s", in,
+					   r == -EBADMSG ? "not a valid XSpace (malformed protobuf)" : strerror(-r));
+		}
+	}
+	r = ow_open(&w, out, gzip);
+	if (r < 0) {
+		free(flows.v);
+		xs_file_close(f);
+		return profctl_err(PROFCTL_EXIT_FAIL, "cannot create %s: %s", out, strerror(-r));
+	}
+	xs_file_advise_sequential(f);
+	(void)xs_space_strings(f, XS_SPACE_HOSTNAMES, first_hostname, &host_name);
+	ow_puts(&w, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
+	first_event = true;
+	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
+		r = export_plane(&w, &pl, ++pid, host_name, &flows, &es);
+		xs_plane_release(&pl);
+		xs_file_drop(f, pl.raw.p, (size_t)(pl.raw.end - pl.raw.p));
+		if (r < 0)
+			break;
+	}
+	ow_puts(&w, "\n]}\n");
+	free(flows.v);
+	xs_file_close(f);
+	if (r < 0) {
+		ow_abort(&w);
+		if (r == -EBADMSG)
+			return profctl_err(PROFCTL_EXIT_FAIL, "%s: not a valid XSpace (malformed protobuf)", in);
+		return profctl_err(PROFCTL_EXIT_FAIL, "exporting %s failed: %s", in, strerror(-r));
+	}
+	bool to_stdout = w.is_stdout;
+
+	r = ow_commit(&w);
+	if (r < 0)
+		return profctl_err(PROFCTL_EXIT_FAIL, "writing %s failed: %s", out, strerror(-r));
+	fprintf(stderr, "exported %" PRIu64 " events, %" PRIu64 " counter samples and %" PRIu64 " flows from %"
+		PRIu64 " planes, %" PRIu64 " threads to %s\n", es.complete, es.counters, es.flow_starts,
+		es.processes, es.threads, to_stdout ? "stdout" : out);
+	return PROFCTL_EXIT_OK;
+}

@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * profctl-util.c - output writer, atomic files, JSON and number formatting
+ * shared by the profctl subcommands.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "profctl.h"
+
+#define OW_BUF (256u << 10)
+
+int64_t now_unix_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+const char *fmt_bytes(uint64_t n, char *buf, size_t size)
+{
+	static const char *const unit[] = {"B", "kB", "MB", "GB", "TB"};
+	double v = (double)n;
+	unsigned u = 0;
+
+	while (v >= 1000 && u + 1 < sizeof(unit) / sizeof(unit[0])) {
+		v /= 1000;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, size, "%" PRIu64 " B", n);
+	else
+		snprintf(buf, size, "%.*f %s", v < 10 ? 2 : v < 100 ? 1 : 0, v, unit[u]);
+	return buf;
+}
+
+const char *fmt_ps(double ps, char *buf, size_t size)
+{
+	if (ps >= 1e12)
+		snprintf(buf, size, "%.3f s", ps / 1e12);
+	else if (ps >= 1e9)
+		snprintf(buf, size, "%.3f ms", ps / 1e9);
+	else
+		snprintf(buf, size, "%.3f us", ps / 1e6);
+	return buf;
+}
+
+int mkdir_p(const char *path, unsigned mode)
+{
+	char *p = strdup(path);
+	int r = 0;
+
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p + 1;; s++) {
+		if (*s != '/' && *s != 0)
+			continue;
+		char c = *s;
+
+		*s = 0;
+		if (mkdir(p, mode) < 0 && errno != EEXIST) {
+			r = -errno;
+			break;
+		}
+		*s = c;
+		if (!c)
+			break;
+	}
+	free(p);
+	return r;
+}
+
+static int parent_dir(const char *path, char *dir, size_t size)
+{
+	const char *sl = strrchr(path, '/');
+
+	if (!sl) {
+		snprintf(dir, size, ".");
+		return 0;
+	}
+	if ((size_t)(sl - path) + 1 > size)
+		return -ENAMETOOLONG;
+	if (sl == path)
+		snprintf(dir, size, "/");
+	else
+		snprintf(dir, size, "%.*s", (int)(sl - path), path);
+	return 0;
+}
+
+static int open_tmp(const char *path, char **ret_tmp)
+{
+	size_t n = strlen(path) + sizeof(".tmp.XXXXXX");
+	char *tmp = malloc(n);
+	int fd;
+
+	if (!tmp)
+		return -ENOMEM;
+	snprintf(tmp, n, "%s.tmp.XXXXXX", path);
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		int r = -errno;
+
+		free(tmp);
+		return r;
+	}
+	(void)fchmod(fd, 0644);
+	*ret_tmp = tmp;
+	return fd;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len)
+{
+	char dir[PATH_MAX], *tmp = NULL;
+	const uint8_t *p = data;
+	int fd, r;
+
+	r = parent_dir(path, dir, sizeof(dir));
+	if (r < 0)
+		return r;
+	r = mkdir_p(dir, 0755);
+	if (r < 0)
+		return r;
+	fd = open_tmp(path, &tmp);
+	if (fd < 0)
+		return fd;
+	while (len > 0) {
+		ssize_t k = write(fd, p, len);
+
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			goto fail;
+		}
+		p += k;
+		len -= (size_t)k;
+	}
+	if (fsync(fd) < 0 || close(fd) < 0) {
+		r = -errno;
+		fd = -1;
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, path) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	free(tmp);
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	free(tmp);
+	return r;
+}
+
+/* ---- output writer ---------------------------------------------------- */
+
+int ow_open(struct ow *w, const char *path, bool gzip)
+{
+	memset(w, 0, sizeof(*w));
+	w->fd = -1;
+	w->gzip = gzip;
+	w->cap = OW_BUF;
+	w->buf = malloc(w->cap);
+	if (!w->buf)
+		return -ENOMEM;
+	if (gzip) {
+		z_stream *z = calloc(1, sizeof(*z));
+
+		w->zbuf = malloc(OW_BUF);
+		if (!z || !w->zbuf) {
+			free(z);
+			ow_abort(w);
+			return -ENOMEM;
+		}
+		/* 15 + 16: a gzip wrapper, so `zcat` and the viewers read it. */
+		if (deflateInit2(z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+			free(z);
+			ow_abort(w);
+			return -ENOMEM;
+		}
+		w->z = z;
+	}
+	if (strcmp(path, "-") == 0) {
+		w->fd = STDOUT_FILENO;
+		w->is_stdout = true;
+		return 0;
+	}
+	w->path = strdup(path);
+	if (!w->path) {
+		ow_abort(w);
+		return -ENOMEM;
+	}
+	w->fd = open_tmp(path, &w->tmp_path);
+	if (w->fd < 0) {
+		int r = w->fd;
+
+		w->fd = -1;
+		ow_abort(w);
+		return r;
+	}
+	return 0;
+}
+
+static void write_all(struct ow *w, const uint8_t *p, size_t n)
+{
+	while (n > 0 && !w->err) {
+		ssize_t k = write(w->fd, p, n);
+
+		if (k < 0) {
+			if (errno != EINTR)
+				w->err = -errno;
+			continue;
+		}
+		p += k;
+		n -= (size_t)k;
+		w->bytes_out += (uint64_t)k;
+	}
+}
+
+static void deflate_out(struct ow *w, const uint8_t *p, size_t n, int flush)
+{
+	z_stream *z = w->z;
+	int zr;
+
+	z->next_in = (Bytef *)p;
+	z->avail_in = (uInt)n;
+	do {
+		z->next_out = w->zbuf;
+		z->avail_out = OW_BUF;
+		zr = deflate(z, flush);
+		if (zr == Z_STREAM_ERROR) {
+			w->err = -EIO;
+			return;
+		}
+		write_all(w, w->zbuf, OW_BUF - z->avail_out);
+	} while (z->avail_out == 0 && !w->err);
+}
+
+static void ow_flush(struct ow *w, int flush)
+{
+	if (w->gzip)
+		deflate_out(w, w->buf, w->len, flush);
+	else
+		write_all(w, w->buf, w->len);
+	w->len = 0;
+}
+
+void ow_write(struct ow *w, const void *p, size_t n)
+{
+	const uint8_t *s = p;
+
+	while (n > 0) {
+		size_t k = w->cap - w->len < n ? w->cap - w->len : n;
+
+		memcpy(w->buf + w->len, s, k);
+		w->len += k;
+		s += k;
+		n -= k;
+		if (w->len == w->cap)
+			ow_flush(w, Z_NO_FLUSH);
+	}
+}
+
+void ow_printf(struct ow *w, const char *fmt, ...)
+{
+	char tmp[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n < sizeof(tmp)) {
+		ow_write(w, tmp, (size_t)n);
+		return;
+	}
+	char *big = malloc((size_t)n + 1);
+
+	if (!big) {
+		w->err = -ENOMEM;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(big, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	ow_write(w, big, (size_t)n);
+	free(big);
+}
+
+static void ow_release(struct ow *w)
+{
+	if (w->z) {
+		deflateEnd(w->z);
+		free(w->z);
+	}
+	free(w->zbuf);
+	free(w->buf);
+	free(w->path);
+	free(w->tmp_path);
+	memset(w, 0, sizeof(*w));
+	w->fd = -1;
+}
+
+int ow_commit(struct ow *w)
+{
+	int r;
+
+	ow_flush(w, w->gzip ? Z_FINISH : Z_NO_FLUSH);
+	r = w->err;
+	if (!w->is_stdout && w->fd >= 0) {
+		if (!r && fsync(w->fd) < 0)
+			r = -errno;
+		if (close(w->fd) < 0 && !r)
+			r = -errno;
+		w->fd = -1;
+		if (!r && rename(w->tmp_path, w->path) < 0)
+			r = -errno;
+		if (r)
+			unlink(w->tmp_path);
+	}
+	ow_release(w);
+	return r;
+}
+
+void ow_abort(struct ow *w)
+{
+	if (!w->is_stdout && w->fd >= 0) {
+		close(w->fd);
+		if (w->tmp_path)
+			unlink(w->tmp_path);
+	}
+	ow_release(w);
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+/* Length of a valid UTF-8 sequence at @p (max @n bytes), or 0. */
+static size_t utf8_len(const uint8_t *p, size_t n)
+{
+	uint8_t c = p[0];
+	size_t k;
+	uint32_t cp;
+
+	if (c < 0xc2 || c > 0xf4)
+		return 0;
+	k = c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+	if (k > n)
+		return 0;
+	cp = c & (0x7f >> k);
+	for (size_t i = 1; i < k; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3f);
+	}
+	if ((k == 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) || (k == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return k;
+}
+
+void json_escape(struct ow *w, const char *s, size_t len)
+{
+	const uint8_t *p = (const uint8_t *)s, *end = p + len, *run = p;
+
+	while (p < end) {
+		uint8_t c = *p;
+
+		if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+			p++;
+			continue;
+		}
+		if (c >= 0x80) {
+			size_t k = utf8_len(p, (size_t)(end - p));
+
+			if (k) {
+				p += k;
+				continue;
+			}
+		}
+		ow_write(w, run, (size_t)(p - run));
+		switch (c) {
+		case '"': ow_write(w, "\\\"", 2); break;
+		case '\\': ow_write(w, "\\\\", 2); break;
+		case '\n': ow_write(w, "\\n", 2); break;
+		case '\t': ow_write(w, "\\t", 2); break;
+		case '\r': ow_write(w, "\\r", 2); break;
+		default:
+			if (c < 0x20)
+				ow_printf(w, "\\u%04x", c);
+			else
+				ow_write(w, "\\ufffd", 6);
+		}
+		p++;
+		run = p;
+	}
+	ow_write(w, run, (size_t)(p - run));
+}
+
+void json_double(struct ow *w, double v)
+{
+	if (!isfinite(v)) {
+		ow_write(w, "null", 4);
+		return;
+	}
+	if (v == (double)(int64_t)v && fabs(v) < 1e15) {
+		ow_printf(w, "%" PRId64, (int64_t)v);
+		return;
+	}
+	char tmp[32];
+
+	snprintf(tmp, sizeof(tmp), "%.15g", v);
+	if (strtod(tmp, NULL) != v)
+		snprintf(tmp, sizeof(tmp), "%.17g", v);
+	ow_puts(w, tmp);
+}

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * profctl.c - command-line client for profd and any TensorFlow/JAX
+ * profiler server: main, subcommand dispatch and the top-level help.
+ *
+ * Each subcommand lives in its own file (profctl-<name>.c), parses its own
+ * options with getopt_long and prints its own --help. Everything they share
+ * is in profctl.h.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "profctl.h"
+#include "rpc.h"
+
+struct subcommand {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	bool needs_grpc;
+	const char *summary;
+};
+
+static const struct subcommand subcommands[] = {
+	{"capture", cmd_capture, true, "capture a profile from one or more hosts into a TensorBoard logdir"},
+	{"monitor", cmd_monitor, true, "print a server's Monitor text (once, or repeatedly with --watch)"},
+	{"terminate", cmd_terminate, true, "stop a running capture early (its data is still returned)"},
+	{"status", cmd_status, true, "show a profd daemon's version, sessions, collectors and agents"},
+	{"export", cmd_export, false, "convert an .xplane.pb file to Perfetto / Chrome trace JSON"},
+	{"top", cmd_top, false, "summarize an .xplane.pb: top kernels, GPU busy %, copies, processes"},
+	{"doctor", cmd_doctor, true, "check this machine (and optionally a daemon) for profiling problems"},
+};
+
+static const char *current_sub = "profctl";
+
+int profctl_err(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (strcmp(current_sub, "profctl") == 0)
+		fprintf(stderr, "profctl: ");
+	else
+		fprintf(stderr, "profctl %s: ", current_sub);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return code;
+}
+
+int profctl_usage_err(const char *sub, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "profctl %s: ", sub);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'profctl %s --help'.\n", sub);
+	return PROFCTL_EXIT_USAGE;
+}
+
+static void help(FILE *f)
+{
+	fprintf(f,
+		"Usage: profctl COMMAND [OPTIONS] [ARGS]\n"
+		"\n"
+		"Client for profd and any server of tensorflow.ProfilerService (TensorFlow,\n"
+		"JAX). Captures land where TensorBoard/XProf look for them; exported traces\n"
+		"open in ui.perfetto.dev and chrome://tracing.\n"
+		"\n"
+		"Commands:\n");
+	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+		fprintf(f, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
+	fprintf(f,
+		"\n"
+		"Run 'profctl COMMAND --help' for a command's options.\n"
+		"\n"
+		"URLs are HOST:PORT, [IPV6]:PORT or grpc://HOST:PORT (profd and TensorFlow\n"
+		"servers conventionally listen on port 6009).\n"
+		"\n"
+		"Examples:\n"
+		"  profctl capture node1:6009,node2:6009 --logdir /tmp/tb --duration-ms 2000\n"
+		"  profctl top /tmp/tb/plugins/profile/*/node1_6009.xplane.pb\n"
+		"  profctl export node1_6009.xplane.pb -o trace.json.gz\n"
+		"  profctl doctor localhost:6009\n"
+		"\n"
+		"Exit status: 0 success; 1 the operation failed (no host returned data, the\n"
+		"RPC failed, a doctor check failed); 2 bad command line.\n"
+		"\n"
+		"Options:\n"
+		"  -h, --help     this text\n"
+		"      --version  print the version\n");
+}
+
+int main(int argc, char **argv)
+{
+	const struct subcommand *sc = NULL;
+	int r;
+
+	if (argc < 2) {
+		help(stderr);
+		return PROFCTL_EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+		if (argc > 2 && strcmp(argv[1], "help") == 0) {
+			/* "profctl help capture" == "profctl capture --help" */
+			char *hv[] = {argv[2], (char *)"--help", NULL};
+
+			for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+				if (strcmp(subcommands[i].name, argv[2]) == 0) {
+					current_sub = subcommands[i].name;
+					return subcommands[i].fn(2, hv);
+				}
+		}
+		help(stdout);
+		return PROFCTL_EXIT_OK;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		printf("profctl %s\n", PROFD_VERSION);
+		return PROFCTL_EXIT_OK;
+	}
+	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+		if (strcmp(subcommands[i].name, argv[1]) == 0)
+			sc = &subcommands[i];
+	if (!sc) {
+		fprintf(stderr, "profctl: unknown command \"%s\"\nTry 'profctl --help'.\n", argv[1]);
+		return PROFCTL_EXIT_USAGE;
+	}
+	current_sub = sc->name;
+	if (sc->needs_grpc)
+		rpc_global_init();
+	r = sc->fn(argc - 1, argv + 1);
+	if (sc->needs_grpc)
+		rpc_global_shutdown();
+	return r;
+}

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * profctl.h - what the profctl subcommands share: entry points, exit codes,
+ * a buffered (optionally gzip) output writer that commits atomically, and
+ * small formatting helpers.
+ *
+ * Errors follow the tree's rule: functions return 0 or -errno; only the
+ * subcommand entry points turn them into messages on stderr and exit codes.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+/* Exit codes, documented in `profctl --help`. */
+enum {
+	PROFCTL_EXIT_OK = 0,
+	PROFCTL_EXIT_FAIL = 1,   /* the operation failed (no host returned data, RPC error, check failed) */
+	PROFCTL_EXIT_USAGE = 2,  /* bad command line */
+};
+
+int cmd_capture(int argc, char **argv);
+int cmd_monitor(int argc, char **argv);
+int cmd_terminate(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_top(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
+
+/* "profctl: <sub>: <message>\n" on stderr; returns @code. */
+int profctl_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Usage error: the message plus "Try 'profctl <sub> --help'." Returns 2. */
+int profctl_usage_err(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Every unary RPC's deadline unless a command needs more. */
+#define PROFCTL_RPC_TIMEOUT_MS 10000
+
+/* Usage error (2) unless @url is HOST:PORT / [IPV6]:PORT (grpc:// allowed). */
+int profctl_check_url(const char *sub, const char *url);
+/*
+ * One unary call to @url. 0 with *@ret the decoded reply (free with
+ * protobuf_c_message_free_unpacked()), or 1 after printing why it failed,
+ * with a hint for UNAVAILABLE.
+ */
+int profctl_call(const char *url, const char *path, const ProtobufCMessage *req,
+		 const ProtobufCMessageDescriptor *desc, uint64_t timeout_ms, ProtobufCMessage **ret);
+
+/* "1.5 MB", "312 B" (decimal units). Returns @buf. */
+const char *fmt_bytes(uint64_t n, char *buf, size_t size);
+/* "1.234 ms", "15.0 us", "2.50 s" from picoseconds. Returns @buf. */
+const char *fmt_ps(double ps, char *buf, size_t size);
+
+/* Wall clock in ns (CLOCK_REALTIME). */
+int64_t now_unix_ns(void);
+
+/* ---- output writer ---------------------------------------------------- */
+
+/**
+ * struct ow - buffered output to a file (written atomically: a temporary
+ * in the same directory, renamed over @path by ow_commit()) or to stdout
+ * ("-"). With @gzip the stream is gzip-compressed with zlib.
+ * Errors are sticky in @err; check ow_commit()'s result once at the end.
+ */
+struct ow {
+	int fd;
+	bool is_stdout;
+	bool gzip;
+	char *path;
+	char *tmp_path;
+	uint8_t *buf;
+	size_t len, cap;
+	void *z;      /* z_stream * when gzip */
+	uint8_t *zbuf;
+	uint64_t bytes_out;
+	int err;
+};
+
+int ow_open(struct ow *w, const char *path, bool gzip);
+void ow_write(struct ow *w, const void *p, size_t n);
+static inline void ow_putc(struct ow *w, char c)
+{
+	if (w->len < w->cap)
+		w->buf[w->len++] = (uint8_t)c;
+	else
+		ow_write(w, &c, 1);
+}
+static inline void ow_puts(struct ow *w, const char *s);
+void ow_printf(struct ow *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Flush, finish gzip, fsync, rename into place. 0 or -errno; frees. */
+int ow_commit(struct ow *w);
+/* Drop the temporary file; frees. Safe after a failed commit. */
+void ow_abort(struct ow *w);
+
+#include <string.h>
+static inline void ow_puts(struct ow *w, const char *s) { ow_write(w, s, strlen(s)); }
+
+/*
+ * Write @len bytes to @path atomically (temp file + fsync + rename), with
+ * the parent directories created as needed. 0 or -errno.
+ */
+int write_file_atomic(const char *path, const void *data, size_t len);
+/* mkdir -p. 0 or -errno. */
+int mkdir_p(const char *path, unsigned mode);
+
+/* JSON string body with escapes; invalid UTF-8 becomes U+FFFD. No quotes. */
+void json_escape(struct ow *w, const char *s, size_t len);
+/* A double as JSON (non-finite values become null). */
+void json_double(struct ow *w, double v);

@@ -1,0 +1,575 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xspace-reader.c - the XSpace pull parser (see xspace-reader.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "xspace-reader.h"
+
+struct xs_file {
+	const uint8_t *data;
+	size_t len;
+	bool mapped;
+};
+
+/* ---- wire format ---------------------------------------------------- */
+
+static int get_varint(struct pb_cursor *c, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	for (unsigned shift = 0; shift < 64; shift += 7) {
+		if (c->p >= c->end)
+			return -EBADMSG;
+		uint8_t b = *c->p++;
+
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*ret = v;
+			return 0;
+		}
+	}
+	return -EBADMSG;
+}
+
+int pb_next(struct pb_cursor *c, struct pb_field *f)
+{
+	uint64_t key, n;
+
+	if (c->p >= c->end)
+		return 0;
+	if (get_varint(c, &key) < 0 || (key >> 3) == 0 || (key >> 3) > UINT32_MAX)
+		return -EBADMSG;
+	f->num = (uint32_t)(key >> 3);
+	f->wt = (int)(key & 7);
+	f->data = NULL;
+	f->len = 0;
+	f->u = 0;
+	switch (f->wt) {
+	case 0:
+		return get_varint(c, &f->u) < 0 ? -EBADMSG : 1;
+	case 1:
+		if (c->end - c->p < 8)
+			return -EBADMSG;
+		for (int i = 7; i >= 0; i--)
+			f->u = (f->u << 8) | c->p[i];
+		c->p += 8;
+		return 1;
+	case 5:
+		if (c->end - c->p < 4)
+			return -EBADMSG;
+		f->u = (uint64_t)c->p[0] | (uint64_t)c->p[1] << 8 | (uint64_t)c->p[2] << 16 |
+		       (uint64_t)c->p[3] << 24;
+		c->p += 4;
+		return 1;
+	case 2:
+		if (get_varint(c, &n) < 0 || n > (uint64_t)(c->end - c->p))
+			return -EBADMSG;
+		f->data = c->p;
+		f->len = (size_t)n;
+		c->p += n;
+		return 1;
+	default: /* groups (3, 4) are not used by any message we read */
+		return -EBADMSG;
+	}
+}
+
+static struct xs_str str_of(const struct pb_field *f)
+{
+	return (struct xs_str){.p = (const char *)f->data, .len = f->len};
+}
+
+bool xs_str_eq(struct xs_str s, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return s.len == n && memcmp(s.p, lit, n) == 0;
+}
+
+bool xs_str_has_prefix(struct xs_str s, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return s.len >= n && memcmp(s.p, lit, n) == 0;
+}
+
+/* ---- file ----------------------------------------------------------- */
+
+int xs_file_open(const char *path, struct xs_file **ret)
+{
+	struct xs_file *f;
+	struct stat st;
+	void *m = NULL;
+	int fd, r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	if (st.st_size > 0) {
+		m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (m == MAP_FAILED) {
+			r = -errno;
+			close(fd);
+			return r;
+		}
+	}
+	close(fd);
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		if (m)
+			munmap(m, (size_t)st.st_size);
+		return -ENOMEM;
+	}
+	f->data = m;
+	f->len = (size_t)st.st_size;
+	f->mapped = m != NULL;
+	*ret = f;
+	return 0;
+}
+
+int xs_file_from_bytes(const void *data, size_t len, struct xs_file **ret)
+{
+	struct xs_file *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -ENOMEM;
+	f->data = data;
+	f->len = len;
+	*ret = f;
+	return 0;
+}
+
+struct xs_file *xs_file_close(struct xs_file *f)
+{
+	if (f) {
+		if (f->mapped)
+			munmap((void *)f->data, f->len);
+		free(f);
+	}
+	return NULL;
+}
+
+size_t xs_file_size(const struct xs_file *f) { return f->len; }
+
+void xs_file_advise_sequential(struct xs_file *f)
+{
+	if (f->mapped)
+		(void)madvise((void *)f->data, f->len, MADV_SEQUENTIAL);
+}
+
+void xs_file_drop(const struct xs_file *f, const void *p, size_t len)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p, b = a + len;
+
+	if (!f->mapped || (const uint8_t *)p < f->data || (const uint8_t *)p + len > f->data + f->len)
+		return;
+	a = (a + page - 1) & ~(page - 1);
+	b &= ~(page - 1);
+	if (b > a)
+		(void)madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+/* ---- space and planes ----------------------------------------------- */
+
+int xs_next_plane(const struct xs_file *f, struct xs_space_iter *it, struct xs_plane *pl)
+{
+	struct pb_field fl;
+	int r;
+
+	if (!it->started) {
+		it->c = pb_cursor_of(f->data, f->len);
+		it->started = true;
+	}
+	while ((r = pb_next(&it->c, &fl)) > 0) {
+		if (fl.num != 1 || fl.wt != 2)
+			continue;
+		struct pb_cursor pc = pb_cursor_of(fl.data, fl.len);
+		struct pb_field g;
+
+		memset(pl, 0, sizeof(*pl));
+		pl->raw = pc;
+		while ((r = pb_next(&pc, &g)) > 0) {
+			if (g.num == 1 && g.wt == 0)
+				pl->id = (int64_t)g.u;
+			else if (g.num == 2 && g.wt == 2)
+				pl->name = str_of(&g);
+		}
+		return r < 0 ? r : 1;
+	}
+	return r;
+}
+
+int xs_space_strings(const struct xs_file *f, enum xs_space_field which,
+		     void (*cb)(struct xs_str s, void *ud), void *ud)
+{
+	struct pb_cursor c = pb_cursor_of(f->data, f->len);
+	struct pb_field fl;
+	int r;
+
+	while ((r = pb_next(&c, &fl)) > 0)
+		if (fl.num == (uint32_t)which && fl.wt == 2)
+			cb(str_of(&fl), ud);
+	return r;
+}
+
+static int meta_cmp(const void *a, const void *b)
+{
+	const struct xs_meta *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* One map<int64, X*Metadata> entry: key 1, value 2 {1 id, 2 name, 4 display_name, 5 stats}. */
+static int parse_meta_entry(const struct pb_field *fl, struct xs_meta *m)
+{
+	struct pb_cursor c = pb_cursor_of(fl->data, fl->len), v;
+	struct pb_field g, h;
+	bool have_id = false;
+	int64_t key = 0;
+	int r;
+
+	memset(m, 0, sizeof(*m));
+	while ((r = pb_next(&c, &g)) > 0) {
+		if (g.num == 1 && g.wt == 0) {
+			key = (int64_t)g.u;
+		} else if (g.num == 2 && g.wt == 2) {
+			v = pb_cursor_of(g.data, g.len);
+			while ((r = pb_next(&v, &h)) > 0) {
+				if (h.num == 1 && h.wt == 0) {
+					m->id = (int64_t)h.u;
+					have_id = true;
+				} else if (h.num == 2 && h.wt == 2) {
+					m->name = str_of(&h);
+				} else if (h.num == 4 && h.wt == 2) {
+					m->display_name = str_of(&h);
+				} else if (h.num == 5 && h.wt == 2) {
+					m->has_stats = true;
+				}
+			}
+			if (r < 0)
+				return r;
+			if (m->has_stats)
+				m->stats = pb_cursor_of(g.data, g.len);
+		}
+	}
+	if (r < 0)
+		return r;
+	/* The key is authoritative; .id is the same number when well formed. */
+	if (!have_id || key)
+		m->id = key;
+	return 0;
+}
+
+static int push_meta(struct xs_meta **arr, size_t *n, size_t *cap, const struct xs_meta *m)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 64;
+		struct xs_meta *p = realloc(*arr, nc * sizeof(**arr));
+
+		if (!p)
+			return -ENOMEM;
+		*arr = p;
+		*cap = nc;
+	}
+	(*arr)[(*n)++] = *m;
+	return 0;
+}
+
+int xs_plane_index(struct xs_plane *pl)
+{
+	struct pb_cursor c = pl->raw;
+	struct pb_field fl;
+	size_t ecap = 0, scap = 0;
+	struct xs_meta m;
+	int r;
+
+	if (pl->indexed)
+		return 0;
+	pl->n_lines = 0;
+	while ((r = pb_next(&c, &fl)) > 0) {
+		if (fl.wt != 2)
+			continue;
+		if (fl.num == 3) {
+			pl->n_lines++;
+		} else if (fl.num == 4 || fl.num == 5) {
+			r = parse_meta_entry(&fl, &m);
+			if (r < 0)
+				goto fail;
+			r = fl.num == 4 ? push_meta(&pl->ev_meta, &pl->n_ev_meta, &ecap, &m)
+					: push_meta(&pl->st_meta, &pl->n_st_meta, &scap, &m);
+			if (r < 0)
+				goto fail;
+		}
+	}
+	if (r < 0)
+		goto fail;
+	if (pl->n_ev_meta)
+		qsort(pl->ev_meta, pl->n_ev_meta, sizeof(*pl->ev_meta), meta_cmp);
+	if (pl->n_st_meta)
+		qsort(pl->st_meta, pl->n_st_meta, sizeof(*pl->st_meta), meta_cmp);
+	pl->indexed = true;
+	return 0;
+fail:
+	xs_plane_release(pl);
+	return r;
+}
+
+void xs_plane_release(struct xs_plane *pl)
+{
+	free(pl->ev_meta);
+	free(pl->st_meta);
+	pl->ev_meta = pl->st_meta = NULL;
+	pl->n_ev_meta = pl->n_st_meta = 0;
+	pl->indexed = false;
+}
+
+static const struct xs_meta *find_meta(const struct xs_meta *a, size_t n, int64_t id)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (a[mid].id == id)
+			return &a[mid];
+		if (a[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+const struct xs_meta *xs_plane_event_meta(const struct xs_plane *pl, int64_t id)
+{
+	return find_meta(pl->ev_meta, pl->n_ev_meta, id);
+}
+
+const struct xs_meta *xs_plane_stat_meta(const struct xs_plane *pl, int64_t id)
+{
+	return find_meta(pl->st_meta, pl->n_st_meta, id);
+}
+
+int64_t xs_plane_stat_id(const struct xs_plane *pl, const char *name)
+{
+	for (size_t i = 0; i < pl->n_st_meta; i++)
+		if (xs_str_eq(pl->st_meta[i].name, name))
+			return pl->st_meta[i].id;
+	return -1;
+}
+
+/* ---- stats ---------------------------------------------------------- */
+
+static int parse_stat(const struct pb_field *fl, struct xs_stat *st)
+{
+	struct pb_cursor c = pb_cursor_of(fl->data, fl->len);
+	struct pb_field g;
+	int r;
+
+	memset(st, 0, sizeof(*st));
+	while ((r = pb_next(&c, &g)) > 0) {
+		switch (g.num) {
+		case 1:
+			st->metadata_id = (int64_t)g.u;
+			break;
+		case 2:
+			if (g.wt == 1) {
+				memcpy(&st->d, &g.u, sizeof(st->d));
+				st->kind = XS_STAT_DOUBLE;
+			}
+			break;
+		case 3:
+			st->u = g.u;
+			st->kind = XS_STAT_UINT64;
+			break;
+		case 4:
+			st->i = (int64_t)g.u;
+			st->kind = XS_STAT_INT64;
+			break;
+		case 5:
+		case 6:
+			if (g.wt == 2) {
+				st->s = str_of(&g);
+				st->kind = g.num == 5 ? XS_STAT_STR : XS_STAT_BYTES;
+			}
+			break;
+		case 7:
+			st->u = g.u;
+			st->kind = XS_STAT_REF;
+			break;
+		default:
+			break;
+		}
+	}
+	return r;
+}
+
+static int next_stat_field(struct pb_cursor *it, uint32_t num, struct xs_stat *st)
+{
+	struct pb_field fl;
+	int r;
+
+	while ((r = pb_next(it, &fl)) > 0) {
+		if (fl.num != num || fl.wt != 2)
+			continue;
+		r = parse_stat(&fl, st);
+		return r < 0 ? r : 1;
+	}
+	return r;
+}
+
+int xs_event_next_stat(struct pb_cursor *it, struct xs_stat *st) { return next_stat_field(it, 4, st); }
+int xs_meta_next_stat(struct pb_cursor *it, struct xs_stat *st) { return next_stat_field(it, 5, st); }
+
+int xs_plane_next_stat(const struct xs_plane *pl, struct pb_cursor *it, struct xs_stat *st)
+{
+	(void)pl;
+	return next_stat_field(it, 6, st);
+}
+
+bool xs_stat_str(const struct xs_plane *pl, const struct xs_stat *st, struct xs_str *out)
+{
+	if (st->kind == XS_STAT_STR || st->kind == XS_STAT_BYTES) {
+		*out = st->s;
+		return true;
+	}
+	if (st->kind == XS_STAT_REF) {
+		const struct xs_meta *m = xs_plane_stat_meta(pl, (int64_t)st->u);
+
+		if (m) {
+			*out = m->name;
+			return true;
+		}
+	}
+	return false;
+}
+
+bool xs_stat_number(const struct xs_stat *st, double *out)
+{
+	switch (st->kind) {
+	case XS_STAT_DOUBLE:
+		*out = st->d;
+		return true;
+	case XS_STAT_UINT64:
+		*out = (double)st->u;
+		return true;
+	case XS_STAT_INT64:
+		*out = (double)st->i;
+		return true;
+	default:
+		return false;
+	}
+}
+
+bool xs_stat_u64(const struct xs_stat *st, uint64_t *out)
+{
+	if (st->kind == XS_STAT_UINT64) {
+		*out = st->u;
+		return true;
+	}
+	if (st->kind == XS_STAT_INT64 && st->i >= 0) {
+		*out = (uint64_t)st->i;
+		return true;
+	}
+	return false;
+}
+
+int xs_event_find_stat(const struct xs_plane *pl, const struct xs_event *ev,
+		       const struct xs_meta *meta, const char *name, struct xs_stat *out)
+{
+	int64_t id = xs_plane_stat_id(pl, name);
+	struct pb_cursor it;
+	int r;
+
+	if (id < 0)
+		return 0;
+	it = ev->raw;
+	while ((r = xs_event_next_stat(&it, out)) > 0)
+		if (out->metadata_id == id)
+			return 1;
+	if (r < 0 || !meta || !meta->has_stats)
+		return r;
+	it = meta->stats;
+	while ((r = xs_meta_next_stat(&it, out)) > 0)
+		if (out->metadata_id == id)
+			return 1;
+	return r;
+}
+
+/* ---- lines and events ----------------------------------------------- */
+
+int xs_next_line(struct xs_line_iter *it, struct xs_line *ln)
+{
+	struct pb_field fl, g;
+	int r;
+
+	while ((r = pb_next(&it->c, &fl)) > 0) {
+		if (fl.num != 3 || fl.wt != 2)
+			continue;
+		struct pb_cursor c = pb_cursor_of(fl.data, fl.len);
+
+		memset(ln, 0, sizeof(*ln));
+		ln->raw = c;
+		ln->index = it->index++;
+		while ((r = pb_next(&c, &g)) > 0) {
+			switch (g.num) {
+			case 1: ln->id = (int64_t)g.u; break;
+			case 2: if (g.wt == 2) ln->name = str_of(&g); break;
+			case 3: ln->timestamp_ns = (int64_t)g.u; break;
+			case 9: ln->duration_ps = (int64_t)g.u; break;
+			case 10: ln->display_id = (int64_t)g.u; break;
+			case 11: if (g.wt == 2) ln->display_name = str_of(&g); break;
+			default: break;
+			}
+		}
+		if (r < 0)
+			return r;
+		if (!ln->display_id)
+			ln->display_id = ln->id;
+		if (!ln->display_name.len)
+			ln->display_name = ln->name;
+		return 1;
+	}
+	return r;
+}
+
+int xs_next_event(struct pb_cursor *it, struct xs_event *ev)
+{
+	struct pb_field fl, g;
+	int r;
+
+	while ((r = pb_next(it, &fl)) > 0) {
+		if (fl.num != 4 || fl.wt != 2)
+			continue;
+		struct pb_cursor c = pb_cursor_of(fl.data, fl.len);
+
+		memset(ev, 0, sizeof(*ev));
+		ev->raw = c;
+		while ((r = pb_next(&c, &g)) > 0) {
+			switch (g.num) {
+			case 1: ev->metadata_id = (int64_t)g.u; break;
+			case 2: ev->offset_ps = (int64_t)g.u; break;
+			case 3: ev->duration_ps = (int64_t)g.u; break;
+			case 5: ev->num_occurrences = (int64_t)g.u; break;
+			default: break;
+			}
+		}
+		return r < 0 ? r : 1;
+	}
+	return r;
+}
