@@ -51,6 +51,7 @@ struct host_io {
 	bool net_ok, disk_ok;
 	struct pid_prev pids[MAX_PIDS];
 	unsigned n_pids;
+	int64_t clamp; /* flush: stamp at most this */
 };
 
 static struct host_io *to_hio(struct collector *c) { return collector_priv(c); }
@@ -146,7 +147,7 @@ static void on_tick(uv_timer_t *t)
 {
 	struct collector *c = t->data;
 	struct host_io *h = to_hio(c);
-	int64_t ts = wall_ns(), mono = mono_ns();
+	int64_t ts = MIN(wall_ns(), h->clamp), mono = mono_ns();
 	struct net_totals net;
 	struct disk_totals disk;
 	bool net_ok = false, disk_ok = false;
@@ -197,6 +198,7 @@ static int host_io_init(struct collector *c)
 	uv_timer_init(c->loop, &h->timer);
 	h->timer.data = c;
 	h->timer_init = true;
+	h->clamp = INT64_MAX;
 	return 0;
 }
 
@@ -213,8 +215,12 @@ static int host_io_start(struct collector *c)
 
 static void host_io_flush(struct collector *c, int64_t until_ns)
 {
-	(void)until_ns;
-	on_tick(&to_hio(c)->timer); /* a last reading at the window's end */
+	struct host_io *h = to_hio(c);
+
+	/* A last reading at the window's end, stamped inside it. */
+	h->clamp = until_ns - 1;
+	on_tick(&h->timer);
+	h->clamp = INT64_MAX;
 	collector_flushed(c);
 }
 

@@ -311,6 +311,7 @@ struct nvml {
 	bool running, quit;
 	uint64_t epoch;        /* bumped by start and stop */
 	bool flush_req;        /* tick now and mark the batch */
+	int64_t flush_until;   /* that tick's values are stamped before this */
 	struct batch pending;  /* filled by the thread */
 	uint64_t pending_epoch;
 	bool pending_flush;
@@ -860,13 +861,13 @@ static void tick_procs(struct nvml *nv, struct gpu *g, struct batch *b, int64_t 
 }
 
 /* One sampling pass over every GPU. Exposed for bench/nvml-tick. */
-static void sample_all(struct nvml *nv, struct batch *b, uint64_t tick)
+static void sample_all(struct nvml *nv, struct batch *b, uint64_t tick, int64_t clamp_ns)
 {
 	uint64_t slow_every = MAX(1u, nv->hz / 5), proc_every = MAX(1u, nv->hz / 2);
 
 	for (unsigned i = 0; i < nv->n_gpus; i++) {
 		struct gpu *g = &nv->gpus[i];
-		int64_t now = wall_ns();
+		int64_t now = MIN(wall_ns(), clamp_ns);
 
 		if (g->lost)
 			continue;
@@ -928,10 +929,11 @@ static void sampler_main(void *arg)
 			continue; /* re-check quit / running / flush */
 		}
 		flush = nv->flush_req;
+		int64_t clamp = flush ? nv->flush_until - 1 : INT64_MAX;
 		nv->flush_req = false;
 		uv_mutex_unlock(&nv->lock);
 
-		sample_all(nv, &local, tick++);
+		sample_all(nv, &local, tick++, clamp);
 		if (now >= next)
 			next += (int64_t)period;
 		if (next < now) /* fell behind: skip, do not burst */
@@ -1089,10 +1091,11 @@ static void nvml_flush(struct collector *c, int64_t until_ns)
 {
 	struct nvml *nv = to_nv(c);
 
-	(void)until_ns;
-	/* One more tick now, so the window ends with fresh values. */
+	/* One more tick now, so the window ends with fresh values; they are
+	 * stamped just inside the window (measured a few ms after it). */
 	uv_mutex_lock(&nv->lock);
 	nv->flush_req = true;
+	nv->flush_until = until_ns;
 	nv->flushing = true;
 	uv_cond_signal(&nv->cond);
 	uv_mutex_unlock(&nv->lock);
@@ -1256,7 +1259,7 @@ int nvml_bench_tick(const char *library, unsigned n_iter, double *ret_us_per_tic
 		run_begin(nv);
 		int64_t t0 = mono_ns();
 		for (unsigned i = 0; i < n_iter; i++) {
-			sample_all(nv, &b, i);
+			sample_all(nv, &b, i, INT64_MAX);
 			batch_clear(&b);
 		}
 		*ret_us_per_tick = n_iter ? (double)(mono_ns() - t0) / 1e3 / n_iter : 0;
