@@ -59,7 +59,9 @@ class Monitor(unittest.TestCase):
         t0 = time.time()
         r = N.monitor(self.d, 0)
         self.assertGreaterEqual(time.time() - t0, 0.95)
-        self.assertIn("1000 ms window", r.data)
+        m = re.search(r"on \S+: (\d+) ms window", r.data)
+        self.assertTrue(m, r.data)
+        self.assertAlmostEqual(int(m.group(1)), 1000, delta=60)
 
     def test_longer_than_max_duration_is_invalid(self):
         with self.assertRaises(grpc.RpcError) as e:
