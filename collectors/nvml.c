@@ -905,6 +905,7 @@ static void sampler_main(void *arg)
 	struct nvml *nv = arg;
 	struct batch local = {0};
 	uint64_t epoch = 0, tick = 0, period = NSEC_PER_SEC / nv->hz;
+	uint64_t deliver_every = MAX(1u, nv->hz / 10);
 	int64_t next = 0;
 
 	uv_mutex_lock(&nv->lock);
@@ -918,6 +919,7 @@ static void sampler_main(void *arg)
 		if (epoch != nv->epoch) { /* a new run */
 			epoch = nv->epoch;
 			tick = 0;
+			batch_clear(&local); /* left from the last run */
 			next = mono_ns();
 			uv_mutex_unlock(&nv->lock);
 			run_begin(nv);
@@ -939,7 +941,13 @@ static void sampler_main(void *arg)
 		if (next < now) /* fell behind: skip, do not burst */
 			next = now + (int64_t)period;
 
+		/* Hand over at ~10 Hz (and at once for a flush): every wake-up
+		 * of the loop costs more than a tick's NVML calls. */
+		bool deliver = flush || tick % deliver_every == 0;
+
 		uv_mutex_lock(&nv->lock);
+		if (!deliver)
+			continue; /* the loop top expects the lock held */
 		if (epoch == nv->epoch) {
 			if (nv->pending_epoch != epoch)
 				batch_clear(&nv->pending);
