@@ -613,18 +613,23 @@ static bool drain_samples(struct nvml *nv, struct gpu *g, unsigned k, struct bat
 	r = nv->api.nvmlDeviceGetSamples(g->dev, sample_types[k].type, g->last_seen[k], &vt, &n, s);
 	if (r == NVML_ERROR_NOT_FOUND)
 		return true; /* nothing new */
-	if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_FUNCTION_NOT_FOUND) {
+	if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_FUNCTION_NOT_FOUND ||
+	    r == NVML_ERROR_INSUFFICIENT_SIZE) {
+		/* No buffer here (or one bigger than ours): poll instead. */
 		g->buffered[k] = false;
 		return false;
 	}
 	if (!check(nv, g, b, F_SAMPLES, r))
 		return true;
+	/* The driver's buffer is circular: do not assume order. */
+	unsigned long long seen = g->last_seen[k];
 	for (unsigned i = 0; i < n && i < MAX_SAMPLES; i++) {
 		int64_t ts = (int64_t)s[i].timeStamp * (int64_t)NSEC_PER_USEC;
 
-		if (s[i].timeStamp <= g->last_seen[k])
+		if (s[i].timeStamp <= seen)
 			continue;
-		g->last_seen[k] = s[i].timeStamp;
+		if (s[i].timeStamp > g->last_seen[k])
+			g->last_seen[k] = s[i].timeStamp;
 		/* A clock that is not wall time: place the sample at now. */
 		if (ts > now + (int64_t)NSEC_PER_SEC || ts < now - 60 * (int64_t)NSEC_PER_SEC)
 			ts = now;
