@@ -224,6 +224,13 @@ static void host_io_flush(struct collector *c, int64_t until_ns)
 	collector_flushed(c);
 }
 
+static void host_io_describe(struct collector *c, struct trace *snap, int64_t start_ns, int64_t stop_ns)
+{
+	(void)stop_ns;
+	if (c->state == COLLECTOR_UNAVAILABLE)
+		trace_diag(snap, start_ns, false, "no host I/O counters: %s", c->reason);
+}
+
 static void host_io_stop(struct collector *c)
 {
 	uv_timer_stop(&to_hio(c)->timer);
@@ -252,6 +259,7 @@ const struct collector_ops host_io_collector_ops = {
 	.init = host_io_init,
 	.start = host_io_start,
 	.flush = host_io_flush,
+	.describe = host_io_describe,
 	.stop = host_io_stop,
 	.close = host_io_close,
 };
