@@ -52,7 +52,10 @@ struct host_io {
 	struct pid_prev pids[MAX_PIDS];
 	unsigned n_pids;
 	int64_t clamp; /* flush: stamp at most this */
+	char *buf;     /* IO_BUF bytes: /proc/net/dev of a host with many interfaces */
 };
+
+#define IO_BUF (1 << 20)
 
 static struct host_io *to_hio(struct collector *c) { return collector_priv(c); }
 
@@ -151,14 +154,14 @@ static void on_tick(uv_timer_t *t)
 	struct net_totals net;
 	struct disk_totals disk;
 	bool net_ok = false, disk_ok = false;
-	static char buf[1 << 16];
+	char *buf = h->buf;
 	int k;
 
-	k = read_file(h->root, "net/dev", buf, sizeof(buf));
-	if (k > 0 && proc_net_dev_parse(buf, (size_t)k, &net) == 0)
+	k = read_file(h->root, "net/dev", buf, IO_BUF);
+	if (k > 0 && k < IO_BUF - 1 && proc_net_dev_parse(buf, (size_t)k, &net) == 0)
 		net_ok = true;
-	k = read_file(h->root, "diskstats", buf, sizeof(buf));
-	if (k > 0 && proc_diskstats_parse(buf, (size_t)k, &disk) == 0)
+	k = read_file(h->root, "diskstats", buf, IO_BUF);
+	if (k > 0 && k < IO_BUF - 1 && proc_diskstats_parse(buf, (size_t)k, &disk) == 0)
 		disk_ok = true;
 
 	struct trace_plane *p = trace_plane(c->hub, "/host:CPU", 0);
@@ -191,6 +194,9 @@ static int host_io_init(struct collector *c)
 {
 	struct host_io *h = to_hio(c);
 
+	h->buf = malloc(IO_BUF);
+	if (!h->buf)
+		return -ENOMEM;
 	h->root = c->cfg->proc_root ? c->cfg->proc_root : "/proc";
 	h->clk_tck = sysconf(_SC_CLK_TCK);
 	if (h->clk_tck <= 0)
@@ -238,7 +244,10 @@ static void host_io_stop(struct collector *c)
 
 static void on_closed(uv_handle_t *hd)
 {
-	collector_closed(hd->data);
+	struct collector *c = hd->data;
+
+	free(to_hio(c)->buf);
+	collector_closed(c);
 }
 
 static void host_io_close(struct collector *c)
@@ -246,6 +255,7 @@ static void host_io_close(struct collector *c)
 	struct host_io *h = to_hio(c);
 
 	if (!h->timer_init) {
+		free(h->buf);
 		collector_closed(c);
 		return;
 	}

@@ -46,6 +46,26 @@ static int numbers(const char *p, const char *end, uint64_t *v, int max)
 	return n;
 }
 
+int proc_net_is_virtual(const char *name, size_t len)
+{
+	/* Loopback, and the devices container runtimes and bridges add on top
+	 * of a physical NIC: their traffic already crossed (or will cross) it. */
+	static const char *const prefixes[] = {
+		"veth", "docker", "br-", "virbr", "cni", "flannel", "cali", "vxlan", "tunl",
+		"kube-", "cilium", "lxc", "weave", "genev",
+	};
+
+	if (len == 2 && memcmp(name, "lo", 2) == 0)
+		return 1;
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+		size_t k = strlen(prefixes[i]);
+
+		if (len >= k && memcmp(name, prefixes[i], k) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 int proc_net_dev_parse(const char *buf, size_t len, struct net_totals *out)
 {
 	struct cursor c = {buf, buf + len};
@@ -68,7 +88,7 @@ int proc_net_dev_parse(const char *buf, size_t len, struct net_totals *out)
 			name++;
 		if (numbers(colon + 1, l + n, v, 16) < 9)
 			return -EINVAL;
-		if ((size_t)(colon - name) == 2 && memcmp(name, "lo", 2) == 0)
+		if (proc_net_is_virtual(name, (size_t)(colon - name)))
 			continue;
 		t.rx_bytes += v[0];
 		t.tx_bytes += v[8];

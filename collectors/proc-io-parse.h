@@ -10,12 +10,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Sum over interfaces other than "lo". */
+/* Sum over interfaces that are not virtual (proc_net_is_virtual()). */
 struct net_totals {
 	uint64_t rx_bytes, tx_bytes;
 	uint32_t n_ifaces;
 };
 int proc_net_dev_parse(const char *buf, size_t len, struct net_totals *out);
+/* "lo" and the virtual devices of containers and bridges (veth*, docker*,
+ * br-*, virbr*, cni*, flannel*, cali*, vxlan*, tunl*, kube-*, cilium*,
+ * lxc*, weave*, genev*), whose bytes a physical NIC also counts. */
+int proc_net_is_virtual(const char *name, size_t len);
 
 /* Sum over whole disks (sd*, vd*, xvd*, hd*, nvme<n>n<m>, mmcblk<n>);
  * partitions, loop, ram, zram and device-mapper devices are left out so no

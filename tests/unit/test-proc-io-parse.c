@@ -23,7 +23,7 @@ static size_t load(const char *name, char *buf, size_t size)
 	return n;
 }
 
-TEST(proc_net_dev_parse_sums_all_but_lo)
+TEST(proc_net_dev_parse_sums_physical_interfaces)
 {
 	char buf[4096];
 	size_t n = load("net-dev", buf, sizeof(buf));
@@ -33,6 +33,18 @@ TEST(proc_net_dev_parse_sums_all_but_lo)
 	ASSERT_EQ(t.n_ifaces, 2);
 	ASSERT_U64_EQ(t.rx_bytes, 123456789ULL + 1000);
 	ASSERT_U64_EQ(t.tx_bytes, 987654321ULL + 2000);
+}
+
+TEST(proc_net_is_virtual_names)
+{
+	ASSERT_TRUE(proc_net_is_virtual("lo", 2));
+	ASSERT_TRUE(proc_net_is_virtual("veth12ab", 8));
+	ASSERT_TRUE(proc_net_is_virtual("docker0", 7));
+	ASSERT_TRUE(proc_net_is_virtual("br-1234", 7));
+	ASSERT_TRUE(!proc_net_is_virtual("eth0", 4));
+	ASSERT_TRUE(!proc_net_is_virtual("ens5", 4));
+	ASSERT_TRUE(!proc_net_is_virtual("ib0", 3));
+	ASSERT_TRUE(!proc_net_is_virtual("lo0", 3));
 }
 
 TEST(proc_net_dev_parse_rejects_garbage)
