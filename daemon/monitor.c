@@ -9,7 +9,8 @@
  *   - per /device:GPU:<n>: mean utilization, memory used/total, power,
  *     clocks, temperature (and GPM activity when present);
  *   - host: CPU busy % over the window and memory in use, read here from
- *     /proc (stat at open and close, meminfo at close);
+ *     /proc (stat at open and close, meminfo at close), and the mean
+ *     network and disk rates host.io recorded;
  *   - level >= 2: one line per process NVML saw on a GPU;
  *   - the window's warnings (e.g. "no GPU counters: ...").
  * monitor_result: UTIL_IDLE with device_idle_time_percent = 100 - mean GPU
@@ -252,16 +253,38 @@ int monitor_summarise(const struct trace *snap, int64_t start_ns, int64_t stop_n
 	}
 	if (!n_gpus)
 		outf(&o, "GPU: none reported\n");
-	if (host && (host->have_cpu || host->have_mem)) {
-		outf(&o, "Host:");
-		if (host->have_cpu)
-			outf(&o, " CPU %.1f%%", host->cpu_pct);
-		if (host->have_mem && host->mem_total)
-			outf(&o, "%s memory %.1f/%.1f GiB used", host->have_cpu ? "," : "",
-			     (double)(host->mem_total - MIN(host->mem_available, host->mem_total)) / 1073741824.0,
-			     (double)host->mem_total / 1073741824.0);
-		outf(&o, "\n");
+	/* Host: CPU and memory read by Monitor, I/O rates from host.io. */
+	const struct trace_plane *hp = NULL;
+	for (uint32_t i = 0; i < snap->n_planes; i++)
+		if (strcmp(snap->planes[i]->name, "/host:CPU") == 0)
+			hp = snap->planes[i];
+	struct acc *ha = hp ? accumulate(hp, start_ns, stop_ns) : NULL;
+	uint32_t hn = hp ? hp->events.n : 0;
+	const struct acc *rx = find(ha, hn, "net_rx_bytes_per_s"), *tx = find(ha, hn, "net_tx_bytes_per_s");
+	const struct acc *rd = find(ha, hn, "disk_read_bytes_per_s"), *wr = find(ha, hn, "disk_write_bytes_per_s");
+	bool any = false;
+	if (host && host->have_cpu) {
+		outf(&o, "Host: CPU %.1f%%", host->cpu_pct);
+		any = true;
 	}
+	if (host && host->have_mem && host->mem_total) {
+		outf(&o, "%s memory %.1f/%.1f GiB used", any ? "," : "Host:",
+		     (double)(host->mem_total - MIN(host->mem_available, host->mem_total)) / 1073741824.0,
+		     (double)host->mem_total / 1073741824.0);
+		any = true;
+	}
+	if (rx && tx) {
+		outf(&o, "%s net rx %.2f MB/s tx %.2f MB/s", any ? "," : "Host:", mean(rx) / 1e6, mean(tx) / 1e6);
+		any = true;
+	}
+	if (rd && wr) {
+		outf(&o, "%s disk read %.2f MB/s write %.2f MB/s", any ? "," : "Host:", mean(rd) / 1e6,
+		     mean(wr) / 1e6);
+		any = true;
+	}
+	if (any)
+		outf(&o, "\n");
+	free(ha);
 	for (uint32_t i = 0; i < snap->n_diags; i++)
 		outf(&o, "%s: %s\n", snap->diags[i].error ? "Error" : "Warning", snap->diags[i].text);
 

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """host.io rates from a fake /proc whose counters grow at known rates."""
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -61,6 +62,7 @@ class HostIo(unittest.TestCase):
         try:
             with N.daemon("--proc-root", fp.root, "--host-sample-hz", "20", FAKE_NVML_GPUS=1) as d:
                 x = N.capture(d, 1500)
+                text = N.monitor(d, 1000).data
         finally:
             fp.close()
         cs = N.counters(N.plane(x, "/host:CPU"))
@@ -69,6 +71,12 @@ class HostIo(unittest.TestCase):
             v = N.values(cs, name)
             self.assertGreaterEqual(len(v), 15, (name, v))
             self.assertAlmostEqual(sum(v) / len(v), rate, delta=rate * 0.2, msg=(name, v))
+        # Monitor prints the same rates (no stat/meminfo in this /proc: no CPU, memory).
+        m = re.search(r"\nHost: net rx ([\d.]+) MB/s tx ([\d.]+) MB/s, disk read ([\d.]+) MB/s "
+                      r"write ([\d.]+) MB/s\n", text)
+        self.assertTrue(m, text)
+        for got, want in zip(m.groups(), (1.0, 2.0, 0.512, 1.024)):
+            self.assertAlmostEqual(float(got), want, delta=want * 0.25, msg=text)
         # A /proc without the GPU process: nothing per process, and no crash.
         self.assertFalse([k for k in cs if k.startswith("process ")])
 

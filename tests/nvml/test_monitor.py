@@ -37,7 +37,8 @@ class Monitor(unittest.TestCase):
                       "power 100.0 W, SM clock 1410 MHz, memory clock 2619 MHz, temp 40 C\n", text)
         self.assertIn("GPU 1: util 50.0% (min 50, max 50), memory util 25.0%, memory 11264/81920 MiB, "
                       "power 150.0 W, SM clock 1411 MHz, memory clock 2619 MHz, temp 41 C\n", text)
-        self.assertRegex(text, r"\nHost: CPU \d+\.\d%, memory \d+\.\d/\d+\.\d GiB used\n")
+        self.assertRegex(text, r"\nHost: CPU \d+\.\d%, memory \d+\.\d/\d+\.\d GiB used, "
+                              r"net rx [\d.]+ MB/s tx [\d.]+ MB/s(, disk read [\d.]+ MB/s write [\d.]+ MB/s)?\n")
         self.assertNotIn("process", text)
         self.assertTrue(text.startswith("profd monitor on "), text)
         res = r.monitor_result
