@@ -98,5 +98,34 @@ class MidCapture(unittest.TestCase):
             self.assertEqual(N.values(N.counters(N.plane(x2, "/device:GPU:1")), "gpu_util_pct"), [])
 
 
+class Lifecycle(unittest.TestCase):
+    def test_sigterm_during_capture_and_monitor_exits_cleanly(self):
+        import threading
+        import time
+
+        import grpc
+
+        d = N.daemon(FAKE_NVML_GPUS=4, FAKE_NVML_GPM=1)
+        errs = []
+
+        def call(f):
+            try:
+                f()
+            except grpc.RpcError as e:
+                errs.append(e.code())
+
+        ts = [threading.Thread(target=call, args=(lambda: N.capture(d, 5000),)),
+              threading.Thread(target=call, args=(lambda: N.monitor(d, 5000),))]
+        for t in ts:
+            t.start()
+        time.sleep(1)
+        rc = d.stop()
+        for t in ts:
+            t.join()
+        self.assertEqual(rc, 0, d.log())
+        self.assertEqual(sorted(errs, key=str), [grpc.StatusCode.UNAVAILABLE] * 2)
+        self.assertNotIn("handles left open", d.log())
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
