@@ -14,8 +14,6 @@ extern const struct collector_ops host_io_collector_ops;
 /* [loop] Pids NVML saw on any GPU since @since_ns (at most @max, no
  * duplicates); 0 when @nvml is NULL, not the NVML collector or unavailable. */
 size_t nvml_gpu_pids(struct collector *nvml, int *pids, size_t max, int64_t since_ns);
-/* The name of NVML counter @i (0, 1, ...), NULL past the last: docs/nvml.md. */
-const char *nvml_counter_name(unsigned i);
 /* bench/nvml-tick: load @library, time @n_iter sampling passes over all its
  * GPUs in the calling thread. 0 or -errno. */
 int nvml_bench_tick(const char *library, unsigned n_iter, double *ret_us_per_tick, unsigned *ret_gpus);

@@ -91,8 +91,6 @@ static const char *const ctr_name[C_N] = {
 	[C_DRAM_BW] = "dram_bw_util_pct",
 };
 
-const char *nvml_counter_name(unsigned i) { return i < C_N ? ctr_name[i] : NULL; }
-
 /* Buffered sample types and the counter each feeds. */
 static const struct {
 	int type;
