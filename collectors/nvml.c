@@ -272,7 +272,9 @@ struct gpu {
 	/* sampler thread only */
 	bool lost;
 	bool buffered[N_SAMPLE_TYPES];
+	bool got_sample[N_SAMPLE_TYPES]; /* this run */
 	unsigned long long last_seen[N_SAMPLE_TYPES];
+	int64_t run_start;
 	uint32_t unsupported; /* 1 << enum call */
 	uint32_t reported;    /* errors reported this run, 1 << enum call */
 	nvmlGpmSample_t gpm[2];
@@ -609,8 +611,15 @@ static bool drain_samples(struct nvml *nv, struct gpu *g, unsigned k, struct bat
 	if (!g->buffered[k])
 		return false;
 	r = nv->api.nvmlDeviceGetSamples(g->dev, sample_types[k].type, g->last_seen[k], &vt, &n, s);
-	if (r == NVML_ERROR_NOT_FOUND)
-		return true; /* nothing new */
+	if (r == NVML_ERROR_NOT_FOUND) {
+		/* Nothing new. A buffer that stays empty for 2 s is not kept
+		 * for this GPU after all: poll instead. */
+		if (!g->got_sample[k] && now - g->run_start > 2 * (int64_t)NSEC_PER_SEC) {
+			g->buffered[k] = false;
+			return false;
+		}
+		return true;
+	}
 	if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_FUNCTION_NOT_FOUND ||
 	    r == NVML_ERROR_INSUFFICIENT_SIZE) {
 		/* No buffer here (or one bigger than ours): poll instead. */
@@ -626,6 +635,7 @@ static bool drain_samples(struct nvml *nv, struct gpu *g, unsigned k, struct bat
 
 		if (s[i].timeStamp <= seen)
 			continue;
+		g->got_sample[k] = true;
 		if (s[i].timeStamp > g->last_seen[k])
 			g->last_seen[k] = s[i].timeStamp;
 		/* A clock that is not wall time: place the sample at now. */
@@ -893,11 +903,13 @@ static void run_begin(struct nvml *nv)
 		g->gpm_have_prev = false;
 		g->nvl_ns = 0;
 		g->putil_seen = now_us;
+		g->run_start = wall_ns();
 		if (!nv->api.nvmlDeviceGetSamples)
 			continue;
 		for (unsigned k = 0; k < N_SAMPLE_TYPES; k++) {
 			/* Only samples taken from now on. */
 			g->buffered[k] = true;
+			g->got_sample[k] = false;
 			g->last_seen[k] = now_us;
 		}
 	}

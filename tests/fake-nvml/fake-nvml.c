@@ -12,7 +12,8 @@
  *                             unset: a sawtooth 0..99 over 2 s, offset
  *                             30*i (memory utilization is half of it)
  *   FAKE_NVML_NO_SAMPLES=1    nvmlDeviceGetSamples is NOT_SUPPORTED
- *                             (exercises the polling path)
+ *                             (exercises the polling path); =2: it always
+ *                             answers NOT_FOUND (a buffer that stays empty)
  *   FAKE_NVML_GPM=1           GPM supported (Hopper); else NOT_SUPPORTED
  *   FAKE_NVML_NVLINK=1        4 NVLinks with traffic
  *   FAKE_NVML_FAIL_AFTER=N    after N device calls in total, every device
@@ -326,7 +327,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t d, int type, unsigned long
 {
 	ENTER(d);
 	if (no_samples)
-		return NVML_ERROR_NOT_SUPPORTED;
+		return no_samples == 2 ? NVML_ERROR_NOT_FOUND : NVML_ERROR_NOT_SUPPORTED;
 	long long now = now_us(), step = 20000, first;
 	unsigned n = 0, cap = *count;
 

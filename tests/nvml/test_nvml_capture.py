@@ -129,6 +129,19 @@ class Variants(unittest.TestCase):
             self.assertEqual(set(N.values(cs, "sm_clock_mhz")), {1410})
             self.assertGreaterEqual(len(N.values(cs, "gpu_util_pct")), 15)
 
+    def test_polling_when_the_sample_buffer_stays_empty(self):
+        with N.daemon(FAKE_NVML_GPUS=1, FAKE_NVML_UTIL=30, FAKE_NVML_NO_SAMPLES=2) as d:
+            x = N.capture(d, 3000)
+            cs = N.counters(N.plane(x, "/device:GPU:0"))
+            st = N.plane_stats(N.plane(x, "Task Environment"))
+            end_ps = (st["profile_stop_time"] - st["profile_start_time"]) * 1000
+            u = cs.get("gpu_util_pct", [])
+            self.assertTrue(u, sorted(cs))
+            self.assertEqual({v for _, v in u}, {30})
+            # Polled from about 2 s in.
+            self.assertGreater(min(t for t, _ in u), end_ps * 0.5)
+            self.assertGreaterEqual(len(u), 20)
+
     def test_gpm_metrics_on_hopper(self):
         with N.daemon(FAKE_NVML_GPUS=2, FAKE_NVML_GPM=1) as d:
             x = N.capture(d, 1000)
