@@ -95,7 +95,7 @@ static int host_io_probe(const struct collector_cfg *cfg, char *why, size_t why_
 	return 0;
 }
 
-static void counter(struct collector *c, struct trace_plane *p, int64_t ts, const char *name, double v)
+static void counter(struct trace_plane *p, int64_t ts, const char *name, double v)
 {
 	struct trace_line *l = trace_counter_line(p);
 	int64_t meta = trace_plane_event_id(p, name), stat = trace_plane_stat_id(p, name);
@@ -109,7 +109,6 @@ static void counter(struct collector *c, struct trace_plane *p, int64_t ts, cons
 	};
 	memcpy(&ev.value, &v, sizeof(v));
 	trace_line_append(l, &ev);
-	(void)c;
 }
 
 static void sample_pids(struct collector *c, struct trace_plane *p, int64_t ts, int64_t mono)
@@ -136,7 +135,7 @@ static void sample_pids(struct collector *c, struct trace_plane *p, int64_t ts, 
 			    mono <= pp->mono)
 				continue;
 			snprintf(name, sizeof(name), "process %d %s cpu_pct", pids[i], st.comm);
-			counter(c, p, ts, name,
+			counter(p, ts, name,
 				100.0 * (double)(ticks - pp->ticks) / (double)h->clk_tck /
 					((double)(mono - pp->mono) / 1e9));
 		}
@@ -171,13 +170,13 @@ static void on_tick(uv_timer_t *t)
 		double dt = (double)(mono - h->prev_mono) / 1e9;
 
 		if (net_ok && h->net_ok && net.rx_bytes >= h->net.rx_bytes && net.tx_bytes >= h->net.tx_bytes) {
-			counter(c, p, ts, "net_rx_bytes_per_s", (double)(net.rx_bytes - h->net.rx_bytes) / dt);
-			counter(c, p, ts, "net_tx_bytes_per_s", (double)(net.tx_bytes - h->net.tx_bytes) / dt);
+			counter(p, ts, "net_rx_bytes_per_s", (double)(net.rx_bytes - h->net.rx_bytes) / dt);
+			counter(p, ts, "net_tx_bytes_per_s", (double)(net.tx_bytes - h->net.tx_bytes) / dt);
 		}
 		if (disk_ok && h->disk_ok && disk.read_bytes >= h->disk.read_bytes &&
 		    disk.write_bytes >= h->disk.write_bytes) {
-			counter(c, p, ts, "disk_read_bytes_per_s", (double)(disk.read_bytes - h->disk.read_bytes) / dt);
-			counter(c, p, ts, "disk_write_bytes_per_s",
+			counter(p, ts, "disk_read_bytes_per_s", (double)(disk.read_bytes - h->disk.read_bytes) / dt);
+			counter(p, ts, "disk_write_bytes_per_s",
 				(double)(disk.write_bytes - h->disk.write_bytes) / dt);
 		}
 	}
