@@ -9,6 +9,8 @@
 
 const struct collector_ops *const collector_registry[] = {
 	&host_proc_collector_ops,
+	&nvml_collector_ops,
+	&host_io_collector_ops,
 };
 
 const size_t collector_registry_size = ARRAY_SIZE(collector_registry);

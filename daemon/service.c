@@ -24,6 +24,7 @@
 #include "base/pbwire.h"
 #include "base/timeutil.h"
 #include "config.h"
+#include "monitor.h"
 #include "profd/profd.pb-c.h"
 #include "service.h"
 #include "tensorflow/profiler_service.pb-c.h"
@@ -427,7 +428,8 @@ int service_new(uv_loop_t *loop, const struct service_cfg *cfg, struct session_m
 	    (r = rpc_server_add_method(srv, "/tensorflow.ProfilerService/Terminate",
 				       &tensorflow__terminate_request__descriptor, handle_terminate, s)) < 0 ||
 	    (r = rpc_server_add_method(srv, "/profd.Profd/Status", &profd__status_request__descriptor,
-				       handle_status, s)) < 0) {
+				       handle_status, s)) < 0 ||
+	    (r = monitor_register(srv, mgr, loop, cfg->hostname, cfg->max_duration_ms)) < 0) {
 		free(s);
 		return r;
 	}

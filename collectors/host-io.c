@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * host-io.c - "host.io": network and disk throughput of the host and the
+ * CPU use of the processes that hold a GPU, as counters on /host:CPU's
+ * `_counters_` line while a window is open.
+ *
+ * DESIGN
+ * ------
+ * A uv_timer at cfg->host_sample_hz reads <proc_root>/net/dev,
+ * <proc_root>/diskstats and <proc_root>/<pid>/stat for the pids NVML
+ * reported (nvml_gpu_pids()). These are a few small procfs files (tens of
+ * microseconds), so they are read on the loop; the parsers are pure
+ * (proc-io-parse.h, proc-pid-parse.h). Rates need two readings, so the
+ * first tick of a run only primes them. Counter form: event metadata name
+ * = counter name, duration 0, one double stat of the same name (the
+ * upstream counter-line form, docs/nvml.md).
+ */
+#define LOG_TOPIC "collector.host.io"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "collector.h"
+#include "collectors.h"
+#include "proc-io-parse.h"
+#include "proc-pid-parse.h"
+
+#define MAX_PIDS 64
+
+struct pid_prev {
+	int pid;
+	uint64_t ticks, starttime;
+	int64_t mono;
+};
+
+struct host_io {
+	uv_timer_t timer;
+	bool timer_init;
+	const char *root;
+	long clk_tck;
+	bool have_prev;
+	int64_t prev_mono;
+	struct net_totals net;
+	struct disk_totals disk;
+	bool net_ok, disk_ok;
+	struct pid_prev pids[MAX_PIDS];
+	unsigned n_pids;
+	int64_t clamp; /* flush: stamp at most this */
+	char *buf;     /* IO_BUF bytes: /proc/net/dev of a host with many interfaces */
+};
+
+#define IO_BUF (1 << 20)
+
+static struct host_io *to_hio(struct collector *c) { return collector_priv(c); }
+
+static int read_file(const char *root, const char *name, char *buf, size_t size)
+{
+	char path[512];
+	size_t n = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", root, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while (n + 1 < size) {
+		ssize_t k = read(fd, buf + n, size - 1 - n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+	}
+	close(fd);
+	buf[n] = 0;
+	return (int)n;
+}
+
+static int host_io_probe(const struct collector_cfg *cfg, char *why, size_t why_size)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/net/dev", cfg->proc_root ? cfg->proc_root : "/proc");
+	if (access(path, R_OK) < 0) {
+		snprintf(why, why_size, "%s is not readable: %s (is /proc mounted?)", path, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static void counter(struct trace_plane *p, int64_t ts, const char *name, double v)
+{
+	struct trace_line *l = trace_counter_line(p);
+	int64_t meta = trace_plane_event_id(p, name), stat = trace_plane_stat_id(p, name);
+
+	if (!l || meta < 0 || stat < 0)
+		return;
+	struct trace_event ev = {
+		.start_ns = ts,
+		.meta = (uint32_t)meta,
+		.vstat = TRACE_VSTAT(TRACE_STAT_DOUBLE, (uint32_t)stat),
+	};
+	memcpy(&ev.value, &v, sizeof(v));
+	trace_line_append(l, &ev);
+}
+
+static void sample_pids(struct collector *c, struct trace_plane *p, int64_t ts, int64_t mono)
+{
+	struct host_io *h = to_hio(c);
+	int pids[MAX_PIDS];
+	size_t n = nvml_gpu_pids(collector_set_find(c->set, "nvml"), pids, MAX_PIDS,
+				 ts - 5 * (int64_t)NSEC_PER_SEC);
+	struct pid_prev next[MAX_PIDS];
+	unsigned nn = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char buf[2048], name[160];
+		struct proc_pid_stat st;
+		int k = proc_pid_read(h->root, pids[i], "stat", buf, sizeof(buf));
+
+		if (k <= 0 || proc_pid_stat_parse(buf, (size_t)k, &st) < 0)
+			continue;
+		uint64_t ticks = st.utime + st.stime;
+		for (unsigned j = 0; j < h->n_pids; j++) {
+			const struct pid_prev *pp = &h->pids[j];
+
+			if (pp->pid != pids[i] || pp->starttime != st.starttime || ticks < pp->ticks ||
+			    mono <= pp->mono)
+				continue;
+			snprintf(name, sizeof(name), "process %d %s cpu_pct", pids[i], st.comm);
+			counter(p, ts, name,
+				100.0 * (double)(ticks - pp->ticks) / (double)h->clk_tck /
+					((double)(mono - pp->mono) / 1e9));
+		}
+		next[nn++] = (struct pid_prev){pids[i], ticks, st.starttime, mono};
+	}
+	memcpy(h->pids, next, nn * sizeof(*next));
+	h->n_pids = nn;
+}
+
+static void on_tick(uv_timer_t *t)
+{
+	struct collector *c = t->data;
+	struct host_io *h = to_hio(c);
+	int64_t ts = MIN(wall_ns(), h->clamp), mono = mono_ns();
+	struct net_totals net;
+	struct disk_totals disk;
+	bool net_ok = false, disk_ok = false;
+	char *buf = h->buf;
+	int k;
+
+	k = read_file(h->root, "net/dev", buf, IO_BUF);
+	if (k > 0 && k < IO_BUF - 1 && proc_net_dev_parse(buf, (size_t)k, &net) == 0)
+		net_ok = true;
+	k = read_file(h->root, "diskstats", buf, IO_BUF);
+	if (k > 0 && k < IO_BUF - 1 && proc_diskstats_parse(buf, (size_t)k, &disk) == 0)
+		disk_ok = true;
+
+	struct trace_plane *p = trace_plane(c->hub, "/host:CPU", 0);
+	if (!p)
+		return;
+	if (h->have_prev && mono > h->prev_mono) {
+		double dt = (double)(mono - h->prev_mono) / 1e9;
+
+		if (net_ok && h->net_ok && net.rx_bytes >= h->net.rx_bytes && net.tx_bytes >= h->net.tx_bytes) {
+			counter(p, ts, "net_rx_bytes_per_s", (double)(net.rx_bytes - h->net.rx_bytes) / dt);
+			counter(p, ts, "net_tx_bytes_per_s", (double)(net.tx_bytes - h->net.tx_bytes) / dt);
+		}
+		if (disk_ok && h->disk_ok && disk.read_bytes >= h->disk.read_bytes &&
+		    disk.write_bytes >= h->disk.write_bytes) {
+			counter(p, ts, "disk_read_bytes_per_s", (double)(disk.read_bytes - h->disk.read_bytes) / dt);
+			counter(p, ts, "disk_write_bytes_per_s",
+				(double)(disk.write_bytes - h->disk.write_bytes) / dt);
+		}
+	}
+	sample_pids(c, p, ts, mono);
+	h->have_prev = true;
+	h->prev_mono = mono;
+	h->net = net;
+	h->disk = disk;
+	h->net_ok = net_ok;
+	h->disk_ok = disk_ok;
+}
+
+static int host_io_init(struct collector *c)
+{
+	struct host_io *h = to_hio(c);
+
+	h->buf = malloc(IO_BUF);
+	if (!h->buf)
+		return -ENOMEM;
+	h->root = c->cfg->proc_root ? c->cfg->proc_root : "/proc";
+	h->clk_tck = sysconf(_SC_CLK_TCK);
+	if (h->clk_tck <= 0)
+		h->clk_tck = 100;
+	uv_timer_init(c->loop, &h->timer);
+	h->timer.data = c;
+	h->timer_init = true;
+	h->clamp = INT64_MAX;
+	return 0;
+}
+
+static int host_io_start(struct collector *c)
+{
+	struct host_io *h = to_hio(c);
+	uint32_t hz = c->cfg->host_sample_hz ? c->cfg->host_sample_hz : 10;
+	uint64_t ms = 1000 / hz ? 1000 / hz : 1;
+
+	h->have_prev = false;
+	h->n_pids = 0;
+	return uv_timer_start(&h->timer, on_tick, 0, ms);
+}
+
+static void host_io_flush(struct collector *c, int64_t until_ns)
+{
+	struct host_io *h = to_hio(c);
+
+	/* A last reading at the window's end, stamped inside it. */
+	h->clamp = until_ns - 1;
+	on_tick(&h->timer);
+	h->clamp = INT64_MAX;
+	collector_flushed(c);
+}
+
+static void host_io_describe(struct collector *c, struct trace *snap, int64_t start_ns, int64_t stop_ns)
+{
+	(void)stop_ns;
+	if (c->state == COLLECTOR_UNAVAILABLE)
+		trace_diag(snap, start_ns, false, "no host I/O counters: %s", c->reason);
+}
+
+static void host_io_stop(struct collector *c)
+{
+	uv_timer_stop(&to_hio(c)->timer);
+}
+
+static void on_closed(uv_handle_t *hd)
+{
+	struct collector *c = hd->data;
+
+	free(to_hio(c)->buf);
+	collector_closed(c);
+}
+
+static void host_io_close(struct collector *c)
+{
+	struct host_io *h = to_hio(c);
+
+	if (!h->timer_init) {
+		free(h->buf);
+		collector_closed(c);
+		return;
+	}
+	uv_close((uv_handle_t *)&h->timer, on_closed);
+}
+
+const struct collector_ops host_io_collector_ops = {
+	.name = "host.io",
+	.priv_size = sizeof(struct host_io),
+	.probe = host_io_probe,
+	.init = host_io_init,
+	.start = host_io_start,
+	.flush = host_io_flush,
+	.describe = host_io_describe,
+	.stop = host_io_stop,
+	.close = host_io_close,
+};

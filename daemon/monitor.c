@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * monitor.c - the Monitor RPC.
+ *
+ * Upstream answers Monitor only on TPUs; profd opens a session window
+ * exactly as a capture does (so monitors and captures share the running
+ * collectors), and when it closes summarises the window's counters on a
+ * worker thread:
+ *   - per /device:GPU:<n>: mean utilization, memory used/total, power,
+ *     clocks, temperature (and GPM activity when present);
+ *   - host: CPU busy % over the window and memory in use, read here from
+ *     /proc (stat at open and close, meminfo at close), and the mean
+ *     network and disk rates host.io recorded;
+ *   - level >= 2: one line per process NVML saw on a GPU;
+ *   - the window's warnings (e.g. "no GPU counters: ...").
+ * monitor_result: UTIL_IDLE with device_idle_time_percent = 100 - mean GPU
+ * utilization and matrix_unit_utilization_percent = mean tensor-pipe
+ * activity (GPM), or EMPTY_RESULT when no GPU reported.
+ */
+#define LOG_TOPIC "monitor"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "monitor.h"
+#include "proc-io-parse.h"
+#include "tensorflow/profiler_service.pb-c.h"
+#include "xspace/trace.h"
+
+#define MONITOR_SESSION_ID "profd-monitor"
+#define TEXT_MAX (64 * 1024)
+
+struct monitor {
+	uv_loop_t *loop;
+	struct session_mgr *mgr;
+	const char *hostname;
+	uint64_t max_duration_ms;
+};
+
+static struct monitor g_monitor;
+
+struct monitor_job {
+	struct rpc_call *call;   /* NULL once the client left */
+	struct session *session; /* until the window is delivered */
+	uv_work_t work;
+	int level;
+	bool timestamp;
+	const char *proc_root;
+	struct cpu_times cpu0;
+	bool have_cpu0;
+	struct monitor_host host;
+	/* worker */
+	struct trace *snap;
+	int64_t start_ns, stop_ns;
+	char *text;
+	struct monitor_summary sum;
+};
+
+/* ---- summarising (pure) ---------------------------------------------------- */
+
+struct acc {
+	const char *name;
+	double sum, min, max, last;
+	uint64_t n;
+};
+
+static void acc_add(struct acc *a, double v)
+{
+	if (!a->n || v < a->min)
+		a->min = v;
+	if (!a->n || v > a->max)
+		a->max = v;
+	a->sum += v;
+	a->last = v;
+	a->n++;
+}
+
+static double mean(const struct acc *a) { return a->n ? a->sum / (double)a->n : 0; }
+
+static const struct trace_line *counter_line(const struct trace_plane *p)
+{
+	for (uint32_t i = 0; i < p->n_lines; i++)
+		if (p->lines[i]->id == INT64_MAX)
+			return p->lines[i];
+	return NULL;
+}
+
+/* Per event-metadata id accumulators for @p's counter line. */
+static struct acc *accumulate(const struct trace_plane *p, int64_t start_ns, int64_t stop_ns)
+{
+	const struct trace_line *l = counter_line(p);
+	struct acc *a = calloc(p->events.n + 1, sizeof(*a));
+	struct trace_iter it;
+	const struct trace_event *ev;
+
+	if (!a || !l)
+		return a;
+	trace_iter_init(&it, l);
+	while ((ev = trace_iter_next(&it))) {
+		double v;
+
+		if (ev->meta == 0 || ev->meta > p->events.n || ev->start_ns < start_ns || ev->start_ns > stop_ns)
+			continue;
+		switch (TRACE_VSTAT_TYPE(ev->vstat)) {
+		case TRACE_STAT_DOUBLE: memcpy(&v, &ev->value, sizeof(v)); break;
+		case TRACE_STAT_U64: v = (double)ev->value; break;
+		case TRACE_STAT_I64: v = (double)(int64_t)ev->value; break;
+		default: continue;
+		}
+		if (!a[ev->meta].name)
+			a[ev->meta].name = strtab_get(&p->events, ev->meta, NULL);
+		acc_add(&a[ev->meta], v);
+	}
+	return a;
+}
+
+static const struct acc *find(const struct acc *a, uint32_t n, const char *name)
+{
+	for (uint32_t i = 1; a && i <= n; i++)
+		if (a[i].n && strcmp(a[i].name, name) == 0)
+			return &a[i];
+	return NULL;
+}
+
+struct out {
+	char *s;
+	size_t size, len;
+};
+
+static void outf(struct out *o, const char *fmt, ...) _printf_(2, 3);
+static void outf(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (o->len + 1 >= o->size)
+		return;
+	va_start(ap, fmt);
+	k = vsnprintf(o->s + o->len, o->size - o->len, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		o->len = MIN(o->len + (size_t)k, o->size - 1);
+}
+
+static int plane_gpu(const struct trace_plane *p)
+{
+	unsigned n;
+
+	if (strncmp(p->name, "/device:GPU:", 12) != 0 || sscanf(p->name + 12, "%u", &n) != 1)
+		return -1;
+	return (int)n;
+}
+
+static int cmp_plane(const void *a, const void *b)
+{
+	const struct trace_plane *pa = *(const struct trace_plane *const *)a;
+	const struct trace_plane *pb = *(const struct trace_plane *const *)b;
+
+	return plane_gpu(pa) - plane_gpu(pb);
+}
+
+int monitor_summarise(const struct trace *snap, int64_t start_ns, int64_t stop_ns, int level,
+		      const char *hostname, const struct monitor_host *host, char *text,
+		      size_t text_size, struct monitor_summary *ret)
+{
+	struct out o = {text, text_size, 0};
+	const struct trace_plane *gpus[256];
+	unsigned n_gpus = 0, n_util = 0, n_tensor = 0;
+	double util_sum = 0, tensor_sum = 0;
+
+	if (text_size)
+		text[0] = 0;
+	for (uint32_t i = 0; i < snap->n_planes && n_gpus < 256; i++)
+		if (plane_gpu(snap->planes[i]) >= 0)
+			gpus[n_gpus++] = snap->planes[i];
+	qsort(gpus, n_gpus, sizeof(gpus[0]), cmp_plane);
+
+	outf(&o, "profd monitor on %s: %.0f ms window\n", hostname ? hostname : "?",
+	     (double)(stop_ns - start_ns) / 1e6);
+	for (unsigned i = 0; i < n_gpus; i++) {
+		const struct trace_plane *p = gpus[i];
+		struct acc *a = accumulate(p, start_ns, stop_ns);
+		uint32_t n = p->events.n;
+		const struct acc *u = find(a, n, "gpu_util_pct"), *mu = find(a, n, "mem_util_pct");
+		const struct acc *used = find(a, n, "memory_used_mib"), *tot = find(a, n, "memory_total_mib");
+		const struct acc *pw = find(a, n, "power_mw"), *sm = find(a, n, "sm_clock_mhz");
+		const struct acc *mc = find(a, n, "memory_clock_mhz"), *tc = find(a, n, "gpu_temp_c");
+		const struct acc *ta = find(a, n, "tensor_active_pct"), *sa = find(a, n, "sm_active_pct");
+
+		outf(&o, "GPU %d:", plane_gpu(p));
+		if (u) {
+			outf(&o, " util %.1f%% (min %.0f, max %.0f)", mean(u), u->min, u->max);
+			util_sum += mean(u);
+			n_util++;
+		} else {
+			outf(&o, " util n/a");
+		}
+		if (mu)
+			outf(&o, ", memory util %.1f%%", mean(mu));
+		if (used && tot)
+			outf(&o, ", memory %.0f/%.0f MiB", used->last, tot->last);
+		if (pw)
+			outf(&o, ", power %.1f W", mean(pw) / 1000.0);
+		if (sm)
+			outf(&o, ", SM clock %.0f MHz", mean(sm));
+		if (mc)
+			outf(&o, ", memory clock %.0f MHz", mean(mc));
+		if (tc)
+			outf(&o, ", temp %.0f C", tc->last);
+		if (sa)
+			outf(&o, ", SM active %.1f%%", mean(sa));
+		if (ta) {
+			outf(&o, ", tensor active %.1f%%", mean(ta));
+			tensor_sum += mean(ta);
+			n_tensor++;
+		}
+		outf(&o, "\n");
+		if (level >= 2 && a) {
+			/* "process <pid> <name> <what>": one line per process. */
+			for (uint32_t k = 1; k <= n; k++) {
+				const char *nm = a[k].name, *sp;
+				char who[128];
+
+				if (!a[k].n || strncmp(nm, "process ", 8) != 0 || !(sp = strrchr(nm, ' ')) ||
+				    strcmp(sp, " gpu_mem_mib") != 0)
+					continue;
+				snprintf(who, sizeof(who), "%.*s", (int)(sp - nm), nm);
+				outf(&o, "  %s: gpu memory %.0f MiB", who, a[k].last);
+				static const char *const what[] = {"sm_pct", "mem_util_pct", "cpu_pct", "rss_mib", "threads"};
+				static const char *const label[] = {"sm %.1f%%", "memory util %.1f%%", "cpu %.1f%%",
+								    "rss %.0f MiB", "threads %.0f"};
+				for (size_t w = 0; w < ARRAY_SIZE(what); w++) {
+					char full[192];
+					const struct acc *x;
+
+					snprintf(full, sizeof(full), "%s %s", who, what[w]);
+					if ((x = find(a, n, full))) {
+						outf(&o, ", ");
+						outf(&o, label[w], w >= 3 ? x->last : mean(x));
+					}
+				}
+				outf(&o, "\n");
+			}
+		}
+		free(a);
+	}
+	if (!n_gpus)
+		outf(&o, "GPU: none reported\n");
+	/* Host: CPU and memory read by Monitor, I/O rates from host.io. */
+	const struct trace_plane *hp = NULL;
+	for (uint32_t i = 0; i < snap->n_planes; i++)
+		if (strcmp(snap->planes[i]->name, "/host:CPU") == 0)
+			hp = snap->planes[i];
+	struct acc *ha = hp ? accumulate(hp, start_ns, stop_ns) : NULL;
+	uint32_t hn = hp ? hp->events.n : 0;
+	const struct acc *rx = find(ha, hn, "net_rx_bytes_per_s"), *tx = find(ha, hn, "net_tx_bytes_per_s");
+	const struct acc *rd = find(ha, hn, "disk_read_bytes_per_s"), *wr = find(ha, hn, "disk_write_bytes_per_s");
+	bool any = false;
+	if (host && host->have_cpu) {
+		outf(&o, "Host: CPU %.1f%%", host->cpu_pct);
+		any = true;
+	}
+	if (host && host->have_mem && host->mem_total) {
+		outf(&o, "%s memory %.1f/%.1f GiB used", any ? "," : "Host:",
+		     (double)(host->mem_total - MIN(host->mem_available, host->mem_total)) / 1073741824.0,
+		     (double)host->mem_total / 1073741824.0);
+		any = true;
+	}
+	if (rx && tx) {
+		outf(&o, "%s net rx %.2f MB/s tx %.2f MB/s", any ? "," : "Host:", mean(rx) / 1e6, mean(tx) / 1e6);
+		any = true;
+	}
+	if (rd && wr) {
+		outf(&o, "%s disk read %.2f MB/s write %.2f MB/s", any ? "," : "Host:", mean(rd) / 1e6,
+		     mean(wr) / 1e6);
+		any = true;
+	}
+	if (any)
+		outf(&o, "\n");
+	free(ha);
+	for (uint32_t i = 0; i < snap->n_diags; i++)
+		outf(&o, "%s: %s\n", snap->diags[i].error ? "Error" : "Warning", snap->diags[i].text);
+
+	ret->response_type = n_util ? 2 /* UTIL_IDLE */ : 0 /* EMPTY_RESULT */;
+	ret->device_idle_time_percent = n_util ? 100.0 - util_sum / n_util : 0;
+	if (ret->device_idle_time_percent < 0)
+		ret->device_idle_time_percent = 0;
+	ret->matrix_unit_utilization_percent = n_tensor ? tensor_sum / n_tensor : 0;
+	return (int)n_util;
+}
+
+/* ---- /proc readings ---------------------------------------------------------- */
+
+static int slurp(const char *root, const char *name, char *buf, size_t size)
+{
+	char path[512];
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", root, name);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, size - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	return (int)n;
+}
+
+static bool read_cpu(const char *root, struct cpu_times *t)
+{
+	char buf[8192];
+	int n = slurp(root, "stat", buf, sizeof(buf));
+
+	return n > 0 && proc_stat_cpu_parse(buf, (size_t)n, t) == 0;
+}
+
+static const char *proc_root_of(struct session_mgr *mgr)
+{
+	struct collector_set *set = session_mgr_collectors(mgr);
+	const struct collector *c = set && collector_set_count(set) ? collector_set_get(set, 0) : NULL;
+
+	return c && c->cfg && c->cfg->proc_root ? c->cfg->proc_root : "/proc";
+}
+
+/* ---- the RPC ------------------------------------------------------------- */
+
+static void job_free(struct monitor_job *j)
+{
+	trace_free(j->snap);
+	free(j->text);
+	free(j);
+}
+
+static void job_work(uv_work_t *req)
+{
+	struct monitor_job *j = req->data;
+	struct out o;
+	char ts[64] = "";
+
+	j->text = malloc(TEXT_MAX);
+	if (!j->text)
+		return;
+	if (j->timestamp) {
+		time_t t = (time_t)(j->stop_ns / (int64_t)NSEC_PER_SEC);
+		struct tm tm;
+
+		gmtime_r(&t, &tm);
+		strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+		snprintf(ts + strlen(ts), sizeof(ts) - strlen(ts), ".%03dZ ",
+			 (int)(j->stop_ns % (int64_t)NSEC_PER_SEC / 1000000));
+	}
+	o = (struct out){j->text, TEXT_MAX, 0};
+	outf(&o, "%s", ts);
+	monitor_summarise(j->snap, j->start_ns, j->stop_ns, j->level, g_monitor.hostname, &j->host,
+			  j->text + o.len, TEXT_MAX - o.len, &j->sum);
+}
+
+static void job_after_work(uv_work_t *req, int status)
+{
+	struct monitor_job *j = req->data;
+	Tensorflow__MonitorResponse resp = TENSORFLOW__MONITOR_RESPONSE__INIT;
+	Tensorflow__ProfilerServiceMonitorResult res = TENSORFLOW__PROFILER_SERVICE_MONITOR_RESULT__INIT;
+
+	(void)status;
+	if (!j->call) {
+		job_free(j);
+		return;
+	}
+	rpc_call_on_cancel(j->call, NULL, NULL);
+	if (!j->text) {
+		rpc_call_error(j->call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		job_free(j);
+		return;
+	}
+	res.response_type = (Tensorflow__ProfilerServiceMonitorResult__ResponseType)j->sum.response_type;
+	res.device_idle_time_percent = j->sum.device_idle_time_percent;
+	res.matrix_unit_utilization_percent = j->sum.matrix_unit_utilization_percent;
+	resp.data = j->text;
+	resp.monitor_result = &res;
+	rpc_call_reply_msg(j->call, &resp.base);
+	job_free(j);
+}
+
+static void on_window_done(struct session *s, int err, struct trace *snap, int64_t start_ns,
+			   int64_t stop_ns, void *userdata)
+{
+	struct monitor_job *j = userdata;
+	struct cpu_times cpu1;
+	char buf[8192];
+	int n;
+
+	(void)s;
+	j->session = NULL;
+	if (err < 0) {
+		if (j->call) {
+			rpc_call_on_cancel(j->call, NULL, NULL);
+			rpc_call_error(j->call, err == -ESHUTDOWN ? RPC_UNAVAILABLE : RPC_INTERNAL,
+				       err == -ESHUTDOWN ? "profd is shutting down" : "monitor failed: %s",
+				       strerror(-err));
+		}
+		job_free(j);
+		return;
+	}
+	if (j->have_cpu0 && read_cpu(j->proc_root, &cpu1)) {
+		j->host.cpu_pct = proc_cpu_busy_pct(&j->cpu0, &cpu1);
+		j->host.have_cpu = 1;
+	}
+	n = slurp(j->proc_root, "meminfo", buf, sizeof(buf));
+	if (n > 0) {
+		struct mem_info mi;
+
+		if (proc_meminfo_parse(buf, (size_t)n, &mi) == 0) {
+			j->host.mem_total = mi.total_bytes;
+			j->host.mem_available = mi.available_bytes;
+			j->host.have_mem = 1;
+		}
+	}
+	j->snap = snap;
+	j->start_ns = start_ns;
+	j->stop_ns = stop_ns;
+	j->work.data = j;
+	if (uv_queue_work(g_monitor.loop, &j->work, job_work, job_after_work) < 0) {
+		if (j->call) {
+			rpc_call_on_cancel(j->call, NULL, NULL);
+			rpc_call_error(j->call, RPC_INTERNAL, "could not queue the summary");
+		}
+		job_free(j);
+	}
+}
+
+static void on_cancel(struct rpc_call *call, void *userdata)
+{
+	struct monitor_job *j = userdata;
+
+	(void)call;
+	j->call = NULL;
+	if (j->session) {
+		session_abort(j->session);
+		job_free(j);
+	}
+}
+
+static void handle_monitor(void *userdata, struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	struct monitor *m = userdata;
+	const Tensorflow__MonitorRequest *req = (const Tensorflow__MonitorRequest *)msg;
+	struct session_params sp = {.id = MONITOR_SESSION_ID};
+	uint64_t duration = req->duration_ms ? req->duration_ms : MONITOR_DEFAULT_MS;
+	struct monitor_job *j;
+	int r;
+
+	if (duration > m->max_duration_ms) {
+		rpc_call_error(call, RPC_INVALID_ARGUMENT,
+			       "duration_ms %" PRIu64 " is above this daemon's limit of %" PRIu64
+			       " ms (profd --max-duration)", duration, m->max_duration_ms);
+		return;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	j->level = req->monitoring_level;
+	j->timestamp = req->timestamp;
+	j->proc_root = proc_root_of(m->mgr);
+	j->have_cpu0 = read_cpu(j->proc_root, &j->cpu0);
+	sp.duration_ms = duration;
+	r = session_open(m->mgr, &sp, on_window_done, j, &j->session);
+	if (r < 0) {
+		if (r == -EBUSY)
+			rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "%u captures and monitors are already running, "
+				       "the most this daemon takes (profd --max-sessions)",
+				       session_mgr_max_sessions(m->mgr));
+		else if (r == -ESHUTDOWN)
+			rpc_call_error(call, RPC_UNAVAILABLE, "profd is shutting down");
+		else
+			rpc_call_error(call, RPC_INTERNAL, "could not start the monitor: %s", strerror(-r));
+		free(j);
+		return;
+	}
+	j->call = call;
+	rpc_call_on_cancel(call, on_cancel, j);
+	log_info("monitor for %s: %" PRIu64 " ms, level %d", rpc_call_peer(call), duration, j->level);
+}
+
+int monitor_register(struct rpc_server *srv, struct session_mgr *mgr, uv_loop_t *loop,
+		     const char *hostname, uint64_t max_duration_ms)
+{
+	g_monitor = (struct monitor){.loop = loop, .mgr = mgr, .hostname = hostname, .max_duration_ms = max_duration_ms};
+	return rpc_server_add_method(srv, "/tensorflow.ProfilerService/Monitor",
+				     &tensorflow__monitor_request__descriptor, handle_monitor, &g_monitor);
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * monitor.h - tensorflow.ProfilerService/Monitor: a short window over the
+ * same collectors as a capture, summarised as text (MonitorResponse.data)
+ * and numbers (monitor_result). See docs/nvml.md. [loop thread]
+ */
+#pragma once
+
+#include <stdint.h>
+
+#include "rpc.h"
+#include "session.h"
+
+/* Monitor windows default to this when the request says 0 ms. */
+#define MONITOR_DEFAULT_MS 1000
+
+/*
+ * Register the Monitor method on @srv. Windows longer than
+ * @max_duration_ms are refused (INVALID_ARGUMENT), as for Profile.
+ * @hostname is borrowed for the daemon's life. One registration per process.
+ */
+int monitor_register(struct rpc_server *srv, struct session_mgr *mgr, uv_loop_t *loop,
+		     const char *hostname, uint64_t max_duration_ms);
+
+struct trace;
+
+/**
+ * struct monitor_host - host numbers Monitor reads itself (not from the
+ * collectors): CPU busy % over the window and memory at its end.
+ */
+struct monitor_host {
+	double cpu_pct;
+	uint64_t mem_total, mem_available;
+	int have_cpu, have_mem;
+};
+
+/*
+ * Summarise @snap (a window's trace) into @text (NUL-ended, truncated) and
+ * the MonitorResult numbers. @level >= 2 adds per-process lines. Returns
+ * the number of GPUs with a utilization reading. [any thread; pure]
+ */
+struct monitor_summary {
+	int response_type; /* ProfilerServiceMonitorResult.ResponseType */
+	double device_idle_time_percent;
+	double matrix_unit_utilization_percent;
+};
+int monitor_summarise(const struct trace *snap, int64_t start_ns, int64_t stop_ns, int level,
+		      const char *hostname, const struct monitor_host *host, char *text,
+		      size_t text_size, struct monitor_summary *ret);
