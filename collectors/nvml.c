@@ -203,20 +203,28 @@ static void batch_free(struct batch *b)
 	memset(b, 0, sizeof(*b));
 }
 
+/* memcpy() that accepts an empty, possibly NULL source (UBSan rejects
+ * memcpy(NULL, NULL, 0)). */
+static void copy_n(void *dst, const void *src, size_t n)
+{
+	if (n)
+		memcpy(dst, src, n);
+}
+
 /* Move @src's entries to the end of @dst (src is left empty). */
 static void batch_move(struct batch *dst, struct batch *src)
 {
 	if (grow_arr((void **)&dst->recs, &dst->cap_recs, dst->n_recs + src->n_recs, sizeof(struct rec)) == 0) {
-		memcpy(dst->recs + dst->n_recs, src->recs, src->n_recs * sizeof(struct rec));
+		copy_n(dst->recs + dst->n_recs, src->recs, src->n_recs * sizeof(struct rec));
 		dst->n_recs += src->n_recs;
 		src->n_recs = 0;
 	}
 	if (grow_arr((void **)&dst->notes, &dst->cap_notes, dst->n_notes + src->n_notes, sizeof(struct note)) == 0) {
-		memcpy(dst->notes + dst->n_notes, src->notes, src->n_notes * sizeof(struct note));
+		copy_n(dst->notes + dst->n_notes, src->notes, src->n_notes * sizeof(struct note));
 		dst->n_notes += src->n_notes;
 	}
 	if (grow_arr((void **)&dst->procs, &dst->cap_procs, dst->n_procs + src->n_procs, sizeof(struct proc_seen)) == 0) {
-		memcpy(dst->procs + dst->n_procs, src->procs, src->n_procs * sizeof(struct proc_seen));
+		copy_n(dst->procs + dst->n_procs, src->procs, src->n_procs * sizeof(struct proc_seen));
 		dst->n_procs += src->n_procs;
 	}
 	batch_clear(src);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * proc-io-parse.h - pure parsers for the host I/O counters (/proc/net/dev,
- * /proc/diskstats) and the two host summaries Monitor prints (/proc/stat
- * "cpu" line, /proc/meminfo). No I/O: callers read the files, tests feed
- * tests/fixtures/proc-io/. Each returns 0 or -EINVAL.
+ * /proc/diskstats). No I/O: callers read the files, tests feed
+ * tests/fixtures/proc-io/. Each returns 0 or -EINVAL. (/proc/stat and
+ * /proc/meminfo are parsed by proc-parse.h, for every user.)
  */
 #pragma once
 
@@ -32,15 +32,4 @@ int proc_diskstats_parse(const char *buf, size_t len, struct disk_totals *out);
 /* Is @name a whole disk by the rule above? */
 int proc_disk_is_whole(const char *name);
 
-/* The aggregate "cpu" line of /proc/stat, in clock ticks. */
-struct cpu_times {
-	uint64_t total, idle; /* idle includes iowait */
-};
-int proc_stat_cpu_parse(const char *buf, size_t len, struct cpu_times *out);
-/* Busy % between two readings (0 when no time passed). */
-double proc_cpu_busy_pct(const struct cpu_times *a, const struct cpu_times *b);
 
-struct mem_info {
-	uint64_t total_bytes, available_bytes;
-};
-int proc_meminfo_parse(const char *buf, size_t len, struct mem_info *out);

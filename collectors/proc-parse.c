@@ -180,10 +180,12 @@ int proc_stat_parse(const char *buf, size_t len, struct proc_stat *out)
 			r = parse_cpu_times(&line, &t);
 			if (r < 0)
 				return r;
-			if (n >= out->cpus_cap)
-				return -E2BIG;
-			out->cpus[n].id = (uint32_t)id;
-			out->cpus[n].t = t;
+			if (out->cpus) {
+				if (n >= out->cpus_cap)
+					return -E2BIG;
+				out->cpus[n].id = (uint32_t)id;
+				out->cpus[n].t = t;
+			}
 			last_id = (int64_t)id;
 			n++;
 		} else if (skip_prefix(&line, "ctxt")) {

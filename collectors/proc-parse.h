@@ -40,7 +40,8 @@ struct proc_cpu {
  * struct proc_stat - what profd keeps of /proc/stat.
  * @total:    the aggregate "cpu" line.
  * @cpus:     caller-owned array of @cpus_cap entries, filled in file order
- *            (strictly increasing ids).
+ *            (strictly increasing ids); NULL to check the per-CPU lines
+ *            without keeping them (only @total and @ctxt wanted).
  * @cpus_cap: capacity of @cpus; more CPU lines than this is -E2BIG.
  * @n_cpus:   entries filled.
  * @ctxt:     context switches since boot.

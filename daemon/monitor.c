@@ -30,7 +30,7 @@
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "monitor.h"
-#include "proc-io-parse.h"
+#include "proc-parse.h"
 #include "tensorflow/profiler_service.pb-c.h"
 #include "xspace/trace.h"
 
@@ -53,7 +53,7 @@ struct monitor_job {
 	int level;
 	bool timestamp;
 	const char *proc_root;
-	struct cpu_times cpu0;
+	struct proc_cpu_times cpu0;
 	bool have_cpu0;
 	struct monitor_host host;
 	/* worker */
@@ -314,12 +314,17 @@ static int slurp(const char *root, const char *name, char *buf, size_t size)
 	return (int)n;
 }
 
-static bool read_cpu(const char *root, struct cpu_times *t)
+/* The aggregate "cpu" line; per-CPU lines are checked, not kept. */
+static bool read_cpu(const char *root, struct proc_cpu_times *t)
 {
-	char buf[8192];
+	char buf[65536];
+	struct proc_stat st = {0};
 	int n = slurp(root, "stat", buf, sizeof(buf));
 
-	return n > 0 && proc_stat_cpu_parse(buf, (size_t)n, t) == 0;
+	if (n <= 0 || proc_stat_parse(buf, (size_t)n, &st) < 0)
+		return false;
+	*t = st.total;
+	return true;
 }
 
 static const char *proc_root_of(struct session_mgr *mgr)
@@ -393,7 +398,8 @@ static void on_window_done(struct session *s, int err, struct trace *snap, int64
 			   int64_t stop_ns, void *userdata)
 {
 	struct monitor_job *j = userdata;
-	struct cpu_times cpu1;
+	struct proc_cpu_times cpu1;
+	double pct;
 	char buf[8192];
 	int n;
 
@@ -409,17 +415,17 @@ static void on_window_done(struct session *s, int err, struct trace *snap, int64
 		job_free(j);
 		return;
 	}
-	if (j->have_cpu0 && read_cpu(j->proc_root, &cpu1)) {
-		j->host.cpu_pct = proc_cpu_busy_pct(&j->cpu0, &cpu1);
+	if (j->have_cpu0 && read_cpu(j->proc_root, &cpu1) && proc_cpu_util(&j->cpu0, &cpu1, &pct) == 0) {
+		j->host.cpu_pct = pct;
 		j->host.have_cpu = 1;
 	}
 	n = slurp(j->proc_root, "meminfo", buf, sizeof(buf));
 	if (n > 0) {
-		struct mem_info mi;
+		struct proc_meminfo mi;
 
 		if (proc_meminfo_parse(buf, (size_t)n, &mi) == 0) {
-			j->host.mem_total = mi.total_bytes;
-			j->host.mem_available = mi.available_bytes;
+			j->host.mem_total = mi.total;
+			j->host.mem_available = mi.available;
 			j->host.have_mem = 1;
 		}
 	}

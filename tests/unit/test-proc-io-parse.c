@@ -94,33 +94,4 @@ TEST(proc_diskstats_parse_rejects_short_lines)
 	ASSERT_EQ(proc_diskstats_parse(s, sizeof(s) - 1, &t), -EINVAL);
 }
 
-TEST(proc_stat_cpu_busy_between_two_readings)
-{
-	char buf[4096];
-	struct cpu_times a, b;
-	size_t n = load("stat", buf, sizeof(buf));
-
-	ASSERT_OK(proc_stat_cpu_parse(buf, n, &a));
-	ASSERT_U64_EQ(a.total, 1000 + 50 + 500 + 8000 + 400 + 10 + 20 + 30);
-	ASSERT_U64_EQ(a.idle, 8400);
-	n = load("stat-later", buf, sizeof(buf));
-	ASSERT_OK(proc_stat_cpu_parse(buf, n, &b));
-	/* +300 user, +100 system, +500 idle: 400 of 900 ticks busy. */
-	ASSERT_NEAR(proc_cpu_busy_pct(&a, &b), 400.0 * 100 / 900, 1e-9);
-	ASSERT_NEAR(proc_cpu_busy_pct(&a, &a), 0, 1e-9);
-	ASSERT_EQ(proc_stat_cpu_parse("intr 1\n", 7, &a), -EINVAL);
-}
-
-TEST(proc_meminfo_parse_fixture)
-{
-	char buf[4096];
-	struct mem_info m;
-	size_t n = load("meminfo", buf, sizeof(buf));
-
-	ASSERT_OK(proc_meminfo_parse(buf, n, &m));
-	ASSERT_U64_EQ(m.total_bytes, 16318024ULL * 1024);
-	ASSERT_U64_EQ(m.available_bytes, 8159012ULL * 1024);
-	ASSERT_EQ(proc_meminfo_parse("MemFree: 1 kB\n", 14, &m), -EINVAL);
-}
-
 TEST_MAIN()
