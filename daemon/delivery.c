@@ -159,13 +159,26 @@ int repo_write(const char *dir, const char *rel, const char *session, const char
 		return fd;
 	dfd = fd;
 
-	/* Unique per write: two captures may target the same file at once. */
+	/*
+	 * The temporary file must be one we create: O_EXCL refuses anything
+	 * planted at the name (a FIFO would block this thread forever, a hard
+	 * link would let the write land outside the allowed directory), and
+	 * O_NONBLOCK keeps even a surprise from blocking. The name is unique
+	 * per write (two captures may target the same file); on a clash, a
+	 * few fresh names are tried.
+	 */
 	static atomic_uint seq;
-	snprintf(tmp, sizeof(tmp), ".%.200s.%d.%u.tmp", file, (int)getpid(),
-		 atomic_fetch_add(&seq, 1));
-	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	fd = -EEXIST;
+	for (int tries = 0; tries < 8 && fd == -EEXIST; tries++) {
+		snprintf(tmp, sizeof(tmp), ".%.200s.%d.%u.tmp", file, (int)getpid(),
+			 atomic_fetch_add(&seq, 1));
+		fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+			    0644);
+		if (fd < 0)
+			fd = -errno;
+	}
 	if (fd < 0) {
-		r = -errno;
+		r = fd;
 		goto out;
 	}
 	r = write_all(fd, data, len);

@@ -25,6 +25,7 @@
 #include "base/parse.h"
 #include "config.h"
 #include "delivery.h"
+#include "monitor.h"
 #include "rpc.h"
 #include "service.h"
 #include "session.h"
@@ -345,15 +346,16 @@ int main(int argc, char **argv)
 
 	uv_run(&d.loop, UV_RUN_DEFAULT);
 	ret = EXIT_SUCCESS;
-	if (rpc_server_live_calls(d.srv) || service_jobs(d.svc)) {
+	if (rpc_server_live_calls(d.srv) || service_jobs(d.svc) || monitor_jobs()) {
 		log_error("%u call(s) and %u job(s) still alive at exit", rpc_server_live_calls(d.srv),
-			  service_jobs(d.svc));
+			  service_jobs(d.svc) + monitor_jobs());
 		ret = EXIT_FAILURE;
 	}
 out:
-	if (d.srv && ret != EXIT_SUCCESS && !d.stopping) {
-		/* Failed start: tear down what exists. */
-		rpc_server_shutdown(d.srv, 0, NULL, NULL);
+	if ((d.srv || d.mgr) && ret != EXIT_SUCCESS && !d.stopping) {
+		/* Failed start: tear down what exists, so no handle outlives the loop. */
+		if (d.srv)
+			rpc_server_shutdown(d.srv, 0, NULL, NULL);
 		if (d.mgr)
 			session_mgr_shutdown(d.mgr, NULL, NULL);
 		uv_run(&d.loop, UV_RUN_DEFAULT);

@@ -42,6 +42,7 @@ struct monitor {
 	struct session_mgr *mgr;
 	const char *hostname;
 	uint64_t max_duration_ms;
+	unsigned jobs; /* live monitor_jobs, checked at exit */
 };
 
 static struct monitor g_monitor;
@@ -342,6 +343,12 @@ static void job_free(struct monitor_job *j)
 	trace_free(j->snap);
 	free(j->text);
 	free(j);
+	g_monitor.jobs--;
+}
+
+unsigned monitor_jobs(void)
+{
+	return g_monitor.jobs;
 }
 
 static void job_work(uv_work_t *req)
@@ -474,6 +481,7 @@ static void handle_monitor(void *userdata, struct rpc_call *call, const Protobuf
 		rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
+	g_monitor.jobs++;
 	j->level = req->monitoring_level;
 	j->timestamp = req->timestamp;
 	j->proc_root = proc_root_of(m->mgr);

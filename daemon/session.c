@@ -19,6 +19,7 @@ struct session {
 	bool aborted;
 	char *id;
 	int64_t start_ns, stop_ns; /* the window, wall ns; WAITING: the asked start */
+	uint64_t dropped_at_open;  /* hub->dropped when the window opened */
 	int64_t start_mono;        /* OPEN: when the window opened, CLOCK_MONOTONIC */
 	int64_t delay_ns;          /* WAITING: the delay asked for */
 	uint64_t duration_ms;
@@ -93,7 +94,8 @@ static void windows_gone(struct session_mgr *m)
 		trace_free(tmp);
 }
 
-static void window_leaves(struct session_mgr *m)
+/* @gone is leaving (it may still be linked); it no longer holds data back. */
+static void window_leaves(struct session_mgr *m, const struct session *gone)
 {
 	if (--m->n_windows == 0) {
 		windows_gone(m);
@@ -102,7 +104,7 @@ static void window_leaves(struct session_mgr *m)
 		int64_t min_start = INT64_MAX;
 
 		for (struct session *s = m->all; s; s = s->next)
-			if ((s->state == S_OPEN || s->state == S_CLOSING) && !s->aborted)
+			if (s != gone && (s->state == S_OPEN || s->state == S_CLOSING) && !s->aborted)
 				min_start = MIN(min_start, s->start_ns);
 		trace_trim(m->hub, min_start);
 	}
@@ -119,6 +121,7 @@ static void open_window(struct session *s)
 		collector_set_start(m->collectors);
 	s->start_ns = wall_ns();
 	s->start_mono = mono_ns();
+	s->dropped_at_open = m->hub->dropped;
 	uv_timer_start(&s->timer, on_stop_timer, s->duration_ms, 0);
 	log_debug("session '%s': window open for %llu ms", s->id, (unsigned long long)s->duration_ms);
 }
@@ -186,11 +189,16 @@ static void on_flushed(void *userdata)
 
 	if (!s->aborted) {
 		/* Last window needing the hub: move it instead of copying. */
+		uint64_t dropped = m->hub->dropped;
+
 		r = trace_snapshot(m->hub, s->start_ns, s->stop_ns, m->n_windows == 1, &snap);
-		if (r == 0)
+		if (r == 0) {
+			/* Only what the budget refused while this window was open. */
+			snap->dropped = dropped - s->dropped_at_open;
 			collector_set_describe(m->collectors, snap, s->start_ns, s->stop_ns);
+		}
 	}
-	window_leaves(m);
+	window_leaves(m, s);
 	if (!s->aborted)
 		s->cb(s, r, snap, s->start_ns, s->stop_ns, s->userdata);
 	session_destroy(s);
@@ -286,7 +294,7 @@ void session_abort(struct session *s)
 	case S_OPEN:
 		uv_timer_stop(&s->timer);
 		session_destroy(s);
-		window_leaves(m);
+		window_leaves(m, s);
 		break;
 	case S_CLOSING:
 		/* Queued or flushing: on_flushed() drops it. */
@@ -367,7 +375,7 @@ void session_mgr_shutdown(struct session_mgr *m, void (*cb)(void *), void *userd
 		}
 		uv_timer_stop(&s->timer);
 		if (s->state == S_OPEN)
-			window_leaves(m);
+			window_leaves(m, s);
 		session_destroy(s);
 	}
 	maybe_close_collectors(m);

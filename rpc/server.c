@@ -244,6 +244,8 @@ static int send_reply(struct rpc_call *c, int code, const char *msg, struct rpc_
 		grpc_byte_buffer_destroy(bb);
 	if (e != GRPC_CALL_OK) {
 		log_warn("reply to %s: %s", c->m ? c->m->path : "call", grpc_call_error_to_string(e));
+		/* The client must still get a status, not wait for its deadline. */
+		grpc_call_cancel_with_status(c->call, (grpc_status_code)code, msg ? msg : "", NULL);
 		c->refs--;
 		return -EIO;
 	}
@@ -296,8 +298,11 @@ static void on_new_call(struct rpc_call *c, int ok)
 	memset(&op, 0, sizeof(op));
 	op.op = GRPC_OP_RECV_MESSAGE;
 	op.data.recv_message.recv_message = &c->recv_buf;
-	if (grpc_call_start_batch(c->call, &op, 1, &c->t_recv, NULL) != GRPC_CALL_OK)
+	if (grpc_call_start_batch(c->call, &op, 1, &c->t_recv, NULL) != GRPC_CALL_OK) {
+		/* Without a status the client would wait for its deadline. */
+		grpc_call_cancel_with_status(c->call, GRPC_STATUS_INTERNAL, "profd could not read the request", NULL);
 		call_unref(c);
+	}
 }
 
 static void on_recv(struct rpc_call *c, int ok)
@@ -579,9 +584,10 @@ void rpc_server_shutdown(struct rpc_server *s, uint64_t grace_ms, void (*done)(v
 	if (s->shutting_down)
 		return;
 	s->shutting_down = true;
-	if (!s->started) {
+	if (!s->thread_started) {
 		/*
-		 * Never started: no thread, no calls. gRPC asserts (abort) when a
+		 * Never started (or its CQ thread could not be created): no
+		 * thread, no calls. gRPC asserts (abort) when a
 		 * server that has listening ports is destroyed without a shutdown,
 		 * which is the case when a later --listen address failed; so shut
 		 * it down and drain the queue here, there being no CQ thread.

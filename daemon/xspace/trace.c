@@ -531,6 +531,15 @@ int trace_snapshot(struct trace *hub, int64_t start_ns, int64_t stop_ns, bool ta
 		hub->generation = gen + 1;
 		for (uint32_t i = 0; i < s->n_planes; i++)
 			s->planes[i]->trace = s;
+		/* Only the diags stamped inside the window are this window's. */
+		uint32_t w = 0;
+		for (uint32_t i = 0; i < s->n_diags; i++) {
+			if (s->diags[i].ts_ns >= start_ns && s->diags[i].ts_ns < stop_ns)
+				s->diags[w++] = s->diags[i];
+			else
+				free(s->diags[i].text);
+		}
+		s->n_diags = w;
 	} else {
 		r = snapshot_copy(hub, start_ns, stop_ns, s);
 		if (r < 0) {

@@ -170,9 +170,12 @@ int trace_diag(struct trace *t, int64_t ts_ns, bool error, const char *fmt, ...)
 /*
  * trace_snapshot - give a closing window its own trace.
  * @take_all: no other window is open. The hub's contents move into the
- *            snapshot; the hub is left empty (planes, tables, diags).
+ *            snapshot; the hub is left empty (planes, tables, diags); diags
+ *            stamped outside the window are dropped.
  * Otherwise the planes, tables and plane stats are copied, and only records
  * with start in [@start_ns, @stop_ns) and diags stamped in the window are.
+ * In both cases snap->dropped is the hub's running total: the session
+ * layer turns it into the window's own count.
  * Returns 0 or -ENOMEM; the hub is unchanged on failure.
  */
 int trace_snapshot(struct trace *hub, int64_t start_ns, int64_t stop_ns, bool take_all,

@@ -258,7 +258,8 @@ static uint8_t *put_event(uint8_t *w, const struct trace_plane *p, const struct 
 		memcpy(q, p->statsets.pool + se->off, se->len);
 		q += se->len;
 	}
-	if (e->vstat) {
+	/* Same test as value_stat_size(): a type of NONE means no value stat. */
+	if (TRACE_VSTAT_TYPE(e->vstat) != TRACE_STAT_NONE) {
 		uint32_t type = TRACE_VSTAT_TYPE(e->vstat), id = TRACE_VSTAT_ID(e->vstat);
 		uint8_t *sb = q + 2, *sq = sb;
 
@@ -423,7 +424,9 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 	if (dropped_msg[0])
 		total += string_fields_size(3, dropped_v);
 	total += pb_len_field_size(4, strlen(info->hostname));
-	if (total > MAX_MESSAGE) {
+	/* The caller frames the XSpace in @prefix bytes; the whole reply must
+	 * stay within what a protobuf message (and the TF client) takes. */
+	if (total > MAX_MESSAGE - prefix) {
 		r = -EFBIG;
 		goto out;
 	}
