@@ -117,11 +117,13 @@ static void open_window(struct session *s)
 	struct session_mgr *m = s->mgr;
 
 	s->state = S_OPEN;
-	if (m->n_windows++ == 0)
-		collector_set_start(m->collectors);
+	/* Stamp the window before starting collectors: their first samples and
+	 * notes must not predate the window they belong to. */
 	s->start_ns = wall_ns();
 	s->start_mono = mono_ns();
 	s->dropped_at_open = m->hub->dropped;
+	if (m->n_windows++ == 0)
+		collector_set_start(m->collectors);
 	uv_timer_start(&s->timer, on_stop_timer, s->duration_ms, 0);
 	log_debug("session '%s': window open for %llu ms", s->id, (unsigned long long)s->duration_ms);
 }
