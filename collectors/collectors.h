@@ -3,3 +3,5 @@
 #pragma once
 
 #include "collector.h"
+
+extern const struct collector_ops agent_receiver_collector_ops;

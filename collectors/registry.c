@@ -3,11 +3,12 @@
  * registry.c - every compiled-in collector, in start order. Optional ones
  * are decided at run time by their probe(); the table itself has no #if.
  */
+#include "base/macro.h"
 #include "collector.h"
 #include "collectors.h"
 
 const struct collector_ops *const collector_registry[] = {
-	NULL, /* placeholder until the first collector lands */
+	&agent_receiver_collector_ops,
 };
 
-const size_t collector_registry_size = 0;
+const size_t collector_registry_size = ARRAY_SIZE(collector_registry);
