@@ -805,7 +805,7 @@ static int handle_frame(struct conn *k, const struct agent_frame_hdr *h, const u
 	}
 	case AGENT_FRAME_STATS:
 		memcpy(&k->stats, p, sizeof(k->stats));
-		if (k->stats.dropped_buffers || k->stats.dropped_records)
+		if (rx->running && k->capturing && (k->stats.dropped_buffers || k->stats.dropped_records))
 			note(rx, "GPU events dropped in pid %u (%s): %llu CUPTI buffers, %llu records",
 			     k->pid, k->name, (unsigned long long)k->stats.dropped_buffers,
 			     (unsigned long long)k->stats.dropped_records);
