@@ -722,6 +722,7 @@ static void handle_flushed(struct conn *k, const struct agent_flush *f)
 	if (!k->flush_pending || f->token != rx->flush_token)
 		return;
 	k->flush_pending = false;
+	log_debug("flush: pid %u answered", k->pid);
 	if (rx->flush_waiting && --rx->flush_waiting == 0)
 		collector_flushed(rx->c);
 }
@@ -1085,6 +1086,7 @@ static void agent_flush(struct collector *c, int64_t until_ns)
 		k->flush_pending = true;
 		rx->flush_waiting++;
 	}
+	log_debug("flush: waiting for %u agent(s)", rx->flush_waiting);
 	if (rx->flush_waiting == 0)
 		collector_flushed(c);
 }
