@@ -296,6 +296,32 @@ class AgentTests(unittest.TestCase):
         proc.stderr.close()
         self.assertTrue([p for p in x.planes if p.name.startswith("/device:GPU:")])
 
+    @unittest.skipUnless(os.environ.get("PROFD_AGENT_SO"), "libprofd-agent.so not built (no CUPTI)")
+    def test_8_real_agent_without_gpu(self):
+        # The real libprofd-agent.so, started the way CUDA would (InitializeInjection),
+        # in a process without a GPU: it must connect, say HELLO, answer the capture
+        # with an explained CUPTI error, and never hang or crash its host process.
+        code = ("import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); "
+                "print('init', lib.InitializeInjection(), flush=True); sys.stdin.read()")
+        env = dict(os.environ, PROFD_AGENT_SOCKET=self.sock)
+        proc = subprocess.Popen(["/usr/bin/python3", "-c", code, os.environ["PROFD_AGENT_SO"]], env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(proc.stdout.readline().strip(), "init 1")
+            st = self.wait_agents(1)
+            self.assertEqual(st.agents[0].pid, proc.pid)
+            self.assertEqual(st.agents[0].version, 1)
+            x = self.capture(300, "realagent")
+            self.assertTrue([w for w in x.warnings if f"pid {proc.pid}" in w and "cupti" in w.lower()],
+                            list(x.warnings))
+            x = self.capture(200, "realagent2")  # a second capture works the same way
+            self.assertIsNone(proc.poll())
+        finally:
+            proc.stdin.close()
+            self.assertEqual(proc.wait(timeout=10), 0)
+            proc.stdout.close()
+            proc.stderr.close()
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
