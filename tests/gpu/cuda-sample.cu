@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 // cuda-sample.cu - a small CUDA C program for tests/gpu/run-gpu-tests.sh.
 //
-// Prints "ready" once CUDA is up (the injected agent is loaded by then),
-// waits for "go" on stdin, then per visible device: one H2D copy, N kernel
-// launches, one memset, one D2H copy, synchronise; prints "done <n>". It
-// keeps making a cheap CUDA call every 50 ms until "exit" arrives, so the
-// agent's detach finds an API exit callback to finalize CUPTI from.
+// Prints "ready <devices>" once CUDA is up (the injected agent is loaded by
+// then). Each "go" on stdin: per visible device (at most 2) two H2D copies,
+// N kernel launches, one memset, one D2H copy, synchronise; prints
+// "done <launches>". Between commands it makes a cheap CUDA call every
+// 50 ms, so the agent's detach finds an API exit callback to finalize CUPTI
+// from. "exit" or EOF ends it.
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,8 @@ static void check(cudaError_t e, const char *what)
 	}
 }
 
-static int wait_line(const char *want, bool poll_cuda)
+/* Next stdin line (while polling CUDA every 50 ms): 1 = go, 0 = exit/EOF. */
+static int next_command(void)
 {
 	char line[64];
 
@@ -39,13 +41,12 @@ static int wait_line(const char *want, bool poll_cuda)
 		FD_ZERO(&r);
 		FD_SET(0, &r);
 		if (select(1, &r, NULL, NULL, &tv) > 0) {
-			if (!fgets(line, sizeof(line), stdin))
-				return -1;
-			if (strncmp(line, want, strlen(want)) == 0)
+			if (!fgets(line, sizeof(line), stdin) || strncmp(line, "exit", 4) == 0)
 				return 0;
+			if (strncmp(line, "go", 2) == 0)
+				return 1;
 		}
-		if (poll_cuda)
-			cudaStreamQuery(0);
+		cudaStreamQuery(0);
 	}
 }
 
@@ -70,8 +71,8 @@ int main(int argc, char **argv)
 	}
 	printf("ready %d\n", ndev);
 	fflush(stdout);
-	if (wait_line("go", true) < 0)
-		return 1;
+	while (next_command()) {
+	total = 0;
 	for (int d = 0; d < ndev; d++) {
 		check(cudaSetDevice(d), "cudaSetDevice");
 		check(cudaMemcpy(a[d], h, n * sizeof(float), cudaMemcpyHostToDevice), "H2D");
@@ -87,6 +88,6 @@ int main(int argc, char **argv)
 	}
 	printf("done %d\n", total);
 	fflush(stdout);
-	wait_line("exit", true);
+	}
 	return 0;
 }
