@@ -52,7 +52,8 @@
 
 #define RX_CHUNK (64u << 10)
 #define LINE_CACHE_SIZE 4096u /* power of two */
-#define MAX_CONNS 1024u
+#define MAX_CONNS 256u
+#define MAX_STRING_BYTES (16u << 20) /* per connection */
 #define MAX_NOTES 32u
 
 enum ev_type_bit {
@@ -101,6 +102,7 @@ struct conn {
 	uint32_t n_devices;
 	char **strings; /* [id], id 1..n_strings */
 	uint32_t n_strings, strings_cap;
+	size_t string_bytes;
 	int64_t clock_off; /* wall = ts + clock_off */
 	bool clock_known;
 	struct agent_stats stats;
@@ -541,9 +543,12 @@ static int add_string(struct conn *k, const struct agent_rec_string *r)
 		k->strings = v;
 		k->strings_cap = cap;
 	}
+	if (k->string_bytes + r->h.aux > MAX_STRING_BYTES)
+		return -E2BIG;
 	s = strndup(text, r->h.aux);
 	if (!s)
 		return -ENOMEM;
+	k->string_bytes += r->h.aux;
 	d = demangle(s);
 	if (d) {
 		free(s);
@@ -612,9 +617,11 @@ static int handle_records(struct conn *k, const uint8_t *p, size_t len, const ch
 				*why = "bad string length";
 				return -EBADMSG;
 			}
-			if (add_string(k, (const struct agent_rec_string *)(p + off)) < 0) {
-				*why = "bad string id";
-				return -EBADMSG;
+			switch (add_string(k, (const struct agent_rec_string *)(p + off))) {
+			case 0: break;
+			case -E2BIG: *why = "too many string bytes"; return -EBADMSG;
+			case -ENOMEM: *why = "out of memory"; return -ENOMEM;
+			default: *why = "bad string id"; return -EBADMSG;
 			}
 			break;
 		case AGENT_REC_KERNEL: if (take) put_kernel(rx, k, &u.kr); break;
@@ -672,6 +679,12 @@ static int handle_device(struct conn *k, const uint8_t *p, const char **why)
 		return -EBADMSG;
 	}
 	n = gpu_map_id(rx->c->cfg->gpus, d.uuid, d.pci_bus_id, d.name);
+	if (n == -ENOSPC) {
+		/* Not the agent's fault: its records for this device are skipped. */
+		note(rx, "more than %u distinct GPUs seen; GPU %s of pid %u is not traced", GPU_MAP_MAX,
+		     d.uuid, k->pid);
+		return 0;
+	}
 	if (n < 0) {
 		*why = "bad device uuid";
 		return -EBADMSG;

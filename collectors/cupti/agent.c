@@ -666,6 +666,10 @@ static void *agent_main(void *arg)
 			next_flush = agent_mono_ns() + FLUSH_PERIOD_MS * 1000000ull;
 		}
 	}
+	/* CUPTI died (fatal error) or the process is exiting: let profd know
+	 * by closing; a forked child never gets here (no agent thread). */
+	if (!atomic_load(&g.exiting))
+		agent_client_close(&g.cl);
 	return NULL;
 }
 
