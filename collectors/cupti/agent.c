@@ -536,6 +536,11 @@ static void detach(void)
 			   "no CUDA call within %d ms after the capture: CUPTI unsubscribed but not "
 			   "finalized (some overhead may remain until the next capture)",
 			   FINALIZE_WAIT_MS);
+		/* CUPTI still exists: keep the slabs (reused by the next capture)
+		 * rather than free memory it might still point at. */
+		g.subscribed = false;
+		g.sub = NULL;
+		return;
 	} else {
 		/* The callback won; it finishes quickly (finalize syncs contexts). */
 		for (int i = 0; i < 500 && !atomic_load(&g.finalize_done); i++)
