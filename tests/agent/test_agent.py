@@ -307,7 +307,7 @@ class AgentTests(unittest.TestCase):
         proc = subprocess.Popen(["/usr/bin/python3", "-c", code, os.environ["PROFD_AGENT_SO"]], env=env,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         first = proc.stdout.readline().strip()
-        if not first and "AddressSanitizer" in proc.stderr.read():
+        if not first and "ASan runtime" in proc.stderr.read():
             proc.wait()
             proc.stdin.close()
             proc.stdout.close()
