@@ -296,6 +296,19 @@ class AgentTests(unittest.TestCase):
         proc.stderr.close()
         self.assertTrue([p for p in x.planes if p.name.startswith("/device:GPU:")])
 
+    def test_9_agent_joining_mid_capture(self):
+        req = T.profile_request(P, 800, f"localhost:{self.d.port}", session_id="late")
+        fut = self.profile.future(req, timeout=60)
+        time.sleep(0.3)
+        a = Agent(self.sock, [UUID_A], "latecomer")
+        a.wait_line("started")
+        x = T.decode_xspace(P, fut.result().tool_data[0].data)
+        self.assertEqual(a.finish(), 0)
+        kernels = sum(1 for p in x.planes if p.name.startswith("/device:GPU:") for l in p.lines
+                      for e in l.events if p.event_metadata[e.metadata_id].name.startswith("fake_gemm"))
+        self.assertEqual(kernels, 5)
+        self.assertFalse([w for w in x.warnings if w.startswith("no GPU data")], list(x.warnings))
+
     @unittest.skipUnless(os.environ.get("PROFD_AGENT_SO"), "libprofd-agent.so not built (no CUPTI)")
     def test_8_real_agent_without_gpu(self):
         # The real libprofd-agent.so, started the way CUDA would (InitializeInjection),
