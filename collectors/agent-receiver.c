@@ -949,8 +949,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 			why = "protocol version mismatch";
 			break;
 		}
-		if (handle_frame(k, &h, k->buf + off + sizeof(h), &why) < 0)
+		if (handle_frame(k, &h, k->buf + off + sizeof(h), &why) < 0) {
+			if (!why)
+				why = "bad frame";
 			break;
+		}
 		off += sizeof(h) + h.length;
 		why = NULL;
 		if (k->closing)

@@ -238,6 +238,40 @@ class AgentTests(unittest.TestCase):
         self.assertTrue([p for p in x.planes if p.name.startswith("/device:GPU:")])
         self.assertTrue([w for w in x.warnings if "version mismatch" in w and "v7" in w], list(x.warnings))
 
+    def test_3b_random_records_do_no_harm(self):
+        def raw(data, close=True):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(self.sock)
+            s.sendall(data)
+            return s
+
+        hello = struct.pack("<8I64s512s", os.getpid(), 1, 1, 0, 0, 0, 0, 0, b"fuzz", b"fuzz")
+        # Random record payloads behind a valid HELLO + DEVICE, during a capture.
+        import random
+        rnd = random.Random(1234)
+        dev = struct.pack("<18I2Q48s32s96s", 0, 9, 0, 132, *([0] * 14), 0, 0,
+                          UUID_A.encode(), b"0000:18:00.0", b"fuzz")
+        req = T.profile_request(P, 600, f"localhost:{self.d.port}", session_id="fuzz")
+        fut = self.profile.future(req, timeout=60)
+        time.sleep(0.1)
+        for i in range(60):
+            body = bytearray(rnd.randrange(8, 512) // 8 * 8)
+            for j in range(0, len(body), 8):
+                # plausible headers (known types, sane sizes) mixed with noise
+                struct.pack_into("<HHI", body, j, rnd.randrange(0, 9), rnd.choice([8, 16, 48, 56, 88, 4096]),
+                                 rnd.randrange(0, 1 << 13))
+                if rnd.random() < 0.3:
+                    body[j:j + 8] = bytes(rnd.randrange(256) for _ in range(8))
+            raw(HDR.pack(MAGIC, 1, 1, len(hello), 0) + hello + HDR.pack(MAGIC, 1, 2, len(dev), 0) + dev +
+                HDR.pack(MAGIC, 1, 4, len(body), 0) + bytes(body), close=False).close()
+        x = T.decode_xspace(P, fut.result().tool_data[0].data)
+        self.assertIsNotNone(x)
+        # Still serving.
+        a = Agent(self.sock, [UUID_B], "after-fuzz")
+        x = self.capture(300, "after-fuzz")
+        a.finish()
+        self.assertTrue([p for p in x.planes if p.name.startswith("/device:GPU:")])
+
     def test_4_agent_killed_mid_capture(self):
         a = Agent(self.sock, [UUID_B], "doomed")
         pid = a.proc.pid
