@@ -107,7 +107,19 @@ struct conn {
 	bool clock_known;
 	struct agent_stats stats;
 	uint64_t bad_device; /* records naming an unknown device */
+	uint64_t str_epoch;  /* changes whenever an id may name a new string */
 };
+
+/* Kernels repeat: the same launch shape gets the same metadata and stat set,
+ * so both are cached per (plane, string epoch, shape). */
+struct kcache_ent {
+	struct trace_plane *p;
+	uint64_t epoch;
+	uint32_t name_id, context, regs, static_smem, dynamic_smem, occ;
+	int32_t grid[3], block[3];
+	int64_t meta, statset;
+};
+#define KCACHE_SIZE 1024u
 
 struct line_slot {
 	uint64_t k1, k2;
@@ -133,6 +145,10 @@ struct rx {
 	struct trace_plane *gpu_planes[GPU_MAP_MAX];
 	struct trace_plane *host_plane;
 	struct buf sb;
+	struct kcache_ent kcache[KCACHE_SIZE];
+	uint64_t next_epoch;
+	struct trace_plane *sid_plane; /* 1-entry cache of the correlation_id stat id */
+	int64_t sid;
 	unsigned agents_in_window;
 	/* device capabilities by plane number, for the plane stats */
 	struct agent_device caps[GPU_MAP_MAX];
@@ -247,7 +263,9 @@ static void reset_caches(struct rx *rx)
 {
 	memset(rx->lines, 0, sizeof(rx->lines));
 	memset(rx->gpu_planes, 0, sizeof(rx->gpu_planes));
+	memset(rx->kcache, 0, sizeof(rx->kcache));
 	rx->host_plane = NULL;
+	rx->sid_plane = NULL;
 }
 
 static struct trace_plane *gpu_plane(struct rx *rx, uint32_t n)
@@ -355,11 +373,20 @@ static const char *str_of(const struct conn *k, uint32_t id, const char *dflt)
 
 static uint64_t corr(const struct conn *k, uint32_t c) { return ((uint64_t)k->pid << 32) | c; }
 
-static void append(struct trace_plane *p, struct trace_line *l, const char *name, int64_t start,
-		   int64_t dur, int64_t statset, uint64_t correlation)
+static int64_t corr_sid(struct rx *rx, struct trace_plane *p)
+{
+	if (rx->sid_plane != p) {
+		rx->sid = trace_plane_stat_id(p, "correlation_id");
+		rx->sid_plane = p;
+	}
+	return rx->sid;
+}
+
+static void append_id(struct rx *rx, struct trace_plane *p, struct trace_line *l, int64_t meta,
+		      int64_t start, int64_t dur, int64_t statset, uint64_t correlation)
 {
 	struct trace_event ev = { .start_ns = start, .dur_ns = dur < 0 ? 0 : dur };
-	int64_t meta = trace_plane_event_id(p, name), sid = trace_plane_stat_id(p, "correlation_id");
+	int64_t sid = corr_sid(rx, p);
 
 	if (meta < 0 || sid < 0 || statset < 0)
 		return;
@@ -368,6 +395,12 @@ static void append(struct trace_plane *p, struct trace_line *l, const char *name
 	ev.vstat = TRACE_VSTAT(TRACE_STAT_U64, (uint32_t)sid);
 	ev.value = correlation;
 	trace_line_append(l, &ev);
+}
+
+static void append(struct rx *rx, struct trace_plane *p, struct trace_line *l, const char *name,
+		   int64_t start, int64_t dur, int64_t statset, uint64_t correlation)
+{
+	append_id(rx, p, l, trace_plane_event_id(p, name), start, dur, statset, correlation);
 }
 
 static const char *mem_kind(uint8_t k) { return mem_kind_names[k < AGENT_MEM__MAX ? k : 0]; }
@@ -409,22 +442,44 @@ static void put_kernel(struct rx *rx, struct conn *k, const struct agent_rec_ker
 	struct conn_dev *d = dev_of(k, r->device);
 	struct trace_plane *p;
 	struct trace_line *l;
+	struct kcache_ent *e;
 	char details[256], occ[32];
+	uint64_t h;
 
 	if (!d || r->start == 0 || r->end < r->start || !(p = gpu_plane(rx, d->plane)) ||
 	    !(l = stream_line(rx, p, d->plane, k->pid, r->stream, T_COMPUTE)))
 		return;
-	format_occ(occ, sizeof(occ), r->occ_pct_e4);
-	snprintf(details, sizeof(details),
-		 "regs:%u static_shared:%u dynamic_shared:%u grid:%d,%d,%d block:%d,%d,%d occ_pct:%s",
-		 r->regs, r->static_smem, r->dynamic_smem, r->grid[0], r->grid[1], r->grid[2],
-		 r->block[0], r->block[1], r->block[2], occ);
-	trace_stat_str_ref(p, &rx->sb, "kernel_details", details);
-	context_stat(p, &rx->sb, r->context);
-	if (r->occ_pct_e4 != UINT32_MAX)
-		trace_stat_double(p, &rx->sb, "theoretical_occupancy_pct", r->occ_pct_e4 / 10000.0);
-	append(p, l, str_of(k, r->name_id, "unknown kernel"), to_wall(k, r->start),
-	       (int64_t)(r->end - r->start), trace_plane_statset(p, &rx->sb), corr(k, r->correlation));
+	h = ((uint64_t)(uintptr_t)p ^ k->str_epoch * 0x9e3779b97f4a7c15ull ^ r->name_id * 0xff51afd7ed558ccdull ^
+	     r->context * 31ull ^ r->regs * 131ull ^ r->dynamic_smem * 7ull ^ (uint32_t)r->grid[0] * 1031ull ^
+	     (uint32_t)r->block[0] * 8191ull ^ r->occ_pct_e4) % KCACHE_SIZE;
+	e = &rx->kcache[h];
+	if (e->p != p || e->epoch != k->str_epoch || e->name_id != r->name_id || e->context != r->context ||
+	    e->regs != r->regs || e->static_smem != r->static_smem || e->dynamic_smem != r->dynamic_smem ||
+	    e->occ != r->occ_pct_e4 || memcmp(e->grid, r->grid, sizeof(e->grid)) ||
+	    memcmp(e->block, r->block, sizeof(e->block))) {
+		format_occ(occ, sizeof(occ), r->occ_pct_e4);
+		snprintf(details, sizeof(details),
+			 "regs:%u static_shared:%u dynamic_shared:%u grid:%d,%d,%d block:%d,%d,%d occ_pct:%s",
+			 r->regs, r->static_smem, r->dynamic_smem, r->grid[0], r->grid[1], r->grid[2],
+			 r->block[0], r->block[1], r->block[2], occ);
+		trace_stat_str_ref(p, &rx->sb, "kernel_details", details);
+		context_stat(p, &rx->sb, r->context);
+		if (r->occ_pct_e4 != UINT32_MAX)
+			trace_stat_double(p, &rx->sb, "theoretical_occupancy_pct", r->occ_pct_e4 / 10000.0);
+		*e = (struct kcache_ent){
+			.p = p, .epoch = k->str_epoch, .name_id = r->name_id, .context = r->context,
+			.regs = r->regs, .static_smem = r->static_smem, .dynamic_smem = r->dynamic_smem,
+			.occ = r->occ_pct_e4,
+			.meta = trace_plane_event_id(p, str_of(k, r->name_id, "unknown kernel")),
+			.statset = trace_plane_statset(p, &rx->sb),
+		};
+		memcpy(e->grid, r->grid, sizeof(e->grid));
+		memcpy(e->block, r->block, sizeof(e->block));
+		if (e->meta < 0 || e->statset < 0)
+			e->p = NULL; /* do not cache a failure */
+	}
+	append_id(rx, p, l, e->meta, to_wall(k, r->start), (int64_t)(r->end - r->start), e->statset,
+		  corr(k, r->correlation));
 }
 
 static void put_memcpy(struct rx *rx, struct conn *k, const struct agent_rec_memcpy *r)
@@ -444,7 +499,7 @@ static void put_memcpy(struct rx *rx, struct conn *k, const struct agent_rec_mem
 		 r->async ? 1 : 0);
 	trace_stat_str_ref(p, &rx->sb, "memcpy_details", details);
 	context_stat(p, &rx->sb, r->context);
-	append(p, l, copy_names[ck], to_wall(k, r->start), (int64_t)(r->end - r->start),
+	append(rx, p, l, copy_names[ck], to_wall(k, r->start), (int64_t)(r->end - r->start),
 	       trace_plane_statset(p, &rx->sb), corr(k, r->correlation));
 }
 
@@ -462,7 +517,7 @@ static void put_memset(struct rx *rx, struct conn *k, const struct agent_rec_mem
 		 (unsigned long long)r->bytes, r->async ? 1 : 0);
 	trace_stat_str_ref(p, &rx->sb, "Memset_details", details);
 	context_stat(p, &rx->sb, r->context);
-	append(p, l, "Memset", to_wall(k, r->start), (int64_t)(r->end - r->start),
+	append(rx, p, l, "Memset", to_wall(k, r->start), (int64_t)(r->end - r->start),
 	       trace_plane_statset(p, &rx->sb), corr(k, r->correlation));
 }
 
@@ -483,7 +538,7 @@ static void put_memory(struct rx *rx, struct conn *k, const struct agent_rec_mem
 	trace_stat_str_ref(p, &rx->sb, alloc ? "memalloc_details" : "MemFree_details", details);
 	if (r->context != UINT32_MAX)
 		context_stat(p, &rx->sb, r->context);
-	append(p, l, alloc ? "MemoryAlloc" : "MemoryFree", to_wall(k, r->ts), 0,
+	append(rx, p, l, alloc ? "MemoryAlloc" : "MemoryFree", to_wall(k, r->ts), 0,
 	       trace_plane_statset(p, &rx->sb), corr(k, r->correlation));
 }
 
@@ -508,7 +563,7 @@ static void put_overhead(struct rx *rx, struct conn *k, const struct agent_rec_o
 			return;
 		p = rx->host_plane;
 	}
-	append(p, l, name, to_wall(k, r->start), (int64_t)(r->end - r->start), 0, 0);
+	append(rx, p, l, name, to_wall(k, r->start), (int64_t)(r->end - r->start), 0, 0);
 }
 
 static void put_api(struct rx *rx, struct conn *k, const struct agent_rec_api *r)
@@ -517,7 +572,7 @@ static void put_api(struct rx *rx, struct conn *k, const struct agent_rec_api *r
 
 	if (r->start == 0 || r->end < r->start || !(l = host_line(rx, k, r->tid)))
 		return;
-	append(rx->host_plane, l, str_of(k, r->name_id, "cuda api"), to_wall(k, r->start),
+	append(rx, rx->host_plane, l, str_of(k, r->name_id, "cuda api"), to_wall(k, r->start),
 	       (int64_t)(r->end - r->start), 0, corr(k, r->correlation));
 }
 
@@ -554,6 +609,7 @@ static int add_string(struct conn *k, const struct agent_rec_string *r)
 		free(s);
 		s = d;
 	}
+	k->str_epoch = ++k->rx->next_epoch; /* cached names may refer to this id */
 	free(k->strings[r->id]);
 	k->strings[r->id] = s;
 	if (r->id > k->n_strings)
@@ -986,6 +1042,7 @@ static void on_connection(uv_stream_t *server, int status)
 	if (!k)
 		return;
 	k->rx = rx;
+	k->str_epoch = ++rx->next_epoch;
 	uv_pipe_init(rx->c->loop, &k->pipe, 0);
 	k->pipe.data = k;
 	rx->pending_closes++;
