@@ -96,6 +96,7 @@ struct conn {
 	size_t len, cap;
 	bool hello, closing, capturing, flush_pending;
 	uint32_t pid, version;
+	uint32_t driver_version, runtime_version, cupti_version;
 	char name[64];
 	char cmdline[512];
 	struct conn_dev dev[AGENT_MAX_DEVICES];
@@ -711,6 +712,9 @@ static int handle_hello(struct conn *k, const uint8_t *p, const char **why)
 	k->hello = true;
 	k->pid = h.pid;
 	k->version = h.proto_version;
+	k->driver_version = h.cuda_driver_version;
+	k->runtime_version = h.cuda_runtime_version;
+	k->cupti_version = h.cupti_version;
 	copy_str(k->name, sizeof(k->name), h.name);
 	copy_str(k->cmdline, sizeof(k->cmdline), h.cmdline);
 	log_info("agent connected: pid %u (%s), %u device(s), CUDA driver %u, CUPTI %u", k->pid, k->name,
@@ -1179,6 +1183,39 @@ static void set_caps(struct rx *rx, struct trace_plane *p, const struct agent_de
 	trace_plane_set_stats(p, b);
 }
 
+/* CUDA versions as "13.0" (1000 * major + 10 * minor). */
+static void put_version(struct trace_plane *p, struct buf *b, const char *name, uint32_t v)
+{
+	char s[32];
+
+	if (!v)
+		return;
+	snprintf(s, sizeof(s), "%u.%u", v / 1000, v % 1000 / 10);
+	trace_stat_str(p, b, name, s);
+}
+
+/* /host:metadata, as the in-process GPU tracer fills it (protocol.md §4.8),
+ * from the first agent that reported versions. */
+static void set_metadata(struct rx *rx, struct trace *snap)
+{
+	struct trace_plane *p;
+
+	for (struct conn *k = rx->conns; k; k = k->next) {
+		if (!k->hello || !k->driver_version)
+			continue;
+		p = trace_plane(snap, "/host:metadata", 0);
+		if (!p)
+			return;
+		put_version(p, &rx->sb, "cuda_driver_version", k->driver_version);
+		put_version(p, &rx->sb, "cuda_runtime_version", k->runtime_version);
+		put_version(p, &rx->sb, "cuda_version", k->runtime_version ? k->runtime_version : k->driver_version);
+		if (k->cupti_version)
+			trace_stat_u64(p, &rx->sb, "cupti_version", k->cupti_version);
+		trace_plane_set_stats(p, &rx->sb);
+		return;
+	}
+}
+
 static void agent_describe(struct collector *c, struct trace *snap, int64_t start_ns, int64_t stop_ns)
 {
 	struct rx *rx = to_rx(c);
@@ -1191,6 +1228,8 @@ static void agent_describe(struct collector *c, struct trace *snap, int64_t star
 		if (sscanf(p->name, "/device:GPU:%u", &n) == 1 && n < GPU_MAP_MAX && rx->caps_known[n])
 			set_caps(rx, p, &rx->caps[n]);
 	}
+	if (rx->agents_in_window)
+		set_metadata(rx, snap);
 	if (rx->agents_in_window == 0)
 		trace_diag(snap, start_ns, false,
 			   "no GPU data: no CUDA process with the profd agent is connected — start the job "

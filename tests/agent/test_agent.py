@@ -138,6 +138,8 @@ class AgentTests(unittest.TestCase):
         plane_b = ps["/device:GPU:%d" % planes_by_uuid[UUID_B].pop()]
         self.assertNotEqual(plane_a.name, plane_b.name)
 
+        meta = stats_of(ps["/host:metadata"], ps["/host:metadata"].stats)
+        self.assertEqual(meta["cuda_driver_version"], ("str_value", "13.0"))
         host = ps["/host:CPU"]
         host_corr = {}
         for line in host.lines:
