@@ -470,13 +470,23 @@ static void capture_start(void)
 	}
 	memset(&g.stats, 0, sizeof(g.stats));
 	atomic_store(&g.declined, 0);
+	g.cv.records = g.cv.converted = g.cv.skipped = g.cv.unknown = g.cv.emit_failed = 0;
 	send_clock(AGENT_CLOCK_START);
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		r = cuptiActivityEnable(kinds[i]);
-		if (r != CUPTI_SUCCESS && kinds[i] == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
-			report_cupti("cuptiActivityEnable(CONCURRENT_KERNEL)", r);
-			break;
-		}
+		if (r == CUPTI_SUCCESS || kinds[i] != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+			continue; /* a missing optional kind only narrows the trace */
+		/* Without kernels there is no point: undo everything. */
+		report_cupti("cuptiActivityEnable(CONCURRENT_KERNEL)", r);
+		for (size_t j = 0; j < i; j++)
+			cuptiActivityDisable(kinds[j]);
+		cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+		drain();
+		cuptiUnsubscribe(g.sub);
+		g.subscribed = false;
+		g.sub = NULL;
+		pool_release();
+		return;
 	}
 	atomic_store(&g.capturing, 1);
 }
