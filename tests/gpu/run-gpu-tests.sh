@@ -109,9 +109,9 @@ def start_sample(d):
 
 def capture_round(d, p, sid):
     out = {}
-    th = threading.Thread(target=lambda: out.setdefault("x", capture(d, 3000, sid)))
+    th = threading.Thread(target=lambda: out.setdefault("x", capture(d, 5000, sid)))
     th.start()
-    time.sleep(1.0)  # START reached the agent and CUPTI is enabled
+    time.sleep(2.0)  # START reached the agent and CUPTI is enabled (attach can be slow)
     t0 = time.time()
     p.stdin.write("go\n")
     p.stdin.flush()
@@ -165,7 +165,7 @@ def verify(x, ndev, launched, sid):
     check(bool(durs) and all(0.5 < d < 100000 for d in durs),
           f"{sid}: kernel durations {min(durs) if durs else 0:.1f}..{max(durs) if durs else 0:.1f} us")
     offs = [(k[2] * 1000 + k[3].offset_ps) / 1e9 for k in kernels]
-    check(bool(offs) and all(0 <= o < 3000 for o in offs), f"{sid}: kernels inside the 3 s window")
+    check(bool(offs) and all(0 <= o < 5000 for o in offs), f"{sid}: kernels inside the 5 s window")
     check(copies >= 3 * ndev, f"{sid}: {copies} memcpy events")
     check(memsets >= ndev, f"{sid}: {memsets} memset events")
 
