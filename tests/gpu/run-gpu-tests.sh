@@ -221,9 +221,9 @@ sys.stdin.readline()
         return
     check(wait_agent(d, p.pid) is not None, "torch: agent registered")
     out = {}
-    th = threading.Thread(target=lambda: out.setdefault("x", capture(d, 3000, "torch")))
+    th = threading.Thread(target=lambda: out.setdefault("x", capture(d, 5000, "torch")))
     th.start()
-    time.sleep(1.0)
+    time.sleep(2.0)
     p.stdin.write("go\n")
     p.stdin.flush()
     p.stdout.readline()
