@@ -6,7 +6,7 @@
  *
  *   fake-agent --socket PATH --devices GPU-a,GPU-b [--name NAME]
  *              [--kernels N] [--events N --spread-ms MS] [--captures N]
- *              [--dropped N] [--no-flush-reply]
+ *              [--dropped N] [--no-flush-reply] [--error CODE:TEXT]
  *
  * On START it sends a clock anchor (its clock is CLOCK_MONOTONIC, as an
  * unknown agent clock would be) and, per device in the order given (=
@@ -39,6 +39,8 @@ static unsigned arg_spread_ms = 1000;
 static unsigned arg_captures = 1;
 static unsigned arg_dropped;
 static int arg_no_flush_reply;
+static unsigned arg_error_code; /* --error CODE:TEXT: refuse START like a failing CUPTI */
+static const char *arg_error_text = "";
 
 static struct agent_client cl;
 static uint8_t batch[AGENT_FRAME_MAX];
@@ -244,7 +246,8 @@ int main(int argc, char **argv)
 		{ "name", required_argument, NULL, 'n' },     { "kernels", required_argument, NULL, 'k' },
 		{ "events", required_argument, NULL, 'e' },   { "spread-ms", required_argument, NULL, 'S' },
 		{ "captures", required_argument, NULL, 'c' }, { "dropped", required_argument, NULL, 'D' },
-		{ "no-flush-reply", no_argument, &arg_no_flush_reply, 1 }, {},
+		{ "no-flush-reply", no_argument, &arg_no_flush_reply, 1 },
+		{ "error", required_argument, NULL, 'E' }, {},
 	};
 	unsigned captures = 0;
 	bool capturing = false;
@@ -260,6 +263,10 @@ int main(int argc, char **argv)
 		case 'S': arg_spread_ms = (unsigned)atoi(optarg); break;
 		case 'c': arg_captures = (unsigned)atoi(optarg); break;
 		case 'D': arg_dropped = (unsigned)atoi(optarg); break;
+		case 'E':
+			arg_error_code = (unsigned)atoi(optarg);
+			arg_error_text = strchr(optarg, ':') ? strchr(optarg, ':') + 1 : "";
+			break;
 		case 0: break;
 		default: return 2;
 		}
@@ -289,7 +296,13 @@ int main(int argc, char **argv)
 			return capturing ? 4 : 0;
 		poll(&p, 1, capturing && arg_events ? 2 : 200);
 		while ((r = agent_client_recv(&cl, &h, payload, sizeof(payload))) > 0) {
-			if (h.kind == AGENT_FRAME_START && !capturing) {
+			if (h.kind == AGENT_FRAME_START && !capturing && arg_error_code) {
+				struct agent_error e = { .code = arg_error_code, .detail = 35 };
+
+				snprintf(e.text, sizeof(e.text), "%s", arg_error_text);
+				agent_client_send(&cl, AGENT_FRAME_ERROR, &e, sizeof(e));
+				printf("refused\n");
+			} else if (h.kind == AGENT_FRAME_START && !capturing) {
 				struct agent_clock ck = { .agent_ns = agent_mono_ns(), .wall_ns = agent_wall_ns() };
 
 				/* session.c starts collectors just before it stamps the
@@ -316,6 +329,10 @@ int main(int argc, char **argv)
 					stream_due(false);
 				agent_client_send(&cl, AGENT_FRAME_STATS, &st, sizeof(st));
 				agent_client_send(&cl, AGENT_FRAME_FLUSHED, &f, sizeof(f));
+			} else if (h.kind == AGENT_FRAME_STOP && arg_error_code) {
+				printf("stopped\n");
+				if (++captures >= arg_captures)
+					return 0;
 			} else if (h.kind == AGENT_FRAME_STOP && capturing) {
 				struct agent_stats st = { .records = records_sent, .dropped_buffers = arg_dropped };
 

@@ -303,6 +303,22 @@ class AgentTests(unittest.TestCase):
         self.assertEqual(len(w), 1, list(x.warnings))
         self.assertIn("3 CUPTI buffers", w[0])
 
+    def test_5b_cupti_errors_are_explained(self):
+        a = Agent(self.sock, [UUID_A], "noperm", "--error", "2:cuptiSubscribe_v2: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES")
+        b = Agent(self.sock, [UUID_B], "busy", "--error", "3:Nsight Systems")
+        x = self.capture(300, "errors")
+        a.finish()
+        b.finish()
+        w = list(x.warnings)
+        perm = [s for s in w if f"pid {a.proc.pid}" in s]
+        self.assertEqual(len(perm), 1, w)
+        self.assertIn("insufficient privileges", perm[0])
+        self.assertIn("NVreg_RestrictProfilingToAdminUsers=0", perm[0])
+        busy = [s for s in w if f"pid {b.proc.pid}" in s]
+        self.assertEqual(len(busy), 1, w)
+        self.assertIn("another profiler already subscribed", busy[0])
+        self.assertIn("Nsight Systems", busy[0])
+
     def test_6_straggler_does_not_block(self):
         a = Agent(self.sock, [UUID_A], "silent", "--no-flush-reply")
         t0 = time.time()
