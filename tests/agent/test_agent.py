@@ -7,6 +7,7 @@ the same two GPUs under different local ordinals.
 """
 import os
 import re
+import signal
 import socket
 import struct
 import subprocess
@@ -388,6 +389,42 @@ class AgentTests(unittest.TestCase):
                             list(x.warnings))
             x = self.capture(200, "realagent2")  # a second capture works the same way
             self.assertIsNone(proc.poll())
+        finally:
+            proc.stdin.close()
+            self.assertEqual(proc.wait(timeout=10), 0)
+            proc.stdout.close()
+            proc.stderr.close()
+
+    @unittest.skipUnless(os.environ.get("PROFD_AGENT_SO"), "libprofd-agent.so not built (no CUPTI)")
+    def test_10_real_agent_survives_profd_kill_and_restart(self):
+        tmp = tempfile.mkdtemp(prefix="profd-agent-")
+        sock = os.path.join(tmp, "agent.sock")
+        code = ("import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); "
+                "print('init', lib.InitializeInjection(), flush=True); sys.stdin.read()")
+        env = dict(os.environ, PROFD_AGENT_SOCKET=sock)
+        proc = subprocess.Popen(["/usr/bin/python3", "-c", code, os.environ["PROFD_AGENT_SO"]], env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first = proc.stdout.readline().strip()
+        if not first and "ASan runtime" in proc.stderr.read():
+            proc.wait()
+            for f in (proc.stdin, proc.stdout, proc.stderr):
+                f.close()
+            self.skipTest("sanitizer build")
+        try:
+            self.assertEqual(first, "init 1")
+            for round_ in range(2):  # profd absent at first, then killed and restarted
+                d = T.Daemon("--agent-socket", sock, wrapper=[])
+                ch = T.channel(d.addr)
+                st = T.stub(ch, "Status", P.profd.StatusRequest, P.profd.StatusResponse, service="profd.Profd")
+                deadline = time.time() + 15
+                pids = []
+                while time.time() < deadline and proc.pid not in pids:
+                    pids = [a.pid for a in st(P.profd.StatusRequest(), timeout=10).agents]
+                    time.sleep(0.1)
+                ch.close()
+                self.assertIn(proc.pid, pids, f"round {round_}: agent did not (re)connect")
+                d.stop(signal.SIGKILL)
+            self.assertIsNone(proc.poll(), "the job must survive its profd dying")
         finally:
             proc.stdin.close()
             self.assertEqual(proc.wait(timeout=10), 0)
