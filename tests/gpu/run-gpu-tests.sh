@@ -135,7 +135,6 @@ def verify(x, ndev, launched, sid):
                 if "correlation_id" in s:
                     launches[s["correlation_id"]] = name
     kernels, copies, memsets = [], 0, 0
-    start = x.planes[0]
     for p in gpu:
         ps = stats(p, p.stats)
         check(ps.get("device_vendor") == "Nvidia" and ps.get("core_count", 0) > 0 and
