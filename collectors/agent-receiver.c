@@ -1120,11 +1120,9 @@ static int agent_init(struct collector *c)
 		snprintf(c->reason, sizeof(c->reason),
 			 "cannot listen on agent socket %s: %s (create its directory or pass --agent-socket)",
 			 path, uv_strerror(r));
-		/* The handle must still be closed; do it now, synchronously enough. */
-		rx->pending_closes++;
-		rx->server.data = rx;
+		/* The handle lives in priv, which the core frees only at exit,
+		 * long after this close completes. */
 		uv_close((uv_handle_t *)&rx->server, NULL);
-		rx->pending_closes--;
 		return r == UV_EACCES ? -EACCES : -EADDRNOTAVAIL;
 	}
 	rx->listening = true;
