@@ -1094,11 +1094,31 @@ static bool socket_alive(const char *path)
 	return alive;
 }
 
+/* Bind and listen with plain syscalls first, so a failure leaves no libuv
+ * handle behind (a handle closed now would still be on the loop's closing
+ * list when a failed daemon start frees the collectors). */
+static int listen_socket(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), r;
+
+	if (fd < 0)
+		return -errno;
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 64) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	chmod(path, 0666); /* jobs of any user may connect; every frame is validated */
+	return fd;
+}
+
 static int agent_init(struct collector *c)
 {
 	struct rx *rx = to_rx(c);
 	const char *path = c->cfg->agent_socket;
-	int r;
+	int fd, r;
 
 	rx->c = c;
 	rx->gen_seen = c->hub->generation;
@@ -1109,23 +1129,26 @@ static int agent_init(struct collector *c)
 		return -EADDRINUSE;
 	}
 	unlink(path);
-	uv_pipe_init(c->loop, &rx->server, 0);
-	rx->server.data = rx;
-	r = uv_pipe_bind(&rx->server, path);
-	if (r >= 0) {
-		chmod(path, 0666); /* jobs of any user may connect; every frame is validated */
-		r = uv_listen((uv_stream_t *)&rx->server, 64, on_connection);
-	}
-	if (r < 0) {
+	fd = listen_socket(path);
+	if (fd < 0) {
 		snprintf(c->reason, sizeof(c->reason),
 			 "cannot listen on agent socket %s: %s (create its directory or pass --agent-socket)",
-			 path, uv_strerror(r));
-		/* The handle lives in priv, which the core frees only at exit,
-		 * long after this close completes. */
-		uv_close((uv_handle_t *)&rx->server, NULL);
-		return r == UV_EACCES ? -EACCES : -EADDRNOTAVAIL;
+			 path, strerror(-fd));
+		return fd;
 	}
-	rx->listening = true;
+	uv_pipe_init(c->loop, &rx->server, 0);
+	rx->server.data = rx;
+	rx->listening = true; /* the handle exists: agent_close() closes it */
+	r = uv_pipe_open(&rx->server, fd);
+	if (r < 0)
+		close(fd); /* not the handle's yet */
+	else
+		r = uv_listen((uv_stream_t *)&rx->server, 64, on_connection);
+	if (r < 0) {
+		snprintf(c->reason, sizeof(c->reason), "cannot listen on agent socket %s: %s", path,
+			 uv_strerror(r));
+		return -EIO;
+	}
 	log_info("agents connect to %s (CUDA_INJECTION64_PATH=%s)", path, PROFD_AGENT_INSTALL_PATH);
 	return 0;
 }
@@ -1214,6 +1237,14 @@ static void set_metadata(struct rx *rx, struct trace *snap)
 	}
 }
 
+static bool has_gpu_plane(const struct trace *snap)
+{
+	for (uint32_t i = 0; i < snap->n_planes; i++)
+		if (strncmp(snap->planes[i]->name, "/device:GPU:", 12) == 0)
+			return true;
+	return false;
+}
+
 static void agent_describe(struct collector *c, struct trace *snap, int64_t start_ns, int64_t stop_ns)
 {
 	struct rx *rx = to_rx(c);
@@ -1228,11 +1259,19 @@ static void agent_describe(struct collector *c, struct trace *snap, int64_t star
 	}
 	if (rx->agents_in_window)
 		set_metadata(rx, snap);
-	if (rx->agents_in_window == 0)
-		trace_diag(snap, start_ns, false,
-			   "no GPU data: no CUDA process with the profd agent is connected — start the job "
-			   "with CUDA_INJECTION64_PATH=%s",
-			   PROFD_AGENT_INSTALL_PATH);
+	/* Only when the capture really has no GPU plane (NVML fills them on GPU
+	 * hosts); an explicitly disabled receiver (--agent-socket "") is silent. */
+	if (rx->agents_in_window == 0 && !has_gpu_plane(snap) && c->cfg->agent_socket &&
+	    c->cfg->agent_socket[0]) {
+		if (c->state == COLLECTOR_UNAVAILABLE)
+			trace_diag(snap, start_ns, false, "no GPU data: the agent receiver is unavailable: %s",
+				   c->reason);
+		else
+			trace_diag(snap, start_ns, false,
+				   "no GPU data: no CUDA process with the profd agent is connected — start "
+				   "the job with CUDA_INJECTION64_PATH=%s",
+				   PROFD_AGENT_INSTALL_PATH);
+	}
 	for (struct conn *k = rx->conns; k; k = k->next)
 		if (k->bad_device) {
 			note(rx, "pid %u (%s): %llu GPU records named a device the agent did not describe",

@@ -362,6 +362,16 @@ class AgentTests(unittest.TestCase):
         self.assertEqual(kernels, 5)
         self.assertFalse([w for w in x.warnings if w.startswith("no GPU data")], list(x.warnings))
 
+    def test_12_no_warning_when_disabled(self):
+        with T.Daemon("--agent-socket", "") as d2:
+            ch = T.channel(d2.addr)
+            prof = T.stub(ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
+            x = T.decode_xspace(P, prof(T.profile_request(P, 200, f"localhost:{d2.port}"), timeout=30)
+                                .tool_data[0].data)
+            ch.close()
+            self.assertFalse([w for w in x.warnings if "GPU" in w], list(x.warnings))
+            self.assertIn("gpu.agent: unavailable: no agent socket configured", d2.log())
+
     @unittest.skipUnless(os.environ.get("PROFD_AGENT_SO"), "libprofd-agent.so not built (no CUPTI)")
     def test_8_real_agent_without_gpu(self):
         # The real libprofd-agent.so, started the way CUDA would (InitializeInjection),
