@@ -19,3 +19,4 @@ size_t nvml_gpu_pids(struct collector *nvml, int *pids, size_t max, int64_t sinc
 /* bench/nvml-tick: load @library, time @n_iter sampling passes over all its
  * GPUs in the calling thread. 0 or -errno. */
 int nvml_bench_tick(const char *library, unsigned n_iter, double *ret_us_per_tick, unsigned *ret_gpus);
+extern const struct collector_ops agent_receiver_collector_ops;

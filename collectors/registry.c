@@ -11,6 +11,7 @@ const struct collector_ops *const collector_registry[] = {
 	&host_proc_collector_ops,
 	&nvml_collector_ops,
 	&host_io_collector_ops,
+	&agent_receiver_collector_ops,
 };
 
 const size_t collector_registry_size = ARRAY_SIZE(collector_registry);

@@ -76,7 +76,8 @@ static void help(void)
 	       "Collectors:\n"
 	       "      --host-sample-hz N     host counter rate during captures (default 10, 1-1000)\n"
 	       "      --nvml-sample-hz N     GPU counter rate during captures (default 50, 1-1000)\n"
-	       "      --agent-socket PATH    Unix socket for in-job agents (default %s)\n"
+	       "      --agent-socket PATH    Unix socket for in-job agents (default\n"
+	       "                             $PROFD_AGENT_SOCKET, else %s)\n"
 	       "      --flush-timeout DUR    how long a closing capture waits for collectors\n"
 	       "                             (default 500ms)\n"
 	       "\n"
@@ -129,6 +130,9 @@ static int parse_args(int argc, char **argv)
 	};
 	int c, r;
 
+	/* The agents' own override works for the daemon too; --agent-socket wins. */
+	if (getenv("PROFD_AGENT_SOCKET") && *getenv("PROFD_AGENT_SOCKET"))
+		arg_agent_socket = getenv("PROFD_AGENT_SOCKET");
 	while ((c = getopt_long(argc, argv, "l:h", opts, NULL)) >= 0) {
 		switch (c) {
 		case 'l': {

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent-receiver.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/pbwire.h"
@@ -372,6 +373,57 @@ static void handle_terminate(void *userdata, struct rpc_call *call, const Protob
 	rpc_call_reply_msg(call, &resp.base);
 }
 
+/* Status.agents from the agent receiver (collectors/agent-receiver.h).
+ * Strings are borrowed from the receiver for this call only. */
+static void fill_agents(struct collector_set *set, Profd__StatusResponse *resp)
+{
+	struct collector *c = set ? collector_set_find(set, AGENT_RECEIVER_NAME) : NULL;
+	size_t n = agent_receiver_count(c);
+	Profd__AgentStatus **v;
+
+	if (!n || !(v = calloc(n, sizeof(*v))))
+		return;
+	resp->agents = v;
+	for (size_t i = 0; i < n; i++) {
+		struct agent_receiver_info info;
+		Profd__AgentStatus *a;
+
+		if (agent_receiver_get(c, i, &info) < 0 || !(a = calloc(1, sizeof(*a))))
+			break;
+		profd__agent_status__init(a);
+		a->pid = info.pid;
+		a->name = (char *)info.name;
+		a->cmdline = (char *)info.cmdline;
+		a->version = info.version;
+		v[resp->n_agents++] = a;
+		a->devices = info.n_devices ? calloc(info.n_devices, sizeof(*a->devices)) : NULL;
+		for (size_t j = 0; a->devices && j < info.n_devices; j++) {
+			struct agent_receiver_device d;
+			Profd__AgentDevice *pd;
+
+			if (agent_receiver_device(c, i, j, &d) < 0 || !(pd = calloc(1, sizeof(*pd))))
+				break;
+			profd__agent_device__init(pd);
+			pd->plane_id = d.plane_id;
+			pd->uuid = (char *)d.uuid;
+			pd->name = (char *)d.name;
+			pd->local_ordinal = d.local_ordinal;
+			a->devices[a->n_devices++] = pd;
+		}
+	}
+}
+
+static void free_agents(Profd__StatusResponse *resp)
+{
+	for (size_t i = 0; i < resp->n_agents; i++) {
+		for (size_t j = 0; j < resp->agents[i]->n_devices; j++)
+			free(resp->agents[i]->devices[j]);
+		free(resp->agents[i]->devices);
+		free(resp->agents[i]);
+	}
+	free(resp->agents);
+}
+
 static void handle_status(void *userdata, struct rpc_call *call, const ProtobufCMessage *msg)
 {
 	struct service *svc = userdata;
@@ -406,7 +458,9 @@ static void handle_status(void *userdata, struct rpc_call *call, const ProtobufC
 	}
 	resp.n_collectors = n;
 	resp.collectors = csp;
+	fill_agents(set, &resp);
 	rpc_call_reply_msg(call, &resp.base);
+	free_agents(&resp);
 	free(cs);
 	free(csp);
 }

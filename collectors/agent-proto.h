@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent-proto.h - the wire format between libprofd-agent.so (inside a CUDA
+ * job) and profd's "gpu.agent" receiver, over a Unix stream socket.
+ *
+ * DESIGN
+ * ------
+ * Plain C structs with explicit padding; both ends run on the same host,
+ * so the byte order is the host's (both ends are little-endian x86-64 or
+ * aarch64 in practice) and sizes are pinned by static asserts below.
+ *
+ * A connection is a sequence of frames:
+ *
+ *   struct agent_frame_hdr { magic, version, kind, length }  + length bytes
+ *
+ * The receiver checks every header (magic, version, a known kind, a length
+ * within AGENT_FRAME_MAX and within the kind's own bounds) before it buffers
+ * a byte of the payload; anything else closes that connection. A RECORDS
+ * payload is a sequence of 8-byte aligned records, each starting with a
+ * struct agent_rec { type, size }; sizes are checked against the payload
+ * and the type's struct.
+ *
+ * Flow:
+ *   agent  -> HELLO, DEVICE x n            on connect (device inventory)
+ *   daemon -> START                        a capture window opened
+ *   agent  -> CLOCK (start), RECORDS ...   while capturing
+ *   daemon -> FLUSH{token}                 a window is closing
+ *   agent  -> RECORDS ..., FLUSHED{token}  everything up to now was sent
+ *   daemon -> STOP                         the last window closed
+ *   agent  -> CLOCK (stop), STATS          counters of the capture
+ *   agent  -> ERROR                        at any time: CUPTI refused etc.
+ *
+ * Strings (kernel and API names) are interned per connection: a STRING
+ * record defines id -> text before the first record that uses the id. Ids
+ * start at 1; 0 means "no name". Both ends reset the table on reconnect.
+ *
+ * Timestamps in records are in the agent's clock (CUPTI ns); CLOCK frames
+ * carry (agent clock, CLOCK_REALTIME) pairs taken together, and the
+ * receiver maps wall = ts - clock_ns + wall_ns.
+ *
+ * Version rule: any change to a struct below bumps AGENT_PROTO_VERSION.
+ * The first 8 bytes of HELLO (pid, proto version) never change, so a
+ * receiver can name the process it refuses.
+ */
+#pragma once
+
+#include <stdint.h>
+
+#define AGENT_PROTO_MAGIC 0x41444650u /* "PFDA" little-endian */
+#define AGENT_PROTO_VERSION 1u
+/* Largest payload of one frame; the agent splits record batches below it. */
+#define AGENT_FRAME_MAX (1u << 20)
+/* Per-connection bounds the receiver enforces. */
+#define AGENT_MAX_STRINGS 65536u
+#define AGENT_MAX_STRING_LEN 4096u
+#define AGENT_MAX_DEVICES 64u
+
+/* Environment variable that overrides the socket path in the agent. */
+#define AGENT_SOCKET_ENV "PROFD_AGENT_SOCKET"
+
+enum agent_frame_kind {
+	/* agent -> daemon */
+	AGENT_FRAME_HELLO = 1,
+	AGENT_FRAME_DEVICE = 2,
+	AGENT_FRAME_CLOCK = 3,
+	AGENT_FRAME_RECORDS = 4,
+	AGENT_FRAME_ERROR = 5,
+	AGENT_FRAME_FLUSHED = 6,
+	AGENT_FRAME_STATS = 7,
+	/* daemon -> agent */
+	AGENT_FRAME_START = 16,
+	AGENT_FRAME_STOP = 17,
+	AGENT_FRAME_FLUSH = 18,
+};
+
+struct agent_frame_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t kind;
+	uint32_t length; /* payload bytes after this header */
+	uint32_t reserved; /* 0 */
+};
+
+/* HELLO: who is connecting. Strings are NUL-padded; the receiver forces a
+ * final NUL. */
+struct agent_hello {
+	uint32_t pid;
+	uint32_t proto_version; /* == AGENT_PROTO_VERSION of the agent */
+	uint32_t ppid;
+	uint32_t n_devices;
+	uint32_t cuda_driver_version;  /* cuDriverGetVersion, 13000 = 13.0 */
+	uint32_t cuda_runtime_version; /* 0 when unknown */
+	uint32_t cupti_version;        /* cuptiGetVersion, 0 when unknown */
+	uint32_t flags;
+	char name[64];     /* comm */
+	char cmdline[512]; /* argv joined by spaces, truncated */
+};
+
+/* DEVICE: identity and capabilities of one device the process sees. */
+struct agent_device {
+	uint32_t local_ordinal; /* CUDA device ordinal in the process = CUPTI deviceId */
+	uint32_t cc_major, cc_minor;
+	uint32_t sm_count;
+	uint32_t sm_clock_khz;
+	uint32_t mem_clock_khz;
+	uint32_t bus_width_bits;
+	uint32_t warp_size;
+	uint32_t max_threads_per_block;
+	uint32_t max_threads_per_sm;
+	uint32_t max_blocks_per_sm;
+	uint32_t regs_per_block;
+	uint32_t regs_per_sm;
+	uint32_t smem_per_block;       /* bytes, default limit (48 KiB) */
+	uint32_t smem_per_block_optin; /* bytes */
+	uint32_t smem_per_sm;          /* bytes */
+	uint32_t reserved_smem_per_block;
+	uint32_t _pad;
+	uint64_t mem_bytes;
+	uint64_t mem_bandwidth; /* bytes/s */
+	char uuid[48];          /* "GPU-xxxxxxxx-xxxx-..." */
+	char pci_bus_id[32];    /* "0000:18:00.0" */
+	char name[96];
+};
+
+enum agent_clock_which { AGENT_CLOCK_START = 0, AGENT_CLOCK_STOP = 1 };
+
+struct agent_clock {
+	uint64_t agent_ns; /* cuptiGetTimestamp() */
+	uint64_t wall_ns;  /* CLOCK_REALTIME at the same moment */
+	uint32_t which;    /* enum agent_clock_which */
+	uint32_t _pad;
+};
+
+/* ERROR codes; text carries the details (e.g. the other subscriber). */
+enum agent_error_code {
+	AGENT_ERR_CUPTI = 1,        /* a CUPTI call failed; text has the call and result */
+	AGENT_ERR_PRIVILEGES = 2,   /* CUPTI_ERROR_INSUFFICIENT_PRIVILEGES */
+	AGENT_ERR_BUSY = 3,         /* another CUPTI subscriber in this process */
+	AGENT_ERR_VERSION = 4,      /* CUPTI / driver too old */
+	AGENT_ERR_NOT_FINALIZED = 5 /* detach could not finalize CUPTI in time */
+};
+
+struct agent_error {
+	uint32_t code; /* enum agent_error_code */
+	int32_t detail; /* e.g. the CUptiResult */
+	char text[248];
+};
+
+struct agent_flush {
+	uint64_t token;
+};
+
+/* START: a capture. */
+struct agent_start {
+	uint64_t token;
+	uint64_t flags; /* reserved, 0 */
+};
+
+/* STATS: counters of the capture, sent after STOP (and on FLUSH). */
+struct agent_stats {
+	uint64_t records;          /* CUPTI records converted */
+	uint64_t buffers;          /* CUPTI buffers completed */
+	uint64_t dropped_buffers;  /* buffers dropped: queue or socket full */
+	uint64_t dropped_records;  /* cuptiActivityGetNumDroppedRecords */
+	uint64_t unknown_records;  /* records of kinds we do not convert */
+};
+
+/* ---- records inside a RECORDS frame ------------------------------------ */
+
+enum agent_rec_type {
+	AGENT_REC_STRING = 1,
+	AGENT_REC_KERNEL = 2,
+	AGENT_REC_MEMCPY = 3,
+	AGENT_REC_MEMSET = 4,
+	AGENT_REC_MEMORY = 5,
+	AGENT_REC_OVERHEAD = 6,
+	AGENT_REC_API = 7,
+};
+
+struct agent_rec {
+	uint16_t type; /* enum agent_rec_type */
+	uint16_t size; /* bytes of the whole record incl. this header, multiple of 8 */
+	uint32_t aux;  /* type-specific (STRING: text length) */
+};
+
+/* STRING: aux = text length (no NUL), followed by the text, padded to 8. */
+struct agent_rec_string {
+	struct agent_rec h;
+	uint32_t id;
+	uint32_t _pad;
+	/* char text[aux]; */
+};
+
+/* Memory kinds: the CUpti_ActivityMemoryKind values. */
+enum agent_mem_kind {
+	AGENT_MEM_UNKNOWN = 0,
+	AGENT_MEM_PAGEABLE = 1,
+	AGENT_MEM_PINNED = 2,
+	AGENT_MEM_DEVICE = 3,
+	AGENT_MEM_ARRAY = 4,
+	AGENT_MEM_MANAGED = 5,
+	AGENT_MEM_DEVICE_STATIC = 6,
+	AGENT_MEM_MANAGED_STATIC = 7,
+	AGENT_MEM__MAX = 8,
+};
+
+enum agent_copy_kind {
+	AGENT_COPY_OTHER = 0,
+	AGENT_COPY_H2D = 1,
+	AGENT_COPY_D2H = 2,
+	AGENT_COPY_D2D = 3,
+	AGENT_COPY_P2P = 4,
+	AGENT_COPY__MAX = 5,
+};
+
+struct agent_rec_kernel {
+	struct agent_rec h;
+	uint64_t start, end;
+	uint32_t device; /* local ordinal */
+	uint32_t context;
+	uint32_t stream;
+	uint32_t correlation;
+	uint32_t name_id;
+	uint32_t regs;
+	uint32_t static_smem;
+	uint32_t dynamic_smem;
+	int32_t grid[3];
+	int32_t block[3];
+	uint32_t occ_pct_e4; /* theoretical occupancy in 1/10000 %; UINT32_MAX = unknown */
+	uint32_t graph_id;
+};
+
+struct agent_rec_memcpy {
+	struct agent_rec h;
+	uint64_t start, end;
+	uint64_t bytes;
+	uint32_t device, context, stream, correlation;
+	uint32_t dst_device; /* local ordinal of the destination (P2P), else device */
+	uint8_t copy_kind;   /* enum agent_copy_kind */
+	uint8_t src_kind, dst_kind; /* enum agent_mem_kind */
+	uint8_t async;
+};
+
+struct agent_rec_memset {
+	struct agent_rec h;
+	uint64_t start, end;
+	uint64_t bytes;
+	uint32_t device, context, stream, correlation;
+	uint32_t value;
+	uint8_t mem_kind;
+	uint8_t async;
+	uint8_t _pad[2];
+};
+
+enum agent_mem_op { AGENT_MEMOP_ALLOC = 1, AGENT_MEMOP_FREE = 2 };
+
+/* MEMORY: an allocation or a release (one instant). */
+struct agent_rec_memory {
+	struct agent_rec h;
+	uint64_t ts;
+	uint64_t bytes;
+	uint64_t address;
+	uint32_t device, context, stream, correlation; /* stream UINT32_MAX = none */
+	uint8_t op;       /* enum agent_mem_op */
+	uint8_t mem_kind; /* enum agent_mem_kind */
+	uint8_t _pad[6];
+};
+
+/* OVERHEAD: time CUPTI or the driver spent on an object. */
+struct agent_rec_overhead {
+	struct agent_rec h;
+	uint64_t start, end;
+	uint64_t object_id; /* thread id, or device/context/stream packed */
+	uint32_t kind;      /* CUpti_ActivityOverheadKind */
+	uint32_t object_kind; /* CUpti_ActivityObjectKind */
+	uint32_t device;    /* local ordinal, UINT32_MAX = not a device object */
+	uint32_t _pad;
+};
+
+enum agent_api_domain { AGENT_API_DRIVER = 1, AGENT_API_RUNTIME = 2 };
+
+/* API: one driver or runtime call on a host thread. */
+struct agent_rec_api {
+	struct agent_rec h;
+	uint64_t start, end;
+	uint32_t tid;
+	uint32_t correlation;
+	uint32_t cbid;
+	uint32_t name_id;
+	uint16_t domain; /* enum agent_api_domain */
+	uint16_t _pad;
+	int32_t ret;
+};
+
+#define AGENT_STATIC_SIZE(type, n) _Static_assert(sizeof(type) == (n), #type " is part of the wire format")
+AGENT_STATIC_SIZE(struct agent_frame_hdr, 16);
+AGENT_STATIC_SIZE(struct agent_hello, 608);
+AGENT_STATIC_SIZE(struct agent_device, 264);
+AGENT_STATIC_SIZE(struct agent_clock, 24);
+AGENT_STATIC_SIZE(struct agent_error, 256);
+AGENT_STATIC_SIZE(struct agent_stats, 40);
+AGENT_STATIC_SIZE(struct agent_rec, 8);
+AGENT_STATIC_SIZE(struct agent_rec_string, 16);
+AGENT_STATIC_SIZE(struct agent_rec_kernel, 88);
+AGENT_STATIC_SIZE(struct agent_rec_memcpy, 56);
+AGENT_STATIC_SIZE(struct agent_rec_memset, 56);
+AGENT_STATIC_SIZE(struct agent_rec_memory, 56);
+AGENT_STATIC_SIZE(struct agent_rec_overhead, 48);
+AGENT_STATIC_SIZE(struct agent_rec_api, 48);
+
+/* Round a record size up to the 8-byte record alignment. */
+static inline uint32_t agent_rec_align(uint32_t n) { return (n + 7u) & ~7u; }

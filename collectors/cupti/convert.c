@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * convert.c - CUPTI activity records -> compact records; see convert.h.
+ *
+ * Struct versions are those of the CUDA 13.0 headers: CUpti_ActivityKernel10,
+ * Memcpy6, MemcpyPtoP4, Memset4, Memory4, Overhead3 and ActivityAPI.
+ * Kernel names are copied into our own intern table at once: CUPTI's
+ * pointers may not outlive a module unload.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert.h"
+#include "occupancy.h"
+
+void agent_conv_init(struct agent_conv *cv, agent_conv_emit_cb emit, agent_conv_api_name_cb api_name,
+		     void *ud)
+{
+	memset(cv, 0, sizeof(*cv));
+	cv->emit = emit;
+	cv->api_name = api_name;
+	cv->ud = ud;
+	cv->frame_max = AGENT_FRAME_MAX;
+	cv->next_id = 1;
+}
+
+void agent_conv_reset(struct agent_conv *cv)
+{
+	for (uint32_t i = 0; i < cv->names_cap; i++)
+		free(cv->names[i].s);
+	free(cv->names);
+	cv->names = NULL;
+	cv->n_names = cv->names_cap = 0;
+	cv->next_id = 1;
+	cv->len = 0;
+	memset(cv->api_name_id, 0, sizeof(cv->api_name_id));
+}
+
+void agent_conv_free(struct agent_conv *cv)
+{
+	agent_conv_reset(cv);
+	free(cv->out);
+	cv->out = NULL;
+	cv->cap = 0;
+}
+
+int agent_conv_flush(struct agent_conv *cv)
+{
+	int r = 0;
+
+	if (cv->len && cv->emit) {
+		r = cv->emit(cv->ud, cv->out, cv->len);
+		if (r < 0) {
+			/* The batch may have defined names: define them again later. */
+			cv->emit_failed++;
+			cv->names_lost = true;
+		}
+	}
+	cv->len = 0;
+	return r;
+}
+
+/* Room for @n more bytes in the batch; flushes first when the frame is full. */
+static void *reserve(struct agent_conv *cv, size_t n)
+{
+	size_t max = cv->frame_max ? cv->frame_max : AGENT_FRAME_MAX;
+	void *p;
+
+	if (cv->len + n > max)
+		agent_conv_flush(cv);
+	if (cv->len + n > cv->cap) {
+		size_t cap = cv->cap ? cv->cap : 64u << 10;
+		uint8_t *o;
+
+		while (cap < cv->len + n)
+			cap *= 2;
+		o = realloc(cv->out, cap);
+		if (!o)
+			return NULL;
+		cv->out = o;
+		cv->cap = cap;
+	}
+	p = cv->out + cv->len;
+	memset(p, 0, n);
+	cv->len += n;
+	return p;
+}
+
+static uint64_t fnv(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+	return h | 1; /* 0 marks an empty slot */
+}
+
+/* Define @s as a STRING record (once) and return its id; 0 on failure. */
+static uint32_t intern(struct agent_conv *cv, const char *s)
+{
+	uint64_t h;
+	uint32_t i, len;
+	struct agent_rec_string *r;
+
+	if (!s)
+		return 0;
+	if (cv->n_names * 2 >= cv->names_cap) {
+		uint32_t cap = cv->names_cap ? cv->names_cap * 2 : 1024;
+		struct agent_conv_name *v;
+
+		if (cv->next_id >= AGENT_MAX_STRINGS)
+			return 0;
+		v = calloc(cap, sizeof(*v));
+		if (!v)
+			return 0;
+		for (i = 0; i < cv->names_cap; i++) {
+			uint32_t j;
+
+			if (!cv->names[i].hash)
+				continue;
+			for (j = (uint32_t)cv->names[i].hash & (cap - 1); v[j].hash; j = (j + 1) & (cap - 1))
+				;
+			v[j] = cv->names[i];
+		}
+		free(cv->names);
+		cv->names = v;
+		cv->names_cap = cap;
+	}
+	h = fnv(s);
+	for (i = (uint32_t)h & (cv->names_cap - 1); cv->names[i].hash; i = (i + 1) & (cv->names_cap - 1))
+		if (cv->names[i].hash == h && strcmp(cv->names[i].s, s) == 0)
+			return cv->names[i].id;
+	if (cv->next_id > AGENT_MAX_STRINGS)
+		return 0;
+	len = (uint32_t)strnlen(s, AGENT_MAX_STRING_LEN);
+	r = reserve(cv, sizeof(*r) + agent_rec_align(len));
+	if (!r)
+		return 0;
+	cv->names[i].s = strndup(s, len);
+	if (!cv->names[i].s) {
+		cv->len -= sizeof(*r) + agent_rec_align(len);
+		return 0;
+	}
+	cv->names[i].hash = h;
+	cv->names[i].id = cv->next_id++;
+	cv->n_names++;
+	r->h.type = AGENT_REC_STRING;
+	r->h.size = (uint16_t)(sizeof(*r) + agent_rec_align(len));
+	r->h.aux = len;
+	r->id = cv->names[i].id;
+	memcpy(r + 1, s, len);
+	return r->id;
+}
+
+static void *rec(struct agent_conv *cv, uint16_t type, size_t size)
+{
+	struct agent_rec *h = reserve(cv, size);
+
+	if (!h)
+		return NULL;
+	h->type = type;
+	h->size = (uint16_t)size;
+	return h;
+}
+
+bool agent_conv_api_wanted(const char *n)
+{
+	static const char *const keep[] = {
+		"cuLaunch", "cuMemcpy", "cuMemset", "cuMemAlloc", "cuMemFree", "cuMemHostAlloc",
+		"cuMemAllocHost", "cuMemFreeHost", "cuCtxSynchronize", "cuStreamSynchronize",
+		"cuEventSynchronize", "cuStreamWaitEvent", "cuGraphLaunch",
+		"cudaLaunch", "__cudaLaunch", "cudaMemcpy", "cudaMemset", "cudaMalloc", "cudaFree",
+		"cudaHostAlloc", "cudaDeviceSynchronize", "cudaStreamSynchronize",
+		"cudaEventSynchronize", "cudaStreamWaitEvent", "cudaGraphLaunch",
+	};
+
+	if (!n)
+		return false;
+	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+		if (strncmp(n, keep[i], strlen(keep[i])) == 0)
+			return true;
+	return false;
+}
+
+static uint8_t copy_kind(uint8_t k)
+{
+	switch (k) {
+	case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return AGENT_COPY_H2D;
+	case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return AGENT_COPY_D2H;
+	case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return AGENT_COPY_D2D;
+	case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return AGENT_COPY_P2P;
+	default: return AGENT_COPY_OTHER;
+	}
+}
+
+static uint8_t mem_kind(uint32_t k) { return k < AGENT_MEM__MAX ? (uint8_t)k : AGENT_MEM_UNKNOWN; }
+
+static int kernel(struct agent_conv *cv, const CUpti_ActivityKernel10 *k)
+{
+	struct agent_rec_kernel *r;
+	uint32_t name_id = intern(cv, k->name);
+
+	if (k->start == 0 || k->end < k->start)
+		return 0; /* still running at a forced flush: no timing */
+	r = rec(cv, AGENT_REC_KERNEL, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->start = k->start;
+	r->end = k->end;
+	r->device = k->deviceId;
+	r->context = k->contextId;
+	r->stream = k->streamId;
+	r->correlation = k->correlationId;
+	r->name_id = name_id;
+	r->regs = k->registersPerThread;
+	r->static_smem = (uint32_t)k->staticSharedMemory;
+	r->dynamic_smem = (uint32_t)k->dynamicSharedMemory;
+	r->grid[0] = k->gridX;
+	r->grid[1] = k->gridY;
+	r->grid[2] = k->gridZ;
+	r->block[0] = k->blockX;
+	r->block[1] = k->blockY;
+	r->block[2] = k->blockZ;
+	r->graph_id = k->graphId;
+	r->occ_pct_e4 = UINT32_MAX;
+	if (k->deviceId < cv->n_devs && cv->devs && cv->devs[k->deviceId].warp_size) {
+		struct occ_launch l = {
+			.block_size = (uint32_t)(k->blockX * k->blockY * k->blockZ),
+			.regs = k->registersPerThread,
+			.static_smem = (uint32_t)k->staticSharedMemory,
+			.dynamic_smem = (uint32_t)k->dynamicSharedMemory,
+			.carveout_pct = k->isSharedMemoryCarveoutRequested ?
+						(int32_t)k->sharedMemoryCarveoutRequested : -1,
+		};
+
+		r->occ_pct_e4 = occ_pct_e4(&cv->devs[k->deviceId], &l);
+	}
+	return 1;
+}
+
+static int memcpy_rec(struct agent_conv *cv, const CUpti_ActivityMemcpy6 *m)
+{
+	struct agent_rec_memcpy *r;
+
+	if (m->start == 0 || m->end < m->start)
+		return 0;
+	r = rec(cv, AGENT_REC_MEMCPY, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->start = m->start;
+	r->end = m->end;
+	r->bytes = m->bytes;
+	r->device = m->deviceId;
+	r->context = m->contextId;
+	r->stream = m->streamId;
+	r->correlation = m->correlationId;
+	r->dst_device = m->deviceId;
+	r->copy_kind = copy_kind(m->copyKind);
+	r->src_kind = mem_kind(m->srcKind);
+	r->dst_kind = mem_kind(m->dstKind);
+	r->async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? 1 : 0;
+	return 1;
+}
+
+static int peer(struct agent_conv *cv, const CUpti_ActivityMemcpyPtoP4 *m)
+{
+	struct agent_rec_memcpy *r;
+
+	if (m->start == 0 || m->end < m->start)
+		return 0;
+	r = rec(cv, AGENT_REC_MEMCPY, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->start = m->start;
+	r->end = m->end;
+	r->bytes = m->bytes;
+	r->device = m->deviceId;
+	r->context = m->contextId;
+	r->stream = m->streamId;
+	r->correlation = m->correlationId;
+	r->dst_device = m->dstDeviceId;
+	r->copy_kind = AGENT_COPY_P2P;
+	r->src_kind = mem_kind(m->srcKind);
+	r->dst_kind = mem_kind(m->dstKind);
+	r->async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? 1 : 0;
+	return 1;
+}
+
+static int memset_rec(struct agent_conv *cv, const CUpti_ActivityMemset4 *m)
+{
+	struct agent_rec_memset *r;
+
+	if (m->start == 0 || m->end < m->start)
+		return 0;
+	r = rec(cv, AGENT_REC_MEMSET, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->start = m->start;
+	r->end = m->end;
+	r->bytes = m->bytes;
+	r->device = m->deviceId;
+	r->context = m->contextId;
+	r->stream = m->streamId;
+	r->correlation = m->correlationId;
+	r->value = m->value;
+	r->mem_kind = mem_kind(m->memoryKind);
+	r->async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) ? 1 : 0;
+	return 1;
+}
+
+static int memory(struct agent_conv *cv, const CUpti_ActivityMemory4 *m)
+{
+	struct agent_rec_memory *r;
+
+	if (m->memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION &&
+	    m->memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)
+		return 0;
+	r = rec(cv, AGENT_REC_MEMORY, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->ts = m->timestamp;
+	r->bytes = m->bytes;
+	r->address = m->address;
+	r->device = m->deviceId;
+	r->context = m->contextId;
+	r->stream = m->isAsync ? m->streamId : UINT32_MAX;
+	r->correlation = m->correlationId;
+	r->op = m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION ?
+			AGENT_MEMOP_ALLOC : AGENT_MEMOP_FREE;
+	r->mem_kind = mem_kind(m->memoryKind);
+	return 1;
+}
+
+static int overhead(struct agent_conv *cv, const CUpti_ActivityOverhead3 *o)
+{
+	struct agent_rec_overhead *r;
+
+	if (o->start == 0 || o->end < o->start)
+		return 0;
+	r = rec(cv, AGENT_REC_OVERHEAD, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->start = o->start;
+	r->end = o->end;
+	r->kind = (uint32_t)o->overheadKind;
+	r->object_kind = (uint32_t)o->objectKind;
+	r->device = UINT32_MAX;
+	switch (o->objectKind) {
+	case CUPTI_ACTIVITY_OBJECT_PROCESS:
+	case CUPTI_ACTIVITY_OBJECT_THREAD:
+		r->object_id = o->objectId.pt.threadId;
+		break;
+	case CUPTI_ACTIVITY_OBJECT_DEVICE:
+	case CUPTI_ACTIVITY_OBJECT_CONTEXT:
+	case CUPTI_ACTIVITY_OBJECT_STREAM:
+		r->device = o->objectId.dcs.deviceId;
+		r->object_id = ((uint64_t)o->objectId.dcs.contextId << 32) | o->objectId.dcs.streamId;
+		break;
+	default:
+		break;
+	}
+	return 1;
+}
+
+static int api(struct agent_conv *cv, const CUpti_ActivityAPI *a, uint32_t domain)
+{
+	uint32_t d = domain - 1, cbid = (uint32_t)a->cbid;
+	struct agent_rec_api *r;
+	uint32_t name_id = 0;
+
+	if (a->start == 0 || a->end < a->start)
+		return 0;
+	if (cbid < 1024) {
+		if (!cv->api_keep[d][cbid]) {
+			const char *n = cv->api_name ? cv->api_name(cv->ud, domain, cbid) : NULL;
+
+			cv->api_keep[d][cbid] = agent_conv_api_wanted(n) ? 1 : 2;
+		}
+		if (cv->api_keep[d][cbid] != 1)
+			return 0;
+		name_id = cv->api_name_id[d][cbid];
+	}
+	if (!name_id) {
+		name_id = intern(cv, cv->api_name ? cv->api_name(cv->ud, domain, cbid) : NULL);
+		if (cbid < 1024)
+			cv->api_name_id[d][cbid] = name_id;
+	}
+	r = rec(cv, AGENT_REC_API, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->start = a->start;
+	r->end = a->end;
+	r->tid = a->threadId;
+	r->correlation = a->correlationId;
+	r->cbid = cbid;
+	r->name_id = name_id;
+	r->domain = (uint16_t)domain;
+	r->ret = (int32_t)a->returnValue;
+	return 1;
+}
+
+int agent_conv_record(struct agent_conv *cv, const CUpti_Activity *a)
+{
+	int r;
+
+	if (cv->names_lost) {
+		size_t keep = cv->len;
+
+		cv->len = 0;
+		agent_conv_reset(cv);
+		cv->len = keep;
+		cv->names_lost = false;
+	}
+	cv->records++;
+	switch (a->kind) {
+	case CUPTI_ACTIVITY_KIND_KERNEL:
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+		r = kernel(cv, (const CUpti_ActivityKernel10 *)a);
+		break;
+	case CUPTI_ACTIVITY_KIND_MEMCPY:
+		r = memcpy_rec(cv, (const CUpti_ActivityMemcpy6 *)a);
+		break;
+	case CUPTI_ACTIVITY_KIND_MEMCPY2:
+		r = peer(cv, (const CUpti_ActivityMemcpyPtoP4 *)a);
+		break;
+	case CUPTI_ACTIVITY_KIND_MEMSET:
+		r = memset_rec(cv, (const CUpti_ActivityMemset4 *)a);
+		break;
+	case CUPTI_ACTIVITY_KIND_MEMORY2:
+		r = memory(cv, (const CUpti_ActivityMemory4 *)a);
+		break;
+	case CUPTI_ACTIVITY_KIND_OVERHEAD:
+		r = overhead(cv, (const CUpti_ActivityOverhead3 *)a);
+		break;
+	case CUPTI_ACTIVITY_KIND_DRIVER:
+		r = api(cv, (const CUpti_ActivityAPI *)a, AGENT_API_DRIVER);
+		break;
+	case CUPTI_ACTIVITY_KIND_RUNTIME:
+		r = api(cv, (const CUpti_ActivityAPI *)a, AGENT_API_RUNTIME);
+		break;
+	default:
+		cv->unknown++;
+		return 0;
+	}
+	if (r > 0)
+		cv->converted++;
+	else if (r == 0)
+		cv->skipped++;
+	return r;
+}

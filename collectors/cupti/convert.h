@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * convert.h - CUPTI activity records -> our compact records (agent-proto.h).
+ *
+ * A pure function of its inputs: no CUPTI or CUDA calls, no I/O, so the
+ * unit test feeds it synthetic CUpti_Activity* structs on a machine without
+ * a GPU. The agent thread owns one struct agent_conv per connection.
+ *
+ * Output goes into @out; before a record would push it past @frame_max the
+ * converter hands the batch to @emit (one RECORDS frame) and starts over,
+ * so a frame never splits a record and a STRING record always precedes
+ * the first record that uses its id.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cupti_activity.h>
+
+#include "agent-proto.h"
+
+struct agent_conv;
+
+/* Hands a finished batch of records over (e.g. sends a RECORDS frame).
+ * Returns 0, or -errno to make the converter drop the batch and count it. */
+typedef int (*agent_conv_emit_cb)(void *ud, const void *records, size_t len);
+/* Name of an API callback id ("cuLaunchKernel"), NULL if unknown. */
+typedef const char *(*agent_conv_api_name_cb)(void *ud, uint32_t domain, uint32_t cbid);
+
+struct agent_conv_name {
+	uint64_t hash;
+	char *s;
+	uint32_t id;
+};
+
+struct agent_conv {
+	/* set by the owner */
+	agent_conv_emit_cb emit;
+	agent_conv_api_name_cb api_name;
+	void *ud;
+	size_t frame_max; /* <= AGENT_FRAME_MAX */
+	const struct agent_device *devs; /* by local ordinal */
+	uint32_t n_devs;
+	/* output batch */
+	uint8_t *out;
+	size_t len, cap;
+	/* interned names */
+	struct agent_conv_name *names;
+	uint32_t n_names, names_cap, next_id;
+	bool names_lost; /* a batch with STRING records was dropped */
+	/* per (domain, cbid) verdict: 0 = not decided, 1 = keep, 2 = skip */
+	uint8_t api_keep[2][1024];
+	uint32_t api_name_id[2][1024];
+	/* counters */
+	uint64_t records, converted, skipped, unknown, emit_failed;
+};
+
+void agent_conv_init(struct agent_conv *cv, agent_conv_emit_cb emit, agent_conv_api_name_cb api_name,
+		     void *ud);
+/* Forget names (a new connection starts a new string table). */
+void agent_conv_reset(struct agent_conv *cv);
+void agent_conv_free(struct agent_conv *cv);
+
+/* Convert one record. 1 = converted, 0 = skipped (a kind or API we do not
+ * keep, or an incomplete record), -ENOMEM. */
+int agent_conv_record(struct agent_conv *cv, const CUpti_Activity *rec);
+/* Emit what is batched. 0 or the emit callback's error. */
+int agent_conv_flush(struct agent_conv *cv);
+
+/* Whether an API call by this name belongs in the trace (launches, copies,
+ * memsets, allocations, synchronisation). */
+bool agent_conv_api_wanted(const char *name);

@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fake-agent.c - speaks the agent wire protocol (collectors/agent-proto.h)
+ * like libprofd-agent.so would, without CUDA: tests and benches drive a real
+ * profd with it.
+ *
+ *   fake-agent --socket PATH --devices GPU-a,GPU-b [--name NAME]
+ *              [--kernels N] [--events N --spread-ms MS] [--captures N]
+ *              [--dropped N] [--no-flush-reply] [--error CODE:TEXT]
+ *
+ * On START it sends a clock anchor (its clock is CLOCK_MONOTONIC, as an
+ * unknown agent clock would be) and, per device in the order given (=
+ * local ordinal), N launches: a cuLaunchKernel API event on the main
+ * thread plus the kernel on stream 7, then a cuMemcpyHtoDAsync_v2 + H2D
+ * copy, a memset, an alloc and a free on stream 8. With --events it
+ * instead streams that many kernel records evenly over --spread-ms.
+ * It prints "connected" and "started" lines on stdout for tests to wait on.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "agent-conn.h"
+#include "agent-proto.h"
+
+static const char *arg_socket;
+static char *arg_devices;
+static const char *arg_name;
+static unsigned arg_kernels = 5;
+static unsigned long arg_events;
+static unsigned arg_spread_ms = 1000;
+static unsigned arg_captures = 1;
+static unsigned arg_dropped;
+static int arg_no_flush_reply;
+static unsigned arg_error_code; /* --error CODE:TEXT: refuse START like a failing CUPTI */
+static const char *arg_error_text = "";
+
+static struct agent_client cl;
+static uint8_t batch[AGENT_FRAME_MAX];
+static size_t blen;
+static uint32_t corr = 1;
+static uint32_t n_devs;
+static uint64_t records_sent;
+
+static void send_batch(void)
+{
+	if (blen && agent_client_send(&cl, AGENT_FRAME_RECORDS, batch, (uint32_t)blen) < 0) {
+		fprintf(stderr, "fake-agent: send failed\n");
+		exit(3);
+	}
+	blen = 0;
+}
+
+static void *put(uint16_t type, size_t size, uint32_t aux)
+{
+	struct agent_rec *h;
+
+	if (blen + size > sizeof(batch))
+		send_batch();
+	h = (struct agent_rec *)(batch + blen);
+	memset(h, 0, size);
+	h->type = type;
+	h->size = (uint16_t)size;
+	h->aux = aux;
+	blen += size;
+	records_sent++;
+	return h;
+}
+
+static void put_string(uint32_t id, const char *s)
+{
+	uint32_t len = (uint32_t)strlen(s);
+	struct agent_rec_string *r = put(AGENT_REC_STRING, sizeof(*r) + agent_rec_align(len), len);
+
+	r->id = id;
+	memcpy(r + 1, s, len);
+}
+
+enum { S_KERNEL = 1, S_LAUNCH = 2, S_MEMCPY = 3, S_GEMM = 4 };
+
+static void put_kernel(uint32_t dev, uint64_t t, uint32_t name, uint32_t c, uint32_t grid)
+{
+	struct agent_rec_kernel *k = put(AGENT_REC_KERNEL, sizeof(*k), 0);
+
+	k->start = t + 10000;
+	k->end = t + 60000;
+	k->device = dev;
+	k->context = 1 + dev;
+	k->stream = 7;
+	k->correlation = c;
+	k->name_id = name;
+	k->regs = 32;
+	k->static_smem = 0;
+	k->dynamic_smem = 16384;
+	k->grid[0] = (int32_t)grid;
+	k->grid[1] = k->grid[2] = 1;
+	k->block[0] = 128;
+	k->block[1] = k->block[2] = 1;
+	k->occ_pct_e4 = 500000; /* 50 % */
+}
+
+static void put_api(uint64_t t, uint32_t name, uint32_t c, uint32_t cbid)
+{
+	struct agent_rec_api *a = put(AGENT_REC_API, sizeof(*a), 0);
+
+	a->start = t;
+	a->end = t + 5000;
+	a->tid = (uint32_t)syscall(SYS_gettid);
+	a->correlation = c;
+	a->cbid = cbid;
+	a->name_id = name;
+	a->domain = AGENT_API_DRIVER;
+}
+
+static void burst(void)
+{
+	uint64_t t = agent_mono_ns();
+
+	put_string(S_KERNEL, "_Z9fake_gemmPfS_i");
+	put_string(S_LAUNCH, "cuLaunchKernel");
+	put_string(S_MEMCPY, "cuMemcpyHtoDAsync_v2");
+	for (uint32_t d = 0; d < n_devs; d++) {
+		struct agent_rec_memcpy *m;
+		struct agent_rec_memset *s;
+		struct agent_rec_memory *a;
+
+		for (unsigned i = 0; i < arg_kernels; i++, t += 100000) {
+			put_api(t, S_LAUNCH, corr, 307);
+			put_kernel(d, t, S_KERNEL, corr++, 64 + d);
+		}
+		put_api(t, S_MEMCPY, corr, 279);
+		m = put(AGENT_REC_MEMCPY, sizeof(*m), 0);
+		m->start = t + 10000;
+		m->end = t + 30000;
+		m->bytes = 1 << 20;
+		m->device = m->dst_device = d;
+		m->context = 1 + d;
+		m->stream = 8;
+		m->correlation = corr++;
+		m->copy_kind = AGENT_COPY_H2D;
+		m->src_kind = AGENT_MEM_PAGEABLE;
+		m->dst_kind = AGENT_MEM_DEVICE;
+		m->async = 1;
+		t += 100000;
+		s = put(AGENT_REC_MEMSET, sizeof(*s), 0);
+		s->start = t;
+		s->end = t + 2000;
+		s->bytes = 4096;
+		s->device = d;
+		s->context = 1 + d;
+		s->stream = 8;
+		s->correlation = corr++;
+		s->mem_kind = AGENT_MEM_DEVICE;
+		s->async = 1;
+		t += 10000;
+		for (int op = AGENT_MEMOP_ALLOC; op <= AGENT_MEMOP_FREE; op++, t += 10000) {
+			a = put(AGENT_REC_MEMORY, sizeof(*a), 0);
+			a->ts = t;
+			a->bytes = 1 << 20;
+			a->address = 0x7f0000000000ull;
+			a->device = d;
+			a->context = 1 + d;
+			a->stream = UINT32_MAX;
+			a->correlation = corr++;
+			a->op = (uint8_t)op;
+			a->mem_kind = AGENT_MEM_DEVICE;
+		}
+	}
+	send_batch();
+}
+
+/* Streaming mode state. */
+static unsigned long stream_sent;
+static uint64_t stream_t0;
+
+static void stream_due(bool all)
+{
+	uint64_t now = agent_mono_ns();
+	unsigned long due = all ? arg_events :
+			   (unsigned long)((double)arg_events * (double)(now - stream_t0) / (arg_spread_ms * 1e6));
+
+	if (due > arg_events)
+		due = arg_events;
+	if (stream_sent == 0 && due)
+		put_string(S_GEMM, "_Z11stream_gemmv");
+	while (stream_sent < due) {
+		/* Spread kernels over time and over 4 streams per device. */
+		uint32_t d = (uint32_t)(stream_sent % n_devs);
+		struct agent_rec_kernel *k;
+
+		put_kernel(d, now - 100000, S_GEMM, corr++, 32);
+		k = (struct agent_rec_kernel *)(batch + blen - sizeof(*k));
+		k->stream = 7 + (uint32_t)(stream_sent / n_devs % 4);
+		stream_sent++;
+	}
+	send_batch();
+}
+
+static void send_hello(void)
+{
+	struct agent_hello h;
+	char *save = NULL, *devs = strdup(arg_devices);
+
+	agent_client_hello(&h, 0);
+	h.cuda_driver_version = 13000;
+	h.cupti_version = 130001;
+	n_devs = 0;
+	for (char *u = strtok_r(devs, ",", &save); u; u = strtok_r(NULL, ",", &save))
+		n_devs++;
+	h.n_devices = n_devs;
+	agent_client_send(&cl, AGENT_FRAME_HELLO, &h, sizeof(h));
+	free(devs);
+	devs = strdup(arg_devices);
+	save = NULL;
+	uint32_t i = 0;
+	for (char *u = strtok_r(devs, ",", &save); u; u = strtok_r(NULL, ",", &save), i++) {
+		struct agent_device d = {
+			.local_ordinal = i, .cc_major = 9, .cc_minor = 0, .sm_count = 132,
+			.sm_clock_khz = 1980000, .mem_clock_khz = 2619000, .bus_width_bits = 5120,
+			.warp_size = 32, .max_threads_per_block = 1024, .max_threads_per_sm = 2048,
+			.max_blocks_per_sm = 32, .regs_per_block = 65536, .regs_per_sm = 65536,
+			.smem_per_block = 49152, .smem_per_block_optin = 232448, .smem_per_sm = 233472,
+			.reserved_smem_per_block = 1024, .mem_bytes = 85899345920ull,
+		};
+
+		d.mem_bandwidth = 2ull * d.mem_clock_khz * 1000 * d.bus_width_bits / 8;
+		snprintf(d.uuid, sizeof(d.uuid), "%s", u);
+		snprintf(d.pci_bus_id, sizeof(d.pci_bus_id), "00000000:%02x:00.0", 0x18 + i);
+		snprintf(d.name, sizeof(d.name), "Fake H100 %s", u);
+		agent_client_send(&cl, AGENT_FRAME_DEVICE, &d, sizeof(d));
+	}
+	free(devs);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },   { "devices", required_argument, NULL, 'd' },
+		{ "name", required_argument, NULL, 'n' },     { "kernels", required_argument, NULL, 'k' },
+		{ "events", required_argument, NULL, 'e' },   { "spread-ms", required_argument, NULL, 'S' },
+		{ "captures", required_argument, NULL, 'c' }, { "dropped", required_argument, NULL, 'D' },
+		{ "no-flush-reply", no_argument, &arg_no_flush_reply, 1 },
+		{ "error", required_argument, NULL, 'E' }, {},
+	};
+	unsigned captures = 0;
+	bool capturing = false;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': arg_socket = optarg; break;
+		case 'd': arg_devices = optarg; break;
+		case 'n': arg_name = optarg; break;
+		case 'k': arg_kernels = (unsigned)atoi(optarg); break;
+		case 'e': arg_events = strtoul(optarg, NULL, 10); break;
+		case 'S': arg_spread_ms = (unsigned)atoi(optarg); break;
+		case 'c': arg_captures = (unsigned)atoi(optarg); break;
+		case 'D': arg_dropped = (unsigned)atoi(optarg); break;
+		case 'E':
+			arg_error_code = (unsigned)atoi(optarg);
+			arg_error_text = strchr(optarg, ':') ? strchr(optarg, ':') + 1 : "";
+			break;
+		case 0: break;
+		default: return 2;
+		}
+	}
+	if (!arg_devices)
+		arg_devices = (char *)"GPU-00000000-0000-0000-0000-000000000000";
+	if (arg_name)
+		prctl(PR_SET_NAME, arg_name);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	agent_client_init(&cl, arg_socket, "/run/profd/agent.sock");
+	for (int i = 0; agent_client_connect(&cl) < 0; i++) {
+		if (i > 200) {
+			fprintf(stderr, "fake-agent: cannot connect to %s\n", cl.path);
+			return 1;
+		}
+		usleep(50000);
+	}
+	send_hello();
+	printf("connected\n");
+	for (;;) {
+		struct pollfd p = { .fd = cl.fd, .events = POLLIN };
+		struct agent_frame_hdr h;
+		uint8_t payload[64];
+		int r;
+
+		if (cl.fd < 0)
+			return capturing ? 4 : 0;
+		poll(&p, 1, capturing && arg_events ? 2 : 200);
+		while ((r = agent_client_recv(&cl, &h, payload, sizeof(payload))) > 0) {
+			if (h.kind == AGENT_FRAME_START && !capturing && arg_error_code) {
+				struct agent_error e = { .code = arg_error_code, .detail = 35 };
+
+				snprintf(e.text, sizeof(e.text), "%s", arg_error_text);
+				agent_client_send(&cl, AGENT_FRAME_ERROR, &e, sizeof(e));
+				printf("refused\n");
+			} else if (h.kind == AGENT_FRAME_START && !capturing) {
+				struct agent_clock ck = { .agent_ns = agent_mono_ns(), .wall_ns = agent_wall_ns() };
+
+				/* session.c starts collectors just before it stamps the
+				 * window start; real CUPTI setup takes far longer. */
+				usleep(2000);
+				capturing = true;
+				agent_client_send(&cl, AGENT_FRAME_CLOCK, &ck, sizeof(ck));
+				printf("started\n");
+				if (arg_events) {
+					stream_sent = 0;
+					stream_t0 = agent_mono_ns();
+				} else {
+					burst();
+				}
+			} else if (h.kind == AGENT_FRAME_FLUSH) {
+				struct agent_flush f;
+
+				if (arg_no_flush_reply)
+					continue;
+				struct agent_stats st = { .records = records_sent, .dropped_buffers = arg_dropped };
+
+				memcpy(&f, payload, sizeof(f));
+				if (arg_events)
+					stream_due(false);
+				agent_client_send(&cl, AGENT_FRAME_STATS, &st, sizeof(st));
+				agent_client_send(&cl, AGENT_FRAME_FLUSHED, &f, sizeof(f));
+			} else if (h.kind == AGENT_FRAME_STOP && arg_error_code) {
+				printf("stopped\n");
+				if (++captures >= arg_captures)
+					return 0;
+			} else if (h.kind == AGENT_FRAME_STOP && capturing) {
+				struct agent_stats st = { .records = records_sent, .dropped_buffers = arg_dropped };
+
+				capturing = false;
+				agent_client_send(&cl, AGENT_FRAME_STATS, &st, sizeof(st));
+				printf("stopped\n");
+				if (++captures >= arg_captures)
+					return 0;
+			}
+		}
+		if (r < 0)
+			return capturing ? 4 : 0;
+		if (capturing && arg_events)
+			stream_due(false);
+	}
+}

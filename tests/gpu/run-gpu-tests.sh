@@ -1,0 +1,257 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# run-gpu-tests.sh - the agent on a real GPU (meson suite "gpu").
+#
+# Exits 77 (skip) without nvidia-smi or a visible GPU. Otherwise:
+#   1. builds tests/gpu/cuda-sample.cu with nvcc;
+#   2. starts profd with a private --agent-socket;
+#   3. runs the sample under CUDA_INJECTION64_PATH=libprofd-agent.so, captures
+#      while it launches N kernels per device, and checks: kernel count = N x
+#      devices, kernel names, every kernel's correlation_id matches a launch
+#      API event on /host:CPU, kernel_details format, plausible timings,
+#      memcpy/memset events, device capability stats; a second capture in
+#      the same process works (CUPTI detached and re-attached);
+#   4. feeds the XSpace to jaxlib's converter (if jax is importable) and
+#      checks the kernels appear in trace.json.gz;
+#   5. if PyTorch with CUDA is importable, runs a small matmul loop under the
+#      agent and checks GPU kernels arrive.
+#
+# Environment: PROFD_BUILD (build dir), NVCC (default: nvcc on PATH, else
+# $CUDA_HOME/bin/nvcc), PYTHON (default /usr/bin/python3; the jax/torch
+# checks use PYTHON_ML, default python3 on PATH).
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=${PROFD_SRC:-$(cd "$HERE/../.." && pwd)}
+BUILD=${PROFD_BUILD:-$SRC/build}
+PYTHON=${PYTHON:-/usr/bin/python3}
+PYTHON_ML=${PYTHON_ML:-python3}
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+	echo "skip: no NVIDIA GPU (nvidia-smi missing or sees no device)"
+	exit 77
+fi
+nvidia-smi -L
+
+AGENT=$BUILD/collectors/cupti/libprofd-agent.so
+PROFD=${PROFD:-$BUILD/daemon/profd}
+if [ ! -f "$AGENT" ]; then
+	echo "FAIL: $AGENT not built; configure with -Dcupti=enabled -Dcupti_root=<CUDA root>"
+	exit 1
+fi
+NVCC=${NVCC:-$(command -v nvcc || echo "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc")}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/profd-gpu.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+"$NVCC" -O2 -o "$WORK/cuda-sample" "$HERE/cuda-sample.cu" || { echo "FAIL: nvcc"; exit 1; }
+
+export PROFD PROFD_SRC="$SRC" PROFD_BUILD="$BUILD" AGENT WORK PYTHON_ML
+export PYTHONPATH="$SRC/tests/pylib${PYTHONPATH:+:$PYTHONPATH}"
+exec "$PYTHON" - <<'PY'
+import os, re, subprocess, sys, threading, time
+import profdtest as T
+
+P = T.protos()
+AGENT, WORK = os.environ["AGENT"], os.environ["WORK"]
+SOCK = os.path.join(WORK, "agent.sock")
+N = 50
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def stats(plane, ss):
+    out = {}
+    for s in ss:
+        k = s.WhichOneof("value")
+        v = getattr(s, k)
+        out[plane.stat_metadata[s.metadata_id].name] = plane.stat_metadata[v].name if k == "ref_value" else v
+    return out
+
+
+def capture(d, ms, sid):
+    ch = T.channel(d.addr)
+    prof = T.stub(ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
+    r = prof(T.profile_request(P, ms, f"localhost:{d.port}", session_id=sid), timeout=120)
+    ch.close()
+    return r.tool_data[0].data
+
+
+def wait_agent(d, pid, timeout=30):
+    ch = T.channel(d.addr)
+    st = T.stub(ch, "Status", P.profd.StatusRequest, P.profd.StatusResponse, service="profd.Profd")
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for a in st(P.profd.StatusRequest(), timeout=10).agents:
+            if a.pid == pid:
+                ch.close()
+                return a
+        time.sleep(0.1)
+    ch.close()
+    return None
+
+
+def start_sample(d):
+    env = dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=SOCK)
+    p = subprocess.Popen([os.path.join(WORK, "cuda-sample"), str(N)], env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    ndev = int(p.stdout.readline().split()[1])
+    a = wait_agent(d, p.pid)
+    check(a is not None, f"agent of pid {p.pid} registered")
+    if a:
+        check(len(a.devices) >= ndev, f"agent lists {len(a.devices)} device(s): "
+              + ", ".join(f"{dv.local_ordinal}={dv.uuid}->GPU:{dv.plane_id}" for dv in a.devices))
+    return p, ndev
+
+
+def capture_round(d, p, sid):
+    out = {}
+    th = threading.Thread(target=lambda: out.setdefault("x", capture(d, 5000, sid)))
+    th.start()
+    time.sleep(2.0)  # START reached the agent and CUPTI is enabled (attach can be slow)
+    t0 = time.time()
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    done = p.stdout.readline().split()
+    print(f"{sid}: workload took {time.time() - t0:.3f} s", flush=True)
+    th.join()
+    return int(done[1]), T.decode_xspace(P, out["x"]), out["x"]
+
+
+def verify(x, ndev, launched, sid):
+    gpu = [p for p in x.planes if p.name.startswith("/device:GPU:")]
+    host = [p for p in x.planes if p.name == "/host:CPU"]
+    check(len(gpu) >= ndev, f"{sid}: {len(gpu)} GPU plane(s) for {ndev} device(s)")
+    check(bool(host), f"{sid}: /host:CPU plane present")
+    launches = {}
+    for hp in host:
+        for line in hp.lines:
+            for ev in line.events:
+                name = hp.event_metadata[ev.metadata_id].name
+                s = stats(hp, ev.stats)
+                if "correlation_id" in s:
+                    launches[s["correlation_id"]] = name
+    kernels, copies, memsets = [], 0, 0
+    for p in gpu:
+        ps = stats(p, p.stats)
+        check(ps.get("device_vendor") == "Nvidia" and ps.get("core_count", 0) > 0 and
+              ps.get("memory_size", 0) > 0 and ps.get("clock_rate", 0) > 0,
+              f"{sid}: {p.name} capability stats {ps}")
+        for line in p.lines:
+            for ev in line.events:
+                name = p.event_metadata[ev.metadata_id].name
+                s = stats(p, ev.stats)
+                if name.startswith("vec_add"):
+                    kernels.append((p.name, line.name, line.timestamp_ns, ev, s))
+                elif name.startswith("Memcpy"):
+                    copies += 1
+                elif name == "Memset":
+                    memsets += 1
+    check(len(kernels) == launched, f"{sid}: {len(kernels)} vec_add kernels traced, {launched} launched")
+    names = {p.event_metadata[e.metadata_id].name for p in gpu for l in p.lines for e in l.events}
+    check(any(n.startswith("vec_add(float const*") for n in names), f"{sid}: demangled name in {sorted(names)[:5]}")
+    fmt = re.compile(r"^regs:\d+ static_shared:\d+ dynamic_shared:\d+ grid:4096,1,1 block:256,1,1 occ_pct:[0-9.]+$")
+    check(all(fmt.match(k[4].get("kernel_details", "")) for k in kernels),
+          f"{sid}: kernel_details like {kernels[0][4].get('kernel_details') if kernels else None}")
+    check(all(k[1].startswith("Stream #") and "Compute" in k[1] for k in kernels), f"{sid}: stream line names")
+    linked = sum(1 for k in kernels if "launch" in launches.get(k[4].get("correlation_id"), "").lower()
+                 or "Launch" in launches.get(k[4].get("correlation_id"), ""))
+    check(linked == len(kernels), f"{sid}: {linked}/{len(kernels)} kernels have a launch API event (flow)")
+    durs = [k[3].duration_ps / 1e6 for k in kernels]
+    check(bool(durs) and all(0.5 < d < 100000 for d in durs),
+          f"{sid}: kernel durations {min(durs) if durs else 0:.1f}..{max(durs) if durs else 0:.1f} us")
+    offs = [(k[2] * 1000 + k[3].offset_ps) / 1e9 for k in kernels]
+    check(bool(offs) and all(0 <= o < 5000 for o in offs), f"{sid}: kernels inside the 5 s window")
+    check(copies >= 3 * ndev, f"{sid}: {copies} memcpy events")
+    check(memsets >= ndev, f"{sid}: {memsets} memset events")
+
+
+def jax_convert(raw):
+    code = r"""
+import gzip, json, os, sys
+from jax._src.lib import _profiler
+data = open(sys.argv[1], 'rb').read()
+out = sys.argv[2]
+_profiler.ProfilerSession().export(data, out)
+found = []
+for root, _, files in os.walk(out):
+    for f in files:
+        if f.endswith('trace.json.gz'):
+            t = json.load(gzip.open(os.path.join(root, f)))
+            ev = t.get('traceEvents', [])
+            found.append(sum(1 for e in ev if 'vec_add' in str(e.get('name', ''))))
+print(max(found) if found else -1)
+"""
+    path = os.path.join(WORK, "capture.xplane.pb")
+    open(path, "wb").write(raw)
+    r = subprocess.run([os.environ["PYTHON_ML"], "-c", code, path, os.path.join(WORK, "jax")],
+                       capture_output=True, text=True)
+    if r.returncode != 0 and ("No module named" in r.stderr or "ImportError" in r.stderr):
+        print("skip jax converter: jax not installed for", os.environ["PYTHON_ML"])
+        return
+    check(r.returncode == 0 and int(r.stdout.strip() or -1) > 0,
+          f"jaxlib converter: trace.json.gz has vec_add events ({r.stdout.strip()} {r.stderr[-300:]})")
+
+
+def torch_run(d):
+    code = r"""
+import sys, torch
+if not torch.cuda.is_available():
+    sys.exit(77)
+x = torch.randn(2048, 2048, device='cuda')
+print('ready', flush=True)
+sys.stdin.readline()
+for _ in range(20):
+    y = x @ x
+torch.cuda.synchronize()
+print('done', flush=True)
+sys.stdin.readline()
+"""
+    env = dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=SOCK)
+    p = subprocess.Popen([os.environ["PYTHON_ML"], "-c", code], env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    if not line.startswith("ready"):
+        p.wait()
+        print("skip PyTorch: not importable or no CUDA", p.stderr.read()[-200:])
+        return
+    check(wait_agent(d, p.pid) is not None, "torch: agent registered")
+    out = {}
+    th = threading.Thread(target=lambda: out.setdefault("x", capture(d, 5000, "torch")))
+    th.start()
+    time.sleep(2.0)
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    p.stdout.readline()
+    th.join()
+    p.stdin.write("exit\n")
+    p.stdin.flush()
+    p.wait(timeout=60)
+    x = T.decode_xspace(P, out["x"])
+    kernels = [pl.event_metadata[e.metadata_id].name for pl in x.planes if pl.name.startswith("/device:GPU:")
+               for l in pl.lines for e in l.events if "kernel_details" in stats(pl, e.stats)]
+    check(len(kernels) >= 20, f"torch: {len(kernels)} kernels (e.g. {kernels[:1]})")
+
+
+with T.Daemon("--agent-socket", SOCK, timeout=30) as d:
+    p, ndev = start_sample(d)
+    launched, x, raw = capture_round(d, p, "sample")
+    verify(x, ndev, launched, "sample")
+    # Same process, second capture: CUPTI was detached (finalized) and re-attaches.
+    launched, x2, _ = capture_round(d, p, "sample-again")
+    verify(x2, ndev, launched, "sample-again")
+    p.stdin.write("exit\n")
+    p.stdin.flush()
+    rc = p.wait(timeout=60)
+    check(rc == 0, f"sample exited 0 (rc {rc})")
+    log = d.log()
+    check("not finalized" not in log, "agent finalized CUPTI after each capture")
+    jax_convert(raw)
+    torch_run(d)
+
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
+PY

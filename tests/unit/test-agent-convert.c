@@ -1,0 +1,393 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test-agent-convert.c - the CUPTI -> compact record converter, fed with
+ * synthetic CUpti_Activity* structs (no GPU, no CUPTI calls).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert.h"
+#include "harness.h"
+
+struct sink {
+	uint8_t data[1 << 20];
+	size_t len;
+	unsigned frames;
+	int fail_next;
+};
+
+static int emit(void *ud, const void *p, size_t len)
+{
+	struct sink *s = ud;
+
+	if (s->fail_next) {
+		s->fail_next--;
+		return -EAGAIN;
+	}
+	ASSERT_TRUE(s->len + len <= sizeof(s->data));
+	memcpy(s->data + s->len, p, len);
+	s->len += len;
+	s->frames++;
+	return 0;
+}
+
+static const char *api_name(void *ud, uint32_t domain, uint32_t cbid)
+{
+	(void)ud;
+	if (domain == AGENT_API_DRIVER && cbid == 307)
+		return "cuLaunchKernel";
+	if (domain == AGENT_API_DRIVER && cbid == 279)
+		return "cuMemcpyDtoHAsync_v2";
+	if (domain == AGENT_API_DRIVER && cbid == 140)
+		return "cuCtxGetCurrent";
+	if (domain == AGENT_API_RUNTIME && cbid == 211)
+		return "cudaLaunchKernel_v7000";
+	return NULL;
+}
+
+static const struct agent_device dev = {
+	.cc_major = 9, .warp_size = 32, .max_threads_per_block = 1024, .max_threads_per_sm = 2048,
+	.max_blocks_per_sm = 32, .regs_per_block = 65536, .regs_per_sm = 65536,
+	.smem_per_block = 49152, .smem_per_block_optin = 232448, .smem_per_sm = 233472,
+	.reserved_smem_per_block = 1024,
+};
+
+static struct sink sink;
+static struct agent_conv cv;
+
+static void setup(void)
+{
+	memset(&sink, 0, sizeof(sink));
+	agent_conv_init(&cv, emit, api_name, &sink);
+	cv.devs = &dev;
+	cv.n_devs = 1;
+}
+
+/* Walk the records in the sink; returns the @n-th record of @type. */
+static const struct agent_rec *find(uint16_t type, unsigned n)
+{
+	for (size_t off = 0; off < sink.len;) {
+		const struct agent_rec *h = (const void *)(sink.data + off);
+
+		ASSERT_TRUE(h->size >= sizeof(*h) && h->size % 8 == 0 && off + h->size <= sink.len);
+		if (h->type == type && n-- == 0)
+			return h;
+		off += h->size;
+	}
+	return NULL;
+}
+
+static unsigned count(uint16_t type)
+{
+	unsigned n = 0;
+
+	while (find(type, n))
+		n++;
+	return n;
+}
+
+static const char *string(uint32_t id)
+{
+	static char out[256];
+
+	for (unsigned i = 0; find(AGENT_REC_STRING, i); i++) {
+		const struct agent_rec_string *s = (const void *)find(AGENT_REC_STRING, i);
+
+		if (s->id == id) {
+			memcpy(out, s + 1, s->h.aux);
+			out[s->h.aux] = 0;
+			return out;
+		}
+	}
+	return NULL;
+}
+
+static CUpti_ActivityKernel10 kernel(uint32_t corr)
+{
+	CUpti_ActivityKernel10 k;
+
+	memset(&k, 0, sizeof(k));
+	k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+	k.start = 1000000;
+	k.end = 1005000;
+	k.deviceId = 0;
+	k.contextId = 1;
+	k.streamId = 7;
+	k.correlationId = corr;
+	k.gridX = 128;
+	k.gridY = k.gridZ = 1;
+	k.blockX = 128;
+	k.blockY = k.blockZ = 1;
+	k.registersPerThread = 64;
+	k.dynamicSharedMemory = 16384;
+	k.staticSharedMemory = 0;
+	k.name = "_Z4gemmPf";
+	return k;
+}
+
+TEST(convert_kernel_with_name_and_occupancy)
+{
+	CUpti_ActivityKernel10 k = kernel(42);
+	const struct agent_rec_kernel *r;
+
+	setup();
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&k), 1);
+	ASSERT_OK(agent_conv_flush(&cv));
+	ASSERT_EQ(count(AGENT_REC_STRING), 1);
+	r = (const void *)find(AGENT_REC_KERNEL, 0);
+	ASSERT_TRUE(r);
+	ASSERT_TRUE((const uint8_t *)find(AGENT_REC_STRING, 0) < (const uint8_t *)r);
+	ASSERT_STREQ(string(r->name_id), "_Z4gemmPf");
+	ASSERT_U64_EQ(r->start, 1000000);
+	ASSERT_U64_EQ(r->end, 1005000);
+	ASSERT_EQ(r->correlation, 42);
+	ASSERT_EQ(r->stream, 7);
+	ASSERT_EQ(r->context, 1);
+	ASSERT_EQ(r->regs, 64);
+	ASSERT_EQ(r->dynamic_smem, 16384);
+	ASSERT_EQ(r->grid[0], 128);
+	ASSERT_EQ(r->block[0], 128);
+	ASSERT_EQ(r->occ_pct_e4, 500000); /* 8 blocks x 4 warps / 64 */
+	agent_conv_free(&cv);
+}
+
+TEST(convert_interns_each_name_once)
+{
+	setup();
+	for (uint32_t i = 0; i < 100; i++) {
+		CUpti_ActivityKernel10 k = kernel(i);
+		char name[32];
+
+		snprintf(name, sizeof(name), "kernel_%u", i % 3);
+		k.name = name; /* a new pointer each time: interned by content */
+		ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&k), 1);
+	}
+	agent_conv_flush(&cv);
+	ASSERT_EQ(count(AGENT_REC_STRING), 3);
+	ASSERT_EQ(count(AGENT_REC_KERNEL), 100);
+	agent_conv_free(&cv);
+}
+
+TEST(convert_skips_incomplete_and_unknown)
+{
+	CUpti_ActivityKernel10 k = kernel(1);
+	CUpti_ActivityAPI a;
+
+	setup();
+	k.start = 0; /* still running at a forced flush */
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&k), 0);
+	memset(&a, 0, sizeof(a));
+	a.kind = CUPTI_ACTIVITY_KIND_NAME;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&a), 0);
+	agent_conv_flush(&cv);
+	ASSERT_EQ(count(AGENT_REC_KERNEL), 0);
+	ASSERT_U64_EQ(cv.unknown, 1);
+	ASSERT_U64_EQ(cv.skipped, 1);
+	agent_conv_free(&cv);
+}
+
+TEST(convert_memcpy_kinds_and_peer)
+{
+	CUpti_ActivityMemcpy6 m;
+	CUpti_ActivityMemcpyPtoP4 p;
+	const struct agent_rec_memcpy *r;
+
+	setup();
+	memset(&m, 0, sizeof(m));
+	m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+	m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+	m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+	m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+	m.flags = CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC;
+	m.bytes = 4096;
+	m.start = 10;
+	m.end = 20;
+	m.streamId = 3;
+	m.correlationId = 9;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&m), 1);
+	m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOA;
+	m.flags = 0;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&m), 1);
+	memset(&p, 0, sizeof(p));
+	p.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+	p.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+	p.srcKind = p.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+	p.bytes = 1 << 20;
+	p.start = 30;
+	p.end = 40;
+	p.deviceId = 0;
+	p.srcDeviceId = 0;
+	p.dstDeviceId = 1;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&p), 1);
+	agent_conv_flush(&cv);
+	r = (const void *)find(AGENT_REC_MEMCPY, 0);
+	ASSERT_EQ(r->copy_kind, AGENT_COPY_D2H);
+	ASSERT_EQ(r->src_kind, AGENT_MEM_DEVICE);
+	ASSERT_EQ(r->dst_kind, AGENT_MEM_PINNED);
+	ASSERT_EQ(r->async, 1);
+	ASSERT_U64_EQ(r->bytes, 4096);
+	ASSERT_EQ(r->correlation, 9);
+	r = (const void *)find(AGENT_REC_MEMCPY, 1);
+	ASSERT_EQ(r->copy_kind, AGENT_COPY_OTHER);
+	ASSERT_EQ(r->async, 0);
+	r = (const void *)find(AGENT_REC_MEMCPY, 2);
+	ASSERT_EQ(r->copy_kind, AGENT_COPY_P2P);
+	ASSERT_EQ(r->dst_device, 1);
+	agent_conv_free(&cv);
+}
+
+TEST(convert_memset_and_memory)
+{
+	CUpti_ActivityMemset4 s;
+	CUpti_ActivityMemory4 m;
+	const struct agent_rec_memset *rs;
+	const struct agent_rec_memory *rm;
+
+	setup();
+	memset(&s, 0, sizeof(s));
+	s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+	s.bytes = 256;
+	s.start = 5;
+	s.end = 6;
+	s.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+	s.flags = CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC;
+	s.value = 0xff;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&s), 1);
+	memset(&m, 0, sizeof(m));
+	m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+	m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+	m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+	m.bytes = 1 << 20;
+	m.timestamp = 77;
+	m.streamId = 4;
+	m.isAsync = 0;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&m), 1);
+	m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+	m.isAsync = 1;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&m), 1);
+	m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_INVALID;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&m), 0);
+	agent_conv_flush(&cv);
+	rs = (const void *)find(AGENT_REC_MEMSET, 0);
+	ASSERT_EQ(rs->async, 1);
+	ASSERT_EQ(rs->mem_kind, AGENT_MEM_DEVICE);
+	ASSERT_U64_EQ(rs->bytes, 256);
+	ASSERT_EQ(rs->value, 0xff);
+	rm = (const void *)find(AGENT_REC_MEMORY, 0);
+	ASSERT_EQ(rm->op, AGENT_MEMOP_ALLOC);
+	ASSERT_U64_EQ(rm->stream, UINT32_MAX); /* not async: no stream */
+	ASSERT_U64_EQ(rm->ts, 77);
+	rm = (const void *)find(AGENT_REC_MEMORY, 1);
+	ASSERT_EQ(rm->op, AGENT_MEMOP_FREE);
+	ASSERT_EQ(rm->stream, 4);
+	ASSERT_EQ(count(AGENT_REC_MEMORY), 2);
+	agent_conv_free(&cv);
+}
+
+TEST(convert_api_filter_and_names)
+{
+	CUpti_ActivityAPI a;
+	const struct agent_rec_api *r;
+
+	setup();
+	memset(&a, 0, sizeof(a));
+	a.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+	a.start = 100;
+	a.end = 200;
+	a.threadId = 1234;
+	a.correlationId = 42;
+	a.cbid = 307;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&a), 1);
+	a.cbid = 140; /* cuCtxGetCurrent: noise */
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&a), 0);
+	a.cbid = 307;
+	a.correlationId = 43;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&a), 1);
+	a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+	a.cbid = 211;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&a), 1);
+	agent_conv_flush(&cv);
+	ASSERT_EQ(count(AGENT_REC_API), 3);
+	ASSERT_EQ(count(AGENT_REC_STRING), 2);
+	r = (const void *)find(AGENT_REC_API, 0);
+	ASSERT_STREQ(string(r->name_id), "cuLaunchKernel");
+	ASSERT_EQ(r->tid, 1234);
+	ASSERT_EQ(r->correlation, 42);
+	ASSERT_EQ(r->domain, AGENT_API_DRIVER);
+	r = (const void *)find(AGENT_REC_API, 2);
+	ASSERT_STREQ(string(r->name_id), "cudaLaunchKernel_v7000");
+	ASSERT_EQ(r->domain, AGENT_API_RUNTIME);
+	ASSERT_TRUE(agent_conv_api_wanted("cuMemsetD32Async"));
+	ASSERT_TRUE(agent_conv_api_wanted("cudaDeviceSynchronize_v3020"));
+	ASSERT_TRUE(!agent_conv_api_wanted("cuDevicePrimaryCtxGetState"));
+	ASSERT_TRUE(!agent_conv_api_wanted(NULL));
+	agent_conv_free(&cv);
+}
+
+TEST(convert_overhead_objects)
+{
+	CUpti_ActivityOverhead3 o;
+	const struct agent_rec_overhead *r;
+
+	setup();
+	memset(&o, 0, sizeof(o));
+	o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+	o.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+	o.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+	o.objectId.pt.processId = 1;
+	o.objectId.pt.threadId = 99;
+	o.start = 1;
+	o.end = 2;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&o), 1);
+	o.objectKind = CUPTI_ACTIVITY_OBJECT_DEVICE;
+	o.objectId.dcs.deviceId = 0;
+	o.objectId.dcs.contextId = 5;
+	o.objectId.dcs.streamId = 6;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&o), 1);
+	agent_conv_flush(&cv);
+	r = (const void *)find(AGENT_REC_OVERHEAD, 0);
+	ASSERT_U64_EQ(r->object_id, 99);
+	ASSERT_U64_EQ(r->device, UINT32_MAX);
+	r = (const void *)find(AGENT_REC_OVERHEAD, 1);
+	ASSERT_EQ(r->device, 0);
+	ASSERT_U64_EQ(r->object_id, (5ull << 32) | 6);
+	agent_conv_free(&cv);
+}
+
+TEST(convert_splits_frames_without_splitting_records)
+{
+	setup();
+	cv.frame_max = 1000;
+	for (uint32_t i = 0; i < 200; i++) {
+		CUpti_ActivityKernel10 k = kernel(i);
+
+		ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&k), 1);
+	}
+	agent_conv_flush(&cv);
+	ASSERT_TRUE(sink.frames > 10);
+	ASSERT_EQ(count(AGENT_REC_KERNEL), 200); /* find() checks every size */
+	agent_conv_free(&cv);
+}
+
+TEST(convert_redefines_names_after_a_dropped_batch)
+{
+	CUpti_ActivityKernel10 k = kernel(1);
+	const struct agent_rec_kernel *r;
+
+	setup();
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&k), 1);
+	sink.fail_next = 1;
+	ASSERT_TRUE(agent_conv_flush(&cv) < 0); /* STRING + kernel lost */
+	ASSERT_U64_EQ(cv.emit_failed, 1);
+	k.correlationId = 2;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&k), 1);
+	agent_conv_flush(&cv);
+	ASSERT_EQ(count(AGENT_REC_STRING), 1);
+	r = (const void *)find(AGENT_REC_KERNEL, 0);
+	ASSERT_EQ(r->correlation, 2);
+	ASSERT_STREQ(string(r->name_id), "_Z4gemmPf");
+	agent_conv_free(&cv);
+}
+
+TEST_MAIN()
