@@ -1128,7 +1128,27 @@ static int agent_init(struct collector *c)
 			 "agent socket %s is in use by another profd; pass --agent-socket", path);
 		return -EADDRINUSE;
 	}
-	unlink(path);
+	/* Replace only a stale socket; never delete anything else found there. */
+	struct stat st;
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			snprintf(c->reason, sizeof(c->reason),
+				 "%s exists and is not a socket; remove it or pass --agent-socket", path);
+			return -EEXIST;
+		}
+		unlink(path);
+	} else {
+		/* The runtime directory (systemd's RuntimeDirectory= makes it too). */
+		char dir[sizeof(rx->path)];
+		char *slash;
+
+		snprintf(dir, sizeof(dir), "%s", path);
+		slash = strrchr(dir, '/');
+		if (slash && slash != dir) {
+			*slash = 0;
+			(void)mkdir(dir, 0755);
+		}
+	}
 	fd = listen_socket(path);
 	if (fd < 0) {
 		snprintf(c->reason, sizeof(c->reason),

@@ -75,6 +75,11 @@ class Daemon:
         has_listen = any(a in ("--listen", "-l") for a in args)
         cmd = list(wrapper) + [PROFD] + ([] if has_listen else ["--listen", listen])
         cmd += ["--log-level", "debug"] + list(args)
+        if "--agent-socket" not in args:
+            # Each test daemon gets its own agent socket: no test touches the
+            # machine's /run/profd, and parallel tests never share one.
+            self.agent_socket = os.path.join(self.tmp, "agent.sock")
+            cmd += ["--agent-socket", self.agent_socket]
         e = dict(os.environ)
         e.update(env or {})
         self._log = open(self.log_path, "w")
