@@ -6,6 +6,7 @@
  */
 #define LOG_TOPIC "collector"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,8 +157,8 @@ void collector_set_stop(struct collector_set *s)
 void collector_set_flush(struct collector_set *s, int64_t until_ns, uint64_t timeout_ms,
 			 collector_set_cb cb, void *userdata)
 {
-	/* One barrier at a time; a second window closing meanwhile joins it by
-	 * chaining (the session manager serialises closes, see session.c). */
+	/* One barrier at a time: the session manager serialises closes. */
+	assert(!s->flush_cb);
 	s->flush_cb = cb;
 	s->flush_ud = userdata;
 	s->flush_waiting = 1; /* held until every flush was asked for */

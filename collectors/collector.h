@@ -75,7 +75,10 @@ struct collector_cfg {
  * @start:     the first window opened: begin appending to c->hub.
  * @flush:     a window closes at @until_ns: get pending data into the hub
  *             and call collector_flushed(c) (at once if nothing is pending).
- *             NULL = nothing is ever pending.
+ *             Answer only the latest request: when a barrier times out the
+ *             next close asks again, and a late answer to the old request
+ *             must not count for the new one (number requests, as nvml.c
+ *             and agent-receiver.c do). NULL = nothing is ever pending.
  * @describe:  add what a reader of this window must know to @snap (plane
  *             stats, warnings). NULL = nothing.
  * @stop:      the last window closed: disarm.

@@ -320,6 +320,8 @@ struct nvml {
 	uint64_t epoch;        /* bumped by start and stop */
 	bool flush_req;        /* tick now and mark the batch */
 	int64_t flush_until;   /* that tick's values are stamped before this */
+	uint64_t flush_seq;    /* bumped per flush request (loop side) */
+	uint64_t pending_flush_seq; /* the request the delivered batch answers */
 	struct batch pending;  /* filled by the thread */
 	uint64_t pending_epoch;
 	bool pending_flush;
@@ -955,6 +957,7 @@ static void sampler_main(void *arg)
 		}
 		flush = nv->flush_req;
 		int64_t clamp = flush ? nv->flush_until - 1 : INT64_MAX;
+		uint64_t served_seq = nv->flush_seq;
 		nv->flush_req = false;
 		uv_mutex_unlock(&nv->lock);
 
@@ -976,7 +979,10 @@ static void sampler_main(void *arg)
 				batch_clear(&nv->pending);
 			batch_move(&nv->pending, &local);
 			nv->pending_epoch = epoch;
-			nv->pending_flush |= flush;
+			if (flush) {
+				nv->pending_flush = true;
+				nv->pending_flush_seq = served_seq;
+			}
 			uv_async_send(&nv->async);
 		}
 		batch_clear(&local);
@@ -1078,7 +1084,9 @@ static void on_async(uv_async_t *h)
 	uv_mutex_lock(&nv->lock);
 	current = nv->pending_epoch == nv->epoch && nv->running;
 	batch_move(&nv->work, &nv->pending);
-	flush = nv->pending_flush;
+	/* A late answer to an earlier request (that barrier timed out) must
+	 * not satisfy a newer one: its values stop before the newer window's end. */
+	flush = nv->pending_flush && nv->pending_flush_seq == nv->flush_seq;
 	nv->pending_flush = false;
 	uv_mutex_unlock(&nv->lock);
 	if (current && c->state == COLLECTOR_RUNNING)
@@ -1127,6 +1135,7 @@ static void nvml_flush(struct collector *c, int64_t until_ns)
 	uv_mutex_lock(&nv->lock);
 	nv->flush_req = true;
 	nv->flush_until = until_ns;
+	nv->flush_seq++;
 	nv->flushing = true;
 	uv_cond_signal(&nv->cond);
 	uv_mutex_unlock(&nv->lock);
