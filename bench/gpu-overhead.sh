@@ -14,7 +14,7 @@
 # Workloads: a launch-bound CUDA C loop (many tiny kernels: worst case for
 # per-launch overhead) and, if jax is importable, a jitted small-op loop.
 # Prints one line per mode: median wall time of --reps runs and the ratio
-# to plain. Record results in bench/RESULTS-agent.md.
+# to plain. Record results in bench/RESULTS.md.
 #
 #   bench/gpu-overhead.sh [launches (200000)] [reps (5)]
 set -u
