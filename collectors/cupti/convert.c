@@ -239,22 +239,34 @@ static int kernel(struct agent_conv *cv, const CUpti_ActivityKernel10 *k)
 	return 1;
 }
 
+/*
+ * The copy and memset records are different CUPTI structs with the same
+ * leading fields; this takes any of them. Evaluates to the new record, or
+ * returns from the calling converter: 0 for a record CUPTI left incomplete,
+ * -ENOMEM when the batch is full.
+ */
+#define DEVICE_REC(cv, kind, type, m)                                    \
+	({                                                               \
+		type *_r;                                                \
+		if ((m)->start == 0 || (m)->end < (m)->start)            \
+			return 0;                                        \
+		_r = rec(cv, kind, sizeof(*_r));                         \
+		if (!_r)                                                 \
+			return -ENOMEM;                                  \
+		_r->start = (m)->start;                                  \
+		_r->end = (m)->end;                                      \
+		_r->bytes = (m)->bytes;                                  \
+		_r->device = (m)->deviceId;                              \
+		_r->context = (m)->contextId;                            \
+		_r->stream = (m)->streamId;                              \
+		_r->correlation = (m)->correlationId;                    \
+		_r;                                                      \
+	})
+
 static int memcpy_rec(struct agent_conv *cv, const CUpti_ActivityMemcpy6 *m)
 {
-	struct agent_rec_memcpy *r;
+	struct agent_rec_memcpy *r = DEVICE_REC(cv, AGENT_REC_MEMCPY, struct agent_rec_memcpy, m);
 
-	if (m->start == 0 || m->end < m->start)
-		return 0;
-	r = rec(cv, AGENT_REC_MEMCPY, sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	r->start = m->start;
-	r->end = m->end;
-	r->bytes = m->bytes;
-	r->device = m->deviceId;
-	r->context = m->contextId;
-	r->stream = m->streamId;
-	r->correlation = m->correlationId;
 	r->dst_device = m->deviceId;
 	r->copy_kind = copy_kind(m->copyKind);
 	r->src_kind = mem_kind(m->srcKind);
@@ -265,20 +277,8 @@ static int memcpy_rec(struct agent_conv *cv, const CUpti_ActivityMemcpy6 *m)
 
 static int peer(struct agent_conv *cv, const CUpti_ActivityMemcpyPtoP4 *m)
 {
-	struct agent_rec_memcpy *r;
+	struct agent_rec_memcpy *r = DEVICE_REC(cv, AGENT_REC_MEMCPY, struct agent_rec_memcpy, m);
 
-	if (m->start == 0 || m->end < m->start)
-		return 0;
-	r = rec(cv, AGENT_REC_MEMCPY, sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	r->start = m->start;
-	r->end = m->end;
-	r->bytes = m->bytes;
-	r->device = m->deviceId;
-	r->context = m->contextId;
-	r->stream = m->streamId;
-	r->correlation = m->correlationId;
 	r->dst_device = m->dstDeviceId;
 	r->copy_kind = AGENT_COPY_P2P;
 	r->src_kind = mem_kind(m->srcKind);
@@ -289,20 +289,8 @@ static int peer(struct agent_conv *cv, const CUpti_ActivityMemcpyPtoP4 *m)
 
 static int memset_rec(struct agent_conv *cv, const CUpti_ActivityMemset4 *m)
 {
-	struct agent_rec_memset *r;
+	struct agent_rec_memset *r = DEVICE_REC(cv, AGENT_REC_MEMSET, struct agent_rec_memset, m);
 
-	if (m->start == 0 || m->end < m->start)
-		return 0;
-	r = rec(cv, AGENT_REC_MEMSET, sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	r->start = m->start;
-	r->end = m->end;
-	r->bytes = m->bytes;
-	r->device = m->deviceId;
-	r->context = m->contextId;
-	r->stream = m->streamId;
-	r->correlation = m->correlationId;
 	r->value = m->value;
 	r->mem_kind = mem_kind(m->memoryKind);
 	r->async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) ? 1 : 0;
