@@ -10,7 +10,18 @@
 #include <sys/mman.h>
 
 #include "base/pbwire.h"
+#include "base/utf8.h"
 #include "trace.h"
+
+/* strdup() that leaves valid UTF-8. */
+static char *dup_text(const char *s)
+{
+	char *d = strdup(s);
+
+	if (d)
+		utf8_fix(d, strlen(d));
+	return d;
+}
 
 #define CHUNK_MIN 128u
 #define CHUNK_MAX 65536u
@@ -151,7 +162,7 @@ static struct trace_plane *plane_new(struct trace *t, const char *name, int64_t 
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
-	p->name = strdup(name);
+	p->name = dup_text(name);
 	if (!p->name) {
 		free(p);
 		return NULL;
@@ -201,7 +212,7 @@ static struct trace_line *line_new(struct trace_plane *p, int64_t id, const char
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return NULL;
-	l->name = strdup(name ? name : "");
+	l->name = dup_text(name ? name : "");
 	if (!l->name) {
 		free(l);
 		return NULL;
@@ -226,7 +237,7 @@ int trace_line_set_name(struct trace_line *l, const char *name)
 
 	if (strcmp(l->name, name) == 0)
 		return 0;
-	s = strdup(name);
+	s = dup_text(name);
 	if (!s)
 		return -ENOMEM;
 	free(l->name);
@@ -239,15 +250,35 @@ struct trace_line *trace_counter_line(struct trace_plane *p)
 	return trace_line(p, INT64_MAX, "_counters_");
 }
 
+/* Intern @name as valid UTF-8 (see base/utf8.h): names from outside go
+ * into proto3 string fields. */
+static int64_t intern_text(struct strtab *t, const char *name)
+{
+	size_t n = strlen(name);
+	char *fixed;
+	int64_t id;
+
+	if (utf8_valid(name, n))
+		return strtab_intern(t, name, n);
+	fixed = strndup(name, n);
+	if (!fixed)
+		return -ENOMEM;
+	utf8_fix(fixed, n);
+	id = strtab_intern(t, fixed, n);
+	free(fixed);
+	return id;
+}
+
 int64_t trace_plane_event_id(struct trace_plane *p, const char *name)
 {
-	return strtab_intern(&p->events, name, strlen(name));
+	return intern_text(&p->events, name);
 }
 
 int64_t trace_plane_stat_id(struct trace_plane *p, const char *name)
 {
-	return strtab_intern(&p->stats, name, strlen(name));
+	return intern_text(&p->stats, name);
 }
+
 
 /* Appends one XStat entry (tag, length, body) for @name with a body tail
  * of @vlen bytes already encoded in @v. */
@@ -296,9 +327,12 @@ int trace_stat_double(struct trace_plane *p, struct buf *b, const char *name, do
 int trace_stat_str(struct trace_plane *p, struct buf *b, const char *name, const char *v)
 {
 	struct buf tmp = BUF_INIT;
+	size_t n = strlen(v);
 	int r;
 
 	pbb_string_field(&tmp, 5, v);
+	if (!tmp.oom && !utf8_valid(v, n))
+		utf8_fix((char *)tmp.data + tmp.len - n, n);
 	r = tmp.oom ? -ENOMEM : put_stat(p, b, name, tmp.data, tmp.len);
 	buf_free(&tmp);
 	return r;
@@ -439,6 +473,7 @@ int trace_diag(struct trace *t, int64_t ts_ns, bool error, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
+	utf8_fix(text, strlen(text)); /* also mends a character vsnprintf cut */
 	for (uint32_t i = 0; i < t->n_diags; i++)
 		if (t->diags[i].error == error && strcmp(t->diags[i].text, text) == 0)
 			return 0;

@@ -294,4 +294,38 @@ TEST(trace_plane_stats_replace_same_name)
 	buf_free(&b);
 }
 
+TEST(trace_text_from_outside_becomes_valid_utf8)
+{
+	struct trace *t;
+	struct buf b = BUF_INIT;
+	struct xspace_out out;
+
+	ASSERT_OK(trace_new(0, &t));
+	/* A comm cut inside a character, a lone continuation byte, an overlong. */
+	struct trace_plane *p = trace_plane(t, "/host:CPU", 0);
+	struct trace_line *l = trace_line(p, 1, "py\xc3 (pid 1)/tid 1");
+	int64_t ev = trace_plane_event_id(p, "kern\x80" "el\xc0\xaf");
+	ASSERT_OK(trace_stat_str(p, &b, "cmdline", "a\xff" "b"));
+	int64_t set = trace_plane_statset(p, &b);
+	struct trace_event e = {.start_ns = 10, .meta = (uint32_t)ev, .statset = (uint32_t)set};
+	ASSERT_OK(trace_line_append(l, &e));
+	ASSERT_OK(trace_diag(t, 10, false, "pid 1 (\xe2\x82) died"));
+	Tensorflow__Profiler__XSpace *x = encode(t, 0, 100, &out);
+	ASSERT_TRUE(x != NULL);
+	const Tensorflow__Profiler__XPlane *xp = plane(x, "/host:CPU");
+	ASSERT_STREQ(xp->lines[0]->name, "py? (pid 1)/tid 1");
+	ASSERT_STREQ(meta_name(xp, xp->lines[0]->events[0]->metadata_id, 0), "kern?el?" "?");
+	ASSERT_STREQ(xp->lines[0]->events[0]->stats[0]->str_value, "a?b");
+	ASSERT_STREQ(x->warnings[0], "pid 1 (?" "?) died");
+	/* Valid multi-byte text is kept as it is. */
+	ASSERT_OK(trace_new(0, &t));
+	p = trace_plane(t, "/host:CPU", 0);
+	ASSERT_EQ(trace_plane_event_id(p, "\xc3\xa9" "t\xc3\xa9"), 1);
+	ASSERT_STREQ(strtab_get(&p->events, 1, NULL), "\xc3\xa9" "t\xc3\xa9");
+	trace_free(t);
+	tensorflow__profiler__xspace__free_unpacked(x, NULL);
+	xspace_out_free(&out);
+	buf_free(&b);
+}
+
 TEST_MAIN()

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdint.h>
+
+#include "utf8.h"
+
+/* Length of the well-formed sequence at @p (at most @n bytes), 0 if none. */
+static size_t seq_len(const uint8_t *p, size_t n)
+{
+	uint8_t c = p[0];
+	size_t len;
+	uint8_t lo = 0x80, hi = 0xbf;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c >= 0xe0 && c <= 0xef) {
+		len = 3;
+		if (c == 0xe0)
+			lo = 0xa0; /* no overlongs */
+		else if (c == 0xed)
+			hi = 0x9f; /* no surrogates */
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		len = 4;
+		if (c == 0xf0)
+			lo = 0x90;
+		else if (c == 0xf4)
+			hi = 0x8f; /* <= U+10FFFF */
+	} else {
+		return 0;
+	}
+	if (n < len || p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	return len;
+}
+
+bool utf8_valid(const char *s, size_t n)
+{
+	const uint8_t *p = (const uint8_t *)s;
+
+	for (size_t i = 0; i < n;) {
+		if (p[i] < 0x80) { /* the common case */
+			i++;
+			continue;
+		}
+		size_t l = seq_len(p + i, n - i);
+
+		if (!l)
+			return false;
+		i += l;
+	}
+	return true;
+}
+
+void utf8_fix(char *s, size_t n)
+{
+	uint8_t *p = (uint8_t *)s;
+
+	for (size_t i = 0; i < n;) {
+		size_t l = seq_len(p + i, n - i);
+
+		if (!l) {
+			p[i++] = '?';
+			continue;
+		}
+		i += l;
+	}
+}
