@@ -22,11 +22,14 @@
  *     ranks that each call their GPU "device 0" land on the right plane;
  *   - one line per (process, stream): id = pid << 32 | stream id, named
  *     "Stream #<id>(Compute,MemcpyH2D,...)" from the event types seen;
- *   - host API calls go to /host:CPU, line id = tid, named
+ *   - host API calls go to /host:CPU, line id = pid << 32 | tid, named
  *     "<comm> (pid <pid>)/tid <tid>";
+ *   - the pid is the kernel's (SO_PEERCRED, this daemon's pid namespace),
+ *     not the one HELLO claims: jobs in two containers may both be pid 1.
  *   - correlation_id (uint64) = pid << 32 | CUPTI correlation id on both
  *     sides, so launch->kernel flows never cross processes.
  */
+#define _GNU_SOURCE /* struct ucred, SO_PEERCRED */
 #define LOG_TOPIC "collector.agent"
 
 #include <dlfcn.h>
@@ -52,8 +55,18 @@
 
 #define RX_CHUNK (64u << 10)
 #define LINE_CACHE_SIZE 4096u /* power of two */
+/*
+ * The agent socket is open to every local user (jobs of any user must reach
+ * it), so everything a connection can make profd hold is bounded: the
+ * connections (overall and per uid), the time to say HELLO, the string
+ * bytes (per connection and overall), and the lines one process may add.
+ */
 #define MAX_CONNS 256u
-#define MAX_STRING_BYTES (16u << 20) /* per connection */
+#define MAX_CONNS_PER_UID 64u
+#define HELLO_DEADLINE_MS 2000u
+#define MAX_STRING_BYTES (4u << 20)       /* per connection */
+#define MAX_STRING_BYTES_ALL (64u << 20)  /* all connections */
+#define MAX_LINES_PER_CONN 1024u
 #define MAX_NOTES 32u
 
 enum ev_type_bit {
@@ -96,6 +109,11 @@ struct conn {
 	size_t len, cap;
 	bool hello, closing, capturing, flush_pending;
 	uint32_t pid, version;
+	uint32_t claimed_pid; /* what HELLO said (differs inside a pid namespace) */
+	uid_t uid;            /* SO_PEERCRED; 0 if unknown */
+	int64_t accepted_mono;
+	uint32_t n_lines;     /* lines this process created in the current hub */
+	uint64_t lines_refused;
 	uint32_t driver_version, runtime_version, cupti_version;
 	char name[64];
 	char cmdline[512];
@@ -149,6 +167,9 @@ struct rx {
 	struct kcache_ent kcache[KCACHE_SIZE];
 	uint64_t next_epoch;
 	struct trace_plane *sid_plane; /* 1-entry cache of the correlation_id stat id */
+	size_t string_bytes;           /* held by all connections */
+	uv_timer_t sweep;              /* closes connections silent past the HELLO deadline */
+	bool sweep_init;
 	int64_t sid;
 	unsigned agents_in_window;
 	/* device capabilities by plane number, for the plane stats */
@@ -160,33 +181,6 @@ struct rx {
 };
 
 static struct rx *to_rx(struct collector *c) { return collector_priv(c); }
-
-typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
-
-/* C++ names are demangled with the C++ runtime the daemon already loads
- * (gRPC is C++ inside); without it names stay mangled. */
-static char *demangle(const char *s)
-{
-	static demangle_fn fn;
-	static bool looked;
-	int st = -1;
-	char *d;
-
-	if (strncmp(s, "_Z", 2) != 0)
-		return NULL;
-	if (!looked) {
-		fn = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
-		looked = true;
-	}
-	if (!fn)
-		return NULL;
-	d = fn(s, NULL, NULL, &st);
-	if (st != 0) {
-		free(d);
-		return NULL;
-	}
-	return d;
-}
 
 static void note(struct rx *rx, const char *fmt, ...) _printf_(2, 3);
 static void note(struct rx *rx, const char *fmt, ...)
@@ -262,6 +256,9 @@ static void conn_start(struct conn *k)
 
 static void reset_caches(struct rx *rx)
 {
+	/* A new hub: every process starts with no lines in it. */
+	for (struct conn *k = rx->conns; k; k = k->next)
+		k->n_lines = 0;
 	memset(rx->lines, 0, sizeof(rx->lines));
 	memset(rx->gpu_planes, 0, sizeof(rx->gpu_planes));
 	memset(rx->kcache, 0, sizeof(rx->kcache));
@@ -315,12 +312,39 @@ static void name_stream_line(struct trace_line *l, uint32_t stream, uint32_t mas
 	trace_line_set_name(l, name);
 }
 
-static struct trace_line *stream_line(struct rx *rx, struct trace_plane *p, uint32_t plane_no,
-				      uint32_t pid, uint32_t stream, unsigned type_bit)
+/* Get or create a line on behalf of process @k, within its line budget
+ * (a process naming thousands of streams must not stall the loop or fill
+ * the plane). NULL when refused or out of memory. */
+static struct trace_line *conn_line(struct conn *k, struct trace_plane *p, int64_t id, const char *name)
 {
-	uint64_t k1 = (1ull << 63) | ((uint64_t)plane_no << 32) | pid;
+	uint32_t before = p->n_lines;
+	struct trace_line *l;
+
+	if (k->n_lines >= MAX_LINES_PER_CONN) {
+		if (k->lines_refused++ == 0)
+			note(k->rx, "pid %u (%s) used more than %u streams and threads; records on the "
+				    "others were dropped", k->pid, k->name, MAX_LINES_PER_CONN);
+		return NULL;
+	}
+	l = trace_line(p, id, name);
+	if (l && p->n_lines != before)
+		k->n_lines++;
+	return l;
+}
+
+/* Line ids keep processes apart: pid in the high half (as uint64, then
+ * reinterpreted: a pid >= 2^31 must not overflow a signed shift). */
+static int64_t pid_line_id(uint32_t pid, uint32_t low)
+{
+	return (int64_t)(((uint64_t)pid << 32) | low);
+}
+
+static struct trace_line *stream_line(struct rx *rx, struct conn *k, struct trace_plane *p,
+				      uint32_t plane_no, uint32_t stream, unsigned type_bit)
+{
+	uint64_t k1 = (1ull << 63) | ((uint64_t)plane_no << 32) | k->pid;
 	struct line_slot *s = line_slot(rx, k1, stream);
-	int64_t id = ((int64_t)pid << 32) | stream;
+	int64_t id = pid_line_id(k->pid, stream);
 	struct trace_line *l;
 
 	if (s && s->line) {
@@ -330,7 +354,7 @@ static struct trace_line *stream_line(struct rx *rx, struct trace_plane *p, uint
 		}
 		return s->line;
 	}
-	l = trace_line(p, id, "");
+	l = conn_line(k, p, id, "");
 	if (!l)
 		return NULL;
 	if (s) {
@@ -356,15 +380,23 @@ static struct trace_line *host_line(struct rx *rx, struct conn *k, uint32_t tid)
 	if (!rx->host_plane)
 		return NULL;
 	snprintf(name, sizeof(name), "%s (pid %u)/tid %u", k->name, k->pid, tid);
-	l = trace_line(rx->host_plane, tid, name);
+	/* Thread ids repeat across pid namespaces: the pid keeps them apart; the
+	 * trace viewer shows the low 32 bits, the tid. */
+	l = conn_line(k, rx->host_plane, pid_line_id(k->pid, tid), name);
 	if (l && s)
 		s->line = l;
 	return l;
 }
 
+/* Agent clock -> wall ns. Records are only taken once the clock anchor is
+ * known; a value that cannot be a time maps to 0, outside every window. */
 static int64_t to_wall(const struct conn *k, uint64_t ts)
 {
-	return (int64_t)ts + (k->clock_known ? k->clock_off : 0);
+	int64_t w;
+
+	if (ts > INT64_MAX || __builtin_add_overflow((int64_t)ts, k->clock_off, &w) || w < 0)
+		return 0;
+	return w;
 }
 
 static const char *str_of(const struct conn *k, uint32_t id, const char *dflt)
@@ -448,7 +480,7 @@ static void put_kernel(struct rx *rx, struct conn *k, const struct agent_rec_ker
 	uint64_t h;
 
 	if (!d || r->start == 0 || r->end < r->start || !(p = gpu_plane(rx, d->plane)) ||
-	    !(l = stream_line(rx, p, d->plane, k->pid, r->stream, T_COMPUTE)))
+	    !(l = stream_line(rx, k, p, d->plane, r->stream, T_COMPUTE)))
 		return;
 	h = ((uint64_t)(uintptr_t)p ^ k->str_epoch * 0x9e3779b97f4a7c15ull ^ r->name_id * 0xff51afd7ed558ccdull ^
 	     r->context * 31ull ^ r->regs * 131ull ^ r->dynamic_smem * 7ull ^ (uint32_t)r->grid[0] * 1031ull ^
@@ -492,7 +524,7 @@ static void put_memcpy(struct rx *rx, struct conn *k, const struct agent_rec_mem
 	char details[192];
 
 	if (!d || r->start == 0 || r->end < r->start || !(p = gpu_plane(rx, d->plane)) ||
-	    !(l = stream_line(rx, p, d->plane, k->pid, r->stream, copy_bits[ck])))
+	    !(l = stream_line(rx, k, p, d->plane, r->stream, copy_bits[ck])))
 		return;
 	dst = r->dst_device < AGENT_MAX_DEVICES && k->dev[r->dst_device].known ? &k->dev[r->dst_device] : d;
 	snprintf(details, sizeof(details), "kind_src:%s kind_dst:%s size:%llu dest:%u async:%d",
@@ -512,7 +544,7 @@ static void put_memset(struct rx *rx, struct conn *k, const struct agent_rec_mem
 	char details[128];
 
 	if (!d || r->start == 0 || r->end < r->start || !(p = gpu_plane(rx, d->plane)) ||
-	    !(l = stream_line(rx, p, d->plane, k->pid, r->stream, T_MEMSET)))
+	    !(l = stream_line(rx, k, p, d->plane, r->stream, T_MEMSET)))
 		return;
 	snprintf(details, sizeof(details), "kind:%s num_bytes:%llu async:%d", mem_kind(r->mem_kind),
 		 (unsigned long long)r->bytes, r->async ? 1 : 0);
@@ -532,7 +564,7 @@ static void put_memory(struct rx *rx, struct conn *k, const struct agent_rec_mem
 	char details[128];
 
 	if (!d || r->ts == 0 || !(p = gpu_plane(rx, d->plane)) ||
-	    !(l = stream_line(rx, p, d->plane, k->pid, stream, alloc ? T_ALLOC : T_FREE)))
+	    !(l = stream_line(rx, k, p, d->plane, stream, alloc ? T_ALLOC : T_FREE)))
 		return;
 	snprintf(details, sizeof(details), "kind:%s num_bytes:%llu", mem_kind(r->mem_kind),
 		 (unsigned long long)r->bytes);
@@ -555,9 +587,17 @@ static void put_overhead(struct rx *rx, struct conn *k, const struct agent_rec_o
 	if (r->device != UINT32_MAX) {
 		struct conn_dev *d = dev_of(k, r->device);
 
-		if (!d || !(p = gpu_plane(rx, d->plane)) ||
-		    !(l = trace_line(p, ((int64_t)k->pid << 32) | 0xffffffffll, "CUPTI overhead")))
+		struct line_slot *s;
+
+		if (!d || !(p = gpu_plane(rx, d->plane)))
 			return;
+		/* Cached like stream lines, under a key of its own. */
+		s = line_slot(rx, (1ull << 62) | ((uint64_t)d->plane << 32) | k->pid, 0);
+		l = s && s->line ? s->line : conn_line(k, p, pid_line_id(k->pid, 0xffffffffu), "CUPTI overhead");
+		if (!l)
+			return;
+		if (s)
+			s->line = l;
 	} else {
 		if (r->object_kind != 2 /* CUPTI_ACTIVITY_OBJECT_THREAD */ ||
 		    !(l = host_line(rx, k, (uint32_t)r->object_id)))
@@ -582,7 +622,7 @@ static void put_api(struct rx *rx, struct conn *k, const struct agent_rec_api *r
 static int add_string(struct conn *k, const struct agent_rec_string *r)
 {
 	const char *text = (const char *)(r + 1);
-	char *s, *d;
+	char *s;
 
 	if (r->id == 0 || r->id > AGENT_MAX_STRINGS)
 		return -EBADMSG;
@@ -599,17 +639,17 @@ static int add_string(struct conn *k, const struct agent_rec_string *r)
 		k->strings = v;
 		k->strings_cap = cap;
 	}
-	if (k->string_bytes + r->h.aux > MAX_STRING_BYTES)
+	if (k->string_bytes + r->h.aux > MAX_STRING_BYTES ||
+	    k->rx->string_bytes + r->h.aux > MAX_STRING_BYTES_ALL)
 		return -E2BIG;
 	s = strndup(text, r->h.aux);
 	if (!s)
 		return -ENOMEM;
 	k->string_bytes += r->h.aux;
-	d = demangle(s);
-	if (d) {
-		free(s);
-		s = d;
-	}
+	k->rx->string_bytes += r->h.aux;
+	/* Names arrive demangled by the agent, in the job's own process: the
+	 * daemon never runs a demangler on untrusted input (a crafted mangled
+	 * name can expand exponentially). */
 	k->str_epoch = ++k->rx->next_epoch; /* cached names may refer to this id */
 	free(k->strings[r->id]);
 	k->strings[r->id] = s;
@@ -635,7 +675,7 @@ static size_t rec_min_size(uint16_t type)
 static int handle_records(struct conn *k, const uint8_t *p, size_t len, const char **why)
 {
 	struct rx *rx = k->rx;
-	bool take = rx->running && k->capturing;
+	bool take = rx->running && k->capturing && k->clock_known;
 	size_t off = 0;
 
 	if (take && collector_hub_changed(rx->c, &rx->gen_seen))
@@ -710,7 +750,9 @@ static int handle_hello(struct conn *k, const uint8_t *p, const char **why)
 		return -EBADMSG;
 	}
 	k->hello = true;
-	k->pid = h.pid;
+	k->claimed_pid = h.pid;
+	if (!k->pid) /* no SO_PEERCRED: trust the claim */
+		k->pid = h.pid;
 	k->version = h.proto_version;
 	k->driver_version = h.cuda_driver_version;
 	k->runtime_version = h.cuda_runtime_version;
@@ -906,6 +948,7 @@ static void on_conn_closed(uv_handle_t *h)
 		free(k->strings[i]);
 	free(k->strings);
 	free(k->buf);
+	rx->string_bytes -= k->string_bytes;
 	free(k);
 	rx->pending_closes--;
 	maybe_closed(rx);
@@ -927,19 +970,22 @@ static void conn_close(struct conn *k, const char *why)
 		     "the CUDA process pid %u (%s) disconnected during the capture (exited or was killed); "
 		     "its GPU data up to then is kept",
 		     k->pid, k->name);
-	if (k->flush_pending) {
-		k->flush_pending = false;
-		if (rx->flush_waiting && --rx->flush_waiting == 0)
-			collector_flushed(rx->c);
-	}
+	/* Unlink first: collector_flushed() below may run the whole close path
+	 * of the daemon (shutdown), which walks rx->conns. */
 	if (k->prev)
 		k->prev->next = k->next;
 	else
 		rx->conns = k->next;
 	if (k->next)
 		k->next->prev = k->prev;
+	k->next = k->prev = NULL;
 	rx->n_conns--;
 	uv_close((uv_handle_t *)&k->pipe, on_conn_closed);
+	if (k->flush_pending) {
+		k->flush_pending = false;
+		if (rx->flush_waiting && --rx->flush_waiting == 0)
+			collector_flushed(rx->c);
+	}
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
@@ -1035,6 +1081,30 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 	}
 }
 
+/* Who is on the other end (SO_PEERCRED), and is that uid within its share
+ * of the connections? The kernel's pid replaces the one HELLO claims. */
+static bool peer_allowed(struct rx *rx, struct conn *k)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	uv_os_fd_t fd;
+	unsigned same = 0;
+
+	if (uv_fileno((uv_handle_t *)&k->pipe, &fd) < 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return true; /* not Linux-like: keep the global limit only */
+	k->uid = cred.uid;
+	k->pid = (uint32_t)cred.pid;
+	for (struct conn *o = rx->conns; o; o = o->next)
+		same += o->uid == cred.uid;
+	if (same >= MAX_CONNS_PER_UID) {
+		log_warn("refusing an agent connection of uid %u: it already holds %u", (unsigned)cred.uid,
+			 same);
+		return false;
+	}
+	return true;
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
 	struct rx *rx = server->data;
@@ -1051,7 +1121,9 @@ static void on_connection(uv_stream_t *server, int status)
 	k->pipe.data = k;
 	rx->pending_closes++;
 	k->closing = false;
-	if (uv_accept(server, (uv_stream_t *)&k->pipe) < 0 || rx->n_conns >= MAX_CONNS) {
+	k->accepted_mono = mono_ns();
+	if (uv_accept(server, (uv_stream_t *)&k->pipe) < 0 || rx->n_conns >= MAX_CONNS ||
+	    !peer_allowed(rx, k)) {
 		k->closing = true;
 		uv_close((uv_handle_t *)&k->pipe, on_conn_closed);
 		return;
@@ -1065,6 +1137,21 @@ static void on_connection(uv_stream_t *server, int status)
 }
 
 /* ---- collector ops ------------------------------------------------------- */
+
+/* Close connections that never said HELLO: an idle socket must not hold a
+ * connection slot. */
+static void on_sweep(uv_timer_t *t)
+{
+	struct rx *rx = t->data;
+	int64_t now = mono_ns();
+	struct conn *k, *next;
+
+	for (k = rx->conns; k; k = next) {
+		next = k->next;
+		if (!k->hello && now - k->accepted_mono > (int64_t)HELLO_DEADLINE_MS * (int64_t)NSEC_PER_MSEC)
+			conn_close(k, "no HELLO within 2 s");
+	}
+}
 
 static int agent_probe(const struct collector_cfg *cfg, char *why, size_t why_size)
 {
@@ -1169,6 +1256,11 @@ static int agent_init(struct collector *c)
 			 uv_strerror(r));
 		return -EIO;
 	}
+	uv_timer_init(c->loop, &rx->sweep);
+	rx->sweep.data = rx;
+	rx->sweep_init = true;
+	uv_timer_start(&rx->sweep, on_sweep, 1000, 1000);
+	uv_unref((uv_handle_t *)&rx->sweep); /* never keeps the loop alive alone */
 	log_info("agents connect to %s (CUDA_INJECTION64_PATH=%s)", path, PROFD_AGENT_INSTALL_PATH);
 	return 0;
 }
@@ -1326,12 +1418,25 @@ static void on_server_closed(uv_handle_t *h)
 	maybe_closed(rx);
 }
 
+static void on_sweep_closed(uv_handle_t *h)
+{
+	struct rx *rx = h->data;
+
+	rx->pending_closes--;
+	maybe_closed(rx);
+}
+
 static void agent_close(struct collector *c)
 {
 	struct rx *rx = to_rx(c);
 
 	rx->c = c; /* also when probe failed and init never ran */
 	rx->closing = true;
+	if (rx->sweep_init) {
+		rx->sweep_init = false;
+		rx->pending_closes++;
+		uv_close((uv_handle_t *)&rx->sweep, on_sweep_closed);
+	}
 	while (rx->conns)
 		conn_close(rx->conns, NULL);
 	if (rx->listening) {

@@ -123,7 +123,7 @@ static void burst(void)
 {
 	uint64_t t = agent_mono_ns();
 
-	put_string(S_KERNEL, "_Z9fake_gemmPfS_i");
+	put_string(S_KERNEL, "fake_gemm(float*, float*, int)"); /* agents send names demangled */
 	put_string(S_LAUNCH, "cuLaunchKernel");
 	put_string(S_MEMCPY, "cuMemcpyHtoDAsync_v2");
 	for (uint32_t d = 0; d < n_devs; d++) {
@@ -189,7 +189,7 @@ static void stream_due(bool all)
 	if (due > arg_events)
 		due = arg_events;
 	if (stream_sent == 0 && due)
-		put_string(S_GEMM, "_Z11stream_gemmv");
+		put_string(S_GEMM, "stream_gemm()");
 	while (stream_sent < due) {
 		/* Spread kernels over time and over 4 streams per device. */
 		uint32_t d = (uint32_t)(stream_sent % n_devs);

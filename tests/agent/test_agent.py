@@ -148,7 +148,9 @@ class AgentTests(unittest.TestCase):
                 continue
             m = re.fullmatch(r"(\S+) \(pid (\d+)\)/tid (\d+)", line.name)
             self.assertTrue(m, line.name)
-            self.assertEqual(int(m.group(3)), line.id)
+            # id = pid << 32 | tid: thread ids repeat across pid namespaces.
+            self.assertEqual(int(m.group(3)), line.id & 0xffffffff)
+            self.assertEqual(int(m.group(2)), line.id >> 32)
             for ev in line.events:
                 st_ = stats_of(host, ev.stats)
                 self.assertEqual(st_["correlation_id"][0], "uint64_value")
