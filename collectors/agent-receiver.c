@@ -787,6 +787,11 @@ static int handle_device(struct conn *k, const uint8_t *p, const char **why)
 		     d.uuid, k->pid);
 		return 0;
 	}
+	if (n == -ENOENT) {
+		note(rx, "pid %u (%s) reports GPU %s, which NVML does not list on this machine; its "
+			 "records are skipped", k->pid, k->name, d.uuid);
+		return 0;
+	}
 	if (n < 0) {
 		*why = "bad device uuid";
 		return -EBADMSG;

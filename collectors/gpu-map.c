@@ -21,6 +21,8 @@ int gpu_map_id(struct gpu_map *m, const char *uuid, const char *pci_bus_id, cons
 		if (strcmp(m->e[i].uuid, uuid) == 0)
 			break;
 	if (i == m->n) {
+		if (m->complete)
+			return -ENOENT;
 		if (m->n >= GPU_MAP_MAX)
 			return -ENOSPC;
 		memset(&m->e[i], 0, sizeof(m->e[i]));

@@ -11,6 +11,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define GPU_MAP_MAX 256
@@ -25,11 +26,13 @@ struct gpu_map_entry {
 struct gpu_map {
 	struct gpu_map_entry e[GPU_MAP_MAX];
 	uint32_t n;
+	bool complete; /* set by NVML: every GPU of this machine is listed */
 };
 
 /* The plane number of @uuid, registering it if new (@pci_bus_id and
  * @name may be NULL and are filled in when later known). -ENOSPC past
- * GPU_MAP_MAX, -EINVAL for an empty uuid. */
+ * GPU_MAP_MAX, -EINVAL for an empty uuid, -ENOENT for a uuid that is not
+ * listed once the map is complete. */
 int gpu_map_id(struct gpu_map *m, const char *uuid, const char *pci_bus_id, const char *name);
 /* The entry for plane @id, NULL if none. */
 const struct gpu_map_entry *gpu_map_get(const struct gpu_map *m, uint32_t id);

@@ -545,6 +545,10 @@ static int nvml_init(struct collector *c)
 		r = -ENODEV;
 		goto fail;
 	}
+	/* Every GPU of the machine is in the map now: agents may name only
+	 * these (a local process cannot fill the map with made-up UUIDs). */
+	if (nv->n_gpus == count)
+		c->cfg->gpus->complete = true;
 	nv->hz = c->cfg->nvml_sample_hz ? c->cfg->nvml_sample_hz : 50;
 	nv->proc_root = c->cfg->proc_root ? c->cfg->proc_root : "/proc";
 	nv->clk_tck = sysconf(_SC_CLK_TCK);
