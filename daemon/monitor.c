@@ -497,7 +497,7 @@ static void handle_monitor(void *userdata, struct rpc_call *call, const Protobuf
 			rpc_call_error(call, RPC_UNAVAILABLE, "profd is shutting down");
 		else
 			rpc_call_error(call, RPC_INTERNAL, "could not start the monitor: %s", strerror(-r));
-		free(j);
+		job_free(j); /* also uncounts it: main checks no job is left at exit */
 		return;
 	}
 	j->call = call;
