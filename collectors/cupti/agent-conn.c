@@ -46,13 +46,26 @@ void agent_client_init(struct agent_client *c, const char *path, const char *dfl
 	snprintf(c->path, sizeof(c->path), "%s", path ? path : env && *env ? env : dflt);
 }
 
+/* Wait the current backoff before the next attempt and double it. */
+static void schedule_retry(struct agent_client *c, uint64_t now)
+{
+	c->next_try_ns = now + (uint64_t)c->backoff_ms * 1000000ull;
+	c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
+}
+
 void agent_client_close(struct agent_client *c)
 {
-	if (c->fd >= 0)
+	uint64_t now = agent_mono_ns();
+
+	if (c->fd >= 0) {
 		close(c->fd);
+		if (c->heard || now - c->connected_ns >= AGENT_HEALTHY_MS * 1000000ull)
+			c->backoff_ms = BACKOFF_MIN_MS; /* a daemon that went away: come back soon */
+	}
 	c->fd = -1;
 	c->rlen = 0;
-	c->next_try_ns = agent_mono_ns() + (uint64_t)c->backoff_ms * 1000000ull;
+	c->heard = false;
+	schedule_retry(c, now);
 }
 
 int agent_client_connect(struct agent_client *c)
@@ -71,13 +84,13 @@ int agent_client_connect(struct agent_client *c)
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
 		r = -errno;
 		close(fd);
-		c->next_try_ns = agent_mono_ns() + (uint64_t)c->backoff_ms * 1000000ull;
-		c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
+		schedule_retry(c, agent_mono_ns());
 		return r;
 	}
 	c->fd = fd;
 	c->rlen = 0;
-	c->backoff_ms = BACKOFF_MIN_MS;
+	c->heard = false;
+	c->connected_ns = agent_mono_ns();
 	return 0;
 }
 
@@ -150,6 +163,7 @@ int agent_client_recv(struct agent_client *c, struct agent_frame_hdr *h, void *p
 				memcpy(payload, c->rbuf + sizeof(*h), h->length);
 				memmove(c->rbuf, c->rbuf + n, c->rlen - n);
 				c->rlen -= n;
+				c->heard = true;
 				return 1;
 			}
 		}

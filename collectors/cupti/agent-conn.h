@@ -13,11 +13,15 @@
 
 #include "agent-proto.h"
 
+#define AGENT_HEALTHY_MS 5000u
+
 struct agent_client {
 	int fd; /* -1 when not connected */
 	char path[108];
-	uint32_t backoff_ms;    /* next wait after a failed connect */
+	uint32_t backoff_ms;    /* next wait before connecting again */
 	uint64_t next_try_ns;   /* CLOCK_MONOTONIC */
+	uint64_t connected_ns;  /* when the open connection was made */
+	bool heard;             /* the daemon sent a frame on this connection */
 	uint8_t rbuf[256];
 	size_t rlen;
 	uint64_t send_timeout_ms;
@@ -26,7 +30,11 @@ struct agent_client {
 /* @path NULL: $PROFD_AGENT_SOCKET, else @dflt. */
 void agent_client_init(struct agent_client *c, const char *path, const char *dflt);
 /* Try to connect if it is time to (backoff 100 ms doubling to 5 s).
- * 0 connected (or already), -EAGAIN not yet time, -errno failed. */
+ * 0 connected (or already), -EAGAIN not yet time, -errno failed.
+ * The backoff only starts over after a connection proved healthy (it
+ * lived AGENT_HEALTHY_MS or the daemon sent a command on it): a daemon
+ * that accepts and at once drops us (connection limit, version mismatch)
+ * sees one attempt per 5 s from each process, not a storm. */
 int agent_client_connect(struct agent_client *c);
 void agent_client_close(struct agent_client *c);
 /* Send one frame (blocking up to the send timeout; MSG_NOSIGNAL). On any

@@ -29,6 +29,14 @@
  *
  * Driver calls (device inventory) use the libcuda the process has already
  * loaded, found with dlopen(RTLD_NOLOAD); the agent links only CUPTI.
+ * Kernel names are demangled here, with the C++ runtime's __cxa_demangle
+ * (libstdc++, loaded on first use if the job has not): the job's own
+ * names, in the job's own process, so profd never demangles what a
+ * socket sent it.
+ *
+ * Process exit: the atexit hook gives a live capture EXIT_WAIT_MS to flush,
+ * then sets `too_late`; from then on the agent thread makes no CUPTI call
+ * (CUPTI and the driver tear themselves down during exit).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -75,6 +83,7 @@ static struct agent {
 	atomic_int dead;    /* forked child: never touch CUDA/CUPTI */
 	atomic_int exiting; /* atexit: flush once, then stop */
 	atomic_int exit_done;
+	atomic_int too_late; /* exit is tearing CUDA down: no more CUPTI calls */
 
 	struct agent_client cl;
 	struct agent_conv cv;
@@ -115,6 +124,12 @@ static void wake(void)
 	if (g.efd >= 0 && write(g.efd, &one, sizeof(one)) < 0) {
 		/* the counter is saturated: the thread is awake anyway */
 	}
+}
+
+/* Whether the agent thread may still call into CUPTI. */
+static bool cupti_usable(void)
+{
+	return !atomic_load(&g.dead) && !atomic_load(&g.too_late);
 }
 
 static void send_error(uint32_t code, int32_t detail, const char *fmt, ...)
@@ -327,6 +342,36 @@ static const char *api_name(void *ud, uint32_t domain, uint32_t cbid)
 	return n;
 }
 
+typedef char *(*cxa_demangle_fn)(const char *mangled, char *out, size_t *len, int *status);
+
+/* The converter's demangler (agent thread only). */
+static char *demangle(void *ud, const char *mangled)
+{
+	static cxa_demangle_fn fn;
+	static bool looked;
+	int status = -1;
+	char *d;
+
+	(void)ud;
+	if (!looked) {
+		/* The job's libstdc++ when it has one (dlopen finds the loaded copy
+		 * even if it was loaded RTLD_LOCAL), else load it: every CUDA
+		 * toolkit machine has it. */
+		void *h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
+
+		looked = true;
+		fn = (cxa_demangle_fn)(h ? dlsym(h, "__cxa_demangle") : dlsym(RTLD_DEFAULT, "__cxa_demangle"));
+	}
+	if (!fn)
+		return NULL;
+	d = fn(mangled, NULL, NULL, &status);
+	if (status != 0) {
+		free(d);
+		return NULL;
+	}
+	return d;
+}
+
 static int emit_records(void *ud, const void *p, size_t len)
 {
 	(void)ud;
@@ -343,7 +388,7 @@ static void send_clock(uint32_t which)
 	for (int i = 0; i < 32; i++) {
 		uint64_t a = agent_wall_ns(), c = 0, b;
 
-		if (cuptiGetTimestamp(&c) != CUPTI_SUCCESS)
+		if (!cupti_usable() || cuptiGetTimestamp(&c) != CUPTI_SUCCESS)
 			return;
 		b = agent_wall_ns();
 		if (b - a < best) {
@@ -373,7 +418,8 @@ static void drain(void)
 		pthread_mutex_unlock(&g.lock);
 
 		g.stats.buffers++;
-		while (cuptiActivityGetNextRecord(d.buf, d.valid, &rec) == CUPTI_SUCCESS) {
+		while (cupti_usable() &&
+		       cuptiActivityGetNextRecord(d.buf, d.valid, &rec) == CUPTI_SUCCESS) {
 			agent_conv_record(&g.cv, rec);
 			if (rec->kind == CUPTI_ACTIVITY_KIND_OVERHEAD)
 				free(((CUpti_ActivityOverhead3 *)rec)->overheadData);
@@ -496,7 +542,7 @@ static void send_stats(void)
 	size_t dropped = 0;
 
 	/* Never called with g.lock held: CUPTI may call back into us. */
-	if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS)
+	if (cupti_usable() && cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS)
 		g.stats.dropped_records += dropped;
 	g.stats.records = g.cv.converted;
 	g.stats.unknown_records = g.cv.unknown;
@@ -529,13 +575,18 @@ static void detach(void)
 	atomic_store(&g.finalize_pending, 1);
 	cuptiEnableDomain(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API);
 	cuptiEnableDomain(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
-	while (!atomic_load(&g.finalize_done) && agent_mono_ns() < deadline) {
+	while (!atomic_load(&g.finalize_done) && agent_mono_ns() < deadline &&
+	       !atomic_load(&g.exiting)) {
 		struct pollfd p = { .fd = g.efd, .events = POLLIN };
 		uint64_t v;
 
 		if (poll(&p, 1, 20) > 0 && read(g.efd, &v, sizeof(v)) < 0) {
 			/* nothing */
 		}
+	}
+	if (atomic_load(&g.exiting) && atomic_compare_exchange_strong(&g.finalize_pending, &one, 0)) {
+		/* The process is exiting: CUDA tears itself down, CUPTI with it. */
+		return;
 	}
 	if (atomic_compare_exchange_strong(&g.finalize_pending, &one, 0)) {
 		/* No CUDA call came: detach without finalize. */
@@ -565,14 +616,15 @@ static void capture_stop(bool connected, bool do_detach)
 {
 	if (!atomic_load(&g.capturing))
 		return;
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && cupti_usable(); i++) {
 		/* CUPTI 13.0 GA could deadlock disabling CONCURRENT_KERNEL (fixed in
 		 * 13.0 Update 1, API 130001); finalize turns it off anyway. */
 		if (kinds[i] == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && g.cupti_version < 130001)
 			continue;
 		cuptiActivityDisable(kinds[i]);
 	}
-	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	if (cupti_usable())
+		cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	drain();
 	atomic_store(&g.capturing, 0);
 	if (connected) {
@@ -631,6 +683,7 @@ static void *agent_main(void *arg)
 
 	(void)arg;
 	agent_conv_init(&g.cv, emit_records, api_name, NULL);
+	g.cv.demangle = demangle;
 	agent_client_init(&g.cl, NULL, PROFD_AGENT_SOCKET_DEFAULT);
 	while (!atomic_load(&g.dead)) {
 		struct pollfd p[2] = { { .fd = g.efd, .events = POLLIN }, { .fd = -1 } };
@@ -706,15 +759,19 @@ static void on_exit_hook(void)
 {
 	uint64_t deadline;
 
-	if (atomic_load(&g.dead) || !atomic_load(&g.capturing))
+	if (atomic_load(&g.dead))
 		return;
-	/* A capture is live: let the agent thread flush what it has, briefly. */
 	atomic_store(&g.exiting, 1);
-	atomic_store(&g.finalize_pending, 0);
 	wake();
-	deadline = agent_mono_ns() + EXIT_WAIT_MS * 1000000ull;
-	while (!atomic_load(&g.exit_done) && agent_mono_ns() < deadline)
-		usleep(2000);
+	if (atomic_load(&g.capturing)) {
+		/* A capture is live: let the agent thread flush what it has, briefly. */
+		deadline = agent_mono_ns() + EXIT_WAIT_MS * 1000000ull;
+		while (!atomic_load(&g.exit_done) && agent_mono_ns() < deadline)
+			usleep(2000);
+	}
+	/* Whatever the agent thread is doing, it makes no CUPTI call from now
+	 * on: the atexit handlers and destructors that follow unload CUDA. */
+	atomic_store(&g.too_late, 1);
 }
 
 static void init_once(void)

@@ -96,12 +96,38 @@ static uint64_t fnv(const char *s)
 	return h | 1; /* 0 marks an empty slot */
 }
 
-/* Define @s as a STRING record (once) and return its id; 0 on failure. */
-static uint32_t intern(struct agent_conv *cv, const char *s)
+/* The text a kernel name is shown as: the owner's demangler's output when
+ * it gives one, cut to the string limit (a readable prefix beats a mangled
+ * name), else NULL (the name as CUPTI gave it). Caller frees. */
+static char *display_name(struct agent_conv *cv, const char *mangled)
+{
+	char *d;
+
+	if (!cv->demangle || strncmp(mangled, "_Z", 2) != 0 ||
+	    strnlen(mangled, AGENT_MAX_STRING_LEN + 1) > AGENT_MAX_STRING_LEN)
+		return NULL;
+	d = cv->demangle(cv->ud, mangled);
+	if (d && strlen(d) > AGENT_MAX_STRING_LEN) {
+		/* Cut on a byte below 0x80 so the prefix stays valid UTF-8. */
+		size_t n = AGENT_MAX_STRING_LEN - 3;
+
+		while (n > 0 && (unsigned char)d[n] >= 0x80)
+			n--;
+		memcpy(d + n, "...", 4);
+	}
+	return d;
+}
+
+/* Define @s as a STRING record (once) and return its id; 0 on failure.
+ * The table is keyed by @s as given; with @demangle the STRING record
+ * carries display_name(@s), computed once per distinct name. */
+static uint32_t intern(struct agent_conv *cv, const char *s, bool demangle)
 {
 	uint64_t h;
 	uint32_t i, len;
 	struct agent_rec_string *r;
+	char *shown = NULL;
+	const char *text;
 
 	if (!s)
 		return 0;
@@ -133,13 +159,18 @@ static uint32_t intern(struct agent_conv *cv, const char *s)
 			return cv->names[i].id;
 	if (cv->next_id > AGENT_MAX_STRINGS)
 		return 0;
-	len = (uint32_t)strnlen(s, AGENT_MAX_STRING_LEN);
+	if (demangle)
+		shown = display_name(cv, s);
+	text = shown ? shown : s;
+	len = (uint32_t)strnlen(text, AGENT_MAX_STRING_LEN);
 	r = reserve(cv, sizeof(*r) + agent_rec_align(len));
-	if (!r)
-		return 0;
-	cv->names[i].s = strndup(s, len);
-	if (!cv->names[i].s) {
-		cv->len -= sizeof(*r) + agent_rec_align(len);
+	/* The key keeps the whole name: two long names sharing a prefix stay two. */
+	if (r)
+		cv->names[i].s = strdup(s);
+	if (!r || !cv->names[i].s) {
+		if (r)
+			cv->len -= sizeof(*r) + agent_rec_align(len);
+		free(shown);
 		return 0;
 	}
 	cv->names[i].hash = h;
@@ -149,7 +180,8 @@ static uint32_t intern(struct agent_conv *cv, const char *s)
 	r->h.size = (uint16_t)(sizeof(*r) + agent_rec_align(len));
 	r->h.aux = len;
 	r->id = cv->names[i].id;
-	memcpy(r + 1, s, len);
+	memcpy(r + 1, text, len);
+	free(shown);
 	return r->id;
 }
 
@@ -199,7 +231,7 @@ static uint8_t mem_kind(uint32_t k) { return k < AGENT_MEM__MAX ? (uint8_t)k : A
 static int kernel(struct agent_conv *cv, const CUpti_ActivityKernel10 *k)
 {
 	struct agent_rec_kernel *r;
-	uint32_t name_id = intern(cv, k->name);
+	uint32_t name_id = intern(cv, k->name, true);
 
 	if (k->start == 0 || k->end < k->start)
 		return 0; /* still running at a forced flush: no timing */
@@ -370,7 +402,7 @@ static int api(struct agent_conv *cv, const CUpti_ActivityAPI *a, uint32_t domai
 		name_id = cv->api_name_id[d][cbid];
 	}
 	if (!name_id) {
-		name_id = intern(cv, cv->api_name ? cv->api_name(cv->ud, domain, cbid) : NULL);
+		name_id = intern(cv, cv->api_name ? cv->api_name(cv->ud, domain, cbid) : NULL, false);
 		if (cbid < 1024)
 			cv->api_name_id[d][cbid] = name_id;
 	}

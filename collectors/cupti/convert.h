@@ -28,6 +28,10 @@ struct agent_conv;
 typedef int (*agent_conv_emit_cb)(void *ud, const void *records, size_t len);
 /* Name of an API callback id ("cuLaunchKernel"), NULL if unknown. */
 typedef const char *(*agent_conv_api_name_cb)(void *ud, uint32_t domain, uint32_t cbid);
+/* Demangled form of an Itanium-mangled kernel name, malloc'd, or NULL to
+ * keep the mangled one. Called once per distinct name (the converter
+ * caches by mangled name). */
+typedef char *(*agent_conv_demangle_cb)(void *ud, const char *mangled);
 
 struct agent_conv_name {
 	uint64_t hash;
@@ -39,6 +43,7 @@ struct agent_conv {
 	/* set by the owner */
 	agent_conv_emit_cb emit;
 	agent_conv_api_name_cb api_name;
+	agent_conv_demangle_cb demangle; /* optional: NULL sends names as CUPTI has them */
 	void *ud;
 	size_t frame_max; /* <= AGENT_FRAME_MAX */
 	const struct agent_device *devs; /* by local ordinal */

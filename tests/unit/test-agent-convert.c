@@ -390,4 +390,96 @@ TEST(convert_redefines_names_after_a_dropped_batch)
 	agent_conv_free(&cv);
 }
 
+/* A stand-in demangler: "_Z4gemmPf" -> "gemm(float*)"; counts its calls. */
+static unsigned demangle_calls;
+static size_t demangle_out_len; /* > 0: answer with this many 'x' */
+
+static char *demangle(void *ud, const char *mangled)
+{
+	char *d;
+
+	(void)ud;
+	demangle_calls++;
+	if (demangle_out_len) {
+		d = malloc(demangle_out_len + 1);
+		memset(d, 'x', demangle_out_len);
+		d[demangle_out_len] = 0;
+		return d;
+	}
+	return strcmp(mangled, "_Z4gemmPf") == 0 ? strdup("gemm(float*)") : NULL;
+}
+
+static const struct agent_rec_string *string_rec(uint32_t id)
+{
+	const struct agent_rec_string *s;
+
+	for (unsigned i = 0; (s = (const void *)find(AGENT_REC_STRING, i)); i++)
+		if (s->id == id)
+			return s;
+	return NULL;
+}
+
+TEST(convert_demangles_kernel_names_once)
+{
+	setup();
+	cv.demangle = demangle;
+	demangle_calls = 0;
+	demangle_out_len = 0;
+	for (uint32_t i = 0; i < 10; i++) {
+		CUpti_ActivityKernel10 k = kernel(i);
+
+		/* "_Z4gemmPf" demangles; "_Z3badv" gets NULL; "plain" is not mangled */
+		k.name = i % 3 == 0 ? "_Z4gemmPf" : i % 3 == 1 ? "_Z3badv" : "plain";
+		ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&k), 1);
+	}
+	agent_conv_flush(&cv);
+	ASSERT_EQ(count(AGENT_REC_STRING), 3);
+	ASSERT_EQ(demangle_calls, 2); /* once per distinct mangled name */
+	ASSERT_STREQ(string(((const struct agent_rec_kernel *)find(AGENT_REC_KERNEL, 0))->name_id),
+		     "gemm(float*)");
+	ASSERT_STREQ(string(((const struct agent_rec_kernel *)find(AGENT_REC_KERNEL, 1))->name_id),
+		     "_Z3badv");
+	ASSERT_STREQ(string(((const struct agent_rec_kernel *)find(AGENT_REC_KERNEL, 2))->name_id),
+		     "plain");
+	agent_conv_free(&cv);
+}
+
+TEST(convert_cuts_long_names_but_keeps_them_apart)
+{
+	static char a[AGENT_MAX_STRING_LEN + 64], b[AGENT_MAX_STRING_LEN + 64];
+	const struct agent_rec_kernel *ka, *kb;
+	const struct agent_rec_string *sa, *sb;
+	CUpti_ActivityKernel10 k = kernel(1);
+
+	setup();
+	cv.demangle = demangle;
+	demangle_calls = 0;
+	demangle_out_len = AGENT_MAX_STRING_LEN + 100; /* longer than a STRING may be */
+	k.name = "_Z4longv";
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&k), 1);
+	/* two unmangled names sharing their first AGENT_MAX_STRING_LEN bytes */
+	memset(a, 'k', sizeof(a) - 1);
+	memcpy(b, a, sizeof(b));
+	b[sizeof(b) - 2] = 'z';
+	k.name = a;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&k), 1);
+	k.name = b;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&k), 1);
+	k.name = a; /* seen before: no new STRING */
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&k), 1);
+	agent_conv_flush(&cv);
+	ASSERT_EQ(count(AGENT_REC_STRING), 3);
+	sa = string_rec(((const struct agent_rec_kernel *)find(AGENT_REC_KERNEL, 0))->name_id);
+	ASSERT_EQ(sa->h.aux, AGENT_MAX_STRING_LEN);
+	ASSERT_TRUE(memcmp((const char *)(sa + 1) + AGENT_MAX_STRING_LEN - 3, "...", 3) == 0);
+	ka = (const void *)find(AGENT_REC_KERNEL, 1);
+	kb = (const void *)find(AGENT_REC_KERNEL, 2);
+	ASSERT_TRUE(ka->name_id != kb->name_id);
+	sb = string_rec(kb->name_id);
+	ASSERT_EQ(sb->h.aux, AGENT_MAX_STRING_LEN);
+	ASSERT_EQ(((const struct agent_rec_kernel *)find(AGENT_REC_KERNEL, 3))->name_id, ka->name_id);
+	demangle_out_len = 0;
+	agent_conv_free(&cv);
+}
+
 TEST_MAIN()

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test-agent-conn.c - the agent's socket client against a real listening
+ * socket: how often it comes back to a daemon that keeps dropping it.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "agent-conn.h"
+#include "harness.h"
+
+static char dir[32], path[64];
+
+static int listener(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	snprintf(dir, sizeof(dir), "/tmp/profd-conn-XXXXXX");
+	ASSERT_TRUE(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/agent.sock", dir);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	ASSERT_OK(bind(fd, (struct sockaddr *)&a, sizeof(a)));
+	ASSERT_OK(listen(fd, 64));
+	return fd;
+}
+
+static void cleanup(int lfd)
+{
+	close(lfd);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* Drive the client for @ms as the agent thread does: connect when due,
+ * read, and let a daemon that closes at once (after @say_start, a START
+ * frame) drop it. Returns the number of connections the daemon accepted. */
+static unsigned run(struct agent_client *c, int lfd, unsigned ms, bool say_start)
+{
+	uint64_t end = agent_mono_ns() + ms * 1000000ull;
+	unsigned accepted = 0;
+
+	while (agent_mono_ns() < end) {
+		int fd;
+
+		agent_client_connect(c);
+		while ((fd = accept(lfd, NULL, NULL)) >= 0) {
+			struct agent_frame_hdr h = { .magic = AGENT_PROTO_MAGIC,
+						     .version = AGENT_PROTO_VERSION,
+						     .kind = AGENT_FRAME_START };
+
+			accepted++;
+			if (say_start)
+				ASSERT_EQ(write(fd, &h, sizeof(h)), (int)sizeof(h));
+			close(fd); /* refused: connection limit, version mismatch, ... */
+		}
+		if (c->fd >= 0) {
+			struct agent_frame_hdr h;
+			uint8_t p[64];
+
+			poll(&(struct pollfd){ .fd = c->fd, .events = POLLIN }, 1, 5);
+			while (agent_client_recv(c, &h, p, sizeof(p)) > 0)
+				;
+		} else {
+			usleep(5000);
+		}
+	}
+	return accepted;
+}
+
+TEST(conn_backs_off_from_a_daemon_that_drops_it)
+{
+	struct agent_client c;
+	int lfd = listener();
+	unsigned n;
+
+	agent_client_init(&c, path, NULL);
+	/* 100 + 200 + 400 + 800 ms: 4 or 5 tries in 1.6 s, not one per 100 ms */
+	n = run(&c, lfd, 1600, false);
+	ASSERT_TRUE(n >= 3 && n <= 5);
+	ASSERT_EQ(c.backoff_ms, 5000u < 100u << n ? 5000u : 100u << n);
+	agent_client_close(&c);
+	cleanup(lfd);
+}
+
+TEST(conn_comes_back_soon_after_a_healthy_connection)
+{
+	struct agent_client c;
+	int lfd = listener();
+	unsigned n;
+
+	agent_client_init(&c, path, NULL);
+	/* a daemon that sent a command proved itself: each drop retries in 100 ms */
+	n = run(&c, lfd, 1000, true);
+	ASSERT_TRUE(n >= 6); /* never reset: 4 */
+	agent_client_close(&c);
+	cleanup(lfd);
+}
+
+TEST_MAIN()
