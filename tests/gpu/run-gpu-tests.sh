@@ -33,7 +33,7 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
 fi
 nvidia-smi -L
 
-AGENT=$BUILD/collectors/cupti/libprofd-agent.so
+AGENT=${AGENT:-$BUILD/collectors/cupti/libprofd-agent.so}
 PROFD=${PROFD:-$BUILD/daemon/profd}
 if [ ! -f "$AGENT" ]; then
 	echo "FAIL: $AGENT not built; configure with -Dcupti=enabled -Dcupti_root=<CUDA root>"
@@ -98,7 +98,11 @@ def start_sample(d):
     env = dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=SOCK)
     p = subprocess.Popen([os.path.join(WORK, "cuda-sample"), str(N)], env=env, stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
-    ndev = int(p.stdout.readline().split()[1])
+    first = p.stdout.readline().split()
+    if len(first) < 2:
+        check(False, f"cuda-sample started (exit {p.wait()}; see its stderr above)")
+        sys.exit(1)
+    ndev = int(first[1])
     a = wait_agent(d, p.pid)
     check(a is not None, f"agent of pid {p.pid} registered")
     if a:

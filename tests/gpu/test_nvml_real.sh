@@ -12,14 +12,16 @@
 #   - the job's pid is named in gpu_processes and has a gpu_mem_mib counter.
 # Exits 77 (skip) without nvidia-smi, libnvidia-ml or a CUDA python module.
 #
-# Environment: PROFD (daemon), PROFD_SRC, PROFD_BUILD (set by meson).
+# Environment: PROFD (daemon), PROFD_SRC, PROFD_BUILD (set by meson);
+# PYTHON runs the checks (needs grpcio + protobuf; default /usr/bin/python3),
+# PYTHON_ML the GPU job (needs torch or cupy; default python3 on PATH).
 set -u
 
 command -v nvidia-smi >/dev/null 2>&1 || { echo "skip: no nvidia-smi"; exit 77; }
 ldconfig -p 2>/dev/null | grep -q 'libnvidia-ml\.so\.1' || { echo "skip: no libnvidia-ml.so.1"; exit 77; }
 nvidia-smi -L >/dev/null 2>&1 || { echo "skip: nvidia-smi sees no GPU"; exit 77; }
 
-PY=${PYTHON:-python3}
+PY=${PYTHON_ML:-python3}
 if $PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
 	LIB=torch
 elif $PY -c 'import cupy; cupy.cuda.runtime.getDeviceCount()' 2>/dev/null; then
@@ -33,7 +35,7 @@ SRC=${PROFD_SRC:-$(dirname "$0")/../..}
 export PROFD_SRC="$SRC"
 export PYTHONPATH="$SRC/tests/pylib:$SRC/tests/nvml${PYTHONPATH:+:$PYTHONPATH}"
 
-exec /usr/bin/python3 - "$PY" "$LIB" <<'EOF'
+exec "${PYTHON:-/usr/bin/python3}" - "$PY" "$LIB" <<'EOF'
 import subprocess
 import sys
 import time

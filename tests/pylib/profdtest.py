@@ -8,10 +8,13 @@ run with /usr/bin/python3). meson passes:
   PROFD_SRC    source root (for proto/ and fixtures)
   PROFD_BUILD  build root (a cache for generated Python protobuf modules)
   PROFD_WRAPPER optional command prefix, e.g. "valgrind --leak-check=full"
+  PROFD_PROTO_DESC  a FileDescriptorSet of proto/ (tools/device-bundle makes
+               one) used instead of protoc, for machines without protoc
 """
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,6 +35,9 @@ def protos():
     opts (profiler_options_pb2), mon (monitor result) and profd (profd_pb2).
     """
     global _proto_dir
+    desc = os.environ.get("PROFD_PROTO_DESC")
+    if desc or shutil.which("protoc") is None:
+        return _protos_from_descriptor_set(desc or os.path.join(BUILD, "pyproto", "profd.desc"))
     if _proto_dir is None:
         out = os.path.join(BUILD, "pyproto")
         os.makedirs(out, exist_ok=True)
@@ -58,6 +64,45 @@ def protos():
 
     p = P()
     p.ps, p.xp, p.opts, p.mon, p.profd = ps, xp, opts, mon, profd
+    return p
+
+
+_desc_protos = None
+
+
+def _protos_from_descriptor_set(path):
+    """protos() without protoc: message classes built from a descriptor set.
+
+    Works with protobuf 3.20 to 6.x (GetMessageClass where it exists, the
+    older MessageFactory otherwise). Each proto file becomes a namespace
+    holding its top-level messages, as the generated modules would.
+    """
+    global _desc_protos
+    if _desc_protos is not None:
+        return _desc_protos
+    import types
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    fds = descriptor_pb2.FileDescriptorSet()
+    with open(path, "rb") as f:
+        fds.ParseFromString(f.read())
+    pool = descriptor_pool.DescriptorPool()
+    for fdp in fds.file:
+        pool.Add(fdp)
+    get = getattr(message_factory, "GetMessageClass", None)
+    if get is None:
+        get = message_factory.MessageFactory(pool).GetPrototype
+    mods = {}
+    for fdp in fds.file:
+        ns = types.SimpleNamespace()
+        for m in fdp.message_type:
+            full = f"{fdp.package}.{m.name}" if fdp.package else m.name
+            setattr(ns, m.name, get(pool.FindMessageTypeByName(full)))
+        mods[os.path.splitext(os.path.basename(fdp.name))[0]] = ns
+    p = types.SimpleNamespace(ps=mods["profiler_service"], xp=mods["xplane"],
+                              opts=mods["profiler_options"],
+                              mon=mods["profiler_service_monitor_result"], profd=mods["profd"])
+    _desc_protos = p
     return p
 
 
