@@ -317,6 +317,7 @@ struct nvml {
 	uv_mutex_t lock;
 	uv_cond_t cond;
 	bool running, quit;
+	bool exited;           /* the sampler thread is past its last NVML call */
 	uint64_t epoch;        /* bumped by start and stop */
 	bool flush_req;        /* tick now and mark the batch */
 	int64_t flush_until;   /* that tick's values are stamped before this */
@@ -906,13 +907,44 @@ static void sample_all(struct nvml *nv, struct batch *b, uint64_t tick, int64_t 
 	}
 }
 
-static void run_begin(struct nvml *nv)
+/* A GPU lost in an earlier run gets one cheap query at the start of each
+ * run (a fresh handle by UUID where NVML has the call: a reset GPU's old
+ * handle is stale). Answered: it samples again on the same plane, and the
+ * capture says so. Not answered: one "still lost" note for this run. */
+static void reprobe_lost(struct nvml *nv, struct gpu *g, struct batch *b)
+{
+	const struct nvml_api *a = &nv->api;
+	nvmlDevice_t dev = g->dev;
+	nvmlMemory_t mem;
+	nvmlReturn_t r = NVML_SUCCESS;
+
+	if (a->nvmlDeviceGetHandleByUUID)
+		r = a->nvmlDeviceGetHandleByUUID(g->uuid, &dev);
+	if (r == NVML_SUCCESS)
+		r = a->nvmlDeviceGetMemoryInfo(dev, &mem);
+	if (r != NVML_SUCCESS) {
+		put_note(b, (uint32_t)(g - nv->gpus), true,
+			 "GPU %u (%s, %s) is still lost (%s); no counters for it in this capture", g->id,
+			 g->name, g->uuid, nverr(nv, r));
+		return;
+	}
+	g->dev = dev;
+	g->lost = false;
+	g->unsupported = 0;
+	put_note(b, (uint32_t)(g - nv->gpus), false,
+		 "GPU %u (%s, %s) answers again after it was lost; its counters resume", g->id, g->name,
+		 g->uuid);
+}
+
+static void run_begin(struct nvml *nv, struct batch *b)
 {
 	unsigned long long now_us = (unsigned long long)(wall_ns() / (int64_t)NSEC_PER_USEC);
 
 	for (unsigned i = 0; i < nv->n_gpus; i++) {
 		struct gpu *g = &nv->gpus[i];
 
+		if (g->lost)
+			reprobe_lost(nv, g, b);
 		g->reported = 0;
 		g->gpm_have_prev = false;
 		g->nvl_ns = 0;
@@ -951,7 +983,7 @@ static void sampler_main(void *arg)
 			batch_clear(&local); /* left from the last run */
 			next = mono_ns();
 			uv_mutex_unlock(&nv->lock);
-			run_begin(nv);
+			run_begin(nv, &local);
 			uv_mutex_lock(&nv->lock);
 		}
 		int64_t now = mono_ns();
@@ -991,6 +1023,8 @@ static void sampler_main(void *arg)
 		}
 		batch_clear(&local);
 	}
+	nv->exited = true;
+	uv_cond_broadcast(&nv->cond);
 	uv_mutex_unlock(&nv->lock);
 	batch_free(&local);
 }
@@ -1107,6 +1141,11 @@ static int nvml_start(struct collector *c)
 {
 	struct nvml *nv = to_nv(c);
 
+	/* A new run: what was lost says so again only if it still is (the
+	 * sampler re-probes it and notes the answer). */
+	for (unsigned i = 0; i < nv->n_gpus; i++)
+		nv->gpus[i].lost_seen = false;
+
 	uv_mutex_lock(&nv->lock);
 	nv->running = true;
 	nv->epoch++;
@@ -1210,6 +1249,9 @@ static void nvml_describe(struct collector *c, struct trace *snap, int64_t start
 	}
 }
 
+/* How long shutdown waits for the sampler thread to leave an NVML call. */
+#define CLOSE_WAIT_NS (2000ull * 1000000ull)
+
 static void on_async_closed(uv_handle_t *h)
 {
 	struct collector *c = h->data;
@@ -1223,6 +1265,30 @@ static void on_async_closed(uv_handle_t *h)
 	collector_closed(c);
 }
 
+static void on_abandoned_async_closed(uv_handle_t *h)
+{
+	collector_closed(h->data);
+}
+
+/* The sampler is stuck inside an NVML call (a wedged GPU or driver can
+ * block one for minutes). Shutdown must not wait for it: leave the thread
+ * and everything it may touch (this struct, its lock, the library)
+ * behind, reachable from here, and close only the loop's handle. The
+ * thread never delivers again (its epoch is stale) and exits by itself
+ * if the call ever returns; process exit ends it otherwise. */
+static struct nvml *abandoned;
+
+static void abandon(struct collector *c)
+{
+	struct nvml *nv = to_nv(c);
+
+	log_warn("nvml: an NVML call has not returned for %llu ms; shutting down without waiting "
+		 "for it", (unsigned long long)(CLOSE_WAIT_NS / 1000000));
+	abandoned = nv;
+	c->priv = NULL; /* not freed by the collector set */
+	uv_close((uv_handle_t *)&nv->async, on_abandoned_async_closed);
+}
+
 static void nvml_close(struct collector *c)
 {
 	struct nvml *nv = to_nv(c);
@@ -1233,10 +1299,21 @@ static void nvml_close(struct collector *c)
 		return;
 	}
 	if (nv->thread_started) {
+		uint64_t deadline = uv_hrtime() + CLOSE_WAIT_NS, now;
+		bool exited;
+
 		uv_mutex_lock(&nv->lock);
 		nv->quit = true;
+		nv->epoch++; /* whatever it is sampling now is never delivered */
 		uv_cond_signal(&nv->cond);
+		while (!nv->exited && (now = uv_hrtime()) < deadline)
+			uv_cond_timedwait(&nv->cond, &nv->lock, deadline - now);
+		exited = nv->exited;
 		uv_mutex_unlock(&nv->lock);
+		if (!exited) {
+			abandon(c);
+			return;
+		}
 		uv_thread_join(&nv->thread);
 		nv->thread_started = false;
 	}
@@ -1250,7 +1327,7 @@ size_t nvml_gpu_pids(struct collector *c, int *pids, size_t max, int64_t since_n
 	struct nvml *nv;
 	size_t n = 0;
 
-	if (!c || c->ops != &nvml_collector_ops || c->state == COLLECTOR_UNAVAILABLE)
+	if (!c || c->ops != &nvml_collector_ops || c->state == COLLECTOR_UNAVAILABLE || !c->priv)
 		return 0;
 	nv = to_nv(c);
 	for (unsigned i = 0; i < nv->n_gpus; i++) {
@@ -1300,7 +1377,7 @@ int nvml_bench_tick(const char *library, unsigned n_iter, double *ret_us_per_tic
 		nv->hz = 50;
 		nv->proc_root = "/proc";
 		nv->clk_tck = sysconf(_SC_CLK_TCK);
-		run_begin(nv);
+		run_begin(nv, &b);
 		int64_t t0 = mono_ns();
 		for (unsigned i = 0; i < n_iter; i++) {
 			sample_all(nv, &b, i, INT64_MAX);

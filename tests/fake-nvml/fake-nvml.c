@@ -20,6 +20,10 @@
  *                             call returns NVML_ERROR_UNKNOWN
  *   FAKE_NVML_LOSE_GPU=I      GPU I returns NVML_ERROR_GPU_IS_LOST ...
  *   FAKE_NVML_LOSE_AFTER=N    ... once N calls were made on it (default 100)
+ *   FAKE_NVML_LOSE_FOR=N      ... for N calls only, then it answers again
+ *                             (default: for good)
+ *   FAKE_NVML_HANG_FILE=PATH  while PATH exists, every device call blocks
+ *                             (a wedged GPU); it returns once PATH is gone
  *   FAKE_NVML_PROCS=g:pid:mib,...  compute processes per GPU
  *   FAKE_NVML_INIT_FAIL=1     nvmlInit_v2 returns DRIVER_NOT_LOADED
  *
@@ -35,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "nvml-api.h"
 
@@ -62,7 +67,9 @@ static int n_gpus = 2;
 static int inited;
 static atomic_long total_calls;
 static long fail_after = -1, lose_after = 100;
+static long lose_for = -1;
 static int lose_gpu = -1, util_const = -1, no_samples, gpm, nvlink;
+static const char *hang_file;
 
 static long envl(const char *k, long def)
 {
@@ -96,7 +103,9 @@ static nvmlReturn_t enter(nvmlDevice_t d)
 	if (!d || d->idx < 0 || d->idx >= n_gpus)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	long c = atomic_fetch_add(&d->calls, 1) + 1;
-	if (d->idx == lose_gpu && c > lose_after)
+	while (hang_file && access(hang_file, F_OK) == 0)
+		usleep(10000);
+	if (d->idx == lose_gpu && c > lose_after && (lose_for < 0 || c <= lose_after + lose_for))
 		return NVML_ERROR_GPU_IS_LOST;
 	if (fail_after >= 0 && t > fail_after)
 		return NVML_ERROR_UNKNOWN;
@@ -122,6 +131,8 @@ EXPORT nvmlReturn_t nvmlInit_v2(void)
 	fail_after = envl("FAKE_NVML_FAIL_AFTER", -1);
 	lose_gpu = (int)envl("FAKE_NVML_LOSE_GPU", -1);
 	lose_after = envl("FAKE_NVML_LOSE_AFTER", 100);
+	lose_for = envl("FAKE_NVML_LOSE_FOR", -1);
+	hang_file = getenv("FAKE_NVML_HANG_FILE");
 	util_const = (int)envl("FAKE_NVML_UTIL", -1);
 	no_samples = (int)envl("FAKE_NVML_NO_SAMPLES", 0);
 	gpm = (int)envl("FAKE_NVML_GPM", 0);
@@ -170,6 +181,18 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *
 		return NVML_ERROR_UNINITIALIZED;
 	if (i >= (unsigned)n_gpus)
 		return NVML_ERROR_INVALID_ARGUMENT;
+	*d = &devs[i];
+	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *d)
+{
+	int i;
+
+	if (!inited)
+		return NVML_ERROR_UNINITIALIZED;
+	if (!uuid || sscanf(uuid, "GPU-fake0000-0000-0000-0000-%12d", &i) != 1 || i < 0 || i >= n_gpus)
+		return NVML_ERROR_NOT_FOUND;
 	*d = &devs[i];
 	return NVML_SUCCESS;
 }

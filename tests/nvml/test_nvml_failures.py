@@ -91,14 +91,71 @@ class MidCapture(unittest.TestCase):
             self.assertGreater(max(t for t, _ in g0), end_ps * 0.9)
             self.assertLess(max(t for t, _ in g1), end_ps * 0.8)
             self.assertEqual(N.plane_stats(N.plane(x, "/device:GPU:1"))["device_vendor"], "Nvidia")
-            # Later windows still say so; GPU 0 still samples.
+            # Later windows still say so (the GPU is asked once per capture); GPU 0 still samples.
             x2 = N.capture(d, 300)
-            self.assertTrue(any("was lost" in w for w in x2.warnings))
+            self.assertEqual([w for w in x2.warnings if "lost" in w],
+                             ["GPU 1 (NVIDIA H100 80GB HBM3, GPU-fake0000-0000-0000-0000-000000000001) "
+                              "is still lost (GPU is lost); no counters for it in this capture"])
             self.assertTrue(N.values(N.counters(N.plane(x2, "/device:GPU:0")), "gpu_util_pct"))
             self.assertEqual(N.values(N.counters(N.plane(x2, "/device:GPU:1")), "gpu_util_pct"), [])
 
 
+    def test_lost_gpu_that_answers_again_resumes(self):
+        # Lost for one call only: the next capture asks it again and it answers.
+        with N.daemon(FAKE_NVML_GPUS=2, FAKE_NVML_UTIL=40, FAKE_NVML_LOSE_GPU=1,
+                      FAKE_NVML_LOSE_AFTER=120, FAKE_NVML_LOSE_FOR=1) as d:
+            x = N.capture(d, 1000)
+            self.assertEqual(len([w for w in x.warnings if "was lost" in w]), 1, list(x.warnings))
+            x2 = N.capture(d, 500)
+            warns = list(x2.warnings)
+            self.assertEqual([w for w in warns if "lost" in w and "answers again" not in w], [], warns)
+            self.assertIn("GPU 1 (NVIDIA H100 80GB HBM3, GPU-fake0000-0000-0000-0000-000000000001) "
+                          "answers again after it was lost; its counters resume", warns)
+            # Same plane, counters again.
+            self.assertTrue(N.values(N.counters(N.plane(x2, "/device:GPU:1")), "gpu_util_pct"))
+            self.assertEqual(N.plane_stats(N.plane(x2, "/device:GPU:1"))["gpu_uuid"],
+                             "GPU-fake0000-0000-0000-0000-000000000001")
+            # And the capture after that has nothing to say about it.
+            self.assertEqual([w for w in N.capture(d, 200).warnings if "GPU 1" in w], [])
+
+
 class Lifecycle(unittest.TestCase):
+    def test_sigterm_with_an_nvml_call_that_never_returns(self):
+        import os
+        import tempfile
+        import threading
+        import time
+
+        import grpc
+
+        hang = os.path.join(tempfile.mkdtemp(prefix="profd-hang-"), "hang")
+        d = N.daemon(FAKE_NVML_GPUS=2, FAKE_NVML_HANG_FILE=hang)
+        errs = []
+
+        def cap():
+            try:
+                N.capture(d, 10000)
+            except grpc.RpcError as e:
+                errs.append(e.code())
+
+        t = threading.Thread(target=cap)
+        t.start()
+        time.sleep(0.5)
+        open(hang, "w").close()  # the next NVML call blocks until the file is gone
+        time.sleep(0.5)
+        try:
+            t0 = time.monotonic()
+            rc = d.stop(timeout=15)
+            took = time.monotonic() - t0
+            t.join()
+            self.assertEqual(rc, 0, d.log())
+            self.assertLess(took, 5.0, d.log())
+            self.assertIn("has not returned for 2000 ms; shutting down without waiting", d.log())
+            self.assertEqual(errs, [grpc.StatusCode.UNAVAILABLE])
+        finally:
+            os.unlink(hang)
+            os.rmdir(os.path.dirname(hang))
+
     def test_sigterm_during_capture_and_monitor_exits_cleanly(self):
         import threading
         import time
