@@ -36,8 +36,6 @@
 #include "profctl.h"
 #include "xspace-reader.h"
 
-/* Event times in ps: line timestamp_ns x 1000 overflows int64 for epoch ns. */
-__extension__ typedef __int128 ps128;
 
 struct u64vec {
 	uint64_t *v;

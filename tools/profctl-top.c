@@ -53,7 +53,7 @@ static uint64_t hash_u64(uint64_t x)
 struct kernel {
 	struct xs_str name;
 	uint64_t count;
-	int64_t total_ps, min_ps, max_ps;
+	ps128 total_ps, min_ps, max_ps;
 	double occ_sum;
 	uint64_t occ_n;
 	char grid[48], block[48];
@@ -63,20 +63,20 @@ struct kernel {
 struct proc {
 	struct xs_str name;
 	uint64_t host_events, launches, kernels;
-	int64_t host_ps, kernel_ps;
+	ps128 host_ps, kernel_ps;
 };
 
 struct copy_dir {
 	const char *name;
 	uint64_t count, bytes;
-	int64_t dur_ps;
+	ps128 dur_ps;
 };
 
 struct gpu {
 	char name[64];
 	uint64_t kernels;
-	int64_t busy_ps;
-	int64_t first_ps, last_ps;
+	ps128 busy_ps;
+	ps128 first_ps, last_ps;
 };
 
 struct corr_slot {
@@ -99,7 +99,7 @@ struct top {
 	size_t ng, capg;
 	int64_t window_ps;
 	bool window_from_env;
-	int64_t span_lo, span_hi; /* all device events, ps, fallback window */
+	ps128 span_lo, span_hi; /* all device events, ps, fallback window */
 	char host[256];
 };
 
@@ -328,7 +328,7 @@ static int walk_env(struct xs_file *f, struct top *t)
 				stop = v;
 		}
 		xs_plane_release(&pl);
-		if (start && stop > start) {
+		if (start && stop > start && stop - start <= (uint64_t)INT64_MAX / 1000) {
 			t->window_ps = (int64_t)(stop - start) * 1000;
 			t->window_from_env = true;
 		}
@@ -402,7 +402,7 @@ static int walk_host(struct xs_file *f, struct top *t)
 }
 
 struct ival {
-	int64_t lo, hi;
+	ps128 lo, hi;
 };
 
 static int ival_cmp(const void *a, const void *b)
@@ -412,9 +412,9 @@ static int ival_cmp(const void *a, const void *b)
 	return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-static int64_t union_len(struct ival *v, size_t n)
+static ps128 union_len(struct ival *v, size_t n)
 {
-	int64_t total = 0, lo, hi;
+	ps128 total = 0, lo, hi;
 
 	if (!n)
 		return 0;
@@ -467,7 +467,8 @@ static int walk_gpus(struct xs_file *f, struct top *t)
 				continue;
 			while ((r = xs_next_event(&ei, &ev)) > 0) {
 				const struct xs_meta *m = xs_plane_event_meta(&pl, ev.metadata_id);
-				int64_t start = ln.timestamp_ns * 1000 + ev.offset_ps, dur = ev.duration_ps > 0 ? ev.duration_ps : 0;
+				ps128 start = (ps128)ln.timestamp_ns * 1000 + ev.offset_ps;
+				int64_t dur = ev.duration_ps > 0 ? ev.duration_ps : 0;
 				struct xs_stat st;
 				struct xs_str details;
 				struct xs_str name = m ? m->name : (struct xs_str){"(unknown)", 9};
@@ -534,8 +535,10 @@ static int walk_gpus(struct xs_file *f, struct top *t)
 
 					cd->count++;
 					cd->dur_ps += dur;
+					/* a double past 2^64 does not convert: saturate */
 					if (detail_double(details, "size", &size) && size > 0)
-						cd->bytes += (uint64_t)size;
+						cd->bytes += size < 1.8e19 - (double)cd->bytes ? (uint64_t)size
+											: UINT64_MAX - cd->bytes;
 				} else if (r < 0) {
 					break;
 				}

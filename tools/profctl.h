@@ -16,6 +16,10 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+/* Event times and sums in ps: a line timestamp_ns x 1000 overflows int64
+ * for epoch ns, and hostile files can hold INT64_MAX durations. */
+__extension__ typedef __int128 ps128;
+
 /* Exit codes, documented in `profctl --help`. */
 enum {
 	PROFCTL_EXIT_OK = 0,

@@ -94,5 +94,59 @@ class Top(unittest.TestCase):
         self.assertIn("--sort", r.stderr)
 
 
+class Extremes(unittest.TestCase):
+    """Times as real captures hold them (epoch ns: x1000 is past int64) and
+    hostile values: same answers, no overflow (the ASan+UBSan build traps
+    on signed overflow and bad float conversions)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="profctl-top-x-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def top(self, sp):
+        path = os.path.join(self.tmp, "x.xplane.pb")
+        with open(path, "wb") as f:
+            f.write(sp.SerializeToString())
+        r = synth.run("top", "--json", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        t = synth.run("top", path)
+        self.assertEqual(t.returncode, 0, t.stderr)
+        return json.loads(r.stdout)
+
+    def test_epoch_timestamps_give_the_same_answers(self):
+        base_sp, facts = synth.build(P)
+        base = self.top(base_sp)
+        sp, _ = synth.build(P)
+        for pl in sp.planes:
+            for line in pl.lines:
+                line.timestamp_ns += 1_795_000_000_000_000_000  # 2026, as profd writes them
+        j = self.top(sp)
+        self.assertEqual(j["kernels"], base["kernels"])
+        self.assertEqual(j["gpus"], base["gpus"])
+        self.assertEqual({g["plane"]: g["busy_ns"] for g in j["gpus"]}["/device:GPU:0"], facts["busy0_ns"])
+
+    def test_hostile_times_and_sizes(self):
+        sp, _ = synth.build(P)
+        big = 2**63 - 1
+        for pl in sp.planes:
+            if pl.name == "Task Environment":
+                for st in pl.stats:
+                    st.uint64_value = 2**64 - 1 if st.uint64_value > 1 else 1
+            for line in pl.lines:
+                line.timestamp_ns = big
+                for e in line.events:
+                    e.offset_ps = big
+                    e.duration_ps = big
+        for pl in sp.planes:
+            for sm in pl.stat_metadata.values():
+                if sm.name.startswith("kind_src"):
+                    sm.name = sm.name.replace("size:1048576", "size:1e300")
+        j = self.top(sp)
+        self.assertTrue(j["kernels"])
+        self.assertTrue(all(k["total_ns"] > 0 for k in j["kernels"]))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
