@@ -312,6 +312,8 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain domain, CUpti_C
 
 	(void)ud;
 	(void)cbid;
+	if (atomic_load(&g.dead))
+		return; /* a forked child: the detach belongs to the parent */
 	if (domain == CUPTI_CB_DOMAIN_STATE) {
 		/* CUPTI hit a fatal error and finalizes itself: never touch it again. */
 		atomic_store(&g.dead, 1);

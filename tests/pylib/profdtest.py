@@ -211,5 +211,15 @@ def profile_request(p, duration_ms, host_name, session_id="test_session", logdir
     return req
 
 
+def wait_for(cond, timeout=5.0, step=0.05):
+    """Poll cond() until it is true or @timeout s passed; returns its last value."""
+    end = time.time() + timeout
+    while True:
+        v = cond()
+        if v or time.time() > end:
+            return v
+        time.sleep(step)
+
+
 def decode_xspace(p, data):
     return p.xp.XSpace.FromString(data)

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fake-cuda.c - a stand-in for libcuda.so.1 with the device queries the
+ * agent makes for its inventory: two H100-like devices with fixed UUIDs
+ * 00112233-4455-6677-8899-aabbccddee0<i>.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define N_DEV 2
+
+EXPORT CUresult cuDriverGetVersion(int *v)
+{
+	*v = 13000;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetCount(int *n)
+{
+	*n = N_DEV;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGet(CUdevice *d, int i)
+{
+	if (i < 0 || i >= N_DEV)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*d = i;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
+{
+	if (d < 0 || d >= N_DEV)
+		return CUDA_ERROR_INVALID_DEVICE;
+	switch (a) {
+	case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *v = 0x18 + d; break;
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+	case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
+	case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: *v = 1980000; break;
+	case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: *v = 2619000; break;
+	case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: *v = 5120; break;
+	case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *v = 32; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: *v = 2048; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: *v = 32; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: *v = 65536; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: *v = 65536; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *v = 49152; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = 232448; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: *v = 233472; break;
+	case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: *v = 1024; break;
+	default: *v = 0; break;
+	}
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d)
+{
+	snprintf(name, (size_t)len, "NVIDIA H100 80GB HBM3 (fake %d)", d);
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d)
+{
+	static const unsigned char base[16] = { 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77,
+						0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0x00 };
+
+	memcpy(u->bytes, base, sizeof(base));
+	u->bytes[15] = (char)d;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d)
+{
+	(void)d;
+	*bytes = 80ull << 30;
+	return CUDA_SUCCESS;
+}

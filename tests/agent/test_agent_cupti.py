@@ -1,0 +1,238 @@
+# SPDX-License-Identifier: MIT
+"""The real libprofd-agent.so, end to end, on a fake CUPTI (no GPU needed).
+
+tests/agent/fakecuda/ holds a libcupti.so.13 and libcuda.so.1 that follow
+CUPTI's rules, and a fake CUDA program that loads the agent the way the
+driver does (InitializeInjection) and makes CUDA calls through the fake
+CUPTI. So the agent's own code runs unmodified: idle with no subscription,
+START -> subscribe + enable, buffers -> converted records -> profd's XSpace,
+STOP -> disable, flush, and the detach (finalize from an API-exit callback
+on the job's thread, or unsubscribe without finalize when the job is idle).
+"""
+import os
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+import profdtest as T
+
+P = T.protos()
+APP = os.environ.get("FAKE_CUDA_APP", os.path.join(T.BUILD, "tests", "agent", "fakecuda", "fake-cuda-app"))
+AGENT = os.environ.get("PROFD_AGENT_SO", "")
+UUIDS = ["GPU-00112233-4455-6677-8899-aabbccddee00", "GPU-00112233-4455-6677-8899-aabbccddee01"]
+VECADD = "vecAdd(float const*, float const*, float*, int)"
+
+
+class App:
+    """The fake CUDA job: one command line in, one answer line out."""
+
+    def __init__(self, sock, **env):
+        e = dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=sock, **env)
+        self.proc = subprocess.Popen([APP], env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        first = self.proc.stdout.readline().split()
+        if not first:
+            raise AssertionError("fake-cuda-app did not start: " + self.proc.stderr.read())
+        self.pid, self.main_tid = int(first[1]), int(first[2])
+
+    def ask(self, cmd):
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline().split()
+
+    def state(self):
+        return {k: int(v) for k, v in (w.split("=") for w in self.ask("state"))}
+
+    def finish(self, cmd="exit", timeout=10):
+        try:
+            if self.proc.poll() is None:
+                self.proc.stdin.write(cmd + "\n")
+                self.proc.stdin.flush()
+            return self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                f.close()
+
+
+def kernels(x):
+    """(plane, line name, event name, stats) of every kernel on GPU planes."""
+    out = []
+    for p in x.planes:
+        if not p.name.startswith("/device:GPU:"):
+            continue
+        for line in p.lines:
+            for e in line.events:
+                st = {p.stat_metadata[s.metadata_id].name: s for s in e.stats}
+                if "kernel_details" in st:
+                    out.append((p.name, line.name, p.event_metadata[e.metadata_id].name, st))
+    return out
+
+
+def host_correlations(x):
+    out = {}
+    for p in x.planes:
+        if p.name != "/host:CPU":
+            continue
+        for line in p.lines:
+            for e in line.events:
+                for s in e.stats:
+                    if p.stat_metadata[s.metadata_id].name == "correlation_id":
+                        out[s.uint64_value] = p.event_metadata[e.metadata_id].name
+    return out
+
+
+@unittest.skipUnless(AGENT and os.path.exists(APP), "libprofd-agent.so or the fake CUDA app not built")
+class AgentOnFakeCupti(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="profd-cupti-")
+        self.sock = os.path.join(self.tmp, "agent.sock")
+        self.d = T.Daemon("--agent-socket", self.sock, "--flush-timeout", "2s")
+        self.ch = T.channel(self.d.addr)
+        self.profile = T.stub(self.ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
+        self.status = T.stub(self.ch, "Status", P.profd.StatusRequest, P.profd.StatusResponse,
+                             service="profd.Profd")
+        self.apps = []
+
+    def tearDown(self):
+        for a in self.apps:
+            a.finish()
+        self.ch.close()
+        rc = self.d.stop()
+        self.assertEqual(rc, 0, self.d.log())
+
+    def app(self, **env):
+        a = App(self.sock, **env)
+        self.apps.append(a)
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            agents = {g.pid: g for g in self.status(P.profd.StatusRequest(), timeout=10).agents}
+            if a.pid in agents:
+                return a, agents[a.pid]
+            time.sleep(0.05)
+        raise AssertionError(f"agent of pid {a.pid} never registered:\n{self.d.log()}")
+
+    def capture_while(self, ms, work, lead=0.6):
+        """Capture @ms; @lead s after it starts (START reached the agent), run work()."""
+        out = {}
+
+        def run():
+            r = self.profile(T.profile_request(P, ms, f"localhost:{self.d.port}"), timeout=60)
+            out["x"] = T.decode_xspace(P, r.tool_data[0].data)
+
+        t = threading.Thread(target=run)
+        t.start()
+        time.sleep(lead)
+        result = work()
+        t.join()
+        return out["x"], result
+
+    def test_idle_costs_nothing_and_a_capture_is_complete(self):
+        a, info = self.app()
+        self.assertEqual(sorted(dv.uuid for dv in info.devices), UUIDS)
+        # Idle: connected, but CUPTI untouched.
+        st = a.state()
+        self.assertEqual((st["subscribed"], st["kinds"], st["domains"], st["subscribes"]), (0, 0, 0, 0), st)
+
+        def work():
+            during = a.state()
+            launched = [a.ask("launch 50 _Z6vecAddPKfS0_Pfi 0 7"), a.ask("launch 30 _Z4gemmPfS_i 1 3"),
+                        a.ask("memcpy 4 0 1048576")]
+            a.ask("busy 1500")  # the job keeps calling CUDA through the end of the capture
+            return during, launched
+
+        x, (during, launched) = self.capture_while(1500, work)
+        self.assertEqual(during["subscribed"], 1, during)
+        self.assertNotEqual(during["kinds"], 0, during)
+        ks = kernels(x)
+        names = [k[2] for k in ks]
+        self.assertEqual(names.count(VECADD), 50, sorted(set(names)))  # demangled by the agent
+        self.assertEqual(names.count("gemm(float*, float*, int)"), 30)
+        self.assertEqual(len(ks), 80)
+        # Each GPU's kernels on its own plane (numbered by UUID), stream lines named per stream.
+        by_plane = {}
+        for plane, line, name, _ in ks:
+            by_plane.setdefault(plane, set()).add((line, name))
+        self.assertEqual(len(by_plane), 2, by_plane)
+        self.assertTrue(any(("Stream #7(Compute)", VECADD) in v for v in by_plane.values()), by_plane)
+        # Every kernel links to its launch on /host:CPU (XProf's flow arrows).
+        host = host_correlations(x)
+        corr = [k[3]["correlation_id"].uint64_value for k in ks]
+        self.assertEqual([host.get(c) for c in corr], ["cudaLaunchKernel_v7000"] * 80)
+        self.assertTrue(all(c >> 32 == a.pid for c in corr))
+        kd = ks[0][3]["kernel_details"]
+        self.assertTrue(kd.ref_value or kd.str_value)
+        copies = [e for p in x.planes if p.name.startswith("/device:GPU:") for l in p.lines
+                  for e in l.events if p.event_metadata[e.metadata_id].name == "MemcpyH2D"]
+        self.assertEqual(len(copies), 4)
+        self.assertEqual([w for w in x.warnings if "pid" in w and str(a.pid) in w], [], list(x.warnings))
+        # After the capture nothing lingers: finalized from an API-exit callback on
+        # the job's own thread, kinds off, no subscriber.
+        st = a.state()
+        self.assertEqual((st["subscribed"], st["kinds"], st["domains"]), (0, 0, 0), st)
+        self.assertEqual(st["finalizes"], 1, st)
+        self.assertEqual(st["finalize_tid"], a.main_tid, st)
+        self.assertEqual(st["finalized_while_subscribed"], 0, st)
+        self.assertEqual(st["declined"], 0, st)
+        self.assertEqual(a.finish(), 0)
+
+    def test_idle_job_detaches_without_finalize_then_captures_again(self):
+        a, _ = self.app()
+        # The job makes no CUDA call after the capture: the agent cannot finalize
+        # (only safe inside an API callback) and unsubscribes by itself within 2 s.
+        x, _ = self.capture_while(1000, lambda: a.ask("launch 5 _Z6vecAddPKfS0_Pfi 0 7"))
+        self.assertEqual(len(kernels(x)), 5)
+        deadline = time.time() + 5
+        while time.time() < deadline and a.state()["subscribed"]:
+            time.sleep(0.1)
+        st = a.state()
+        self.assertEqual((st["subscribed"], st["finalizes"], st["unsubscribes"]), (0, 0, 1), st)
+        # Said plainly, in the log now and in the next capture.
+        self.assertTrue(T.wait_for(lambda: "not finalized" in self.d.log(), 5), self.d.log())
+
+        def work():
+            a.ask("launch 7 _Z6vecAddPKfS0_Pfi 1 9")
+            a.ask("busy 600")
+        x2, _ = self.capture_while(1000, work)
+        self.assertEqual(len(kernels(x2)), 7)
+        self.assertTrue([w for w in x2.warnings if "not finalized" in w], list(x2.warnings))
+        st = a.state()
+        self.assertEqual((st["subscribes"], st["finalizes"], st["subscribed"]), (2, 1, 0), st)
+
+    def test_cupti_refusals_are_explained(self):
+        busy, _ = self.app(FAKE_CUPTI_SUBSCRIBE="busy")
+        priv, _ = self.app(FAKE_CUPTI_SUBSCRIBE="privileges")
+        x, _ = self.capture_while(1000, lambda: (busy.ask("launch 3 k 0 1"), priv.ask("launch 3 k 0 1")))
+        w = list(x.warnings)
+        self.assertTrue([s for s in w if f"pid {busy.pid}" in s and "another profiler already subscribed"
+                         in s and "Nsight Systems" in s], w)
+        self.assertTrue([s for s in w if f"pid {priv.pid}" in s and "insufficient privileges" in s
+                         and "NVreg_RestrictProfilingToAdminUsers=0" in s], w)
+        self.assertEqual(kernels(x), [])
+        for a in (busy, priv):
+            st = a.state()
+            self.assertEqual((st["subscribed"], st["kinds"]), (0, 0), st)
+
+    def test_job_exiting_mid_capture_keeps_its_data(self):
+        a, _ = self.app()
+
+        def work():
+            a.ask("launch 20 _Z6vecAddPKfS0_Pfi 0 7")
+            t0 = time.monotonic()
+            rc = a.finish("exit")
+            return rc, time.monotonic() - t0
+
+        x, (rc, took) = self.capture_while(1500, work)
+        self.assertEqual(rc, 0)
+        self.assertLess(took, 1.0)  # the exit hook waits at most 200 ms for the flush
+        self.assertEqual(len(kernels(x)), 20)
+        self.assertTrue([w for w in x.warnings if f"pid {a.pid}" in w and "disconnected during the capture"
+                         in w], list(x.warnings))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
