@@ -69,21 +69,15 @@ def planes(x):
     return {p.name: p for p in x.planes}
 
 
-class AgentTests(unittest.TestCase):
+class AgentTests(T.DaemonCase):
     @classmethod
-    def setUpClass(cls):
+    def daemon_args(cls):
         cls.tmp = tempfile.mkdtemp(prefix="profd-agent-")
         cls.sock = os.path.join(cls.tmp, "agent.sock")
-        cls.d = T.Daemon("--agent-socket", cls.sock, "--flush-timeout", "2s")
-        cls.ch = T.channel(cls.d.addr)
-        cls.profile = T.stub(cls.ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
-        cls.status = T.stub(cls.ch, "Status", P.profd.StatusRequest, P.profd.StatusResponse, service="profd.Profd")
+        return ["--agent-socket", cls.sock, "--flush-timeout", "2s"]
 
     @classmethod
-    def tearDownClass(cls):
-        cls.ch.close()
-        rc = cls.d.stop()
-        assert rc == 0, cls.d.log()
+    def cleanup(cls):
         assert not os.path.exists(cls.sock), "profd left its agent socket behind"
 
     def capture(self, ms=500, sid="agent"):

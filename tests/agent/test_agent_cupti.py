@@ -92,16 +92,14 @@ class AgentOnFakeCupti(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="profd-cupti-")
         self.sock = os.path.join(self.tmp, "agent.sock")
         self.d = T.Daemon("--agent-socket", self.sock, "--flush-timeout", "2s")
-        self.ch = T.channel(self.d.addr)
-        self.profile = T.stub(self.ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
-        self.status = T.stub(self.ch, "Status", P.profd.StatusRequest, P.profd.StatusResponse,
-                             service="profd.Profd")
+        self.stubs = T.Stubs(self.d.addr)
+        self.profile, self.status = self.stubs.profile, self.stubs.status
         self.apps = []
 
     def tearDown(self):
         for a in self.apps:
             a.finish()
-        self.ch.close()
+        self.stubs.close()
         rc = self.d.stop()
         self.assertEqual(rc, 0, self.d.log())
 

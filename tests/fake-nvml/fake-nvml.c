@@ -245,11 +245,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw)
 	return NVML_SUCCESS;
 }
 
-EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned int *mhz)
+/* SM clock @sm MHz, memory clock 2619 MHz. */
+static nvmlReturn_t clock_of(int type, unsigned sm, unsigned int *mhz)
 {
-	ENTER(d);
 	if (type == NVML_CLOCK_SM || type == NVML_CLOCK_GRAPHICS)
-		*mhz = 1410u + (unsigned)d->idx;
+		*mhz = sm;
 	else if (type == NVML_CLOCK_MEM)
 		*mhz = 2619;
 	else
@@ -257,16 +257,16 @@ EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned in
 	return NVML_SUCCESS;
 }
 
+EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned int *mhz)
+{
+	ENTER(d);
+	return clock_of(type, 1410u + (unsigned)d->idx, mhz);
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, int type, unsigned int *mhz)
 {
 	ENTER(d);
-	if (type == NVML_CLOCK_SM || type == NVML_CLOCK_GRAPHICS)
-		*mhz = 1980;
-	else if (type == NVML_CLOCK_MEM)
-		*mhz = 2619;
-	else
-		return NVML_ERROR_NOT_SUPPORTED;
-	return NVML_SUCCESS;
+	return clock_of(type, 1980, mhz);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned int *c)

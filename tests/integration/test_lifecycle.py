@@ -15,19 +15,10 @@ from helpers import P, rpc_error, status, wait_active, wait_log
 from xspacecheck import check_xspace, task_env
 
 
-class Lifecycle(unittest.TestCase):
+class Lifecycle(T.DaemonCase):
     @classmethod
-    def setUpClass(cls):
-        cls.d = T.Daemon("--hostname", "itest-life")
-        cls.ch = T.channel(cls.d.addr)
-        cls.profile = T.stub(cls.ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
-        cls.terminate = T.stub(cls.ch, "Terminate", P.ps.TerminateRequest, P.ps.TerminateResponse)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.ch.close()
-        rc = cls.d.stop()
-        assert rc == 0, cls.d.log()
+    def daemon_args(cls):
+        return ["--hostname", "itest-life"]
 
     def tearDown(self):
         # Whatever a test did, nothing may stay open afterwards.

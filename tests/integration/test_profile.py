@@ -10,19 +10,7 @@ import profdtest as T
 P = T.protos()
 
 
-class ProfileBasics(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.d = T.Daemon()
-        cls.ch = T.channel(cls.d.addr)
-        cls.profile = T.stub(cls.ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.ch.close()
-        rc = cls.d.stop()
-        assert rc == 0, cls.d.log()
-
+class ProfileBasics(T.DaemonCase):
     def test_capture_returns_xplane_in_band(self):
         req = T.profile_request(P, 300, f"localhost:{self.d.port}", session_id="s1")
         t0 = time.time()

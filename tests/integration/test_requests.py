@@ -14,23 +14,18 @@ from helpers import P, rpc_error, wait_active
 from xspacecheck import check_xspace
 
 
-class Requests(unittest.TestCase):
+class Requests(T.DaemonCase):
     @classmethod
-    def setUpClass(cls):
+    def daemon_args(cls):
         cls.allowed = tempfile.mkdtemp(prefix="profd-allowed-")
         cls.outside = tempfile.mkdtemp(prefix="profd-outside-")
-        cls.d = T.Daemon("--hostname", "itest-req", "--max-duration", "2s", "--max-sessions", "2",
-                         "--repository-allow", cls.allowed)
-        cls.ch = T.channel(cls.d.addr)
-        cls.profile = T.stub(cls.ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
+        return ["--hostname", "itest-req", "--max-duration", "2s", "--max-sessions", "2",
+                "--repository-allow", cls.allowed]
 
     @classmethod
-    def tearDownClass(cls):
-        cls.ch.close()
-        rc = cls.d.stop()
+    def cleanup(cls):
         shutil.rmtree(cls.allowed, ignore_errors=True)
         shutil.rmtree(cls.outside, ignore_errors=True)
-        assert rc == 0, cls.d.log()
 
     def tearDown(self):
         self.assertEqual(wait_active(self.d.addr, 0), 0, self.d.log())

@@ -11,7 +11,6 @@ are asserted exactly, so the tests hold before and after collectors land.
 import os
 import re
 import shutil
-import socket
 import tempfile
 import time
 import unittest
@@ -26,12 +25,7 @@ from xspacecheck import check_xspace
 SESSION_RE = re.compile(r"^\d{4}_\d\d_\d\d_\d\d_\d\d_\d\d$")
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+free_port = T.free_port
 
 
 class TfClient(unittest.TestCase):

@@ -14,22 +14,15 @@ from helpers import P, rpc_error, wait_active
 from xspacecheck import check_xspace, task_env
 
 
-class Windows(unittest.TestCase):
+class Windows(T.DaemonCase):
     @classmethod
-    def setUpClass(cls):
+    def daemon_args(cls):
         cls.allowed = tempfile.mkdtemp(prefix="profd-allowed-")
-        cls.d = T.Daemon("--hostname", "itest-win", "--max-duration", "5s",
-                         "--repository-allow", cls.allowed)
-        cls.ch = T.channel(cls.d.addr)
-        cls.profile = T.stub(cls.ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
-        cls.terminate = T.stub(cls.ch, "Terminate", P.ps.TerminateRequest, P.ps.TerminateResponse)
+        return ["--hostname", "itest-win", "--max-duration", "5s", "--repository-allow", cls.allowed]
 
     @classmethod
-    def tearDownClass(cls):
-        cls.ch.close()
-        rc = cls.d.stop()
+    def cleanup(cls):
         shutil.rmtree(cls.allowed, ignore_errors=True)
-        assert rc == 0, cls.d.log()
 
     def tearDown(self):
         self.assertEqual(wait_active(self.d.addr, 0), 0, self.d.log())

@@ -2,6 +2,7 @@
 """Helpers for the nvml suite: a daemon on the fake NVML, XSpace readers."""
 import os
 import subprocess
+import unittest
 
 import profdtest as T
 
@@ -18,6 +19,29 @@ def daemon(*args, lib=FAKE, **env):
 def gpu_process():
     """A process to stand in for a training job (NVML lists its pid)."""
     return subprocess.Popen(["sleep", "60"])
+
+
+class JobCase(unittest.TestCase):
+    """One profd on the fake NVML for the class, and cls.job, a process the
+    fake lists as a GPU user; daemon_env(job_pid) gives the daemon's
+    arguments and FAKE_NVML_* settings as (args, env)."""
+
+    @classmethod
+    def daemon_env(cls, job_pid):
+        return [], {}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.job = gpu_process()
+        args, env = cls.daemon_env(cls.job.pid)
+        cls.d = daemon(*args, **env)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.job.kill()
+        cls.job.wait()
+        rc = cls.d.stop()
+        assert rc == 0, cls.d.log()
 
 
 def capture(d, ms, **kw):

@@ -14,19 +14,11 @@ UTIL_IDLE = P.mon.ProfilerServiceMonitorResult.UTIL_IDLE
 EMPTY = P.mon.ProfilerServiceMonitorResult.EMPTY_RESULT
 
 
-class Monitor(unittest.TestCase):
+class Monitor(N.JobCase):
     @classmethod
-    def setUpClass(cls):
-        cls.job = N.gpu_process()
-        cls.d = N.daemon("--max-duration", "3s", FAKE_NVML_GPUS=2, FAKE_NVML_UTIL=40,
-                         FAKE_NVML_PROCS=f"0:{cls.job.pid}:1024")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.job.kill()
-        cls.job.wait()
-        rc = cls.d.stop()
-        assert rc == 0, cls.d.log()
+    def daemon_env(cls, job_pid):
+        return ["--max-duration", "3s"], dict(FAKE_NVML_GPUS=2, FAKE_NVML_UTIL=40,
+                                              FAKE_NVML_PROCS=f"0:{job_pid}:1024")
 
     def test_level_1_text_and_result(self):
         t0 = time.time()

@@ -1,6 +1,5 @@
 # SPDX-License-Identifier: MIT
 """NVML counters in a capture, against the fake NVML (tests/fake-nvml)."""
-import os
 import unittest
 
 import profdtest as T
@@ -9,20 +8,16 @@ import nvmltest as N
 P = N.P
 
 
-class Capture(unittest.TestCase):
+class Capture(N.JobCase):
     @classmethod
-    def setUpClass(cls):
-        cls.job = N.gpu_process()
-        cls.d = N.daemon(FAKE_NVML_GPUS=2, FAKE_NVML_UTIL=40,
-                         FAKE_NVML_PROCS=f"0:{cls.job.pid}:1024,1:{cls.job.pid}:2048")
-        cls.x = N.capture(cls.d, 1000)
+    def daemon_env(cls, job_pid):
+        return [], dict(FAKE_NVML_GPUS=2, FAKE_NVML_UTIL=40,
+                        FAKE_NVML_PROCS=f"0:{job_pid}:1024,1:{job_pid}:2048")
 
     @classmethod
-    def tearDownClass(cls):
-        cls.job.kill()
-        cls.job.wait()
-        rc = cls.d.stop()
-        assert rc == 0, cls.d.log()
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.x = N.capture(cls.d, 1000)
 
     def test_one_plane_per_gpu_numbered_in_nvml_order(self):
         for i in (0, 1):

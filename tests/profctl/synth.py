@@ -15,7 +15,10 @@ Layout (protocol.md §4):
 """
 import os
 import shlex
+import shutil
 import subprocess
+import tempfile
+import unittest
 
 START_NS = 1_790_000_000_000_000_000
 WINDOW_NS = 10_000_000  # 10 ms
@@ -228,3 +231,20 @@ def write(P, path):
     with open(path, "wb") as f:
         f.write(sp.SerializeToString())
     return sp, facts
+
+
+class SynthCase(unittest.TestCase):
+    """cls.xpb: the synthetic XSpace written to a temporary directory
+    (cls.tmp, removed after the class); cls.space and cls.facts from build()."""
+
+    @classmethod
+    def setUpClass(cls):
+        import profdtest as T
+
+        cls.tmp = tempfile.mkdtemp(prefix="profctl-synth-")
+        cls.xpb = os.path.join(cls.tmp, "synth.xplane.pb")
+        cls.space, cls.facts = write(T.protos(), cls.xpb)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)

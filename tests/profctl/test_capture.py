@@ -5,7 +5,6 @@ hosts down, retries, delay alignment; and the exact request on the wire
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -18,12 +17,7 @@ from fakeserver import FakeProfiler
 P = T.protos()
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+free_port = T.free_port
 
 
 def read_space(path):

@@ -17,12 +17,7 @@ P = T.protos()
 SUBCOMMANDS = ["capture", "monitor", "terminate", "status", "export", "top", "doctor"]
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+free_port = T.free_port
 
 
 class Commands(unittest.TestCase):

@@ -3,8 +3,6 @@
 import gzip
 import json
 import os
-import shutil
-import tempfile
 import unittest
 
 import profdtest as T
@@ -21,22 +19,16 @@ def decode(path):
         return json.load(f)
 
 
-class Export(unittest.TestCase):
+class Export(synth.SynthCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="profctl-export-")
-        cls.xpb = os.path.join(cls.tmp, "synth.xplane.pb")
-        cls.space, cls.facts = synth.write(P, cls.xpb)
+        super().setUpClass()
         cls.out = os.path.join(cls.tmp, "trace.json")
         r = synth.run("export", cls.xpb, "--format", "perfetto", "-o", cls.out)
         assert r.returncode == 0, r.stderr
         cls.stderr = r.stderr
         cls.trace = decode(cls.out)
         cls.ev = cls.trace["traceEvents"]
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp)
 
     def planes_with_lines(self):
         return [(i + 1, p) for i, p in enumerate(self.space.planes) if len(p.lines)]

@@ -12,19 +12,13 @@ import synth
 P = T.protos()
 
 
-class Top(unittest.TestCase):
+class Top(synth.SynthCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="profctl-top-")
-        cls.xpb = os.path.join(cls.tmp, "synth.xplane.pb")
-        cls.space, cls.facts = synth.write(P, cls.xpb)
+        super().setUpClass()
         r = synth.run("top", "--json", cls.xpb)
         assert r.returncode == 0, r.stderr
         cls.j = json.loads(r.stdout)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp)
 
     def test_kernel_totals_exact(self):
         got = {k["name"]: k for k in self.j["kernels"]}

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 
 SRC = os.environ.get("PROFD_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("PROFD_BUILD", os.path.join(SRC, "build"))
@@ -181,6 +182,63 @@ def channel(addr):
 def stub(ch, method, req_cls, resp_cls, service="tensorflow.ProfilerService"):
     return ch.unary_unary(f"/{service}/{method}", request_serializer=req_cls.SerializeToString,
                           response_deserializer=resp_cls.FromString)
+
+
+def free_port():
+    """A loopback TCP port nobody listens on right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Stubs:
+    """One channel to @addr and a callable per RPC: profile, terminate,
+    monitor, status (profd.Profd/Status). close() when done."""
+
+    def __init__(self, addr):
+        p = protos()
+        self.ch = channel(addr)
+        self.profile = stub(self.ch, "Profile", p.ps.ProfileRequest, p.ps.ProfileResponse)
+        self.terminate = stub(self.ch, "Terminate", p.ps.TerminateRequest, p.ps.TerminateResponse)
+        self.monitor = stub(self.ch, "Monitor", p.ps.MonitorRequest, p.ps.MonitorResponse)
+        self.status = stub(self.ch, "Status", p.profd.StatusRequest, p.profd.StatusResponse,
+                           service="profd.Profd")
+
+    def close(self):
+        self.ch.close()
+
+
+class DaemonCase(unittest.TestCase):
+    """A test class sharing one profd: cls.d, cls.ch and the Stubs
+    callables as cls.profile, cls.terminate, cls.monitor, cls.status.
+    Subclasses give the daemon's arguments in daemon_args() (which may
+    make temporary directories) and clean up in cleanup(); a profd that
+    does not exit 0 at the end fails the class."""
+
+    @classmethod
+    def daemon_args(cls):
+        return []
+
+    @classmethod
+    def cleanup(cls):
+        pass
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon(*cls.daemon_args())
+        cls.stubs = Stubs(cls.d.addr)
+        cls.ch = cls.stubs.ch
+        cls.profile, cls.terminate = cls.stubs.profile, cls.stubs.terminate
+        cls.monitor, cls.status = cls.stubs.monitor, cls.stubs.status
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.stubs.close()
+        rc = cls.d.stop()
+        cls.cleanup()
+        assert rc == 0, cls.d.log()
 
 
 def profile_request(p, duration_ms, host_name, session_id="test_session", logdir="/tmp/unused",
