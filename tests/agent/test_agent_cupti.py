@@ -10,6 +10,7 @@ STOP -> disable, flush, and the detach (finalize from an API-exit callback
 on the job's thread, or unsubscribe without finalize when the job is idle).
 """
 import os
+import signal
 import subprocess
 import tempfile
 import threading
@@ -231,6 +232,67 @@ class AgentOnFakeCupti(unittest.TestCase):
         self.assertTrue([w for w in x.warnings if f"pid {a.pid}" in w and "disconnected during the capture"
                          in w], list(x.warnings))
 
+    def test_profd_killed_mid_capture_then_back(self):
+        a, _ = self.app()
+
+        def work():
+            a.ask("launch 5 _Z6vecAddPKfS0_Pfi 0 7")
+            time.sleep(0.3)
+            self.d.stop(signal.SIGKILL)  # profd dies with the capture open
+            a.ask("busy 500")  # the job goes on calling CUDA
+            return a.state()
+
+        out = {}
+
+        def run():
+            try:
+                self.profile(T.profile_request(P, 3000, f"localhost:{self.d.port}"), timeout=30)
+            except Exception as e:  # noqa: BLE001 - the daemon is gone
+                out["err"] = e
+
+        t = threading.Thread(target=run)
+        t.start()
+        time.sleep(0.6)
+        st = work()
+        t.join()
+        self.assertIn("err", out)
+        # Never traced unobserved: stopped and detached (finalized on the job's thread).
+        self.assertEqual((st["subscribed"], st["kinds"], st["finalizes"]), (0, 0, 1), st)
+        self.assertEqual(st["finalize_tid"], a.main_tid, st)
+        # A new profd on the same socket: the agent comes back and captures again.
+        self.stubs.close()
+        self.d = T.Daemon("--agent-socket", self.sock, "--flush-timeout", "2s")
+        self.stubs = T.Stubs(self.d.addr)
+        self.profile, self.status = self.stubs.profile, self.stubs.status
+        self.assertTrue(T.wait_for(lambda: a.pid in [g.pid for g in self.status(
+            P.profd.StatusRequest(), timeout=10).agents], 15), self.d.log())
+
+        def again():
+            a.ask("launch 9 _Z6vecAddPKfS0_Pfi 1 7")
+            a.ask("busy 400")
+        x, _ = self.capture_while(1000, again)
+        self.assertEqual(len(kernels(x)), 9)
+
+    def test_forked_child_leaves_cupti_alone(self):
+        a, _ = self.app()
+
+        def work():
+            a.ask("launch 3 _Z6vecAddPKfS0_Pfi 0 7")
+            child = a.ask("fork")  # forked while the capture is live
+            a.ask("launch 4 _Z6vecAddPKfS0_Pfi 0 7")
+            return child
+
+        x, child = self.capture_while(1000, work)
+        self.assertEqual(child, ["child", "0"])
+        self.assertEqual(len(kernels(x)), 7)
+        # Forked while the agent waits for an API call to detach from: the
+        # child's calls must not run the parent's cuptiFinalize.
+        time.sleep(0.3)
+        self.assertEqual(a.ask("fork"), ["child", "0"])
+        a.ask("busy 300")
+        st = a.state()
+        self.assertEqual((st["subscribed"], st["finalizes"], st["finalize_tid"]), (0, 1, a.main_tid), st)
+        self.assertEqual(len(self.status(P.profd.StatusRequest(), timeout=10).agents), 1)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

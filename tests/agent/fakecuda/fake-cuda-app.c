@@ -10,6 +10,9 @@
  *   memcpy N DEV BYTES        N cuMemcpyHtoDAsync_v2 + H2D copies -> "copied N"
  *   busy MS                   cheap API calls (cuCtxGetCurrent) for MS ms,
  *                             as a training loop makes them -> "busy <calls>"
+ *   fork                      fork; the child makes 100 API calls and exits
+ *                             with the number of cuptiFinalize calls they
+ *                             caused (must be 0) -> "child <that number>"
  *   state                     fake CUPTI's state, key=value pairs
  *   exit                      exit(0) at once (atexit handlers run)
  * First line: "ready <pid> <main tid>".
@@ -20,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -115,6 +119,26 @@ int main(void)
 				usleep(200);
 			}
 			printf("busy %" PRIu64 "\n", calls);
+		} else if (strncmp(line, "fork", 4) == 0) {
+			/* A data-loader worker: forked after CUDA started, never uses it. */
+			int st = -1;
+			pid_t c;
+
+			fflush(stdout);
+			c = fork();
+			if (c == 0) {
+				struct fakecupti_state a, b;
+
+				fakecupti_get_state(&a);
+				for (int i = 0; i < 100; i++)
+					fakecupti_api(CUPTI_CB_DOMAIN_DRIVER_API,
+						      CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, "cuCtxGetCurrent");
+				fakecupti_get_state(&b);
+				exit((int)(b.finalize_calls - a.finalize_calls));
+			}
+			if (c > 0 && waitpid(c, &st, 0) == c && WIFEXITED(st))
+				st = WEXITSTATUS(st);
+			printf("child %d\n", st);
 		} else if (strncmp(line, "state", 5) == 0) {
 			struct fakecupti_state s;
 
