@@ -24,6 +24,8 @@ APP = os.environ.get("FAKE_CUDA_APP", os.path.join(T.BUILD, "tests", "agent", "f
 AGENT = os.environ.get("PROFD_AGENT_SO", "")
 UUIDS = ["GPU-00112233-4455-6677-8899-aabbccddee00", "GPU-00112233-4455-6677-8899-aabbccddee01"]
 VECADD = "vecAdd(float const*, float const*, float*, int)"
+# CUPTI activity kinds the checks need on: MEMCPY, DRIVER, RUNTIME, CONCURRENT_KERNEL
+TRACED = 1 << 1 | 1 << 4 | 1 << 5 | 1 << 10
 
 
 class App:
@@ -115,8 +117,10 @@ class AgentOnFakeCupti(unittest.TestCase):
             time.sleep(0.05)
         raise AssertionError(f"agent of pid {a.pid} never registered:\n{self.d.log()}")
 
-    def capture_while(self, ms, work, lead=0.6):
-        """Capture @ms; @lead s after it starts (START reached the agent), run work()."""
+    def capture_while(self, ms, work, app=None, lead=0.6):
+        """Capture @ms and run work() inside it: once @app's agent has
+        switched on the activity kinds (START arrived, tracing is on), else
+        @lead s in."""
         out = {}
 
         def run():
@@ -125,7 +129,10 @@ class AgentOnFakeCupti(unittest.TestCase):
 
         t = threading.Thread(target=run)
         t.start()
-        time.sleep(lead)
+        if app is None:
+            time.sleep(lead)
+        elif not T.wait_for(lambda: app.state()["kinds"] & TRACED == TRACED, 10):
+            raise AssertionError("the agent did not start tracing:\n" + self.d.log())
         result = work()
         t.join()
         return out["x"], result
@@ -141,10 +148,10 @@ class AgentOnFakeCupti(unittest.TestCase):
             during = a.state()
             launched = [a.ask("launch 50 _Z6vecAddPKfS0_Pfi 0 7"), a.ask("launch 30 _Z4gemmPfS_i 1 3"),
                         a.ask("memcpy 4 0 1048576")]
-            a.ask("busy 1500")  # the job keeps calling CUDA through the end of the capture
+            a.ask("busy 2200")  # the job keeps calling CUDA past the end of the capture
             return during, launched
 
-        x, (during, launched) = self.capture_while(1500, work)
+        x, (during, launched) = self.capture_while(1500, work, a)
         self.assertEqual(during["subscribed"], 1, during)
         self.assertNotEqual(during["kinds"], 0, during)
         ks = kernels(x)
@@ -183,7 +190,7 @@ class AgentOnFakeCupti(unittest.TestCase):
         a, _ = self.app()
         # The job makes no CUDA call after the capture: the agent cannot finalize
         # (only safe inside an API callback) and unsubscribes by itself within 2 s.
-        x, _ = self.capture_while(1000, lambda: a.ask("launch 5 _Z6vecAddPKfS0_Pfi 0 7"))
+        x, _ = self.capture_while(1000, lambda: a.ask("launch 5 _Z6vecAddPKfS0_Pfi 0 7"), a)
         self.assertEqual(len(kernels(x)), 5)
         deadline = time.time() + 5
         while time.time() < deadline and a.state()["subscribed"]:
@@ -195,8 +202,8 @@ class AgentOnFakeCupti(unittest.TestCase):
 
         def work():
             a.ask("launch 7 _Z6vecAddPKfS0_Pfi 1 9")
-            a.ask("busy 600")
-        x2, _ = self.capture_while(1000, work)
+            a.ask("busy 1700")
+        x2, _ = self.capture_while(1000, work, a)
         self.assertEqual(len(kernels(x2)), 7)
         self.assertTrue([w for w in x2.warnings if "not finalized" in w], list(x2.warnings))
         st = a.state()
@@ -225,7 +232,7 @@ class AgentOnFakeCupti(unittest.TestCase):
             rc = a.finish("exit")
             return rc, time.monotonic() - t0
 
-        x, (rc, took) = self.capture_while(1500, work)
+        x, (rc, took) = self.capture_while(1500, work, a)
         self.assertEqual(rc, 0)
         self.assertLess(took, 1.0)  # the exit hook waits at most 200 ms for the flush
         self.assertEqual(len(kernels(x)), 20)
@@ -269,9 +276,9 @@ class AgentOnFakeCupti(unittest.TestCase):
 
         def again():
             a.ask("launch 9 _Z6vecAddPKfS0_Pfi 1 7")
-            a.ask("busy 400")
-        x, _ = self.capture_while(1000, again)
-        self.assertEqual(len(kernels(x)), 9)
+            a.ask("busy 1700")
+        x, _ = self.capture_while(1000, again, a)
+        self.assertEqual(len(kernels(x)), 9, (list(x.warnings), self.d.log()))
 
     def test_forked_child_leaves_cupti_alone(self):
         a, _ = self.app()
@@ -282,7 +289,7 @@ class AgentOnFakeCupti(unittest.TestCase):
             a.ask("launch 4 _Z6vecAddPKfS0_Pfi 0 7")
             return child
 
-        x, child = self.capture_while(1000, work)
+        x, child = self.capture_while(1000, work, a)
         self.assertEqual(child, ["child", "0"])
         self.assertEqual(len(kernels(x)), 7)
         # Forked while the agent waits for an API call to detach from: the
