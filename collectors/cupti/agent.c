@@ -184,6 +184,26 @@ static int attr(fn_attr f, CUdevice d, CUdevice_attribute a)
 	return f(&v, a, d) == CUDA_SUCCESS && v > 0 ? v : 0;
 }
 
+/* cudaRuntimeGetVersion of the runtime the job loaded. Frameworks load
+ * libcudart with RTLD_LOCAL (Python extensions), where RTLD_DEFAULT does
+ * not see it: ask for the loaded copy by name too (RTLD_NOLOAD never loads
+ * one the job does not use). */
+static fn_rt_ver find_runtime_version(void)
+{
+	static const char *const names[] = { "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0" };
+	void *f = dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion");
+
+	for (size_t i = 0; !f && i < sizeof(names) / sizeof(names[0]); i++) {
+		void *h = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD);
+
+		if (h) {
+			f = dlsym(h, "cudaRuntimeGetVersion");
+			dlclose(h); /* drops only the reference NOLOAD took */
+		}
+	}
+	return (fn_rt_ver)f;
+}
+
 static void take_inventory(void)
 {
 	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -215,7 +235,7 @@ static void take_inventory(void)
 		usleep(100000);
 	if (drv_ver((int *)&g.driver_version) != CUDA_SUCCESS)
 		g.driver_version = 0;
-	rt = (fn_rt_ver)dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion");
+	rt = find_runtime_version();
 	if (rt && rt((int *)&g.runtime_version) != 0)
 		g.runtime_version = 0;
 	if (cuptiGetVersion(&v) == CUPTI_SUCCESS)

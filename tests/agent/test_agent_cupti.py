@@ -176,6 +176,12 @@ class AgentOnFakeCupti(unittest.TestCase):
                   for e in l.events if p.event_metadata[e.metadata_id].name == "MemcpyH2D"]
         self.assertEqual(len(copies), 4)
         self.assertEqual([w for w in x.warnings if "pid" in w and str(a.pid) in w], [], list(x.warnings))
+        # Versions as the in-process tracer reports them; the runtime was loaded RTLD_LOCAL.
+        meta = [p for p in x.planes if p.name == "/host:metadata"]
+        self.assertEqual(len(meta), 1)
+        mstats = {meta[0].stat_metadata[s.metadata_id].name: s.str_value for s in meta[0].stats}
+        self.assertEqual((mstats.get("cuda_driver_version"), mstats.get("cuda_runtime_version")),
+                         ("13.0", "13.0"), mstats)
         # After the capture nothing lingers: finalized from an API-exit callback on
         # the job's own thread, kinds off, no subscriber.
         st = a.state()

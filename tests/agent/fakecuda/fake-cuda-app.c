@@ -82,7 +82,12 @@ int main(void)
 	unsigned long long ms, bytes;
 	int version = 0;
 
-	/* cuInit: the driver is loaded, then it injects the agent. */
+	/* A framework loads its CUDA runtime privately (RTLD_LOCAL); cuInit
+	 * loads the driver, which then injects the agent. */
+	if (!dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL)) {
+		fprintf(stderr, "fake-cuda-app: %s\n", dlerror());
+		return 1;
+	}
 	if (cuDriverGetVersion(&version) != CUDA_SUCCESS || inject() < 0)
 		return 1;
 	printf("ready %d %d\n", getpid(), gettid());
