@@ -229,6 +229,17 @@ class AgentOnFakeCupti(unittest.TestCase):
             st = a.state()
             self.assertEqual((st["subscribed"], st["kinds"]), (0, 0), st)
 
+    def test_records_cupti_dropped_are_reported(self):
+        a, _ = self.app(FAKE_CUPTI_DROPPED="123")
+
+        def work():
+            a.ask("launch 6 _Z6vecAddPKfS0_Pfi 0 7")
+            a.ask("busy 1300")
+        x, _ = self.capture_while(1000, work, a)
+        self.assertEqual(len(kernels(x)), 6)
+        self.assertIn(f"GPU events dropped in pid {a.pid} (fake-cuda-app): 0 CUPTI buffers, 123 records",
+                      list(x.warnings))
+
     def test_job_exiting_mid_capture_keeps_its_data(self):
         a, _ = self.app()
 

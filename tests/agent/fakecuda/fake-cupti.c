@@ -14,7 +14,9 @@
  * cuptiFinalize.
  *
  * Environment: FAKE_CUPTI_SUBSCRIBE=busy|privileges makes cuptiSubscribe_v2
- * fail as when another tool holds CUPTI / profiling is restricted.
+ * fail as when another tool holds CUPTI / profiling is restricted;
+ * FAKE_CUPTI_DROPPED=N: CUPTI lost N records of its own (reported once by
+ * cuptiActivityGetNumDroppedRecords).
  *
  * Records in a buffer: an 8-byte size, then the CUPTI struct; this file
  * alone walks them (cuptiActivityGetNextRecord).
@@ -229,8 +231,15 @@ EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t str
 {
 	(void)ctx;
 	(void)stream;
+	const char *extra = getenv("FAKE_CUPTI_DROPPED");
+	static bool extra_told;
+
 	pthread_mutex_lock(&f.lock);
 	*n = f.dropped;
+	if (extra && !extra_told) {
+		*n += strtoul(extra, NULL, 10);
+		extra_told = true;
+	}
 	f.dropped = 0;
 	pthread_mutex_unlock(&f.lock);
 	return CUPTI_SUCCESS;
