@@ -215,6 +215,27 @@ class AgentOnFakeCupti(unittest.TestCase):
         st = a.state()
         self.assertEqual((st["subscribes"], st["finalizes"], st["subscribed"]), (2, 1, 0), st)
 
+    def test_ranks_land_on_their_physical_gpu(self):
+        # Two ranks, each pinned to one GPU that it calls "device 0".
+        r0, i0 = self.app(CUDA_VISIBLE_DEVICES="0")
+        r1, i1 = self.app(CUDA_VISIBLE_DEVICES="1")
+        self.assertEqual([(d.local_ordinal, d.uuid) for d in i0.devices], [(0, UUIDS[0])])
+        self.assertEqual([(d.local_ordinal, d.uuid) for d in i1.devices], [(0, UUIDS[1])])
+        self.assertNotEqual(i0.devices[0].plane_id, i1.devices[0].plane_id)
+
+        def work():
+            self.assertTrue(T.wait_for(lambda: r1.state()["kinds"] & TRACED == TRACED, 10))
+            r0.ask("launch 11 _Z6vecAddPKfS0_Pfi 0 7")
+            r1.ask("launch 13 _Z6vecAddPKfS0_Pfi 0 7")
+        x, _ = self.capture_while(1000, work, r0)
+        per_plane = {}
+        for plane, line, _, st in kernels(x):
+            per_plane.setdefault(plane, set()).add(st["correlation_id"].uint64_value >> 32)
+            per_plane[plane + " n"] = per_plane.get(plane + " n", 0) + 1
+        p0, p1 = f"/device:GPU:{i0.devices[0].plane_id}", f"/device:GPU:{i1.devices[0].plane_id}"
+        self.assertEqual((per_plane[p0], per_plane[p0 + " n"]), ({r0.pid}, 11), per_plane)
+        self.assertEqual((per_plane[p1], per_plane[p1 + " n"]), ({r1.pid}, 13), per_plane)
+
     def test_cupti_refusals_are_explained(self):
         busy, _ = self.app(FAKE_CUPTI_SUBSCRIBE="busy")
         priv, _ = self.app(FAKE_CUPTI_SUBSCRIBE="privileges")

@@ -2,15 +2,50 @@
 /*
  * fake-cuda.c - a stand-in for libcuda.so.1 with the device queries the
  * agent makes for its inventory: two H100-like devices with fixed UUIDs
- * 00112233-4455-6677-8899-aabbccddee0<i>.
+ * 00112233-4455-6677-8899-aabbccddee0<i>. CUDA_VISIBLE_DEVICES (indices,
+ * e.g. "1" or "1,0") picks and orders them as the real driver does, so a
+ * process's "device 0" can be physical GPU 1.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cuda.h>
 
 #define EXPORT __attribute__((visibility("default")))
 #define N_DEV 2
+
+static int n_visible = -1, visible[N_DEV];
+
+static void pick_devices(void)
+{
+	const char *v = getenv("CUDA_VISIBLE_DEVICES");
+
+	if (n_visible >= 0)
+		return;
+	n_visible = 0;
+	if (!v) {
+		for (int i = 0; i < N_DEV; i++)
+			visible[n_visible++] = i;
+		return;
+	}
+	while (*v && n_visible < N_DEV) {
+		char *end;
+		long i = strtol(v, &end, 10);
+
+		if (end == v || i < 0 || i >= N_DEV)
+			break; /* the driver stops at the first bad entry */
+		visible[n_visible++] = (int)i;
+		v = *end == ',' ? end + 1 : end;
+	}
+}
+
+/* Physical index of ordinal @d, -1 if there is none. */
+static int phys(CUdevice d)
+{
+	pick_devices();
+	return d >= 0 && d < n_visible ? visible[d] : -1;
+}
 
 EXPORT CUresult cuDriverGetVersion(int *v)
 {
@@ -20,13 +55,14 @@ EXPORT CUresult cuDriverGetVersion(int *v)
 
 EXPORT CUresult cuDeviceGetCount(int *n)
 {
-	*n = N_DEV;
+	pick_devices();
+	*n = n_visible;
 	return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuDeviceGet(CUdevice *d, int i)
 {
-	if (i < 0 || i >= N_DEV)
+	if (phys(i) < 0)
 		return CUDA_ERROR_INVALID_DEVICE;
 	*d = i;
 	return CUDA_SUCCESS;
@@ -34,8 +70,9 @@ EXPORT CUresult cuDeviceGet(CUdevice *d, int i)
 
 EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 {
-	if (d < 0 || d >= N_DEV)
+	if (phys(d) < 0)
 		return CUDA_ERROR_INVALID_DEVICE;
+	d = phys(d);
 	switch (a) {
 	case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *v = 0x18 + d; break;
 	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
@@ -61,7 +98,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 
 EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d)
 {
-	snprintf(name, (size_t)len, "NVIDIA H100 80GB HBM3 (fake %d)", d);
+	snprintf(name, (size_t)len, "NVIDIA H100 80GB HBM3 (fake %d)", phys(d));
 	return CUDA_SUCCESS;
 }
 
@@ -70,8 +107,10 @@ EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d)
 	static const unsigned char base[16] = { 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77,
 						0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0x00 };
 
+	if (phys(d) < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
 	memcpy(u->bytes, base, sizeof(base));
-	u->bytes[15] = (char)d;
+	u->bytes[15] = (char)phys(d);
 	return CUDA_SUCCESS;
 }
 
