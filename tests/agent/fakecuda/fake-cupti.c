@@ -368,24 +368,32 @@ EXPORT uint32_t fakecupti_api(CUpti_CallbackDomain d, CUpti_CallbackId cbid, con
 	return corr;
 }
 
+/* Fill the fields every device activity record has, for a record of
+ * @kind that ran @dur_ns from now; the struct's layout comes with @type. */
+#define DEVICE_REC(r, type, k, corr_, device, stream, dur_ns)                        \
+	do {                                                                         \
+		uint64_t t_ = mono_ns();                                             \
+		pthread_mutex_lock(&f.lock);                                         \
+		if (!kind_on(k) || !((r) = reserve(sizeof(type)))) {                 \
+			pthread_mutex_unlock(&f.lock);                               \
+			return;                                                      \
+		}                                                                    \
+		(r)->kind = (k);                                                     \
+		(r)->start = t_;                                                     \
+		(r)->end = t_ + (dur_ns);                                            \
+		(r)->deviceId = (device);                                            \
+		(r)->contextId = 1;                                                  \
+		(r)->streamId = (stream);                                            \
+		(r)->correlationId = (corr_);                                        \
+	} while (0)
+
 EXPORT void fakecupti_kernel(uint32_t corr, uint32_t device, uint32_t stream, const char *name,
 			     uint64_t dur_ns)
 {
 	CUpti_ActivityKernel10 *k;
-	uint64_t t = mono_ns();
 
-	pthread_mutex_lock(&f.lock);
-	if (!kind_on(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) || !(k = reserve(sizeof(*k)))) {
-		pthread_mutex_unlock(&f.lock);
-		return;
-	}
-	k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-	k->start = t;
-	k->end = t + dur_ns;
-	k->deviceId = device;
-	k->contextId = 1;
-	k->streamId = stream;
-	k->correlationId = corr;
+	DEVICE_REC(k, CUpti_ActivityKernel10, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, corr, device,
+		   stream, dur_ns);
 	k->gridX = 128;
 	k->gridY = k->gridZ = 1;
 	k->blockX = 256;
@@ -400,24 +408,12 @@ EXPORT void fakecupti_memcpy(uint32_t corr, uint32_t device, uint32_t stream, ui
 			     uint64_t dur_ns)
 {
 	CUpti_ActivityMemcpy6 *m;
-	uint64_t t = mono_ns();
 
-	pthread_mutex_lock(&f.lock);
-	if (!kind_on(CUPTI_ACTIVITY_KIND_MEMCPY) || !(m = reserve(sizeof(*m)))) {
-		pthread_mutex_unlock(&f.lock);
-		return;
-	}
-	m->kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+	DEVICE_REC(m, CUpti_ActivityMemcpy6, CUPTI_ACTIVITY_KIND_MEMCPY, corr, device, stream, dur_ns);
 	m->copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
 	m->srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
 	m->dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
 	m->bytes = bytes;
-	m->start = t;
-	m->end = t + dur_ns;
-	m->deviceId = device;
-	m->contextId = 1;
-	m->streamId = stream;
-	m->correlationId = corr;
 	pthread_mutex_unlock(&f.lock);
 }
 
