@@ -576,7 +576,7 @@ static void capture_flush(uint64_t token)
 {
 	struct agent_flush f = { .token = token };
 
-	if (atomic_load(&g.capturing)) {
+	if (atomic_load(&g.capturing) && cupti_usable()) {
 		cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 		drain();
 		send_stats();
@@ -593,6 +593,13 @@ static void detach(void)
 
 	if (!g.subscribed)
 		return;
+	if (!cupti_usable()) {
+		/* CUPTI died (fatal error) or exit is under way: nothing to detach
+		 * from; keep the slabs, CUPTI may still point at them. */
+		g.subscribed = false;
+		g.sub = NULL;
+		return;
+	}
 	atomic_store(&g.finalize_done, 0);
 	atomic_store(&g.finalize_pending, 1);
 	cuptiEnableDomain(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API);
@@ -750,7 +757,7 @@ static void *agent_main(void *arg)
 			while ((r = agent_client_recv(&g.cl, &h, payload, sizeof(payload))) > 0)
 				handle_command(&h, payload);
 		}
-		if (atomic_load(&g.capturing) && agent_mono_ns() >= next_flush) {
+		if (atomic_load(&g.capturing) && cupti_usable() && agent_mono_ns() >= next_flush) {
 			cuptiActivityFlushAll(0);
 			drain();
 			next_flush = agent_mono_ns() + FLUSH_PERIOD_MS * 1000000ull;

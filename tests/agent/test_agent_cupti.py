@@ -107,12 +107,15 @@ class AgentOnFakeCupti(unittest.TestCase):
         self.assertEqual(rc, 0, self.d.log())
 
     def app(self, **env):
+        """Start a fake CUDA job; return it and its Status entry once profd
+        has its HELLO and every DEVICE frame."""
         a = App(self.sock, **env)
         self.apps.append(a)
+        want = len(env["CUDA_VISIBLE_DEVICES"].split(",")) if "CUDA_VISIBLE_DEVICES" in env else 2
         deadline = time.time() + 15
         while time.time() < deadline:
             agents = {g.pid: g for g in self.status(P.profd.StatusRequest(), timeout=10).agents}
-            if a.pid in agents:
+            if a.pid in agents and len(agents[a.pid].devices) == want:
                 return a, agents[a.pid]
             time.sleep(0.05)
         raise AssertionError(f"agent of pid {a.pid} never registered:\n{self.d.log()}")
@@ -260,6 +263,20 @@ class AgentOnFakeCupti(unittest.TestCase):
         self.assertEqual(len(kernels(x)), 6)
         self.assertIn(f"GPU events dropped in pid {a.pid} (fake-cuda-app): 0 CUPTI buffers, 123 records",
                       list(x.warnings))
+
+    def test_cupti_fatal_error_mid_capture(self):
+        a, _ = self.app()
+
+        def work():
+            a.ask("launch 4 _Z6vecAddPKfS0_Pfi 0 7")
+            a.ask("fatal")
+            a.ask("busy 1200")  # the job goes on; CUPTI is gone
+        x, _ = self.capture_while(1000, work, a)
+        self.assertTrue([w for w in x.warnings if f"pid {a.pid}" in w and "disconnected" in w],
+                        list(x.warnings))
+        st = a.state()
+        self.assertEqual(st["calls_after_fatal"], 0, st)
+        self.assertIsNone(a.proc.poll())
 
     def test_job_exiting_mid_capture_keeps_its_data(self):
         a, _ = self.app()

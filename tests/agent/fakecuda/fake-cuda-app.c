@@ -13,6 +13,7 @@
  *   fork                      fork; the child makes 100 API calls and exits
  *                             with the number of cuptiFinalize calls they
  *                             caused (must be 0) -> "child <that number>"
+ *   fatal                     CUPTI hits a fatal error -> "fatal"
  *   state                     fake CUPTI's state, key=value pairs
  *   exit                      exit(0) at once (atexit handlers run)
  * First line: "ready <pid> <main tid>".
@@ -146,17 +147,21 @@ int main(void)
 			if (c > 0 && waitpid(c, &st, 0) == c && WIFEXITED(st))
 				st = WEXITSTATUS(st);
 			printf("child %d\n", st);
+		} else if (strncmp(line, "fatal", 5) == 0) {
+			fakecupti_fatal();
+			printf("fatal\n");
 		} else if (strncmp(line, "state", 5) == 0) {
 			struct fakecupti_state s;
 
 			fakecupti_get_state(&s);
 			printf("subscribed=%d kinds=%" PRIu64 " domains=%u subscribes=%u unsubscribes=%u "
 			       "finalizes=%u finalize_tid=%d finalized_while_subscribed=%d flushes=%u "
-			       "api_calls=%" PRIu64 " kernels=%" PRIu64 " declined=%" PRIu64 "\n",
+			       "api_calls=%" PRIu64 " kernels=%" PRIu64 " declined=%" PRIu64
+			       " calls_after_fatal=%u\n",
 			       s.subscribed, s.kinds_enabled, s.domains_enabled, s.subscribe_calls,
 			       s.unsubscribe_calls, s.finalize_calls, s.finalize_tid,
 			       s.finalized_while_subscribed, s.flushes, s.api_calls, s.kernels_recorded,
-			       s.declined);
+			       s.declined, s.calls_after_fatal);
 		} else if (strncmp(line, "exit", 4) == 0) {
 			fflush(stdout);
 			exit(0);

@@ -68,8 +68,19 @@ static uint64_t mono_ns(void)
 
 /* ---- the CUPTI API the agent calls ---------------------------------------- */
 
+/* After a fatal error CUPTI is gone: every call the agent still makes is
+ * counted for the test (it must make none). */
+static void counted_call(void)
+{
+	pthread_mutex_lock(&f.lock);
+	if (f.st.fatal)
+		f.st.calls_after_fatal++;
+	pthread_mutex_unlock(&f.lock);
+}
+
 EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s)
 {
+	counted_call();
 	switch (r) {
 	case CUPTI_SUCCESS: *s = "CUPTI_SUCCESS"; break;
 	case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: *s = "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"; break;
@@ -83,6 +94,7 @@ EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s)
 
 EXPORT CUptiResult cuptiGetVersion(uint32_t *v)
 {
+	counted_call();
 	*v = 130001;
 	return CUPTI_SUCCESS;
 }
@@ -90,6 +102,7 @@ EXPORT CUptiResult cuptiGetVersion(uint32_t *v)
 EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *h, CUpti_CallbackFunc cb, void *ud,
 				     CUpti_SubscriberParams *p)
 {
+	counted_call();
 	const char *mode = getenv("FAKE_CUPTI_SUBSCRIBE");
 	CUptiResult r = CUPTI_SUCCESS;
 
@@ -114,6 +127,7 @@ EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *h, CUpti_CallbackFu
 
 EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle h)
 {
+	counted_call();
 	(void)h;
 	pthread_mutex_lock(&f.lock);
 	f.st.unsubscribe_calls++;
@@ -126,6 +140,7 @@ EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle h)
 
 EXPORT CUptiResult cuptiEnableDomain(uint32_t on, CUpti_SubscriberHandle h, CUpti_CallbackDomain d)
 {
+	counted_call();
 	(void)h;
 	if ((unsigned)d >= CUPTI_CB_DOMAIN_SIZE)
 		return CUPTI_ERROR_INVALID_PARAMETER;
@@ -138,6 +153,7 @@ EXPORT CUptiResult cuptiEnableDomain(uint32_t on, CUpti_SubscriberHandle h, CUpt
 EXPORT CUptiResult cuptiEnableCallback(uint32_t on, CUpti_SubscriberHandle h, CUpti_CallbackDomain d,
 				       CUpti_CallbackId cbid)
 {
+	counted_call();
 	(void)h;
 	(void)on;
 	(void)d;
@@ -147,6 +163,7 @@ EXPORT CUptiResult cuptiEnableCallback(uint32_t on, CUpti_SubscriberHandle h, CU
 
 EXPORT CUptiResult cuptiSetThreadIdType(CUpti_ActivityThreadIdType t)
 {
+	counted_call();
 	(void)t;
 	return CUPTI_SUCCESS;
 }
@@ -154,6 +171,7 @@ EXPORT CUptiResult cuptiSetThreadIdType(CUpti_ActivityThreadIdType t)
 EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
 						  CUpti_BuffersCallbackCompleteFunc comp)
 {
+	counted_call();
 	pthread_mutex_lock(&f.lock);
 	f.req = req;
 	f.comp = comp;
@@ -174,8 +192,17 @@ static CUptiResult kind_set(CUpti_ActivityKind k, bool on)
 	return CUPTI_SUCCESS;
 }
 
-EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind k) { return kind_set(k, true); }
-EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind k) { return kind_set(k, false); }
+EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
+{
+	counted_call();
+	return kind_set(k, true);
+}
+
+EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind k)
+{
+	counted_call();
+	return kind_set(k, false);
+}
 
 /* Move the buffer being filled to the completed list (lock held). */
 static void retire(void)
@@ -191,6 +218,7 @@ static void retire(void)
 
 EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
+	counted_call();
 	CUpti_BuffersCallbackCompleteFunc comp;
 	unsigned n;
 	typeof(f.done[0]) done[MAX_DONE];
@@ -213,6 +241,7 @@ EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 
 EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buf, size_t valid, CUpti_Activity **rec)
 {
+	counted_call();
 	uint8_t *p = *rec ? (uint8_t *)*rec - 8 : buf;
 
 	if (*rec) {
@@ -229,6 +258,7 @@ EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buf, size_t valid, CUpti_
 
 EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream, size_t *n)
 {
+	counted_call();
 	(void)ctx;
 	(void)stream;
 	const char *extra = getenv("FAKE_CUPTI_DROPPED");
@@ -247,12 +277,14 @@ EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t str
 
 EXPORT CUptiResult cuptiGetTimestamp(uint64_t *ts)
 {
+	counted_call();
 	*ts = mono_ns();
 	return CUPTI_SUCCESS;
 }
 
 EXPORT CUptiResult cuptiFinalize(void)
 {
+	counted_call();
 	pthread_mutex_lock(&f.lock);
 	f.st.finalize_calls++;
 	f.st.finalize_tid = gettid();
@@ -266,6 +298,7 @@ EXPORT CUptiResult cuptiFinalize(void)
 
 EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, const char **name)
 {
+	counted_call();
 	*name = NULL;
 	if (d == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
 		*name = "cudaLaunchKernel_v7000";
@@ -415,6 +448,21 @@ EXPORT void fakecupti_memcpy(uint32_t corr, uint32_t device, uint32_t stream, ui
 	m->dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
 	m->bytes = bytes;
 	pthread_mutex_unlock(&f.lock);
+}
+
+EXPORT void fakecupti_fatal(void)
+{
+	CUpti_CallbackFunc cb;
+	void *ud;
+	CUpti_StateData data = { 0 };
+
+	pthread_mutex_lock(&f.lock);
+	cb = f.subscribed ? f.cb : NULL;
+	ud = f.cb_ud;
+	f.st.fatal = true;
+	pthread_mutex_unlock(&f.lock);
+	if (cb)
+		cb(ud, CUPTI_CB_DOMAIN_STATE, CUPTI_CBID_STATE_FATAL_ERROR, &data);
 }
 
 EXPORT void fakecupti_get_state(struct fakecupti_state *s)

@@ -19,6 +19,8 @@ struct fakecupti_state {
 	int finalize_tid;         /* thread of the last cuptiFinalize */
 	bool finalized_while_subscribed;
 	uint64_t api_calls, kernels_recorded, declined;
+	bool fatal;               /* fakecupti_fatal() happened */
+	unsigned calls_after_fatal;
 };
 
 /* An API call: ENTER/EXIT callbacks to the subscriber when its domain is
@@ -31,4 +33,7 @@ void fakecupti_kernel(uint32_t corr, uint32_t device, uint32_t stream, const cha
 		      uint64_t dur_ns);
 void fakecupti_memcpy(uint32_t corr, uint32_t device, uint32_t stream, uint64_t bytes,
 		      uint64_t dur_ns);
+/* CUPTI hits a fatal error: the subscriber's STATE callback, then CUPTI
+ * is gone (calls after it are counted). */
+void fakecupti_fatal(void);
 void fakecupti_get_state(struct fakecupti_state *s);
