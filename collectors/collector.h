@@ -5,7 +5,7 @@
  * DESIGN
  * ------
  * A collector appends events to the daemon's live trace (the "hub",
- * daemon/xspace/trace.h) while at least one capture or monitor window is
+ * xspace/trace.h) while at least one capture or monitor window is
  * open. The session manager drives all collectors together through a
  * struct collector_set:
  *
