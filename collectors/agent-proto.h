@@ -40,14 +40,24 @@
  *
  * Version rule: any change to a struct below bumps AGENT_PROTO_VERSION.
  * The first 8 bytes of HELLO (pid, proto version) never change, so a
- * receiver can name the process it refuses.
+ * receiver can name the process it refuses. profd serves every version
+ * from AGENT_PROTO_VERSION_MIN to AGENT_PROTO_VERSION, so upgrading profd
+ * never refuses the agents of jobs already running; it answers each agent
+ * in the version that agent spoke in its HELLO.
+ *
+ *   v1  first release
+ *   v2  STATS grew (cut_records, foreign_buffers, flags); ERROR codes
+ *       FOREIGN, NO_CUPTI, NOTICE (a v1 receiver shows unknown codes as
+ *       plain text, so they need no version of their own)
  */
 #pragma once
 
 #include <stdint.h>
 
 #define AGENT_PROTO_MAGIC 0x41444650u /* "PFDA" little-endian */
-#define AGENT_PROTO_VERSION 1u
+#define AGENT_PROTO_VERSION 2u
+/* The oldest agent protocol this profd still serves. */
+#define AGENT_PROTO_VERSION_MIN 1u
 /* Largest payload of one frame; the agent splits record batches below it. */
 #define AGENT_FRAME_MAX (1u << 20)
 /* Per-connection bounds the receiver enforces. */
@@ -137,7 +147,11 @@ enum agent_error_code {
 	AGENT_ERR_PRIVILEGES = 2,   /* CUPTI_ERROR_INSUFFICIENT_PRIVILEGES */
 	AGENT_ERR_BUSY = 3,         /* another CUPTI subscriber in this process */
 	AGENT_ERR_VERSION = 4,      /* CUPTI / driver too old */
-	AGENT_ERR_NOT_FINALIZED = 5 /* detach could not finalize CUPTI in time */
+	AGENT_ERR_NOT_FINALIZED = 5, /* detach could not finalize CUPTI in time */
+	/* v2 */
+	AGENT_ERR_FOREIGN = 6,  /* another tool owns the Activity API (e.g. PyTorch's profiler) */
+	AGENT_ERR_NO_CUPTI = 7, /* no usable libcupti found in the job; text says where it looked */
+	AGENT_ERR_NOTICE = 8,   /* tracing runs, with a limitation the user should know of */
 };
 
 struct agent_error {
@@ -156,13 +170,24 @@ struct agent_start {
 	uint64_t flags; /* reserved, 0 */
 };
 
-/* STATS: counters of the capture, sent after STOP (and on FLUSH). */
+/* STATS: counters of the capture, sent after STOP (and on FLUSH). A v1
+ * agent sends the first AGENT_STATS_V1_SIZE bytes. */
 struct agent_stats {
 	uint64_t records;          /* CUPTI records converted */
 	uint64_t buffers;          /* CUPTI buffers completed */
 	uint64_t dropped_buffers;  /* buffers dropped: queue or socket full */
 	uint64_t dropped_records;  /* cuptiActivityGetNumDroppedRecords */
 	uint64_t unknown_records;  /* records of kinds we do not convert */
+	/* v2 */
+	uint64_t cut_records;      /* records still incomplete when the capture had to end */
+	uint64_t foreign_buffers;  /* buffers CUPTI returned that were not ours (another tool's) */
+	uint32_t flags;            /* enum agent_stats_flag */
+	uint32_t _pad;
+};
+#define AGENT_STATS_V1_SIZE 40u
+
+enum agent_stats_flag {
+	AGENT_STATS_SLABS_LEAKED = 1u << 0, /* finalize outlasted the wait: buffers left to CUPTI */
 };
 
 /* ---- records inside a RECORDS frame ------------------------------------ */
@@ -298,7 +323,7 @@ AGENT_STATIC_SIZE(struct agent_hello, 608);
 AGENT_STATIC_SIZE(struct agent_device, 264);
 AGENT_STATIC_SIZE(struct agent_clock, 24);
 AGENT_STATIC_SIZE(struct agent_error, 256);
-AGENT_STATIC_SIZE(struct agent_stats, 40);
+AGENT_STATIC_SIZE(struct agent_stats, 64);
 AGENT_STATIC_SIZE(struct agent_rec, 8);
 AGENT_STATIC_SIZE(struct agent_rec_string, 16);
 AGENT_STATIC_SIZE(struct agent_rec_kernel, 88);
