@@ -43,6 +43,7 @@ void agent_client_init(struct agent_client *c, const char *path, const char *dfl
 	c->fd = -1;
 	c->backoff_ms = BACKOFF_MIN_MS;
 	c->send_timeout_ms = 2000;
+	c->version = AGENT_PROTO_VERSION;
 	snprintf(c->path, sizeof(c->path), "%s", path ? path : env && *env ? env : dflt);
 }
 
@@ -130,7 +131,7 @@ static int write_all(struct agent_client *c, struct iovec *iov, int n)
 int agent_client_send(struct agent_client *c, uint16_t kind, const void *payload, uint32_t len)
 {
 	struct agent_frame_hdr h = {
-		.magic = AGENT_PROTO_MAGIC, .version = AGENT_PROTO_VERSION, .kind = kind, .length = len,
+		.magic = AGENT_PROTO_MAGIC, .version = c->version, .kind = kind, .length = len,
 	};
 	struct iovec iov[2] = { { &h, sizeof(h) }, { (void *)payload, len } };
 	int r;
@@ -150,7 +151,7 @@ int agent_client_recv(struct agent_client *c, struct agent_frame_hdr *h, void *p
 	for (;;) {
 		if (c->rlen >= sizeof(*h)) {
 			memcpy(h, c->rbuf, sizeof(*h));
-			if (h->magic != AGENT_PROTO_MAGIC || h->version != AGENT_PROTO_VERSION ||
+			if (h->magic != AGENT_PROTO_MAGIC || h->version != c->version ||
 			    h->length > max || h->length > sizeof(c->rbuf) - sizeof(*h) ||
 			    (h->kind != AGENT_FRAME_START && h->kind != AGENT_FRAME_STOP &&
 			     h->kind != AGENT_FRAME_FLUSH)) {

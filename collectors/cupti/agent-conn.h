@@ -25,6 +25,7 @@ struct agent_client {
 	uint8_t rbuf[256];
 	size_t rlen;
 	uint64_t send_timeout_ms;
+	uint16_t version; /* protocol version of every frame sent and expected (default: ours) */
 };
 
 /* @path NULL: $PROFD_AGENT_SOCKET, else @dflt. */
