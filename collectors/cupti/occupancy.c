@@ -36,11 +36,13 @@ static const uint16_t *carveouts(uint32_t major, uint32_t minor)
 
 	if (major == 7)
 		return minor >= 5 ? v75 : v70;
+	/* cuda_occupancy.h's cudaOccAlignUpShmemSizeVoltaPlus: 8.0 and 8.7
+	 * (Orin) have the 164 KiB file, 10.x and 11.x (Thor) Hopper's. */
 	if (major == 8)
-		return minor == 0 ? v80 : v86;
-	if (major == 9 || major == 10)
+		return minor == 0 || minor == 7 ? v80 : v86;
+	if (major >= 9 && major <= 11)
 		return v90;
-	if (major >= 11)
+	if (major >= 12)
 		return v86;
 	return NULL;
 }

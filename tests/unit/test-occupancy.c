@@ -152,6 +152,41 @@ TEST(occupancy_volta_granule)
 	ASSERT_EQ(occ_pct_e4(&v100, &l), 500000);
 }
 
+/* Orin (cc 8.7) has A100's carveout steps, not GA102's: a 70 % carveout
+ * of 164 KiB asks for 114.8 KiB -> 132 KiB; per block 16 KiB static +
+ * 1 KiB reserved = 17408 -> 135168/17408 = 7 blocks x 4 warps = 28/48.
+ * (With GA102's steps nothing fits and the whole 164 KiB gave 9 blocks.) */
+TEST(occupancy_orin_carveout_steps)
+{
+	static const struct agent_device orin = {
+		.cc_major = 8, .cc_minor = 7, .sm_count = 16, .warp_size = 32,
+		.max_threads_per_block = 1024, .max_threads_per_sm = 1536, .max_blocks_per_sm = 16,
+		.regs_per_block = 65536, .regs_per_sm = 65536, .smem_per_block = 49152,
+		.smem_per_block_optin = 166912, .smem_per_sm = 167936, .reserved_smem_per_block = 1024,
+	};
+	struct occ_launch l = L(128, 32, 16384, 0, 70);
+
+	ASSERT_EQ(occ_active_blocks(&orin, &l, NULL), 7);
+	ASSERT_EQ(occ_pct_e4(&orin, &l), 583333);
+}
+
+/* Thor (cc 11.0) has Hopper's 228 KiB steps: a 50 % carveout asks for
+ * 114 KiB -> 132 KiB -> 7 blocks = 28/48 (GA102's steps gave the whole
+ * 228 KiB: 13 blocks, warp-bound at 12 = 100 %). */
+TEST(occupancy_thor_carveout_steps)
+{
+	static const struct agent_device thor = {
+		.cc_major = 11, .cc_minor = 0, .sm_count = 20, .warp_size = 32,
+		.max_threads_per_block = 1024, .max_threads_per_sm = 1536, .max_blocks_per_sm = 24,
+		.regs_per_block = 65536, .regs_per_sm = 65536, .smem_per_block = 49152,
+		.smem_per_block_optin = 232448, .smem_per_sm = 233472, .reserved_smem_per_block = 1024,
+	};
+	struct occ_launch l = L(128, 32, 16384, 0, 50);
+
+	ASSERT_EQ(occ_active_blocks(&thor, &l, NULL), 7);
+	ASSERT_EQ(occ_pct_e4(&thor, &l), 583333);
+}
+
 TEST(occupancy_unknown_device_is_unknown)
 {
 	struct agent_device none = { 0 };
