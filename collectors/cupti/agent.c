@@ -10,29 +10,45 @@
  * The agent thread owns everything else:
  *
  *   idle       connected (or reconnecting with backoff) to profd's agent
- *              socket; HELLO + DEVICE frames sent; CUPTI untouched, so CUDA
- *              calls cost nothing extra and no subscriber slot is held.
- *   START      subscribe, register buffer callbacks, anchor clocks, enable
- *              activity kinds (kernels, copies incl. peer, memsets, memory
- *              alloc/free, overhead, driver + runtime API records).
+ *              socket; CUPTI found and loaded (cupti-load.h) but never
+ *              called beyond its version; HELLO + DEVICE frames sent. No
+ *              subscriber, no callbacks, no kinds: CUDA calls cost nothing.
+ *   START      subscribe; per-thread buffers off and pre-zeroed buffers on
+ *              (both before the callbacks are registered); register buffer
+ *              callbacks; anchor clocks; enable activity kinds, then switch
+ *              off at the source the API records we would discard.
  *   capturing  every 100 ms cuptiActivityFlushAll(0); completed buffers are
- *              queued by CUPTI's callbacks (a mutex held for a few
- *              instructions, never across a CUPTI call) and converted +
- *              sent here. A full pool or a slow daemon drops whole buffers
- *              and counts them; CUDA threads never wait for the socket.
- *   FLUSH      forced flush, drain, FLUSHED.
- *   STOP       disable kinds, forced flush, drain, STATS, then detach:
+ *              queued by CUPTI's callbacks and converted + sent here.
+ *   FLUSH      a window closes: flush(0) until every buffer CUPTI held when
+ *              the FLUSH came is back (bounded), drain, STATS, FLUSHED. A
+ *              forced flush here would cut records still being written.
+ *   STOP       disable kinds, flush(0) until all buffers are back (bounded),
+ *              then forced, counting what that cut; STATS; then detach:
  *              cuptiUnsubscribe + cuptiFinalize from the exit side of the
  *              next driver/runtime API callback (the only safe place,
  *              reference/cupti-agent.md §2.2); if no CUDA call happens
- *              within 2 s, detach without finalize and report it.
+ *              within 2 s, detach without finalize and say so.
+ *
+ * Buffers (the slabs): one mapping of SLAB_COUNT x SLAB_SIZE, each slab
+ * FREE (ours, zeroed), CUPTI (handed out) or DONE (queued to drain). The
+ * completion callback accepts only a slab of ours that CUPTI holds; any
+ * other buffer belongs to another tool that shares the process-wide
+ * Activity API (PyTorch's profiler, say): it is counted and left alone.
+ * A slab is never handed out twice and never unmapped while CUPTI might
+ * still write it: only after cuptiFinalize returned, or never.
+ *
+ * Threads: the agent thread owns `g` except what the callbacks touch, which
+ * is the slab table under g.lock (held for a few instructions, never across
+ * a CUPTI call) and the atomics. CUPTI is called by the agent thread only,
+ * except unsubscribe + finalize in the API-exit callback, which the agent
+ * thread arms only once its own enable calls are done (CUPTI requires a
+ * subscriber to serialise them).
  *
  * Driver calls (device inventory) use the libcuda the process has already
- * loaded, found with dlopen(RTLD_NOLOAD); the agent links only CUPTI.
- * Kernel names are demangled here, with the C++ runtime's __cxa_demangle
- * (libstdc++, loaded on first use if the job has not): the job's own
- * names, in the job's own process, so profd never demangles what a
- * socket sent it.
+ * loaded, found with dlopen(RTLD_NOLOAD). Kernel names are demangled here,
+ * with the C++ runtime's __cxa_demangle (libstdc++, loaded on first use if
+ * the job has not): the job's own names, in the job's own process, so
+ * profd never demangles what a socket sent it.
  *
  * Process exit: the atexit hook gives a live capture EXIT_WAIT_MS to flush,
  * then sets `too_late`; from then on the agent thread makes no CUPTI call
@@ -50,15 +66,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cuda.h>
-#include <cupti.h>
 
 #include "agent-conn.h"
 #include "agent-proto.h"
 #include "convert.h"
+#include "cupti-load.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -66,51 +83,77 @@
 #define PROFD_AGENT_SOCKET_DEFAULT "/run/profd/agent.sock"
 #endif
 
-#define BUF_SIZE (4u << 20)
-#define BUF_COUNT 32u /* at most 128 MiB of activity buffers, during a capture only */
+#define SLAB_SIZE (4u << 20)
+#define SLAB_COUNT 32u /* at most 128 MiB of activity buffers, touched only as used */
 #define FLUSH_PERIOD_MS 100
-#define FINALIZE_WAIT_MS 2000
+#define FLUSH_SETTLE_MS 300  /* a window's FLUSH waits this long for buffers CUPTI holds */
+#define STOP_SETTLE_MS 1500  /* STOP waits this long before a forced flush */
+#define CLAIM_WAIT_MS 2000   /* for a CUDA call whose exit callback can finalize */
+#define FINALIZE_WAIT_MS 5000 /* for that finalize to return */
 #define EXIT_WAIT_MS 200
+/* Callback ids of either API domain are below this. */
+#define API_CBID_MAX ((unsigned)CUPTI_DRIVER_TRACE_CBID_SIZE > (unsigned)CUPTI_RUNTIME_TRACE_CBID_SIZE ? \
+			      (unsigned)CUPTI_DRIVER_TRACE_CBID_SIZE : (unsigned)CUPTI_RUNTIME_TRACE_CBID_SIZE)
+/* CUPTI fixed cudaGraphLaunch correlation ids after a first session here. */
+#define CUPTI_GRAPH_CORR_FIXED 130101u
 
-struct done_buf {
-	uint8_t *buf;
-	size_t valid;
+enum slab_state { SLAB_FREE, SLAB_CUPTI, SLAB_DONE };
+
+struct slab {
+	enum slab_state state;
+	uint64_t seq;  /* hand-out order, to know what a FLUSH must wait for */
+	size_t valid;  /* DONE: bytes of records */
 };
+
+/* finalize_pending: who runs the detach. */
+enum { DETACH_IDLE, DETACH_ARMED, DETACH_CLAIMED };
 
 static struct agent {
 	pthread_once_t once;
 	int efd; /* wakes the agent thread */
-	atomic_int dead;    /* forked child: never touch CUDA/CUPTI */
+	atomic_int dead;    /* forked child or CUPTI fatal error: never touch CUPTI */
 	atomic_int exiting; /* atexit: flush once, then stop */
 	atomic_int exit_done;
 	atomic_int too_late; /* exit is tearing CUDA down: no more CUPTI calls */
 
 	struct agent_client cl;
 	struct agent_conv cv;
-	bool hello_sent;
+
+	/* CUPTI, loaded on the first connection (agent thread) */
+	struct cupti_lib C;
+	bool cupti_tried, cupti_ok;
+	char cupti_why[768];
+	bool untested_told;
 
 	/* inventory */
 	bool inventory;
 	uint32_t n_devs;
 	struct agent_device devs[AGENT_MAX_DEVICES];
-	uint32_t driver_version, runtime_version, cupti_version;
+	uint32_t driver_version, runtime_version;
 
 	/* capture */
 	atomic_int capturing;
 	CUpti_SubscriberHandle sub;
 	bool subscribed;
-	atomic_int finalize_pending; /* 1: the next API exit callback detaches */
-	atomic_int finalize_done;
+	atomic_int detach;        /* DETACH_*: the API-exit callback claims an armed detach */
+	atomic_int finalize_done; /* the claimed detach returned from cuptiFinalize */
+	bool finalizing;          /* claimed, not yet seen done: slabs stay CUPTI's */
+	unsigned sessions;        /* captures started in this process */
 	struct agent_stats stats;
+	uint64_t cut;             /* records a forced flush left incomplete */
+	bool api_filter_known;
+	uint8_t api_off[2][API_CBID_MAX / 8 + 1]; /* driver, runtime: records switched off */
 
-	/* buffer pool and completed queue (guarded by lock) */
+	/* slabs (state, free stack and done ring guarded by lock) */
 	pthread_mutex_t lock;
-	uint8_t *pool[BUF_COUNT];
-	uint32_t n_free;
-	struct done_buf done[BUF_COUNT];
-	uint32_t n_done;
-	uint8_t *slabs[BUF_COUNT];
-	atomic_ullong declined; /* buffer requests we could not serve */
+	uint8_t *region; /* SLAB_COUNT x SLAB_SIZE, NULL when none */
+	struct slab slabs[SLAB_COUNT];
+	uint32_t free_stack[SLAB_COUNT], n_free;
+	uint32_t done_ring[SLAB_COUNT], done_head, n_done;
+	uint64_t hand_seq;
+	bool accepting;          /* hand slabs out: only while a capture runs */
+	uint64_t declined;       /* requests refused (pool empty) during a capture */
+	atomic_ullong foreign;   /* completed buffers that were not ours */
 } g = {
 	.once = PTHREAD_ONCE_INIT,
 	.efd = -1,
@@ -129,7 +172,7 @@ static void wake(void)
 /* Whether the agent thread may still call into CUPTI. */
 static bool cupti_usable(void)
 {
-	return !atomic_load(&g.dead) && !atomic_load(&g.too_late);
+	return g.cupti_ok && !atomic_load(&g.dead) && !atomic_load(&g.too_late);
 }
 
 static void send_error(uint32_t code, int32_t detail, const char *fmt, ...)
@@ -149,7 +192,7 @@ static const char *cupti_str(CUptiResult r)
 {
 	const char *s = NULL;
 
-	if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s)
+	if (!g.cupti_ok || g.C.cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s)
 		return "unknown CUPTI error";
 	return s;
 }
@@ -162,7 +205,7 @@ static void report_cupti(const char *call, CUptiResult r)
 	else if (r == CUPTI_ERROR_NOT_INITIALIZED)
 		send_error(AGENT_ERR_VERSION, (int32_t)r,
 			   "%s: %s (CUPTI %u needs a newer driver than %u)", call, cupti_str(r),
-			   g.cupti_version, g.driver_version);
+			   g.C.version, g.driver_version);
 	else
 		send_error(AGENT_ERR_CUPTI, (int32_t)r, "%s: %s (%d)", call, cupti_str(r), (int)r);
 }
@@ -176,6 +219,13 @@ typedef CUresult (*fn_name)(char *, int, CUdevice);
 typedef CUresult (*fn_uuid)(CUuuid *, CUdevice);
 typedef CUresult (*fn_mem)(size_t *, CUdevice);
 typedef int (*fn_rt_ver)(int *);
+
+/* dlsym into a function pointer without the object-to-function cast. */
+#define SYM(h, name, fp)                                      \
+	do {                                                  \
+		void *s_ = dlsym((h), (name));                \
+		memcpy(&(fp), &s_, sizeof(s_));               \
+	} while (0)
 
 static int attr(fn_attr f, CUdevice d, CUdevice_attribute a)
 {
@@ -191,43 +241,55 @@ static int attr(fn_attr f, CUdevice d, CUdevice_attribute a)
 static fn_rt_ver find_runtime_version(void)
 {
 	static const char *const names[] = { "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0" };
-	void *f = dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion");
+	fn_rt_ver f = NULL;
 
+	SYM(RTLD_DEFAULT, "cudaRuntimeGetVersion", f);
 	for (size_t i = 0; !f && i < sizeof(names) / sizeof(names[0]); i++) {
 		void *h = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD);
 
 		if (h) {
-			f = dlsym(h, "cudaRuntimeGetVersion");
+			SYM(h, "cudaRuntimeGetVersion", f);
 			dlclose(h); /* drops only the reference NOLOAD took */
 		}
 	}
-	return (fn_rt_ver)f;
+	return f;
+}
+
+/* "GPU-xxxxxxxx-xxxx-..." for a GPU, "MIG-..." for a MIG instance, as
+ * NVML and nvidia-smi name them. */
+static void format_uuid(char *out, size_t size, const char *prefix, const CUuuid *u)
+{
+	const unsigned char *b = (const unsigned char *)u->bytes;
+
+	snprintf(out, size, "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", prefix,
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+		 b[15]);
 }
 
 static void take_inventory(void)
 {
 	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-	fn_int drv_ver, count;
-	fn_dev_get get;
-	fn_attr ga;
-	fn_name gname;
-	fn_uuid guuid;
-	fn_mem gmem;
+	fn_int drv_ver = NULL, count = NULL;
+	fn_dev_get get = NULL;
+	fn_attr ga = NULL;
+	fn_name gname = NULL;
+	fn_uuid guuid = NULL, guuid_v1 = NULL;
+	fn_mem gmem = NULL;
 	fn_rt_ver rt;
-	uint32_t v;
 	int n = 0;
 
 	if (!h)
 		h = dlopen("libcuda.so.1", RTLD_NOW);
 	if (!h)
 		return;
-	drv_ver = (fn_int)dlsym(h, "cuDriverGetVersion");
-	count = (fn_int)dlsym(h, "cuDeviceGetCount");
-	get = (fn_dev_get)dlsym(h, "cuDeviceGet");
-	ga = (fn_attr)dlsym(h, "cuDeviceGetAttribute");
-	gname = (fn_name)dlsym(h, "cuDeviceGetName");
-	guuid = (fn_uuid)dlsym(h, "cuDeviceGetUuid_v2");
-	gmem = (fn_mem)dlsym(h, "cuDeviceTotalMem_v2");
+	SYM(h, "cuDriverGetVersion", drv_ver);
+	SYM(h, "cuDeviceGetCount", count);
+	SYM(h, "cuDeviceGet", get);
+	SYM(h, "cuDeviceGetAttribute", ga);
+	SYM(h, "cuDeviceGetName", gname);
+	SYM(h, "cuDeviceGetUuid_v2", guuid);
+	SYM(h, "cuDeviceGetUuid", guuid_v1);
+	SYM(h, "cuDeviceTotalMem_v2", gmem);
 	if (!drv_ver || !count || !get || !ga || !gname || !guuid || !gmem)
 		return;
 	/* cuInit may still be running on the app thread: retry briefly. */
@@ -238,27 +300,26 @@ static void take_inventory(void)
 	rt = find_runtime_version();
 	if (rt && rt((int *)&g.runtime_version) != 0)
 		g.runtime_version = 0;
-	if (cuptiGetVersion(&v) == CUPTI_SUCCESS)
-		g.cupti_version = v;
 	if (n > (int)AGENT_MAX_DEVICES)
 		n = AGENT_MAX_DEVICES;
 	for (int i = 0; i < n; i++) {
 		struct agent_device *d = &g.devs[g.n_devs];
 		CUdevice dev;
-		CUuuid u;
+		CUuuid u, parent;
 		size_t mem = 0;
 		int dom, bus, slot;
-		unsigned char *b = (unsigned char *)u.bytes;
 
 		if (get(&dev, i) != CUDA_SUCCESS)
 			continue;
 		memset(d, 0, sizeof(*d));
 		d->local_ordinal = (uint32_t)i;
-		if (guuid(&u, dev) == CUDA_SUCCESS)
-			snprintf(d->uuid, sizeof(d->uuid),
-				 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-				 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-				 b[12], b[13], b[14], b[15]);
+		/* _v2 gives a MIG instance's own UUID; the old call its GPU's. */
+		if (guuid(&u, dev) == CUDA_SUCCESS) {
+			bool mig = guuid_v1 && guuid_v1(&parent, dev) == CUDA_SUCCESS &&
+				   memcmp(parent.bytes, u.bytes, sizeof(u.bytes)) != 0;
+
+			format_uuid(d->uuid, sizeof(d->uuid), mig ? "MIG" : "GPU", &u);
+		}
 		gname(d->name, sizeof(d->name), dev);
 		dom = attr(ga, dev, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID);
 		bus = attr(ga, dev, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID);
@@ -290,45 +351,135 @@ static void take_inventory(void)
 	g.inventory = true;
 }
 
-/* ---- CUPTI callbacks (any thread; no locks across CUPTI calls) ------------- */
+/* Find CUPTI once (agent thread). Only cuptiGetVersion is called. */
+static void load_cupti(void)
+{
+	if (g.cupti_tried)
+		return;
+	g.cupti_tried = true;
+	g.cupti_ok = cupti_load(&g.C, g.cupti_why, sizeof(g.cupti_why)) == 0;
+}
+
+/* ---- slabs: CUPTI's callbacks (any thread) and the agent thread ------------ */
+
+static uint8_t *slab_buf(uint32_t i) { return g.region + (size_t)i * SLAB_SIZE; }
+
+/* The index of a buffer that is one of our slabs, or -1. */
+static int slab_of(const uint8_t *b)
+{
+	uintptr_t off;
+
+	if (!g.region || b < g.region)
+		return -1;
+	off = (uintptr_t)(b - g.region);
+	if (off % SLAB_SIZE || off / SLAB_SIZE >= SLAB_COUNT)
+		return -1;
+	return (int)(off / SLAB_SIZE);
+}
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
 	uint8_t *b = NULL;
 
 	pthread_mutex_lock(&g.lock);
-	if (g.n_free)
-		b = g.pool[--g.n_free];
+	if (g.accepting && g.n_free) {
+		uint32_t i = g.free_stack[--g.n_free];
+
+		g.slabs[i].state = SLAB_CUPTI;
+		g.slabs[i].seq = ++g.hand_seq;
+		b = slab_buf(i);
+	} else if (g.accepting) {
+		g.declined++; /* CUPTI >= 12.9 accepts a declined buffer and counts the drops */
+	}
 	pthread_mutex_unlock(&g.lock);
-	if (!b)
-		atomic_fetch_add(&g.declined, 1); /* CUPTI >= 12.9 accepts a declined buffer */
 	*buffer = b;
-	*size = b ? BUF_SIZE : 0;
+	*size = b ? SLAB_SIZE : 0;
 	*max_records = 0;
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
 				      size_t valid)
 {
+	int i;
+
 	(void)ctx;
 	(void)stream;
 	(void)size;
 	if (!buffer)
 		return;
 	pthread_mutex_lock(&g.lock);
-	if (g.n_done < BUF_COUNT)
-		g.done[g.n_done++] = (struct done_buf){ buffer, valid };
+	i = slab_of(buffer);
+	if (i < 0 || g.slabs[i].state != SLAB_CUPTI) {
+		/* Another tool's buffer (the Activity API is per process): not
+		 * ours to read, pool or free. */
+		pthread_mutex_unlock(&g.lock);
+		atomic_fetch_add(&g.foreign, 1);
+		return;
+	}
+	g.slabs[i].state = SLAB_DONE;
+	g.slabs[i].valid = valid < SLAB_SIZE ? valid : SLAB_SIZE;
+	g.done_ring[(g.done_head + g.n_done) % SLAB_COUNT] = (uint32_t)i;
+	g.n_done++; /* each slab is DONE at most once: the ring cannot overflow */
 	pthread_mutex_unlock(&g.lock);
 	wake();
 }
 
-/* Detach from the exit side of an API call: the one place the CUPTI guide
- * allows cuptiFinalize without the caller synchronising everything. */
+/* Map the slabs (zero pages: CUPTI may skip zeroing them). */
+static int slabs_map(void)
+{
+	void *p;
+
+	if (g.region)
+		return 0;
+	p = mmap(NULL, (size_t)SLAB_COUNT * SLAB_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		 -1, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	pthread_mutex_lock(&g.lock);
+	g.region = p;
+	g.n_free = g.n_done = g.done_head = 0;
+	for (uint32_t i = SLAB_COUNT; i-- > 0;) {
+		g.slabs[i] = (struct slab){ .state = SLAB_FREE };
+		g.free_stack[g.n_free++] = i;
+	}
+	pthread_mutex_unlock(&g.lock);
+	return 0;
+}
+
+/* Unmap the slabs: only once CUPTI cannot touch them (finalized). */
+static void slabs_unmap(void)
+{
+	pthread_mutex_lock(&g.lock);
+	if (g.region)
+		munmap(g.region, (size_t)SLAB_COUNT * SLAB_SIZE);
+	g.region = NULL;
+	g.n_free = g.n_done = g.done_head = 0;
+	g.accepting = false;
+	pthread_mutex_unlock(&g.lock);
+}
+
+/* Slabs CUPTI holds, all or those handed out up to @seq. */
+static unsigned slabs_held(uint64_t seq)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&g.lock);
+	for (uint32_t i = 0; g.region && i < SLAB_COUNT; i++)
+		n += g.slabs[i].state == SLAB_CUPTI && g.slabs[i].seq <= seq;
+	pthread_mutex_unlock(&g.lock);
+	return n;
+}
+
+/* ---- CUPTI callbacks (application threads) -------------------------------- */
+
+/* The detach, on the exit side of an API call: the one place the CUPTI
+ * guide allows cuptiFinalize without the caller synchronising everything.
+ * Armed by the agent thread only after its own enable calls. */
 static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 				  const void *data)
 {
 	const CUpti_CallbackData *cb = data;
-	int one = 1;
+	int armed = DETACH_ARMED;
 
 	(void)ud;
 	(void)cbid;
@@ -337,17 +488,17 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain domain, CUpti_C
 	if (domain == CUPTI_CB_DOMAIN_STATE) {
 		/* CUPTI hit a fatal error and finalizes itself: never touch it again. */
 		atomic_store(&g.dead, 1);
+		wake();
 		return;
 	}
 	if ((domain != CUPTI_CB_DOMAIN_DRIVER_API && domain != CUPTI_CB_DOMAIN_RUNTIME_API) ||
 	    cb->callbackSite != CUPTI_API_EXIT)
 		return;
-	if (!atomic_compare_exchange_strong(&g.finalize_pending, &one, 0))
+	if (!atomic_compare_exchange_strong(&g.detach, &armed, DETACH_CLAIMED))
 		return;
-	cuptiEnableDomain(0, g.sub, CUPTI_CB_DOMAIN_DRIVER_API);
-	cuptiEnableDomain(0, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
-	cuptiUnsubscribe(g.sub);
-	cuptiFinalize();
+	/* Unsubscribing drops our domains too; then CUPTI goes entirely. */
+	g.C.cuptiUnsubscribe(g.sub);
+	g.C.cuptiFinalize();
 	atomic_store(&g.finalize_done, 1);
 	wake();
 }
@@ -357,9 +508,10 @@ static const char *api_name(void *ud, uint32_t domain, uint32_t cbid)
 	const char *n = NULL;
 
 	(void)ud;
-	if (cuptiGetCallbackName(domain == AGENT_API_DRIVER ? CUPTI_CB_DOMAIN_DRIVER_API :
-							     CUPTI_CB_DOMAIN_RUNTIME_API,
-				 cbid, &n) != CUPTI_SUCCESS)
+	if (!cupti_usable() ||
+	    g.C.cuptiGetCallbackName(domain == AGENT_API_DRIVER ? CUPTI_CB_DOMAIN_DRIVER_API :
+								  CUPTI_CB_DOMAIN_RUNTIME_API,
+				     cbid, &n) != CUPTI_SUCCESS)
 		return NULL;
 	return n;
 }
@@ -382,7 +534,7 @@ static char *demangle(void *ud, const char *mangled)
 		void *h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
 
 		looked = true;
-		fn = (cxa_demangle_fn)(h ? dlsym(h, "__cxa_demangle") : dlsym(RTLD_DEFAULT, "__cxa_demangle"));
+		SYM(h ? h : RTLD_DEFAULT, "__cxa_demangle", fn);
 	}
 	if (!fn)
 		return NULL;
@@ -410,7 +562,7 @@ static void send_clock(uint32_t which)
 	for (int i = 0; i < 32; i++) {
 		uint64_t a = agent_wall_ns(), c = 0, b;
 
-		if (!cupti_usable() || cuptiGetTimestamp(&c) != CUPTI_SUCCESS)
+		if (!cupti_usable() || g.C.cuptiGetTimestamp(&c) != CUPTI_SUCCESS)
 			return;
 		b = agent_wall_ns();
 		if (b - a < best) {
@@ -422,35 +574,79 @@ static void send_clock(uint32_t which)
 	agent_client_send(&g.cl, AGENT_FRAME_CLOCK, &ck, sizeof(ck));
 }
 
-/* Convert and send every completed buffer; return them to the pool. */
+/* Read one completed slab: convert its records while a capture is on
+ * (else discard them), then zero it and put it back. The walk needs a live
+ * CUPTI; after finalize the records are dropped unread. */
+static void drain_slab(uint32_t i, size_t valid)
+{
+	uint8_t *buf = slab_buf(i);
+	CUpti_Activity *rec = NULL;
+	bool convert = atomic_load(&g.capturing);
+	CUptiResult r = CUPTI_ERROR_MAX_LIMIT_REACHED;
+
+	g.stats.buffers++;
+	while (valid && cupti_usable() &&
+	       (r = g.C.cuptiActivityGetNextRecord(buf, valid, &rec)) == CUPTI_SUCCESS) {
+		if (convert)
+			agent_conv_record(&g.cv, rec);
+		if (rec->kind == CUPTI_ACTIVITY_KIND_OVERHEAD)
+			free(((CUpti_ActivityOverhead3 *)rec)->overheadData); /* ours to free, read or not */
+	}
+	/* A forced flush hands over records still being written: the walk
+	 * stops at the first one, and whatever follows it is lost. */
+	if (r == CUPTI_ERROR_INVALID_KIND && convert)
+		g.cut++;
+	/* Zeroed for the next hand-out (CUPTI skips it: we said we would).
+	 * CUPTI writes records from the start, so past `valid` it is still
+	 * zero, unless the walk stopped short on an unfinished record. */
+	memset(buf, 0, r == CUPTI_ERROR_MAX_LIMIT_REACHED && valid ? valid : SLAB_SIZE);
+	pthread_mutex_lock(&g.lock);
+	g.slabs[i].state = SLAB_FREE;
+	g.slabs[i].valid = 0;
+	g.free_stack[g.n_free++] = i;
+	pthread_mutex_unlock(&g.lock);
+}
+
+/* Convert and send every completed slab. */
 static void drain(void)
 {
 	for (;;) {
-		struct done_buf d;
-		CUpti_Activity *rec = NULL;
+		uint32_t i;
+		size_t valid;
 
 		pthread_mutex_lock(&g.lock);
 		if (!g.n_done) {
 			pthread_mutex_unlock(&g.lock);
 			break;
 		}
-		d = g.done[0];
-		memmove(&g.done[0], &g.done[1], (g.n_done - 1) * sizeof(g.done[0]));
+		i = g.done_ring[g.done_head];
+		g.done_head = (g.done_head + 1) % SLAB_COUNT;
 		g.n_done--;
+		valid = g.slabs[i].valid;
 		pthread_mutex_unlock(&g.lock);
-
-		g.stats.buffers++;
-		while (cupti_usable() &&
-		       cuptiActivityGetNextRecord(d.buf, d.valid, &rec) == CUPTI_SUCCESS) {
-			agent_conv_record(&g.cv, rec);
-			if (rec->kind == CUPTI_ACTIVITY_KIND_OVERHEAD)
-				free(((CUpti_ActivityOverhead3 *)rec)->overheadData);
-		}
-		pthread_mutex_lock(&g.lock);
-		g.pool[g.n_free++] = d.buf;
-		pthread_mutex_unlock(&g.lock);
+		drain_slab(i, valid);
 	}
 	agent_conv_flush(&g.cv);
+}
+
+/* flush(0) and drain until CUPTI gave back every slab it was handed up to
+ * @seq, or @ms passed. Never a forced flush: that cuts records still
+ * being written. True when they all came back. */
+static bool settle(uint64_t seq, unsigned ms)
+{
+	uint64_t deadline = agent_mono_ns() + ms * 1000000ull;
+
+	for (;;) {
+		if (!cupti_usable())
+			return false;
+		g.C.cuptiActivityFlushAll(0);
+		drain();
+		if (slabs_held(seq) == 0)
+			return true;
+		if (agent_mono_ns() >= deadline)
+			return false;
+		usleep(10000);
+	}
 }
 
 static const CUpti_ActivityKind kinds[] = {
@@ -459,103 +655,150 @@ static const CUpti_ActivityKind kinds[] = {
 	CUPTI_ACTIVITY_KIND_DRIVER,            CUPTI_ACTIVITY_KIND_RUNTIME,
 };
 
-static bool pool_alloc(void)
+/* Switch off at the source the API records the converter would throw away
+ * (cuCtxGetCurrent, cudaGetDevice, ... run every few µs in frameworks).
+ * The verdicts come from the callback names once per process. */
+static void filter_api_records(void)
 {
-	for (uint32_t i = 0; i < BUF_COUNT; i++) {
-		if (!g.slabs[i] && posix_memalign((void **)&g.slabs[i], 8, BUF_SIZE) != 0)
-			return false;
-		g.pool[i] = g.slabs[i];
+	static const struct {
+		CUpti_CallbackDomain domain;
+		uint32_t size;
+	} dom[2] = { { CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE },
+		     { CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE } };
+
+	for (int d = 0; d < 2; d++) {
+		for (uint32_t cbid = 1; cbid < dom[d].size; cbid++) {
+			const char *n = NULL;
+
+			if (!g.api_filter_known &&
+			    (g.C.cuptiGetCallbackName(dom[d].domain, cbid, &n) != CUPTI_SUCCESS ||
+			     !agent_conv_api_wanted(n)))
+				g.api_off[d][cbid / 8] |= (uint8_t)(1u << (cbid % 8));
+			if (!(g.api_off[d][cbid / 8] & (1u << (cbid % 8))))
+				continue;
+			if (d == 0)
+				g.C.cuptiActivityEnableDriverApi(cbid, 0);
+			else
+				g.C.cuptiActivityEnableRuntimeApi(cbid, 0);
+		}
 	}
-	g.n_free = BUF_COUNT;
-	g.n_done = 0;
-	return true;
+	g.api_filter_known = true;
 }
 
-static void pool_release(void)
+/* Before any buffer is registered (CUPTI reads both then): one buffer
+ * stream for the process instead of one per CUDA-calling thread (JAX and
+ * NCCL run dozens; each would hold a slab), and slabs we zero ourselves,
+ * off the application threads. */
+static void set_buffer_attributes(void)
 {
-	pthread_mutex_lock(&g.lock);
-	g.n_free = 0;
-	g.n_done = 0;
-	pthread_mutex_unlock(&g.lock);
-	for (uint32_t i = 0; i < BUF_COUNT; i++) {
-		free(g.slabs[i]);
-		g.slabs[i] = NULL;
-	}
+	uint8_t per_thread = 0, zeroed = 1;
+	size_t n = sizeof(uint8_t);
+
+	g.C.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &n, &per_thread);
+	n = sizeof(uint8_t);
+	g.C.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &n, &zeroed);
 }
 
 static void detach(void);
+
+/* Can this capture use CUPTI at all? Says why not. */
+static bool cupti_ready(void)
+{
+	char ver[48];
+
+	if (!g.cupti_ok) {
+		send_error(g.cupti_why[0] && strstr(g.cupti_why, "cannot read") ? AGENT_ERR_VERSION
+										  : AGENT_ERR_NO_CUPTI,
+			   0, "no usable CUPTI (%s); set PROFD_CUPTI_PATH to a CUDA 13 libcupti.so.13", g.cupti_why);
+		return false;
+	}
+	if (!g.untested_told && (g.C.version < CUPTI_TESTED_MIN || g.C.version > CUPTI_TESTED_MAX)) {
+		g.untested_told = true;
+		cupti_version_text(g.C.version, ver, sizeof(ver));
+		send_error(AGENT_ERR_NOTICE, 0, "CUPTI %s (%s) is newer than the versions this agent was tested with "
+			   "(13.0); tracing goes on", ver, g.C.path);
+	}
+	return true;
+}
 
 static void capture_start(void)
 {
 	CUpti_SubscriberParams sp = { .structSize = CUpti_SubscriberParams_STRUCT_SIZE };
 	char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 64] = "";
 	CUptiResult r;
-	uint32_t v = 0;
+	int e;
 
-	if (atomic_load(&g.capturing) || atomic_load(&g.dead))
+	if (atomic_load(&g.capturing) || atomic_load(&g.dead) || !cupti_ready())
 		return;
+	if (g.finalizing) {
+		if (!atomic_load(&g.finalize_done)) {
+			send_error(AGENT_ERR_NOTICE, 0, "no GPU data: the previous capture's cuptiFinalize has "
+				   "not returned yet (a CUDA call blocked, e.g. in a collective)");
+			return;
+		}
+		g.finalizing = false;
+		slabs_unmap(); /* CUPTI is gone: the slabs it kept are ours again */
+	}
 	if (g.subscribed) {
 		/* A previous detach is still pending: finish it first. */
 		detach();
-		if (g.subscribed)
+		if (g.subscribed || g.finalizing)
 			return;
 	}
-	r = cuptiGetVersion(&v);
-	if (r != CUPTI_SUCCESS) {
-		report_cupti("cuptiGetVersion", r);
-		return;
-	}
-	g.cupti_version = v;
-	if (!pool_alloc()) {
-		send_error(AGENT_ERR_CUPTI, -ENOMEM, "out of memory for activity buffers");
-		pool_release();
+	e = slabs_map();
+	if (e < 0) {
+		send_error(AGENT_ERR_CUPTI, e, "out of memory for activity buffers");
 		return;
 	}
 	sp.subscriberName = "profd";
 	sp.oldSubscriberName = other;
 	sp.oldSubscriberSize = sizeof(other);
-	r = cuptiSubscribe_v2(&g.sub, (CUpti_CallbackFunc)api_callback, NULL, &sp);
+	r = g.C.cuptiSubscribe_v2(&g.sub, (CUpti_CallbackFunc)api_callback, NULL, &sp);
 	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
 		send_error(AGENT_ERR_BUSY, (int32_t)r, "%s", other[0] ? other : "another CUPTI client");
-		pool_release();
 		return;
 	}
 	if (r != CUPTI_SUCCESS) {
 		report_cupti("cuptiSubscribe_v2", r);
-		pool_release();
 		return;
 	}
 	g.subscribed = true;
-	cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_STATE, CUPTI_CBID_STATE_FATAL_ERROR);
-	cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
-	r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+	g.C.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_STATE, CUPTI_CBID_STATE_FATAL_ERROR);
+	g.C.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+	set_buffer_attributes();
+	memset(&g.stats, 0, sizeof(g.stats));
+	g.cut = 0;
+	atomic_store(&g.foreign, 0);
+	g.cv.records = g.cv.converted = g.cv.skipped = g.cv.unknown = g.cv.emit_failed = 0;
+	g.cv.graph_kernels = 0;
+	pthread_mutex_lock(&g.lock);
+	g.declined = 0;
+	g.accepting = true;
+	pthread_mutex_unlock(&g.lock);
+	r = g.C.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
 	if (r != CUPTI_SUCCESS) {
 		report_cupti("cuptiActivityRegisterCallbacks", r);
-		cuptiUnsubscribe(g.sub);
+		g.C.cuptiUnsubscribe(g.sub);
 		g.subscribed = false;
-		pool_release();
 		return;
 	}
-	memset(&g.stats, 0, sizeof(g.stats));
-	atomic_store(&g.declined, 0);
-	g.cv.records = g.cv.converted = g.cv.skipped = g.cv.unknown = g.cv.emit_failed = 0;
+	g.sessions++;
 	send_clock(AGENT_CLOCK_START);
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-		r = cuptiActivityEnable(kinds[i]);
+		r = g.C.cuptiActivityEnable(kinds[i]);
 		if (r == CUPTI_SUCCESS || kinds[i] != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
 			continue; /* a missing optional kind only narrows the trace */
 		/* Without kernels there is no point: undo everything. */
 		report_cupti("cuptiActivityEnable(CONCURRENT_KERNEL)", r);
 		for (size_t j = 0; j < i; j++)
-			cuptiActivityDisable(kinds[j]);
-		cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-		drain();
-		cuptiUnsubscribe(g.sub);
+			g.C.cuptiActivityDisable(kinds[j]);
+		settle(UINT64_MAX, STOP_SETTLE_MS);
+		g.C.cuptiUnsubscribe(g.sub);
 		g.subscribed = false;
 		g.sub = NULL;
-		pool_release();
 		return;
 	}
+	filter_api_records();
 	atomic_store(&g.capturing, 1);
 }
 
@@ -564,32 +807,64 @@ static void send_stats(void)
 	size_t dropped = 0;
 
 	/* Never called with g.lock held: CUPTI may call back into us. */
-	if (cupti_usable() && cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS)
+	if (cupti_usable() && g.C.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS)
 		g.stats.dropped_records += dropped;
 	g.stats.records = g.cv.converted;
 	g.stats.unknown_records = g.cv.unknown;
-	g.stats.dropped_buffers = atomic_load(&g.declined) + g.cv.emit_failed;
+	pthread_mutex_lock(&g.lock);
+	g.stats.dropped_buffers = g.declined + g.cv.emit_failed;
+	pthread_mutex_unlock(&g.lock);
+	g.stats.cut_records = g.cut;
+	g.stats.foreign_buffers = atomic_load(&g.foreign);
 	agent_client_send(&g.cl, AGENT_FRAME_STATS, &g.stats, sizeof(g.stats));
 }
 
+/* A window closes: everything CUPTI holds from before now, complete. */
 static void capture_flush(uint64_t token)
 {
 	struct agent_flush f = { .token = token };
 
 	if (atomic_load(&g.capturing) && cupti_usable()) {
-		cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-		drain();
+		uint64_t seq;
+
+		pthread_mutex_lock(&g.lock);
+		seq = g.hand_seq;
+		pthread_mutex_unlock(&g.lock);
+		settle(seq, FLUSH_SETTLE_MS);
 		send_stats();
 	}
 	agent_client_send(&g.cl, AGENT_FRAME_FLUSHED, &f, sizeof(f));
 }
 
+/* Limits of this capture the user should read about, said once it ends. */
+static void send_notices(unsigned held)
+{
+	char ver[48];
+
+	if (held)
+		send_error(AGENT_ERR_FOREIGN, 0,
+			   "another profiler in this process took over CUPTI's activity buffers during the "
+			   "capture (%u of profd's were never returned); GPU records after that are missing",
+			   held);
+	else if (atomic_load(&g.foreign))
+		send_error(AGENT_ERR_NOTICE, 0,
+			   "another profiler in this process (e.g. PyTorch's) was using CUPTI's activity "
+			   "buffers; profd took them over for this capture, so that profiler's trace has a gap");
+	if (g.cv.graph_kernels && g.sessions > 1 && g.C.version < CUPTI_GRAPH_CORR_FIXED) {
+		cupti_version_text(g.C.version, ver, sizeof(ver));
+		send_error(AGENT_ERR_NOTICE, 0,
+			   "CUDA graph kernels may link to the wrong launches: CUPTI %s mislabels cudaGraphLaunch "
+			   "correlation ids after a process's first profiling session (fixed in CUDA 13.1 Update 1)",
+			   ver);
+	}
+}
+
 /* Wait for an API exit callback to unsubscribe + finalize; without one in
- * FINALIZE_WAIT_MS, unsubscribe here and leave CUPTI initialised. */
+ * CLAIM_WAIT_MS, unsubscribe here and leave CUPTI initialised. */
 static void detach(void)
 {
-	uint64_t deadline = agent_mono_ns() + FINALIZE_WAIT_MS * 1000000ull;
-	int one = 1;
+	uint64_t deadline = agent_mono_ns() + CLAIM_WAIT_MS * 1000000ull;
+	int armed = DETACH_ARMED;
 
 	if (!g.subscribed)
 		return;
@@ -601,10 +876,13 @@ static void detach(void)
 		return;
 	}
 	atomic_store(&g.finalize_done, 0);
-	atomic_store(&g.finalize_pending, 1);
-	cuptiEnableDomain(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API);
-	cuptiEnableDomain(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
-	while (!atomic_load(&g.finalize_done) && agent_mono_ns() < deadline &&
+	/* Our enable calls first, then arm: the callback that claims the
+	 * detach may run at once, and CUPTI wants one subscriber's Enable*
+	 * calls serialised, and none after cuptiFinalize. */
+	g.C.cuptiEnableDomain(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API);
+	g.C.cuptiEnableDomain(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+	atomic_store(&g.detach, DETACH_ARMED);
+	while (atomic_load(&g.detach) == DETACH_ARMED && agent_mono_ns() < deadline &&
 	       !atomic_load(&g.exiting)) {
 		struct pollfd p = { .fd = g.efd, .events = POLLIN };
 		uint64_t v;
@@ -613,53 +891,80 @@ static void detach(void)
 			/* nothing */
 		}
 	}
-	if (atomic_load(&g.exiting) && atomic_compare_exchange_strong(&g.finalize_pending, &one, 0)) {
-		/* The process is exiting: CUDA tears itself down, CUPTI with it. */
-		return;
-	}
-	if (atomic_compare_exchange_strong(&g.finalize_pending, &one, 0)) {
+	if (atomic_compare_exchange_strong(&g.detach, &armed, DETACH_IDLE)) {
+		g.subscribed = false;
+		if (atomic_load(&g.exiting))
+			return; /* the process is exiting: CUDA tears itself down, CUPTI with it */
 		/* No CUDA call came: detach without finalize. */
-		cuptiEnableDomain(0, g.sub, CUPTI_CB_DOMAIN_DRIVER_API);
-		cuptiEnableDomain(0, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
-		cuptiUnsubscribe(g.sub);
+		g.C.cuptiEnableDomain(0, g.sub, CUPTI_CB_DOMAIN_DRIVER_API);
+		g.C.cuptiEnableDomain(0, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+		g.C.cuptiUnsubscribe(g.sub);
+		g.sub = NULL;
 		send_error(AGENT_ERR_NOT_FINALIZED, 0,
 			   "no CUDA call within %d ms after the capture: CUPTI unsubscribed but not "
-			   "finalized (some overhead may remain until the next capture)",
-			   FINALIZE_WAIT_MS);
-		/* CUPTI still exists: keep the slabs (reused by the next capture)
-		 * rather than free memory it might still point at. */
-		g.subscribed = false;
-		g.sub = NULL;
+			   "finalized (some overhead may remain until the next capture%s)",
+			   CLAIM_WAIT_MS,
+			   g.C.version < 130001 ? "; CUPTI 13.0 keeps kernel tracing on until then" : "");
+		/* CUPTI still exists and may hold slabs: they stay CUPTI's (never
+		 * handed out again) until it returns them; the rest are reused. */
 		return;
-	} else {
-		/* The callback won; it finishes quickly (finalize syncs contexts). */
-		for (int i = 0; i < 500 && !atomic_load(&g.finalize_done); i++)
-			usleep(10000);
 	}
+	/* A callback claimed it; finalize synchronises every context and can
+	 * take long (a rank blocked in a collective). */
 	g.subscribed = false;
 	g.sub = NULL;
-	pool_release();
+	atomic_store(&g.detach, DETACH_IDLE);
+	deadline = agent_mono_ns() + FINALIZE_WAIT_MS * 1000000ull;
+	while (!atomic_load(&g.finalize_done) && agent_mono_ns() < deadline && !atomic_load(&g.exiting))
+		usleep(10000);
+	if (!atomic_load(&g.finalize_done)) {
+		/* Never free what CUPTI may still write: keep the slabs until it
+		 * returns; the next capture checks. */
+		g.finalizing = true;
+		g.stats.flags |= AGENT_STATS_SLABS_LEAKED;
+		send_error(AGENT_ERR_NOTICE, 0,
+			   "cuptiFinalize did not return within %d ms (a CUDA call is blocked); the agent "
+			   "keeps its activity buffers for CUPTI until it does",
+			   FINALIZE_WAIT_MS);
+		return;
+	}
+	slabs_unmap();
 }
 
 static void capture_stop(bool connected, bool do_detach)
 {
+	unsigned held = 0;
+	uint64_t seq;
+
 	if (!atomic_load(&g.capturing))
 		return;
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && cupti_usable(); i++) {
 		/* CUPTI 13.0 GA could deadlock disabling CONCURRENT_KERNEL (fixed in
 		 * 13.0 Update 1, API 130001); finalize turns it off anyway. */
-		if (kinds[i] == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && g.cupti_version < 130001)
+		if (kinds[i] == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && g.C.version < 130001)
 			continue;
-		cuptiActivityDisable(kinds[i]);
+		g.C.cuptiActivityDisable(kinds[i]);
 	}
-	if (cupti_usable())
-		cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	drain();
-	atomic_store(&g.capturing, 0);
+	/* Complete records first; force only what is still out after that.
+	 * Slabs handed out later hold only kernels of a kind CUPTI 13.0 GA
+	 * keeps on: not this capture's to wait for. */
+	pthread_mutex_lock(&g.lock);
+	seq = g.hand_seq;
+	pthread_mutex_unlock(&g.lock);
+	if (!settle(seq, atomic_load(&g.exiting) ? EXIT_WAIT_MS / 2 : STOP_SETTLE_MS) && cupti_usable()) {
+		g.C.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+		drain();
+		held = slabs_held(seq);
+	}
+	pthread_mutex_lock(&g.lock);
+	g.accepting = false; /* kinds CUPTI keeps on must not fill our slabs */
+	pthread_mutex_unlock(&g.lock);
 	if (connected) {
 		send_clock(AGENT_CLOCK_STOP);
 		send_stats();
+		send_notices(held);
 	}
+	atomic_store(&g.capturing, 0);
 	if (do_detach)
 		detach();
 }
@@ -672,10 +977,11 @@ static void on_connected(void)
 
 	if (!g.inventory)
 		take_inventory();
+	load_cupti();
 	agent_client_hello(&h, g.n_devs);
 	h.cuda_driver_version = g.driver_version;
 	h.cuda_runtime_version = g.runtime_version;
-	h.cupti_version = g.cupti_version;
+	h.cupti_version = g.cupti_ok ? g.C.version : 0;
 	agent_conv_reset(&g.cv);
 	g.cv.devs = g.devs;
 	g.cv.n_devs = g.n_devs;
@@ -758,7 +1064,7 @@ static void *agent_main(void *arg)
 				handle_command(&h, payload);
 		}
 		if (atomic_load(&g.capturing) && cupti_usable() && agent_mono_ns() >= next_flush) {
-			cuptiActivityFlushAll(0);
+			g.C.cuptiActivityFlushAll(0);
 			drain();
 			next_flush = agent_mono_ns() + FLUSH_PERIOD_MS * 1000000ull;
 		}

@@ -255,6 +255,8 @@ static int kernel(struct agent_conv *cv, const CUpti_ActivityKernel10 *k)
 	r->block[1] = k->blockY;
 	r->block[2] = k->blockZ;
 	r->graph_id = k->graphId;
+	if (k->graphId)
+		cv->graph_kernels++;
 	r->occ_pct_e4 = UINT32_MAX;
 	if (k->deviceId < cv->n_devs && cv->devs && cv->devs[k->deviceId].warp_size) {
 		struct occ_launch l = {
@@ -368,6 +370,8 @@ static int overhead(struct agent_conv *cv, const CUpti_ActivityOverhead3 *o)
 	r->device = UINT32_MAX;
 	switch (o->objectKind) {
 	case CUPTI_ACTIVITY_OBJECT_PROCESS:
+		r->object_id = o->objectId.pt.processId;
+		break;
 	case CUPTI_ACTIVITY_OBJECT_THREAD:
 		r->object_id = o->objectId.pt.threadId;
 		break;
@@ -383,6 +387,8 @@ static int overhead(struct agent_conv *cv, const CUpti_ActivityOverhead3 *o)
 	return 1;
 }
 
+/* @domain 0: a launch CUDA made internally (CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API):
+ * no callback id of ours names it, but its kernels link to it. */
 static int api(struct agent_conv *cv, const CUpti_ActivityAPI *a, uint32_t domain)
 {
 	uint32_t d = domain - 1, cbid = (uint32_t)a->cbid;
@@ -391,7 +397,11 @@ static int api(struct agent_conv *cv, const CUpti_ActivityAPI *a, uint32_t domai
 
 	if (a->start == 0 || a->end < a->start)
 		return 0;
-	if (cbid < 1024) {
+	if (domain == 0) {
+		name_id = intern(cv, "CUDA internal launch", false);
+		domain = AGENT_API_DRIVER;
+		cbid = 0;
+	} else if (cbid < 1024) {
 		if (!cv->api_keep[d][cbid]) {
 			const char *n = cv->api_name ? cv->api_name(cv->ud, domain, cbid) : NULL;
 
@@ -401,7 +411,7 @@ static int api(struct agent_conv *cv, const CUpti_ActivityAPI *a, uint32_t domai
 			return 0;
 		name_id = cv->api_name_id[d][cbid];
 	}
-	if (!name_id) {
+	if (!name_id && d < 2) {
 		name_id = intern(cv, cv->api_name ? cv->api_name(cv->ud, domain, cbid) : NULL, false);
 		if (cbid < 1024)
 			cv->api_name_id[d][cbid] = name_id;
@@ -458,6 +468,14 @@ int agent_conv_record(struct agent_conv *cv, const CUpti_Activity *a)
 		break;
 	case CUPTI_ACTIVITY_KIND_RUNTIME:
 		r = api(cv, (const CUpti_ActivityAPI *)a, AGENT_API_RUNTIME);
+		break;
+	case CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API:
+		r = api(cv, (const CUpti_ActivityAPI *)a, 0);
+		break;
+	case CUPTI_ACTIVITY_KIND_CDP_KERNEL:
+		/* Kernels launched by kernels (legacy CDP records): known, not
+		 * drawn; CONCURRENT_KERNEL records carry isDeviceLaunched. */
+		r = 0;
 		break;
 	default:
 		cv->unknown++;

@@ -60,6 +60,7 @@ struct agent_conv {
 	uint32_t api_name_id[2][1024];
 	/* counters */
 	uint64_t records, converted, skipped, unknown, emit_failed;
+	uint64_t graph_kernels; /* kernels launched from a CUDA graph */
 };
 
 void agent_conv_init(struct agent_conv *cv, agent_conv_emit_cb emit, agent_conv_api_name_cb api_name,

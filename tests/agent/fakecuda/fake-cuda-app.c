@@ -2,14 +2,29 @@
 /*
  * fake-cuda-app.c - a "CUDA job" on a machine without a GPU: loads
  * $CUDA_INJECTION64_PATH and calls its InitializeInjection() as the CUDA
- * driver does inside cuInit, then makes CUDA calls through fake-cupti.c
- * as told on stdin, one answer line each on stdout:
+ * driver does inside cuInit, then makes CUDA calls as told on stdin, one
+ * answer line each on stdout.
  *
- *   launch N NAME DEV STREAM  N cudaLaunchKernel calls + their kernels
+ * The app does not link CUPTI, as a real job does not: its "driver" calls
+ * reach the fake CUPTI (fake-cupti.c) only once something in the process
+ * loaded it (the agent, through its search order, or the app's own
+ * framework profiler below); before that they are plain calls.
+ *
+ *   launch N NAME DEV STREAM [DUR_NS]  N cudaLaunchKernel calls + their
+ *                             kernels, each running DUR_NS (default 3 µs)
  *                             -> "launched N <wall ns before> <wall ns after>"
+ *   graph N NAME DEV STREAM   N cudaGraphLaunch calls, one graph kernel each
+ *   threads T K NAME DEV      T threads, each launching K kernels on its own
+ *                             stream (100 + thread) -> "threads <T*K>"
  *   memcpy N DEV BYTES        N cuMemcpyHtoDAsync_v2 + H2D copies -> "copied N"
  *   busy MS                   cheap API calls (cuCtxGetCurrent) for MS ms,
  *                             as a training loop makes them -> "busy <calls>"
+ *   sleep MS                  -> "slept"
+ *   framework start|stop|state  a second CUPTI client in the job (PyTorch's
+ *                             profiler, Kineto's way): registers its own
+ *                             buffer callbacks and enables kernels, without
+ *                             subscribing; it loads CUPTI itself from
+ *                             $FAKE_APP_CUPTI when nothing has yet
  *   fork                      fork; the child makes 100 API calls and exits
  *                             with the number of cuptiFinalize calls they
  *                             caused (must be 0) -> "child <that number>"
@@ -21,6 +36,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +47,70 @@
 #include <cuda.h>
 
 #include "fake-cupti.h"
+
+/* ---- the loaded CUPTI, found like the driver finds a tool's ---------------- */
+
+static struct {
+	void *h;
+	__typeof__(fakecupti_api) *api;
+	__typeof__(fakecupti_kernel) *kernel;
+	__typeof__(fakecupti_memcpy) *memcpy_;
+	__typeof__(fakecupti_fatal) *fatal;
+	__typeof__(fakecupti_get_state) *get_state;
+	__typeof__(cuptiActivityRegisterCallbacks) *register_cb;
+	__typeof__(cuptiActivityEnable) *enable;
+	__typeof__(cuptiActivityDisable) *disable;
+	__typeof__(cuptiActivityFlushAll) *flush;
+	__typeof__(cuptiActivityGetNextRecord) *next;
+} cu;
+
+#define SYM(name, fp)                                         \
+	do {                                                  \
+		void *s_ = dlsym(cu.h, (name));               \
+		memcpy(&(fp), &s_, sizeof(s_));               \
+	} while (0)
+
+static void bind_cupti(void *h)
+{
+	cu.h = h;
+	SYM("fakecupti_api", cu.api);
+	SYM("fakecupti_kernel", cu.kernel);
+	SYM("fakecupti_memcpy", cu.memcpy_);
+	SYM("fakecupti_fatal", cu.fatal);
+	SYM("fakecupti_get_state", cu.get_state);
+	SYM("cuptiActivityRegisterCallbacks", cu.register_cb);
+	SYM("cuptiActivityEnable", cu.enable);
+	SYM("cuptiActivityDisable", cu.disable);
+	SYM("cuptiActivityFlushAll", cu.flush);
+	SYM("cuptiActivityGetNextRecord", cu.next);
+}
+
+/* The CUPTI the process has loaded, if any (the agent loads it lazily). */
+static bool have_cupti(void)
+{
+	static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	void *h;
+
+	if (cu.h)
+		return true;
+	pthread_mutex_lock(&m);
+	if (!cu.h && (h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD)))
+		bind_cupti(h);
+	pthread_mutex_unlock(&m);
+	return cu.h != NULL;
+}
+
+static uint32_t api(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const char *fname)
+{
+	return have_cupti() ? cu.api(d, cbid, fname) : 0;
+}
+
+static void kernel(uint32_t corr, uint32_t dev, uint32_t stream, const char *name, uint64_t dur,
+		   uint32_t graph)
+{
+	if (have_cupti())
+		cu.kernel(corr, dev, stream, name, dur, graph);
+}
 
 static uint64_t now_ns(clockid_t c)
 {
@@ -76,16 +156,139 @@ static int inject(void)
 	return 0;
 }
 
+static void launch(unsigned n, const char *name, unsigned dev, unsigned stream, uint64_t dur)
+{
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t c = api(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+				 "cudaLaunchKernel_v7000");
+
+		kernel(c, dev, stream, name, dur, 0);
+	}
+}
+
+struct thread_job {
+	pthread_t t;
+	unsigned k, dev, stream;
+	const char *name;
+};
+
+static void *thread_main(void *arg)
+{
+	struct thread_job *j = arg;
+
+	launch(j->k, j->name, j->dev, j->stream, 3000);
+	return NULL;
+}
+
+/* ---- a framework's own profiler (Kineto's pattern) ------------------------ */
+
+#define FW_BUF (1u << 20)
+#define FW_MAX 64
+
+static struct {
+	bool on;
+	uint8_t *bufs[FW_MAX]; /* the buffers it handed CUPTI */
+	unsigned n_bufs;
+	uint64_t records, buffers, unknown;
+	pthread_mutex_t lock;
+} fw = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void CUPTIAPI fw_request(uint8_t **buffer, size_t *size, size_t *max)
+{
+	uint8_t *b = NULL;
+
+	pthread_mutex_lock(&fw.lock);
+	if (fw.n_bufs < FW_MAX && (b = calloc(1, FW_BUF)))
+		fw.bufs[fw.n_bufs++] = b;
+	pthread_mutex_unlock(&fw.lock);
+	*buffer = b;
+	*size = b ? FW_BUF : 0;
+	*max = 0;
+}
+
+static void CUPTIAPI fw_complete(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid)
+{
+	CUpti_Activity *r = NULL;
+	bool mine = false;
+
+	(void)ctx;
+	(void)stream;
+	(void)size;
+	pthread_mutex_lock(&fw.lock);
+	for (unsigned i = 0; i < fw.n_bufs; i++)
+		mine |= fw.bufs[i] == buf;
+	if (!mine) {
+		/* Kineto logs "unknown buffer" and leaves it alone. */
+		fw.unknown++;
+		pthread_mutex_unlock(&fw.lock);
+		return;
+	}
+	fw.buffers++;
+	while (cu.next(buf, valid, &r) == CUPTI_SUCCESS)
+		fw.records++;
+	pthread_mutex_unlock(&fw.lock);
+}
+
+static void framework(const char *what)
+{
+	const char *path = getenv("FAKE_APP_CUPTI");
+
+	if (strcmp(what, "start") == 0) {
+		if (!have_cupti() && path) {
+			void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL); /* the framework links its CUPTI */
+
+			if (h)
+				bind_cupti(h);
+		}
+		if (!have_cupti()) {
+			printf("framework no-cupti\n");
+			return;
+		}
+		cu.register_cb(fw_request, fw_complete);
+		cu.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+		fw.on = true;
+		printf("framework started\n");
+	} else if (strcmp(what, "stop") == 0 && fw.on) {
+		cu.flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+		cu.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+		fw.on = false;
+		printf("framework stopped\n");
+	} else {
+		pthread_mutex_lock(&fw.lock);
+		printf("framework records=%" PRIu64 " buffers=%" PRIu64 " unknown=%" PRIu64 "\n", fw.records,
+		       fw.buffers, fw.unknown);
+		pthread_mutex_unlock(&fw.lock);
+	}
+}
+
+static void print_state(void)
+{
+	struct fakecupti_state s = { 0 };
+
+	if (have_cupti())
+		cu.get_state(&s);
+	printf("cupti=%d subscribed=%d kinds=%" PRIu64 " domains=%u subscribes=%u unsubscribes=%u "
+	       "finalizes=%u finalize_tid=%d finalized_while_subscribed=%d flushes=%u "
+	       "api_calls=%" PRIu64 " api_records=%" PRIu64 " kernels=%" PRIu64 " declined=%" PRIu64
+	       " calls_after_fatal=%u calls_after_finalize=%u finalize_while_enabling=%u "
+	       "dirty_buffers=%u reissued=%u per_thread=%u registrations=%u\n",
+	       cu.h != NULL, s.subscribed, s.kinds_enabled, s.domains_enabled, s.subscribe_calls,
+	       s.unsubscribe_calls, s.finalize_calls, s.finalize_tid, s.finalized_while_subscribed, s.flushes,
+	       s.api_calls, s.api_records, s.kernels_recorded, s.declined, s.calls_after_fatal,
+	       s.calls_after_finalize, s.finalize_while_enabling, s.dirty_buffers, s.reissued, s.per_thread,
+	       s.registrations);
+}
+
 int main(void)
 {
-	char line[512], name[256];
-	unsigned n, dev, stream;
-	unsigned long long ms, bytes;
-	int version = 0;
+	char line[512], name[256], word[32];
+	unsigned n, k, dev, stream;
+	unsigned long long ms, bytes, dur;
+	int version = 0, got;
 
 	/* A framework loads its CUDA runtime privately (RTLD_LOCAL); cuInit
 	 * loads the driver, which then injects the agent. */
-	if (!dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL)) {
+	if (!getenv("FAKE_APP_NO_CUDART") && !dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL)) {
 		fprintf(stderr, "fake-cuda-app: %s\n", dlerror());
 		return 1;
 	}
@@ -94,37 +297,57 @@ int main(void)
 	printf("ready %d %d\n", getpid(), gettid());
 	fflush(stdout);
 	while (fgets(line, sizeof(line), stdin)) {
-		if (sscanf(line, "launch %u %255s %u %u", &n, name, &dev, &stream) == 4) {
-			const char *k = keep_name(name);
+		dur = 3000;
+		if ((got = sscanf(line, "launch %u %255s %u %u %llu", &n, name, &dev, &stream, &dur)) >= 4) {
 			uint64_t t0 = now_ns(CLOCK_REALTIME);
 
-			for (unsigned i = 0; i < n; i++) {
-				uint32_t c = fakecupti_api(CUPTI_CB_DOMAIN_RUNTIME_API,
-							   CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-							   "cudaLaunchKernel_v7000");
-
-				fakecupti_kernel(c, dev, stream, k, 3000);
-			}
+			launch(n, keep_name(name), dev, stream, dur);
 			printf("launched %u %" PRIu64 " %" PRIu64 "\n", n, t0, now_ns(CLOCK_REALTIME));
+		} else if (sscanf(line, "graph %u %255s %u %u", &n, name, &dev, &stream) == 4) {
+			const char *kn = keep_name(name);
+
+			for (unsigned i = 0; i < n; i++) {
+				uint32_t c = api(CUPTI_CB_DOMAIN_RUNTIME_API,
+						 CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, "cudaGraphLaunch_v10000");
+
+				kernel(c, dev, stream, kn, 3000, 1);
+			}
+			printf("graphed %u\n", n);
+		} else if (sscanf(line, "threads %u %u %255s %u", &n, &k, name, &dev) == 4) {
+			struct thread_job *jobs = calloc(n, sizeof(*jobs));
+			const char *kn = keep_name(name);
+
+			for (unsigned i = 0; jobs && i < n; i++) {
+				jobs[i] = (struct thread_job){ .k = k, .dev = dev, .stream = 100 + i, .name = kn };
+				pthread_create(&jobs[i].t, NULL, thread_main, &jobs[i]);
+			}
+			for (unsigned i = 0; jobs && i < n; i++)
+				pthread_join(jobs[i].t, NULL);
+			free(jobs);
+			printf("threads %u\n", n * k);
 		} else if (sscanf(line, "memcpy %u %u %llu", &n, &dev, &bytes) == 3) {
 			for (unsigned i = 0; i < n; i++) {
-				uint32_t c = fakecupti_api(CUPTI_CB_DOMAIN_DRIVER_API,
-							   CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
-							   "cuMemcpyHtoDAsync_v2");
+				uint32_t c = api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
+						 "cuMemcpyHtoDAsync_v2");
 
-				fakecupti_memcpy(c, dev, 8, bytes, 5000);
+				if (have_cupti())
+					cu.memcpy_(c, dev, 8, bytes, 5000);
 			}
 			printf("copied %u\n", n);
 		} else if (sscanf(line, "busy %llu", &ms) == 1) {
 			uint64_t end = now_ns(CLOCK_MONOTONIC) + ms * 1000000ull, calls = 0;
 
 			while (now_ns(CLOCK_MONOTONIC) < end) {
-				fakecupti_api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent,
-					      "cuCtxGetCurrent");
+				api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, "cuCtxGetCurrent");
 				calls++;
 				usleep(200);
 			}
 			printf("busy %" PRIu64 "\n", calls);
+		} else if (sscanf(line, "sleep %llu", &ms) == 1) {
+			usleep((useconds_t)(ms * 1000));
+			printf("slept\n");
+		} else if (sscanf(line, "framework %31s", word) == 1) {
+			framework(word);
 		} else if (strncmp(line, "fork", 4) == 0) {
 			/* A data-loader worker: forked after CUDA started, never uses it. */
 			int st = -1;
@@ -133,13 +356,15 @@ int main(void)
 			fflush(stdout);
 			c = fork();
 			if (c == 0) {
-				struct fakecupti_state a, b;
+				struct fakecupti_state a = { 0 }, b = { 0 };
 
-				fakecupti_get_state(&a);
+				if (have_cupti())
+					cu.get_state(&a);
 				for (int i = 0; i < 100; i++)
-					fakecupti_api(CUPTI_CB_DOMAIN_DRIVER_API,
-						      CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, "cuCtxGetCurrent");
-				fakecupti_get_state(&b);
+					api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent,
+					    "cuCtxGetCurrent");
+				if (have_cupti())
+					cu.get_state(&b);
 				/* _exit, as multiprocessing workers do; exit() would also run
 				 * LeakSanitizer in a child whose other threads are gone. */
 				_exit((int)(b.finalize_calls - a.finalize_calls));
@@ -148,20 +373,11 @@ int main(void)
 				st = WEXITSTATUS(st);
 			printf("child %d\n", st);
 		} else if (strncmp(line, "fatal", 5) == 0) {
-			fakecupti_fatal();
+			if (have_cupti())
+				cu.fatal();
 			printf("fatal\n");
 		} else if (strncmp(line, "state", 5) == 0) {
-			struct fakecupti_state s;
-
-			fakecupti_get_state(&s);
-			printf("subscribed=%d kinds=%" PRIu64 " domains=%u subscribes=%u unsubscribes=%u "
-			       "finalizes=%u finalize_tid=%d finalized_while_subscribed=%d flushes=%u "
-			       "api_calls=%" PRIu64 " kernels=%" PRIu64 " declined=%" PRIu64
-			       " calls_after_fatal=%u\n",
-			       s.subscribed, s.kinds_enabled, s.domains_enabled, s.subscribe_calls,
-			       s.unsubscribe_calls, s.finalize_calls, s.finalize_tid,
-			       s.finalized_while_subscribed, s.flushes, s.api_calls, s.kernels_recorded,
-			       s.declined, s.calls_after_fatal);
+			print_state();
 		} else if (strncmp(line, "exit", 4) == 0) {
 			fflush(stdout);
 			exit(0);

@@ -4,8 +4,11 @@
  * agent makes for its inventory: two H100-like devices with fixed UUIDs
  * 00112233-4455-6677-8899-aabbccddee0<i>. CUDA_VISIBLE_DEVICES (indices,
  * e.g. "1" or "1,0") picks and orders them as the real driver does, so a
- * process's "device 0" can be physical GPU 1.
+ * process's "device 0" can be physical GPU 1. FAKE_CUDA_MIG=1 puts them in
+ * MIG mode: cuDeviceGetUuid_v2 then names the MIG instance (first byte
+ * 0xee), cuDeviceGetUuid still the GPU.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,16 +105,32 @@ EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d)
 	return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d)
+static CUresult uuid_of(CUuuid *u, CUdevice d, bool instance)
 {
 	static const unsigned char base[16] = { 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77,
 						0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0x00 };
+	const char *mig = getenv("FAKE_CUDA_MIG");
 
 	if (phys(d) < 0)
 		return CUDA_ERROR_INVALID_DEVICE;
 	memcpy(u->bytes, base, sizeof(base));
 	u->bytes[15] = (char)phys(d);
+	if (instance && mig && strcmp(mig, "1") == 0)
+		u->bytes[0] = (char)0xee;
 	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d)
+{
+	return uuid_of(u, d, true);
+}
+
+/* The old call: always the physical GPU, also in MIG mode. */
+#undef cuDeviceGetUuid
+EXPORT CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d);
+EXPORT CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d)
+{
+	return uuid_of(u, d, false);
 }
 
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d)

@@ -3,23 +3,37 @@
  * fake-cupti.c - a stand-in for libcupti.so.13 so that the real, unmodified
  * libprofd-agent.so runs end to end on a machine without a GPU.
  *
- * It implements the CUPTI calls the agent makes, with CUPTI's rules as the
- * agent relies on them: one subscriber at a time, callbacks only for
- * enabled domains, activity records only for enabled kinds, written into
- * buffers the agent hands out (a declined buffer drops records and counts
- * them) and handed back by cuptiActivityFlushAll. A fake CUDA program
- * (fake-cuda-app.c) drives it through the fakecupti_* calls below, the way
- * the CUDA driver drives the real CUPTI. Everything is recorded for the
- * test to check: who subscribed, what is enabled, and which thread called
- * cuptiFinalize.
+ * It implements the CUPTI calls the agent makes, with CUPTI's rules where
+ * the agent depends on them, unkind where the real one is unkind:
+ *   - one subscriber at a time; callbacks only for enabled domains; a
+ *     subscriber's Enable* calls and cuptiFinalize must not overlap, and no
+ *     call may follow cuptiFinalize before the next subscribe (counted);
+ *   - the Activity API is per process: a second client (a "framework
+ *     profiler" in the fake app) that registers buffer callbacks replaces
+ *     the first's, and buffers CUPTI holds go to whoever is registered when
+ *     they complete; kinds are shared;
+ *   - per-thread buffers are on by default (one buffer per CUDA-calling
+ *     thread); CUPTI zeroes each new buffer on the requesting thread unless
+ *     the client promised zeroed buffers (then a dirty one is counted); a
+ *     buffer handed in while CUPTI still holds it is counted;
+ *   - a record is complete only when its work has finished (a kernel's end
+ *     time): cuptiActivityFlushAll(0) returns only buffers whose records are
+ *     all complete, FORCED returns everything and an incomplete record reads
+ *     as CUPTI_ERROR_INVALID_KIND;
+ *   - API records can be switched off per callback id.
  *
  * Environment: FAKE_CUPTI_SUBSCRIBE=busy|privileges makes cuptiSubscribe_v2
  * fail as when another tool holds CUPTI / profiling is restricted;
- * FAKE_CUPTI_DROPPED=N: CUPTI lost N records of its own (reported once by
- * cuptiActivityGetNumDroppedRecords).
+ * FAKE_CUPTI_DROPPED=N: CUPTI lost N records of its own (reported once);
+ * FAKE_CUPTI_VERSION=N: what cuptiGetVersion says (default 130001);
+ * FAKE_CUPTI_STRESS=1: every Enable of the DRIVER/RUNTIME domain runs an API
+ * call on another thread before it returns (the detach race, made wide);
+ * FAKE_CUPTI_FINALIZE_MS=N: cuptiFinalize takes N ms, then hands back the
+ * buffers it held (as a final flush).
  *
- * Records in a buffer: an 8-byte size, then the CUPTI struct; this file
- * alone walks them (cuptiActivityGetNextRecord).
+ * Records in a buffer: a 16-byte header (size, the time the record is
+ * complete, UINT64_MAX once a forced flush cut it), then the CUPTI struct;
+ * this file alone walks them (cuptiActivityGetNextRecord).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -34,8 +48,17 @@
 #include "fake-cupti.h"
 
 #define EXPORT __attribute__((visibility("default")))
-#define MAX_DONE 256
+#define MAX_HELD 512
+#define MAX_SLOTS 256
 #define MAX_KINDS 64
+#define HDR 16
+#define CUT UINT64_MAX
+
+struct held {
+	uint8_t *buf;
+	size_t size, used;
+	uint64_t complete_at; /* when its last record completes */
+};
 
 static struct {
 	pthread_mutex_t lock;
@@ -44,19 +67,23 @@ static struct {
 	void *cb_ud;
 	bool domain_on[CUPTI_CB_DOMAIN_SIZE];
 	uint64_t kinds; /* 1 << CUpti_ActivityKind */
+	uint8_t drv_off[CUPTI_DRIVER_TRACE_CBID_SIZE], rt_off[CUPTI_RUNTIME_TRACE_CBID_SIZE];
 	CUpti_BuffersCallbackRequestFunc req;
 	CUpti_BuffersCallbackCompleteFunc comp;
-	uint8_t *buf; /* being filled */
-	size_t size, used;
+	uint8_t per_thread, zeroed;
 	struct {
-		uint8_t *buf;
-		size_t used;
-	} done[MAX_DONE];
+		int tid; /* 0: the one buffer of all threads */
+		struct held h;
+	} slot[MAX_SLOTS];
+	unsigned n_slots;
+	struct held done[MAX_HELD]; /* retired, waiting for a flush */
 	unsigned n_done;
 	uint32_t corr;
 	size_t dropped;
+	bool finalized;
+	int in_enable;
 	struct fakecupti_state st;
-} f = { .lock = PTHREAD_MUTEX_INITIALIZER };
+} f = { .lock = PTHREAD_MUTEX_INITIALIZER, .per_thread = 1 };
 
 static uint64_t mono_ns(void)
 {
@@ -66,15 +93,24 @@ static uint64_t mono_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
+static unsigned env_u(const char *name, unsigned dflt)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? (unsigned)strtoul(v, NULL, 10) : dflt;
+}
+
 /* ---- the CUPTI API the agent calls ---------------------------------------- */
 
-/* After a fatal error CUPTI is gone: every call the agent still makes is
- * counted for the test (it must make none). */
+/* After a fatal error or cuptiFinalize CUPTI is gone: every call the agent
+ * still makes is counted for the test (it must make none). */
 static void counted_call(void)
 {
 	pthread_mutex_lock(&f.lock);
 	if (f.st.fatal)
 		f.st.calls_after_fatal++;
+	if (f.finalized)
+		f.st.calls_after_finalize++;
 	pthread_mutex_unlock(&f.lock);
 }
 
@@ -94,19 +130,19 @@ EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s)
 
 EXPORT CUptiResult cuptiGetVersion(uint32_t *v)
 {
-	counted_call();
-	*v = 130001;
+	*v = env_u("FAKE_CUPTI_VERSION", 130001);
 	return CUPTI_SUCCESS;
 }
 
 EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *h, CUpti_CallbackFunc cb, void *ud,
 				     CUpti_SubscriberParams *p)
 {
-	counted_call();
 	const char *mode = getenv("FAKE_CUPTI_SUBSCRIBE");
 	CUptiResult r = CUPTI_SUCCESS;
 
 	pthread_mutex_lock(&f.lock);
+	if (f.st.fatal)
+		f.st.calls_after_fatal++;
 	f.st.subscribe_calls++;
 	if (mode && strcmp(mode, "privileges") == 0) {
 		r = CUPTI_ERROR_INSUFFICIENT_PRIVILEGES;
@@ -117,6 +153,7 @@ EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *h, CUpti_CallbackFu
 		r = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
 	} else {
 		f.subscribed = true;
+		f.finalized = false; /* a new CUPTI session starts here */
 		f.cb = cb;
 		f.cb_ud = ud;
 		*h = (CUpti_SubscriberHandle)&f;
@@ -138,6 +175,13 @@ EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle h)
 	return CUPTI_SUCCESS;
 }
 
+static void *stress_call(void *arg)
+{
+	(void)arg;
+	fakecupti_api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, "cuCtxGetCurrent");
+	return NULL;
+}
+
 EXPORT CUptiResult cuptiEnableDomain(uint32_t on, CUpti_SubscriberHandle h, CUpti_CallbackDomain d)
 {
 	counted_call();
@@ -145,7 +189,19 @@ EXPORT CUptiResult cuptiEnableDomain(uint32_t on, CUpti_SubscriberHandle h, CUpt
 	if ((unsigned)d >= CUPTI_CB_DOMAIN_SIZE)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	pthread_mutex_lock(&f.lock);
+	f.in_enable++;
 	f.domain_on[d] = on;
+	pthread_mutex_unlock(&f.lock);
+	if (on && env_u("FAKE_CUPTI_STRESS", 0) &&
+	    (d == CUPTI_CB_DOMAIN_DRIVER_API || d == CUPTI_CB_DOMAIN_RUNTIME_API)) {
+		/* An application thread calls the driver while we are in here. */
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, stress_call, NULL) == 0)
+			pthread_join(t, NULL);
+	}
+	pthread_mutex_lock(&f.lock);
+	f.in_enable--;
 	pthread_mutex_unlock(&f.lock);
 	return CUPTI_SUCCESS;
 }
@@ -168,6 +224,20 @@ EXPORT CUptiResult cuptiSetThreadIdType(CUpti_ActivityThreadIdType t)
 	return CUPTI_SUCCESS;
 }
 
+EXPORT CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *size, void *value)
+{
+	counted_call();
+	if (!size || !value || *size < 1)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&f.lock);
+	if (a == CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER)
+		f.per_thread = *(uint8_t *)value;
+	else if (a == CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER)
+		f.zeroed = *(uint8_t *)value;
+	pthread_mutex_unlock(&f.lock);
+	return CUPTI_SUCCESS;
+}
+
 EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
 						  CUpti_BuffersCallbackCompleteFunc comp)
 {
@@ -175,6 +245,7 @@ EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFu
 	pthread_mutex_lock(&f.lock);
 	f.req = req;
 	f.comp = comp;
+	f.st.registrations++;
 	pthread_mutex_unlock(&f.lock);
 	return CUPTI_SUCCESS;
 }
@@ -204,70 +275,135 @@ EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind k)
 	return kind_set(k, false);
 }
 
-/* Move the buffer being filled to the completed list (lock held). */
-static void retire(void)
+EXPORT CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t on)
 {
-	if (f.buf && f.n_done < MAX_DONE) {
-		f.done[f.n_done].buf = f.buf;
-		f.done[f.n_done].used = f.used;
-		f.n_done++;
+	counted_call();
+	if (cbid >= CUPTI_DRIVER_TRACE_CBID_SIZE)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&f.lock);
+	f.drv_off[cbid] = !on;
+	pthread_mutex_unlock(&f.lock);
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t on)
+{
+	counted_call();
+	if (cbid >= CUPTI_RUNTIME_TRACE_CBID_SIZE)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&f.lock);
+	f.rt_off[cbid] = !on;
+	pthread_mutex_unlock(&f.lock);
+	return CUPTI_SUCCESS;
+}
+
+/* Whether every record of @h is complete at @now. */
+static bool complete(const struct held *h, uint64_t now) { return h->complete_at <= now; }
+
+/* Mark what is still running in @h as cut (a forced flush). */
+static void cut_incomplete(struct held *h, uint64_t now)
+{
+	for (size_t off = 0; off + HDR <= h->used;) {
+		uint64_t sz, at;
+
+		memcpy(&sz, h->buf + off, 8);
+		memcpy(&at, h->buf + off + 8, 8);
+		if (at > now)
+			memcpy(h->buf + off + 8, &(uint64_t){ CUT }, 8);
+		off += HDR + sz;
 	}
-	f.buf = NULL;
-	f.used = f.size = 0;
+}
+
+/* Hand @n buffers to whoever is registered now; lock not held. */
+static void deliver(struct held *list, unsigned n)
+{
+	CUpti_BuffersCallbackCompleteFunc comp;
+
+	pthread_mutex_lock(&f.lock);
+	comp = f.comp;
+	pthread_mutex_unlock(&f.lock);
+	for (unsigned i = 0; i < n && comp; i++)
+		comp(NULL, 0, list[i].buf, list[i].size, list[i].used);
+}
+
+/* Take out of CUPTI's hands what a flush returns (lock held): complete
+ * buffers, or all with @forced (cutting what is still running). */
+static unsigned collect(struct held *out, bool forced)
+{
+	uint64_t now = mono_ns();
+	unsigned n = 0, keep = 0;
+
+	for (unsigned i = 0; i < f.n_slots; i++) {
+		struct held *h = &f.slot[i].h;
+
+		if (h->buf && h->used && (forced || complete(h, now)) && f.n_done < MAX_HELD) {
+			f.done[f.n_done++] = *h;
+			*h = (struct held){ 0 };
+		}
+	}
+	for (unsigned i = 0; i < f.n_done; i++) {
+		if (forced || complete(&f.done[i], now)) {
+			if (forced)
+				cut_incomplete(&f.done[i], now);
+			out[n++] = f.done[i];
+		} else {
+			f.done[keep++] = f.done[i];
+		}
+	}
+	f.n_done = keep;
+	return n;
 }
 
 EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
-	counted_call();
-	CUpti_BuffersCallbackCompleteFunc comp;
+	static struct held out[MAX_HELD + MAX_SLOTS];
+	static pthread_mutex_t serial = PTHREAD_MUTEX_INITIALIZER;
 	unsigned n;
-	typeof(f.done[0]) done[MAX_DONE];
 
-	(void)flag;
+	counted_call();
+	pthread_mutex_lock(&serial); /* `out` is shared by concurrent flushes */
 	pthread_mutex_lock(&f.lock);
 	f.st.flushes++;
-	if (f.used)
-		retire();
-	n = f.n_done;
-	memcpy(done, f.done, n * sizeof(done[0]));
-	f.n_done = 0;
-	comp = f.comp;
+	n = collect(out, flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	pthread_mutex_unlock(&f.lock);
-	/* CUPTI calls back without its own locks held: the agent takes its own. */
-	for (unsigned i = 0; i < n && comp; i++)
-		comp(NULL, 0, done[i].buf, 0, done[i].used);
+	/* CUPTI calls back without its own locks held: the client takes its own. */
+	deliver(out, n);
+	pthread_mutex_unlock(&serial);
 	return CUPTI_SUCCESS;
 }
 
 EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buf, size_t valid, CUpti_Activity **rec)
 {
-	counted_call();
-	uint8_t *p = *rec ? (uint8_t *)*rec - 8 : buf;
+	uint8_t *p = *rec ? (uint8_t *)*rec - HDR : buf;
+	uint64_t at;
 
+	counted_call();
 	if (*rec) {
 		uint64_t sz;
 
 		memcpy(&sz, p, sizeof(sz));
-		p += 8 + sz;
+		p += HDR + sz;
 	}
-	if (p + 8 > buf + valid)
+	if (p + HDR > buf + valid)
 		return CUPTI_ERROR_MAX_LIMIT_REACHED;
-	*rec = (CUpti_Activity *)(p + 8);
+	memcpy(&at, p + 8, 8);
+	if (at == CUT)
+		return CUPTI_ERROR_INVALID_KIND; /* still being written when it was flushed */
+	*rec = (CUpti_Activity *)(p + HDR);
 	return CUPTI_SUCCESS;
 }
 
 EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream, size_t *n)
 {
+	static bool extra_told;
+
 	counted_call();
 	(void)ctx;
 	(void)stream;
-	const char *extra = getenv("FAKE_CUPTI_DROPPED");
-	static bool extra_told;
-
 	pthread_mutex_lock(&f.lock);
 	*n = f.dropped;
-	if (extra && !extra_told) {
-		*n += strtoul(extra, NULL, 10);
+	if (!extra_told) {
+		*n += env_u("FAKE_CUPTI_DROPPED", 0);
 		extra_told = true;
 	}
 	f.dropped = 0;
@@ -284,67 +420,156 @@ EXPORT CUptiResult cuptiGetTimestamp(uint64_t *ts)
 
 EXPORT CUptiResult cuptiFinalize(void)
 {
+	static struct held out[MAX_HELD + MAX_SLOTS];
+	unsigned ms = env_u("FAKE_CUPTI_FINALIZE_MS", 0), n = 0;
+
 	counted_call();
 	pthread_mutex_lock(&f.lock);
 	f.st.finalize_calls++;
 	f.st.finalize_tid = gettid();
 	f.st.finalized_while_subscribed |= f.subscribed;
-	f.kinds = 0; /* CUPTI is torn down: the next subscriber starts afresh */
+	if (f.in_enable)
+		f.st.finalize_while_enabling++;
+	pthread_mutex_unlock(&f.lock);
+	if (ms) {
+		/* Synchronising every context: a rank stuck in a collective. Then
+		 * the buffers CUPTI still held come back, written to the last. */
+		usleep(ms * 1000u);
+		pthread_mutex_lock(&f.lock);
+		n = collect(out, true);
+		pthread_mutex_unlock(&f.lock);
+		for (unsigned i = 0; i < n; i++) {
+			volatile uint8_t *b = out[i].buf;
+
+			b[0] = b[0]; /* CUPTI writes them: a freed one trips ASan */
+		}
+		deliver(out, n);
+	}
+	pthread_mutex_lock(&f.lock);
+	/* CUPTI is torn down: the next subscriber starts afresh. */
+	f.kinds = 0;
 	f.req = NULL;
 	f.comp = NULL;
+	f.subscribed = false;
+	f.cb = NULL;
+	memset(f.domain_on, 0, sizeof(f.domain_on));
+	memset(f.drv_off, 0, sizeof(f.drv_off));
+	memset(f.rt_off, 0, sizeof(f.rt_off));
+	f.per_thread = 1;
+	f.zeroed = 0;
+	f.n_slots = f.n_done = 0;
+	f.finalized = true;
 	pthread_mutex_unlock(&f.lock);
 	return CUPTI_SUCCESS;
 }
 
 EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, const char **name)
 {
+	static const struct {
+		CUpti_CallbackDomain d;
+		uint32_t cbid;
+		const char *name;
+	} names[] = {
+		{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, "cudaLaunchKernel_v7000" },
+		{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, "cudaGraphLaunch_v10000" },
+		{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, "cudaGetDevice_v3020" },
+		{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync_v2" },
+		{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, "cuCtxGetCurrent" },
+		{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel" },
+	};
+
 	counted_call();
 	*name = NULL;
-	if (d == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
-		*name = "cudaLaunchKernel_v7000";
-	else if (d == CUPTI_CB_DOMAIN_DRIVER_API && cbid == CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2)
-		*name = "cuMemcpyHtoDAsync_v2";
-	else if (d == CUPTI_CB_DOMAIN_DRIVER_API && cbid == CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent)
-		*name = "cuCtxGetCurrent";
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i].d == d && names[i].cbid == cbid)
+			*name = names[i].name;
 	return *name ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
 }
 
 /* ---- the driver's side: what a CUDA program's calls make CUPTI do --------- */
 
-/* Room for a record of @size in the current buffer, asking the agent for a
- * new one when needed; NULL (and one more dropped record) if it declines.
+/* Whether CUPTI holds @b now (lock held). */
+static bool held(const uint8_t *b)
+{
+	for (unsigned i = 0; i < f.n_slots; i++)
+		if (f.slot[i].h.buf == b)
+			return true;
+	for (unsigned i = 0; i < f.n_done; i++)
+		if (f.done[i].buf == b)
+			return true;
+	return false;
+}
+
+/* This thread's current buffer (per-thread buffers), or the one of all. */
+static struct held *current(void)
+{
+	int tid = f.per_thread ? gettid() : 0;
+
+	for (unsigned i = 0; i < f.n_slots; i++)
+		if (f.slot[i].tid == tid)
+			return &f.slot[i].h;
+	if (f.n_slots == MAX_SLOTS)
+		return &f.slot[0].h;
+	f.slot[f.n_slots].tid = tid;
+	f.slot[f.n_slots].h = (struct held){ 0 };
+	return &f.slot[f.n_slots++].h;
+}
+
+/* Room for a record of @size complete at @at, asking the client for a new
+ * buffer when needed; NULL (and one more dropped record) if it declines.
  * Called and returns with the lock held (dropped around the request). */
-static void *reserve(size_t size)
+static void *reserve(size_t size, uint64_t at)
 {
 	CUpti_BuffersCallbackRequestFunc req;
 	uint8_t *b = NULL;
 	size_t bsize = 0, max = 0;
 	uint64_t sz = (size + 7) & ~(size_t)7;
+	struct held *h = current();
 	void *p;
 
-	if (f.buf && f.used + 8 + sz > f.size)
-		retire();
-	if (!f.buf) {
+	if (h->buf && h->used + HDR + sz > h->size) {
+		if (f.n_done < MAX_HELD)
+			f.done[f.n_done++] = *h;
+		*h = (struct held){ 0 };
+	}
+	if (!h->buf) {
 		req = f.req;
 		pthread_mutex_unlock(&f.lock);
 		if (req)
-			req(&b, &bsize, &max); /* outside the lock: it takes the agent's */
+			req(&b, &bsize, &max); /* outside the lock: it takes the client's */
 		pthread_mutex_lock(&f.lock);
-		if (!b || bsize < 8 + sz) {
+		if (!b || bsize < HDR + sz) {
 			f.dropped++;
 			f.st.declined++;
 			return NULL;
 		}
-		if (f.buf) /* another thread got one meanwhile */
-			retire();
-		f.buf = b;
-		f.size = bsize;
-		f.used = 0;
+		if (held(b))
+			f.st.reissued++;
+		if (!f.zeroed) {
+			memset(b, 0, bsize); /* on the application's thread */
+		} else {
+			for (size_t i = 0; i < bsize; i += 8) {
+				uint64_t w;
+
+				memcpy(&w, b + i, 8);
+				if (w) {
+					f.st.dirty_buffers++;
+					break;
+				}
+			}
+		}
+		h = current(); /* the table may have moved while unlocked */
+		if (h->buf && f.n_done < MAX_HELD) /* this thread raced itself: keep both */
+			f.done[f.n_done++] = *h;
+		*h = (struct held){ .buf = b, .size = bsize };
 	}
-	memcpy(f.buf + f.used, &sz, 8);
-	p = f.buf + f.used + 8;
+	memcpy(h->buf + h->used, &sz, 8);
+	memcpy(h->buf + h->used + 8, &at, 8);
+	p = h->buf + h->used + HDR;
 	memset(p, 0, sz);
-	f.used += 8 + sz;
+	h->used += HDR + sz;
+	if (at > h->complete_at)
+		h->complete_at = at;
 	return p;
 }
 
@@ -372,8 +597,8 @@ static void callback(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const char *
 
 EXPORT uint32_t fakecupti_api(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const char *fname)
 {
-	CUpti_ActivityKind kind = d == CUPTI_CB_DOMAIN_DRIVER_API ? CUPTI_ACTIVITY_KIND_DRIVER
-								  : CUPTI_ACTIVITY_KIND_RUNTIME;
+	bool drv = d == CUPTI_CB_DOMAIN_DRIVER_API;
+	CUpti_ActivityKind kind = drv ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
 	uint64_t t0 = mono_ns();
 	uint32_t corr;
 
@@ -383,17 +608,20 @@ EXPORT uint32_t fakecupti_api(CUpti_CallbackDomain d, CUpti_CallbackId cbid, con
 	pthread_mutex_unlock(&f.lock);
 	callback(d, cbid, fname, corr, CUPTI_API_ENTER);
 	pthread_mutex_lock(&f.lock);
-	if (kind_on(kind)) {
-		CUpti_ActivityAPI *a = reserve(sizeof(*a));
+	if (kind_on(kind) && !(drv ? f.drv_off[cbid % CUPTI_DRIVER_TRACE_CBID_SIZE]
+				   : f.rt_off[cbid % CUPTI_RUNTIME_TRACE_CBID_SIZE])) {
+		uint64_t t1 = mono_ns();
+		CUpti_ActivityAPI *a = reserve(sizeof(*a), t1);
 
 		if (a) {
 			a->kind = kind;
 			a->cbid = cbid;
 			a->start = t0;
-			a->end = mono_ns();
+			a->end = t1;
 			a->processId = (uint32_t)getpid();
 			a->threadId = (uint32_t)gettid();
 			a->correlationId = corr;
+			f.st.api_records++;
 		}
 	}
 	pthread_mutex_unlock(&f.lock);
@@ -402,12 +630,12 @@ EXPORT uint32_t fakecupti_api(CUpti_CallbackDomain d, CUpti_CallbackId cbid, con
 }
 
 /* Fill the fields every device activity record has, for a record of
- * @kind that ran @dur_ns from now; the struct's layout comes with @type. */
+ * @kind that runs @dur_ns from now; the struct's layout comes with @type. */
 #define DEVICE_REC(r, type, k, corr_, device, stream, dur_ns)                        \
 	do {                                                                         \
 		uint64_t t_ = mono_ns();                                             \
 		pthread_mutex_lock(&f.lock);                                         \
-		if (!kind_on(k) || !((r) = reserve(sizeof(type)))) {                 \
+		if (!kind_on(k) || !((r) = reserve(sizeof(type), t_ + (dur_ns)))) { \
 			pthread_mutex_unlock(&f.lock);                               \
 			return;                                                      \
 		}                                                                    \
@@ -421,7 +649,7 @@ EXPORT uint32_t fakecupti_api(CUpti_CallbackDomain d, CUpti_CallbackId cbid, con
 	} while (0)
 
 EXPORT void fakecupti_kernel(uint32_t corr, uint32_t device, uint32_t stream, const char *name,
-			     uint64_t dur_ns)
+			     uint64_t dur_ns, uint32_t graph)
 {
 	CUpti_ActivityKernel10 *k;
 
@@ -432,6 +660,7 @@ EXPORT void fakecupti_kernel(uint32_t corr, uint32_t device, uint32_t stream, co
 	k->blockX = 256;
 	k->blockY = k->blockZ = 1;
 	k->registersPerThread = 32;
+	k->graphId = graph;
 	k->name = name; /* the caller keeps it alive, as CUPTI keeps module names */
 	f.st.kernels_recorded++;
 	pthread_mutex_unlock(&f.lock);
@@ -471,6 +700,7 @@ EXPORT void fakecupti_get_state(struct fakecupti_state *s)
 	*s = f.st;
 	s->subscribed = f.subscribed;
 	s->kinds_enabled = f.kinds;
+	s->per_thread = f.per_thread;
 	s->domains_enabled = 0;
 	for (unsigned i = 0; i < CUPTI_CB_DOMAIN_SIZE; i++)
 		s->domains_enabled += f.domain_on[i];

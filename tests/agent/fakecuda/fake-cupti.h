@@ -2,7 +2,9 @@
 /*
  * fake-cupti.h - the test-only calls of fake-cupti.c (libcupti.so.13 for
  * machines without a GPU): what a CUDA program's calls make CUPTI do, and
- * what the test reads back.
+ * what the test reads back. fake-cuda-app resolves these at run time from
+ * whichever copy of the library the agent (or the app's own "framework
+ * profiler") loaded, as the driver reaches the CUPTI a tool loaded.
  */
 #pragma once
 
@@ -18,19 +20,28 @@ struct fakecupti_state {
 	unsigned subscribe_calls, unsubscribe_calls, finalize_calls, flushes;
 	int finalize_tid;         /* thread of the last cuptiFinalize */
 	bool finalized_while_subscribed;
-	uint64_t api_calls, kernels_recorded, declined;
+	uint64_t api_calls, api_records, kernels_recorded, declined;
 	bool fatal;               /* fakecupti_fatal() happened */
 	unsigned calls_after_fatal;
+	/* Rules the real CUPTI states and the agent must keep: */
+	unsigned calls_after_finalize;     /* any CUPTI call between finalize and the next subscribe */
+	unsigned finalize_while_enabling;  /* finalize ran while an Enable* call of the subscriber was in progress */
+	unsigned dirty_buffers;            /* "zeroed" buffers handed in that were not zero */
+	unsigned reissued;                 /* a buffer handed in that CUPTI still held */
+	unsigned per_thread;               /* CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER */
+	unsigned registrations;            /* cuptiActivityRegisterCallbacks calls */
 };
 
 /* An API call: ENTER/EXIT callbacks to the subscriber when its domain is
- * on, an API activity record when that kind is on. Returns its
- * correlation id. */
+ * on, an API activity record when that kind (and that cbid) is on.
+ * Returns its correlation id. */
 uint32_t fakecupti_api(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const char *fname);
-/* A kernel / an H2D copy the GPU ran for @corr, recorded when the kind is on.
- * @name must stay valid (CUPTI's names live as long as the module). */
+/* A kernel / an H2D copy the GPU ran for @corr, recorded when the kind is
+ * on; it is complete @dur_ns after now (a forced flush before that cuts
+ * it). @name must stay valid (CUPTI's names live as long as the module).
+ * @graph: the CUDA graph it was launched from, 0 for none. */
 void fakecupti_kernel(uint32_t corr, uint32_t device, uint32_t stream, const char *name,
-		      uint64_t dur_ns);
+		      uint64_t dur_ns, uint32_t graph);
 void fakecupti_memcpy(uint32_t corr, uint32_t device, uint32_t stream, uint64_t bytes,
 		      uint64_t dur_ns);
 /* CUPTI hits a fatal error: the subscriber's STATE callback, then CUPTI
