@@ -122,6 +122,7 @@ static struct agent {
 	/* CUPTI, loaded on the first connection (agent thread) */
 	struct cupti_lib C;
 	bool cupti_tried, cupti_ok;
+	int cupti_err; /* cupti_load()'s verdict */
 	char cupti_why[768];
 	bool untested_told;
 
@@ -137,10 +138,13 @@ static struct agent {
 	bool subscribed;
 	atomic_int detach;        /* DETACH_*: the API-exit callback claims an armed detach */
 	atomic_int finalize_done; /* the claimed detach returned from cuptiFinalize */
+	atomic_int finalized;     /* set before cuptiFinalize, cleared by the next subscribe:
+				   * any CUPTI call in between would start CUPTI again */
 	bool finalizing;          /* claimed, not yet seen done: slabs stay CUPTI's */
 	unsigned sessions;        /* captures started in this process */
 	struct agent_stats stats;
-	uint64_t cut;             /* records a forced flush left incomplete */
+	uint64_t cut;             /* buffers a forced flush handed over unfinished */
+	unsigned told_foreign, told_graph; /* notices of this capture already sent */
 	bool api_filter_known;
 	uint8_t api_off[2][API_CBID_MAX / 8 + 1]; /* driver, runtime: records switched off */
 
@@ -357,7 +361,8 @@ static void load_cupti(void)
 	if (g.cupti_tried)
 		return;
 	g.cupti_tried = true;
-	g.cupti_ok = cupti_load(&g.C, g.cupti_why, sizeof(g.cupti_why)) == 0;
+	g.cupti_err = cupti_load(&g.C, g.cupti_why, sizeof(g.cupti_why));
+	g.cupti_ok = g.cupti_err == 0;
 }
 
 /* ---- slabs: CUPTI's callbacks (any thread) and the agent thread ------------ */
@@ -497,6 +502,7 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain domain, CUpti_C
 	if (!atomic_compare_exchange_strong(&g.detach, &armed, DETACH_CLAIMED))
 		return;
 	/* Unsubscribing drops our domains too; then CUPTI goes entirely. */
+	atomic_store(&g.finalized, 1);
 	g.C.cuptiUnsubscribe(g.sub);
 	g.C.cuptiFinalize();
 	atomic_store(&g.finalize_done, 1);
@@ -585,7 +591,9 @@ static void drain_slab(uint32_t i, size_t valid)
 	CUptiResult r = CUPTI_ERROR_MAX_LIMIT_REACHED;
 
 	g.stats.buffers++;
-	while (valid && cupti_usable() &&
+	/* After cuptiFinalize (it may hand back buffers on its way out) the
+	 * records are dropped unread: reading them would restart CUPTI. */
+	while (valid && cupti_usable() && !atomic_load(&g.finalized) &&
 	       (r = g.C.cuptiActivityGetNextRecord(buf, valid, &rec)) == CUPTI_SUCCESS) {
 		if (convert)
 			agent_conv_record(&g.cv, rec);
@@ -706,10 +714,17 @@ static bool cupti_ready(void)
 {
 	char ver[48];
 
+	if (!g.cupti_ok && g.cupti_err == -EPROTO) {
+		cupti_version_text(g.C.version, ver, sizeof(ver));
+		send_error(AGENT_ERR_VERSION, 0,
+			   "no usable CUPTI: found CUPTI %s, whose records this agent cannot read (it reads "
+			   "CUDA 13); set PROFD_CUPTI_PATH to a CUDA 13 libcupti.so.13. %s", ver, g.cupti_why);
+		return false;
+	}
 	if (!g.cupti_ok) {
-		send_error(g.cupti_why[0] && strstr(g.cupti_why, "cannot read") ? AGENT_ERR_VERSION
-										  : AGENT_ERR_NO_CUPTI,
-			   0, "no usable CUPTI (%s); set PROFD_CUPTI_PATH to a CUDA 13 libcupti.so.13", g.cupti_why);
+		send_error(AGENT_ERR_NO_CUPTI, 0,
+			   "no usable CUPTI found; set PROFD_CUPTI_PATH to a CUDA 13 libcupti.so.13. %s",
+			   g.cupti_why);
 		return false;
 	}
 	if (!g.untested_told && (g.C.version < CUPTI_TESTED_MIN || g.C.version > CUPTI_TESTED_MAX)) {
@@ -763,11 +778,13 @@ static void capture_start(void)
 		return;
 	}
 	g.subscribed = true;
+	atomic_store(&g.finalized, 0);
 	g.C.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_STATE, CUPTI_CBID_STATE_FATAL_ERROR);
 	g.C.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
 	set_buffer_attributes();
 	memset(&g.stats, 0, sizeof(g.stats));
 	g.cut = 0;
+	g.told_foreign = g.told_graph = 0;
 	atomic_store(&g.foreign, 0);
 	g.cv.records = g.cv.converted = g.cv.skipped = g.cv.unknown = g.cv.emit_failed = 0;
 	g.cv.graph_kernels = 0;
@@ -783,6 +800,11 @@ static void capture_start(void)
 		return;
 	}
 	g.sessions++;
+	{
+		size_t before = 0; /* records CUPTI dropped outside captures (declined on purpose) */
+
+		g.C.cuptiActivityGetNumDroppedRecords(NULL, 0, &before);
+	}
 	send_clock(AGENT_CLOCK_START);
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		r = g.C.cuptiActivityEnable(kinds[i]);
@@ -819,6 +841,8 @@ static void send_stats(void)
 	agent_client_send(&g.cl, AGENT_FRAME_STATS, &g.stats, sizeof(g.stats));
 }
 
+static void send_notices(unsigned held);
+
 /* A window closes: everything CUPTI holds from before now, complete. */
 static void capture_flush(uint64_t token)
 {
@@ -832,25 +856,32 @@ static void capture_flush(uint64_t token)
 		pthread_mutex_unlock(&g.lock);
 		settle(seq, FLUSH_SETTLE_MS);
 		send_stats();
+		send_notices(0);
 	}
 	agent_client_send(&g.cl, AGENT_FRAME_FLUSHED, &f, sizeof(f));
 }
 
-/* Limits of this capture the user should read about, said once it ends. */
+/* Limits of this capture the user should read about: at each window's
+ * FLUSH (so that window shows them) and at STOP; each said once a capture. */
 static void send_notices(unsigned held)
 {
 	char ver[48];
 
+	if (g.cut)
+		send_error(AGENT_ERR_NOTICE, 0,
+			   "%llu CUPTI buffer(s) still held records of GPU work running %d ms after the capture "
+			   "ended; a forced flush cut them there (the records from that point on are lost)",
+			   (unsigned long long)g.cut, STOP_SETTLE_MS);
 	if (held)
 		send_error(AGENT_ERR_FOREIGN, 0,
 			   "another profiler in this process took over CUPTI's activity buffers during the "
 			   "capture (%u of profd's were never returned); GPU records after that are missing",
 			   held);
-	else if (atomic_load(&g.foreign))
+	else if (atomic_load(&g.foreign) && !g.told_foreign++)
 		send_error(AGENT_ERR_NOTICE, 0,
 			   "another profiler in this process (e.g. PyTorch's) was using CUPTI's activity "
 			   "buffers; profd took them over for this capture, so that profiler's trace has a gap");
-	if (g.cv.graph_kernels && g.sessions > 1 && g.C.version < CUPTI_GRAPH_CORR_FIXED) {
+	if (g.cv.graph_kernels && g.sessions > 1 && g.C.version < CUPTI_GRAPH_CORR_FIXED && !g.told_graph++) {
 		cupti_version_text(g.C.version, ver, sizeof(ver));
 		send_error(AGENT_ERR_NOTICE, 0,
 			   "CUDA graph kernels may link to the wrong launches: CUPTI %s mislabels cudaGraphLaunch "

@@ -73,6 +73,7 @@ static int take(struct search *s, void *h, const char *path, bool job_loaded)
 	}
 	if (l.version < CUPTI_LAYOUT_MIN || l.version >= CUPTI_LAYOUT_END) {
 		cupti_version_text(l.version, ver, sizeof(ver));
+		s->lib->version = l.version; /* the caller names what it refused */
 		say(s, "%s is CUPTI %s, whose records this agent cannot read (it reads CUDA 13.x); ",
 		    path, ver);
 		s->err = -EPROTO;
@@ -149,6 +150,8 @@ static int try_dir(struct search *s, const char *dir)
 	static const char *const names[] = { CUPTI_SONAME, "libcupti.so" };
 	char p[600];
 
+	/* The unversioned name only where the soname is missing (it is
+	 * usually a link to the same file). */
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
 		if (access(p, F_OK) < 0) {
@@ -156,8 +159,7 @@ static int try_dir(struct search *s, const char *dir)
 				say(s, "%s (absent); ", p);
 			continue;
 		}
-		if (try_path(s, p) == 0)
-			return 0;
+		return try_path(s, p);
 	}
 	return -ENOENT;
 }
@@ -172,7 +174,7 @@ int cupti_load(struct cupti_lib *lib, char *why, size_t why_size)
 	memset(lib, 0, sizeof(*lib));
 	if (why_size)
 		why[0] = 0;
-	say(&s, "looked at: ");
+	say(&s, "Looked at: ");
 
 	/* 1. The job's own copy: never load a second CUPTI next to it. */
 	loaded_path("libcupti.so", path, sizeof(path));

@@ -10,6 +10,7 @@ STOP -> disable, flush, and the detach (finalize from an API-exit callback
 on the job's thread, or unsubscribe without finalize when the job is idle).
 """
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -22,6 +23,7 @@ import profdtest as T
 P = T.protos()
 APP = os.environ.get("FAKE_CUDA_APP", os.path.join(T.BUILD, "tests", "agent", "fakecuda", "fake-cuda-app"))
 AGENT = os.environ.get("PROFD_AGENT_SO", "")
+FAKE_CUPTI = os.path.join(os.path.dirname(APP), "libcupti.so.13")
 UUIDS = ["GPU-00112233-4455-6677-8899-aabbccddee00", "GPU-00112233-4455-6677-8899-aabbccddee01"]
 VECADD = "vecAdd(float const*, float const*, float*, int)"
 # CUPTI activity kinds the checks need on: MEMCPY, DRIVER, RUNTIME, CONCURRENT_KERNEL
@@ -47,6 +49,9 @@ class App:
 
     def state(self):
         return {k: int(v) for k, v in (w.split("=") for w in self.ask("state"))}
+
+    def framework(self, what):
+        return self.ask("framework " + what)
 
     def finish(self, cmd="exit", timeout=10):
         try:
@@ -74,6 +79,10 @@ def kernels(x):
                 if "kernel_details" in st:
                     out.append((p.name, line.name, p.event_metadata[e.metadata_id].name, st))
     return out
+
+
+def warnings_of(x, pid):
+    return [w for w in x.warnings if f"pid {pid}" in w]
 
 
 def host_correlations(x):
@@ -355,6 +364,181 @@ class AgentOnFakeCupti(unittest.TestCase):
         st = a.state()
         self.assertEqual((st["subscribed"], st["finalizes"], st["finalize_tid"]), (0, 1, a.main_tid), st)
         self.assertEqual(len(self.status(P.profd.StatusRequest(), timeout=10).agents), 1)
+
+    # ---- issue: the agent against real CUPTI semantics ------------------------
+
+    def test_detach_waits_for_its_own_enable_calls(self):
+        # Every Enable of the DRIVER/RUNTIME domain runs an API call on another
+        # thread before it returns: a detach armed before the enables would
+        # finalize in the middle of them and the agent's next Enable would
+        # start CUPTI again.
+        a, _ = self.app(FAKE_CUPTI_STRESS="1")
+
+        def work():
+            a.ask("launch 6 _Z6vecAddPKfS0_Pfi 0 7")
+            a.ask("busy 2200")
+        x, _ = self.capture_while(1000, work, a)
+        self.assertEqual(len(kernels(x)), 6)
+        st = a.state()
+        self.assertEqual((st["finalize_while_enabling"], st["calls_after_finalize"]), (0, 0), st)
+        self.assertEqual((st["finalizes"], st["finalize_tid"], st["subscribed"]), (1, a.main_tid, 0), st)
+        x2, _ = self.capture_while(800, lambda: (a.ask("launch 3 _Z6vecAddPKfS0_Pfi 0 7"), a.ask("busy 1700")), a)
+        self.assertEqual(len(kernels(x2)), 3)
+        self.assertEqual(a.state()["calls_after_finalize"], 0)
+
+    def test_foreign_buffers_are_left_alone(self):
+        # PyTorch's profiler (Kineto's pattern) took the Activity API first:
+        # its buffer, still held by CUPTI, completes into the agent's callback.
+        a, _ = self.app(FAKE_APP_CUPTI=FAKE_CUPTI)
+        self.assertEqual(a.framework("start"), ["framework", "started"])
+        a.ask("launch 5 _Z4gemmPfS_i 0 3")  # the framework's records
+
+        def work():
+            a.ask("launch 10 _Z6vecAddPKfS0_Pfi 0 7")
+            a.ask("busy 1700")
+        x, _ = self.capture_while(1000, work, a)
+        names = [k[2] for k in kernels(x)]
+        self.assertEqual(names.count(VECADD), 10, names)
+        self.assertEqual(len(names), 10, "the framework's kernels were read as profd's")
+        w = warnings_of(x, a.pid)
+        self.assertTrue([m for m in w if "another profiler in this process" in m], list(x.warnings))
+        self.assertTrue([m for m in w if "belonged to another profiler" in m], list(x.warnings))
+        self.assertEqual(a.state()["reissued"], 0)
+
+    def test_framework_taking_over_mid_capture_is_reported(self):
+        a, _ = self.app(FAKE_APP_CUPTI=FAKE_CUPTI)
+
+        def work():
+            # Long kernels keep profd's buffer in CUPTI's hands while the
+            # framework registers its own callbacks over profd's.
+            a.ask("launch 5 _Z6vecAddPKfS0_Pfi 0 7 200000000")
+            self.assertEqual(a.framework("start"), ["framework", "started"])
+            a.ask("launch 5 _Z6vecAddPKfS0_Pfi 0 7")
+            a.ask("busy 2300")
+        x, _ = self.capture_while(1000, work, a)
+        self.assertLessEqual(len(kernels(x)), 10)
+        x2, _ = self.capture_while(500, lambda: a.ask("busy 600"), a)
+        w = warnings_of(x, a.pid) + warnings_of(x2, a.pid)
+        self.assertTrue([m for m in w if "took over CUPTI's activity buffers" in m], (w, self.d.log()))
+        fw = dict(kv.split("=") for kv in a.framework("state")[1:])
+        self.assertGreaterEqual(int(fw["unknown"]), 1, fw)  # it got profd's slab and left it
+        self.assertEqual(a.state()["reissued"], 0)
+
+    def test_window_flush_does_not_cut_running_kernels(self):
+        a, _ = self.app()
+        ms = 1500
+
+        def work():
+            time.sleep(ms / 1000 - 0.25)
+            # Still running when the window closes: a forced flush there would
+            # cut it and lose the 30 launched after it in the same buffer.
+            a.ask("launch 1 _Z4gemmPfS_i 0 3 400000000")
+            a.ask("launch 30 _Z6vecAddPKfS0_Pfi 0 7")
+            a.ask("busy 2200")
+        x, _ = self.capture_while(ms, work, a)
+        names = [k[2] for k in kernels(x)]
+        self.assertEqual((names.count(VECADD), names.count("gemm(float*, float*, int)")), (30, 1), names)
+        self.assertFalse([m for m in warnings_of(x, a.pid) if "cut" in m], list(x.warnings))
+
+    def test_work_running_past_stop_is_cut_and_counted(self):
+        a, _ = self.app()
+
+        def work():
+            a.ask("launch 1 _Z4gemmPfS_i 0 3 6000000000")  # runs 6 s
+            a.ask("launch 10 _Z6vecAddPKfS0_Pfi 0 7")
+            a.ask("busy 4200")
+        self.capture_while(800, work, a)
+        self.assertTrue(T.wait_for(lambda: "a forced flush cut them" in self.d.log(), 10), self.d.log())
+        x2, _ = self.capture_while(500, lambda: a.ask("busy 2000"), a)
+        self.assertTrue([m for m in warnings_of(x2, a.pid) if "a forced flush cut them" in m], list(x2.warnings))
+
+    def test_slow_finalize_keeps_the_buffers(self):
+        # cuptiFinalize synchronises every context: a rank blocked in a
+        # collective holds it for seconds; CUPTI may still write the buffers.
+        a, _ = self.app(FAKE_CUPTI_FINALIZE_MS="7000")
+        x, _ = self.capture_while(800, lambda: (a.ask("launch 4 _Z6vecAddPKfS0_Pfi 0 7"), a.ask("busy 1500")), a)
+        self.assertEqual(len(kernels(x)), 4)
+        self.assertTrue(T.wait_for(lambda: "cuptiFinalize did not return" in self.d.log(), 15), self.d.log())
+        self.assertTrue(T.wait_for(lambda: a.state()["finalizes"] == 1 and not a.state()["subscribed"], 10))
+        x2, _ = self.capture_while(800, lambda: (a.ask("launch 3 _Z6vecAddPKfS0_Pfi 0 7"), a.ask("busy 1700")), a)
+        self.assertEqual(len(kernels(x2)), 3, (list(x2.warnings), self.d.log()))
+        self.assertTrue([m for m in warnings_of(x2, a.pid) if "cuptiFinalize did not return" in m], list(x2.warnings))
+        st = a.state()
+        self.assertEqual((st["calls_after_finalize"], st["reissued"]), (0, 0), st)
+
+    def test_64_threads_lose_no_kernel(self):
+        a, _ = self.app()
+
+        def work():
+            return a.ask("threads 64 20 _Z6vecAddPKfS0_Pfi 0")
+        x, out = self.capture_while(1500, work, a)
+        self.assertEqual(out, ["threads", "1280"])
+        self.assertEqual(len(kernels(x)), 1280, list(x.warnings))
+        st = a.state()
+        self.assertEqual((st["declined"], st["dirty_buffers"], st["per_thread"]), (0, 0, 0), st)
+        self.assertFalse([m for m in warnings_of(x, a.pid) if "dropped" in m], list(x.warnings))
+
+    def test_unwanted_api_records_are_off_at_the_source(self):
+        a, _ = self.app()
+        before = {}
+
+        def work():
+            before.update(a.state())
+            a.ask("busy 300")  # cuCtxGetCurrent: never shown, so never recorded
+            a.ask("launch 10 _Z6vecAddPKfS0_Pfi 0 7")
+            return a.state()
+        x, after = self.capture_while(1000, work, a)
+        self.assertEqual(after["api_records"] - before["api_records"], 10, (before, after))
+        self.assertEqual(len(kernels(x)), 10)
+
+    def test_cupti_13_0_ga(self):
+        # 13.0 GA: kernel tracing stays on after the capture (its disable could
+        # deadlock); an idle job is not finalized, so CUPTI keeps asking for
+        # buffers: none may be handed out again while CUPTI holds it.
+        a, _ = self.app(FAKE_CUPTI_VERSION="130000")
+        x, _ = self.capture_while(800, lambda: a.ask("graph 3 _Z6vecAddPKfS0_Pfi 0 7"), a)
+        self.assertEqual(len(kernels(x)), 3)
+        self.assertTrue(T.wait_for(lambda: "not finalized" in self.d.log(), 6), self.d.log())
+        a.ask("launch 5 _Z6vecAddPKfS0_Pfi 0 7")  # between captures
+        a.ask("threads 3 4 _Z6vecAddPKfS0_Pfi 0")
+
+        def work():
+            a.ask("graph 4 _Z6vecAddPKfS0_Pfi 0 7")
+            a.ask("threads 3 4 _Z6vecAddPKfS0_Pfi 1")
+            a.ask("busy 1700")
+        x2, _ = self.capture_while(800, work, a)
+        self.assertEqual(len(kernels(x2)), 16, list(x2.warnings))
+        w = warnings_of(x2, a.pid)
+        self.assertTrue([m for m in w if "CUPTI 13.0 keeps kernel tracing on" in m], w)
+        self.assertTrue([m for m in w if "mislabels cudaGraphLaunch" in m and "13.1 Update 1" in m], w)
+        self.assertEqual(a.state()["reissued"], 0)
+
+    def test_cupti_search_order_and_refusals(self):
+        # The job's own copy wins over the one beside libcudart: a second
+        # CUPTI in the process would be a second set of hooks.
+        own = os.path.join(self.tmp, "own")
+        os.mkdir(own)
+        shutil.copy(FAKE_CUPTI, own)
+        a, _ = self.app(FAKE_APP_CUPTI=os.path.join(own, "libcupti.so.13"), FAKE_APP_PRELOAD="1")
+        x, _ = self.capture_while(800, lambda: (a.ask("launch 2 _Z6vecAddPKfS0_Pfi 0 7"), a.ask("busy 1700")), a)
+        self.assertEqual(len(kernels(x)), 2)
+        self.assertEqual(a.state()["subscribes"], 1)  # in the app's own copy
+        # PROFD_CUPTI_PATH is the only candidate when set.
+        missing, _ = self.app(PROFD_CUPTI_PATH=os.path.join(self.tmp, "nowhere"))
+        old, _ = self.app(PROFD_CUPTI_PATH=os.path.dirname(FAKE_CUPTI), FAKE_CUPTI_VERSION="28")  # 12.9 U1
+        x, _ = self.capture_while(600, lambda: None)
+        w = warnings_of(x, missing.pid)
+        self.assertTrue([m for m in w if "no usable CUPTI found" in m and "PROFD_CUPTI_PATH" in m], list(x.warnings))
+        w = warnings_of(x, old.pid)
+        self.assertTrue([m for m in w if "CUDA 12 or older" in m and "cannot read" in m], list(x.warnings))
+        for j in (missing, old):
+            st = j.state()
+            self.assertEqual(st["subscribes"], 0, st)
+
+    def test_mig_instances_are_named_as_nvml_names_them(self):
+        _, info = self.app(FAKE_CUDA_MIG="1")
+        self.assertEqual(sorted(d.uuid for d in info.devices),
+                         ["MIG-ee112233-4455-6677-8899-aabbccddee00", "MIG-ee112233-4455-6677-8899-aabbccddee01"])
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

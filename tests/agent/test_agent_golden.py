@@ -13,6 +13,7 @@ GOLDEN_UPDATE=1 rewrites the file instead (only for an intended change of
 what profd emits; say so in the commit).
 """
 import os
+import re
 import tempfile
 import unittest
 
@@ -41,7 +42,7 @@ def canonical(x, pids):
     order their names P1, P2, ... are given."""
     def sub(text):
         for i, pid in enumerate(pids):
-            text = text.replace(str(pid), f"P{i + 1}")
+            text = re.sub(rf"(?<![0-9]){pid}(?![0-9])", f"P{i + 1}", text)  # whole numbers only
         return text
 
     out = []

@@ -31,6 +31,8 @@
  *   fatal                     CUPTI hits a fatal error -> "fatal"
  *   state                     fake CUPTI's state, key=value pairs
  *   exit                      exit(0) at once (atexit handlers run)
+ * FAKE_APP_PRELOAD=1 loads $FAKE_APP_CUPTI before cuInit (a framework that
+ * links CUPTI); FAKE_APP_NO_CUDART=1 skips loading libcudart.
  * First line: "ready <pid> <main tid>".
  */
 #define _GNU_SOURCE
@@ -291,6 +293,16 @@ int main(void)
 	if (!getenv("FAKE_APP_NO_CUDART") && !dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL)) {
 		fprintf(stderr, "fake-cuda-app: %s\n", dlerror());
 		return 1;
+	}
+	/* A framework that links CUPTI itself has it loaded before cuInit. */
+	if (getenv("FAKE_APP_PRELOAD") && getenv("FAKE_APP_CUPTI")) {
+		void *h = dlopen(getenv("FAKE_APP_CUPTI"), RTLD_NOW | RTLD_LOCAL);
+
+		if (!h) {
+			fprintf(stderr, "fake-cuda-app: %s\n", dlerror());
+			return 1;
+		}
+		bind_cupti(h);
 	}
 	if (cuDriverGetVersion(&version) != CUDA_SUCCESS || inject() < 0)
 		return 1;

@@ -402,7 +402,7 @@ EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t str
 	(void)stream;
 	pthread_mutex_lock(&f.lock);
 	*n = f.dropped;
-	if (!extra_told) {
+	if (!extra_told && f.kinds) { /* lost while tracing: told to the first asker after that */
 		*n += env_u("FAKE_CUPTI_DROPPED", 0);
 		extra_told = true;
 	}
