@@ -24,6 +24,10 @@ UUID_A = "GPU-aaaaaaaa-0000-0000-0000-000000000001"
 UUID_B = "GPU-bbbbbbbb-0000-0000-0000-000000000002"
 MAGIC = 0x41444650
 HDR = struct.Struct("<IHHII")
+# collectors/agent-proto.h: profd serves PROTO_VERSION_MIN..PROTO_VERSION; the
+# real agent and the fake one (by default) speak PROTO_VERSION.
+PROTO_VERSION_MIN = 1
+PROTO_VERSION = 2
 
 
 class Agent:
@@ -389,7 +393,7 @@ class AgentTests(T.DaemonCase):
             self.assertEqual(first, "init 1")
             st = self.wait_agents(1)
             self.assertEqual(st.agents[0].pid, proc.pid)
-            self.assertEqual(st.agents[0].version, 1)
+            self.assertEqual(st.agents[0].version, PROTO_VERSION)  # the version of its HELLO
             x = self.capture(300, "realagent")
             self.assertTrue([w for w in x.warnings if f"pid {proc.pid}" in w and "cupti" in w.lower()],
                             list(x.warnings))
