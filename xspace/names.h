@@ -70,3 +70,22 @@
 #define XN_EVENT_MEMSET "Memset"
 #define XN_EVENT_MEMORY_ALLOC "MemoryAlloc"
 #define XN_EVENT_MEMORY_FREE "MemoryFree"
+
+/* ---- the gpu.agent receiver (collectors/agent-map.c) ----------------------- */
+/* Stream line types: "Stream #<id>(" + comma-joined types + ")"; XProf's
+ * derived timeline orders lines whose name holds "Compute" as compute
+ * streams (§4.4). The memcpy types double as event names (§4.4, §5.4). */
+#define XN_STREAM_TYPE_COMPUTE "Compute"
+#define XN_EVENT_MEMCPY_H2D "MemcpyH2D"
+#define XN_EVENT_MEMCPY_D2H "MemcpyD2H"
+#define XN_EVENT_MEMCPY_D2D "MemcpyD2D"
+#define XN_EVENT_MEMCPY_P2P "MemcpyP2P"
+#define XN_EVENT_MEMCPY_OTHER "MemcpyOther"
+#define XN_LINE_STREAM_END ")"
+/* Overhead events on the "CUPTI overhead" line, by CUpti_ActivityOverheadKind
+ * (shown as is; no tool reads them). */
+#define XN_EVENT_CUPTI_OVERHEAD_FMT "CUPTI overhead %u"
+/* Names for records whose string id the agent never defined: the event is
+ * kept (its timing and flow still count) under a plain name. */
+#define XN_EVENT_UNKNOWN_KERNEL "unknown kernel"
+#define XN_EVENT_UNKNOWN_API "cuda api"

@@ -7,6 +7,7 @@
  *   fake-agent --socket PATH --devices GPU-a,GPU-b [--name NAME]
  *              [--kernels N] [--events N --spread-ms MS] [--captures N]
  *              [--dropped N] [--no-flush-reply] [--error CODE:TEXT]
+ *              [--proto-version N] [--stats-v2 CUT,FOREIGN,FLAGS]
  *
  * On START it sends a clock anchor (its clock is CLOCK_MONOTONIC, as an
  * unknown agent clock would be) and, per device in the order given (=
@@ -15,6 +16,10 @@
  * copy, a memset, an alloc and a free on stream 8. With --events it
  * instead streams that many kernel records evenly over --spread-ms.
  * It prints "connected" and "started" lines on stdout for tests to wait on.
+ *
+ * --proto-version N speaks wire protocol version N (HELLO and every frame;
+ * a v1 STATS is AGENT_STATS_V1_SIZE bytes). --stats-v2 fills the v2 STATS
+ * fields cut_records, foreign_buffers and flags.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -41,6 +46,9 @@ static unsigned arg_dropped;
 static int arg_no_flush_reply;
 static unsigned arg_error_code; /* --error CODE:TEXT: refuse START like a failing CUPTI */
 static const char *arg_error_text = "";
+static unsigned arg_proto_version = AGENT_PROTO_VERSION;
+static unsigned long long arg_cut, arg_foreign;
+static unsigned arg_stats_flags;
 
 static struct agent_client cl;
 static uint8_t batch[AGENT_FRAME_MAX];
@@ -203,12 +211,24 @@ static void stream_due(bool all)
 	send_batch();
 }
 
+/* STATS as this agent's protocol version has it. */
+static void send_stats(void)
+{
+	struct agent_stats st = {
+		.records = records_sent, .dropped_buffers = arg_dropped,
+		.cut_records = arg_cut, .foreign_buffers = arg_foreign, .flags = arg_stats_flags,
+	};
+
+	agent_client_send(&cl, AGENT_FRAME_STATS, &st, cl.version == 1 ? AGENT_STATS_V1_SIZE : sizeof(st));
+}
+
 static void send_hello(void)
 {
 	struct agent_hello h;
 	char *save = NULL, *devs = strdup(arg_devices);
 
 	agent_client_hello(&h, 0);
+	h.proto_version = cl.version;
 	h.cuda_driver_version = 13000;
 	h.cupti_version = 130001;
 	n_devs = 0;
@@ -247,7 +267,8 @@ int main(int argc, char **argv)
 		{ "events", required_argument, NULL, 'e' },   { "spread-ms", required_argument, NULL, 'S' },
 		{ "captures", required_argument, NULL, 'c' }, { "dropped", required_argument, NULL, 'D' },
 		{ "no-flush-reply", no_argument, &arg_no_flush_reply, 1 },
-		{ "error", required_argument, NULL, 'E' }, {},
+		{ "error", required_argument, NULL, 'E' },    { "proto-version", required_argument, NULL, 'V' },
+		{ "stats-v2", required_argument, NULL, 'T' }, { NULL, 0, NULL, 0 },
 	};
 	unsigned captures = 0;
 	bool capturing = false;
@@ -267,6 +288,11 @@ int main(int argc, char **argv)
 			arg_error_code = (unsigned)atoi(optarg);
 			arg_error_text = strchr(optarg, ':') ? strchr(optarg, ':') + 1 : "";
 			break;
+		case 'V': arg_proto_version = (unsigned)atoi(optarg); break;
+		case 'T':
+			if (sscanf(optarg, "%llu,%llu,%u", &arg_cut, &arg_foreign, &arg_stats_flags) != 3)
+				return 2;
+			break;
 		case 0: break;
 		default: return 2;
 		}
@@ -277,6 +303,7 @@ int main(int argc, char **argv)
 		prctl(PR_SET_NAME, arg_name);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	agent_client_init(&cl, arg_socket, "/run/profd/agent.sock");
+	cl.version = (uint16_t)arg_proto_version;
 	for (int i = 0; agent_client_connect(&cl) < 0; i++) {
 		if (i > 200) {
 			fprintf(stderr, "fake-agent: cannot connect to %s\n", cl.path);
@@ -322,22 +349,18 @@ int main(int argc, char **argv)
 
 				if (arg_no_flush_reply)
 					continue;
-				struct agent_stats st = { .records = records_sent, .dropped_buffers = arg_dropped };
-
 				memcpy(&f, payload, sizeof(f));
 				if (arg_events)
 					stream_due(false);
-				agent_client_send(&cl, AGENT_FRAME_STATS, &st, sizeof(st));
+				send_stats();
 				agent_client_send(&cl, AGENT_FRAME_FLUSHED, &f, sizeof(f));
 			} else if (h.kind == AGENT_FRAME_STOP && arg_error_code) {
 				printf("stopped\n");
 				if (++captures >= arg_captures)
 					return 0;
 			} else if (h.kind == AGENT_FRAME_STOP && capturing) {
-				struct agent_stats st = { .records = records_sent, .dropped_buffers = arg_dropped };
-
 				capturing = false;
-				agent_client_send(&cl, AGENT_FRAME_STATS, &st, sizeof(st));
+				send_stats();
 				printf("stopped\n");
 				if (++captures >= arg_captures)
 					return 0;

@@ -24,6 +24,10 @@ UUID_A = "GPU-aaaaaaaa-0000-0000-0000-000000000001"
 UUID_B = "GPU-bbbbbbbb-0000-0000-0000-000000000002"
 MAGIC = 0x41444650
 HDR = struct.Struct("<IHHII")
+# collectors/agent-proto.h: profd serves PROTO_VERSION_MIN..PROTO_VERSION; the
+# real agent and the fake one (by default) speak PROTO_VERSION.
+PROTO_VERSION_MIN = 1
+PROTO_VERSION = 2
 
 
 class Agent:
@@ -213,14 +217,15 @@ class AgentTests(T.DaemonCase):
                 s.close()
             return s
 
-        hello = struct.pack("<8I64s512s", os.getpid(), 1, 1, 0, 0, 0, 0, 0, b"py", b"py")
-        raw(HDR.pack(0xdeadbeef, 1, 1, len(hello), 0) + hello)                    # bad magic
-        raw(HDR.pack(MAGIC, 1, 4, 0xFFFFFFF0, 0))                                 # huge length
-        raw(HDR.pack(MAGIC, 1, 99, 8, 0) + b"\0" * 8)                             # unknown kind
-        raw(HDR.pack(MAGIC, 1, 1, len(hello), 0) + hello[:100])                   # truncated
-        raw(HDR.pack(MAGIC, 1, 4, 8, 0) + b"\0" * 8)                              # before HELLO
-        raw(HDR.pack(MAGIC, 1, 1, len(hello), 0) + hello +                        # bad record
-            HDR.pack(MAGIC, 1, 4, 16, 0) + struct.pack("<HHI", 2, 200, 0) + b"\0" * 8)
+        V = PROTO_VERSION
+        hello = struct.pack("<8I64s512s", os.getpid(), V, 1, 0, 0, 0, 0, 0, b"py", b"py")
+        raw(HDR.pack(0xdeadbeef, V, 1, len(hello), 0) + hello)                    # bad magic
+        raw(HDR.pack(MAGIC, V, 4, 0xFFFFFFF0, 0))                                 # huge length
+        raw(HDR.pack(MAGIC, V, 99, 8, 0) + b"\0" * 8)                             # unknown kind
+        raw(HDR.pack(MAGIC, V, 1, len(hello), 0) + hello[:100])                   # truncated
+        raw(HDR.pack(MAGIC, V, 4, 8, 0) + b"\0" * 8)                              # before HELLO
+        raw(HDR.pack(MAGIC, V, 1, len(hello), 0) + hello +                        # bad record
+            HDR.pack(MAGIC, V, 4, 16, 0) + struct.pack("<HHI", 2, 200, 0) + b"\0" * 8)
         raw(HDR.pack(MAGIC, 7, 1, len(hello), 0) + hello)                         # version 7
         deadline = time.time() + 5
         want = ["bad magic", "frame too long", "unknown frame kind", "truncated", "frame before HELLO",
@@ -244,7 +249,8 @@ class AgentTests(T.DaemonCase):
             s.sendall(data)
             return s
 
-        hello = struct.pack("<8I64s512s", os.getpid(), 1, 1, 0, 0, 0, 0, 0, b"fuzz", b"fuzz")
+        V = PROTO_VERSION
+        hello = struct.pack("<8I64s512s", os.getpid(), V, 1, 0, 0, 0, 0, 0, b"fuzz", b"fuzz")
         # Random record payloads behind a valid HELLO + DEVICE, during a capture.
         import random
         rnd = random.Random(1234)
@@ -261,8 +267,8 @@ class AgentTests(T.DaemonCase):
                                  rnd.randrange(0, 1 << 13))
                 if rnd.random() < 0.3:
                     body[j:j + 8] = bytes(rnd.randrange(256) for _ in range(8))
-            raw(HDR.pack(MAGIC, 1, 1, len(hello), 0) + hello + HDR.pack(MAGIC, 1, 2, len(dev), 0) + dev +
-                HDR.pack(MAGIC, 1, 4, len(body), 0) + bytes(body), close=False).close()
+            raw(HDR.pack(MAGIC, V, 1, len(hello), 0) + hello + HDR.pack(MAGIC, V, 2, len(dev), 0) + dev +
+                HDR.pack(MAGIC, V, 4, len(body), 0) + bytes(body), close=False).close()
         x = T.decode_xspace(P, fut.result().tool_data[0].data)
         self.assertIsNotNone(x)
         # Still serving.
@@ -368,6 +374,98 @@ class AgentTests(T.DaemonCase):
             self.assertFalse([w for w in x.warnings if "GPU data" in w], list(x.warnings))
             self.assertIn("gpu.agent: unavailable: no agent socket configured", d2.log())
 
+    # ---- protocol versions (docs/agent.md "Versions") ------------------
+
+    def test_13_v1_agent_is_served_in_v1(self):
+        # A job started with an older agent: profd answers it in v1 (the fake
+        # agent, like a real v1 one, drops a connection on any other version)
+        # and takes its 40-byte STATS.
+        a = Agent(self.sock, [UUID_A], "old-agent", "--proto-version", "1", "--dropped", "2")
+        st = self.wait_agents(1)
+        self.assertEqual(st.agents[0].version, 1)
+        x = self.capture(400, "v1")
+        self.assertEqual(a.finish(), 0)
+        kernels = sum(1 for p in x.planes if p.name.startswith("/device:GPU:") for l in p.lines
+                      for e in l.events if p.event_metadata[e.metadata_id].name.startswith("fake_gemm"))
+        self.assertEqual(kernels, 5)
+        w = [w for w in x.warnings if "old-agent" in w]
+        self.assertEqual(w, [f"GPU events dropped in pid {a.proc.pid} (old-agent): 2 CUPTI buffers, 0 records"])
+
+    def test_14_version_is_fixed_by_hello(self):
+        def raw(data):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(self.sock)
+            s.sendall(data)
+            time.sleep(0.1)
+            return s
+
+        clock = struct.pack("<QQII", 1, 2, 0, 0)
+        v1 = struct.pack("<8I64s512s", os.getpid(), 1, 1, 0, 0, 0, 0, 0, b"v1raw", b"v1raw")
+        s1 = raw(HDR.pack(MAGIC, PROTO_VERSION_MIN, 1, len(v1), 0) + v1)
+        st = self.wait_agents(1)
+        self.assertEqual(st.agents[0].name, "v1raw")
+        self.assertEqual(st.agents[0].version, PROTO_VERSION_MIN)
+        s1.sendall(HDR.pack(MAGIC, PROTO_VERSION, 3, len(clock), 0) + clock)  # v2 frame on a v1 connection
+        deadline = time.time() + 5
+        while time.time() < deadline and "protocol version changed after HELLO" not in self.d.log():
+            time.sleep(0.05)
+        self.assertIn("protocol version changed after HELLO", self.d.log())
+        self.wait_agents(0)
+        s1.close()
+        # STATS has its own size per version: a v1-sized STATS from a v2 agent is malformed.
+        v2 = struct.pack("<8I64s512s", os.getpid(), 2, 1, 0, 0, 0, 0, 0, b"v2raw", b"v2raw")
+        s2 = raw(HDR.pack(MAGIC, PROTO_VERSION, 1, len(v2), 0) + v2 +
+                 HDR.pack(MAGIC, PROTO_VERSION, 7, 40, 0) + b"\0" * 40)
+        deadline = time.time() + 5
+        while time.time() < deadline and "pid %d (v2raw) closed: bad frame length" % os.getpid() not in self.d.log():
+            time.sleep(0.05)
+        s2.close()
+        self.assertIn("(v2raw) closed: bad frame length", self.d.log())
+
+    # ---- v2 notices as capture warnings ----------------------------------
+
+    def one_warning(self, name, *args):
+        a = Agent(self.sock, [UUID_A], name, *args)
+        x = self.capture(300, name)
+        a.finish()
+        w = [w for w in x.warnings if f"pid {a.proc.pid} " in w]
+        self.assertEqual(len(w), 1, list(x.warnings))
+        return a.proc.pid, w[0]
+
+    def test_15_error_foreign(self):
+        pid, w = self.one_warning("foreign", "--error", "6:PyTorch's profiler owns the Activity API")
+        self.assertEqual(w, f"no GPU data from pid {pid} (foreign): PyTorch's profiler owns the Activity API")
+
+    def test_15b_error_no_cupti(self):
+        pid, w = self.one_warning("nocupti", "--error", "7:no libcupti.so in LD_LIBRARY_PATH")
+        self.assertEqual(w, f"no GPU data from pid {pid} (nocupti): no libcupti.so in LD_LIBRARY_PATH")
+
+    def test_15c_error_notice(self):
+        pid, w = self.one_warning("notice", "--error", "8:graph nodes are traced as whole graphs")
+        self.assertEqual(w, f"pid {pid} (notice): graph nodes are traced as whole graphs")
+
+    def test_16_stats_cut_records(self):
+        pid, w = self.one_warning("cutter", "--stats-v2", "17,0,0")
+        self.assertEqual(w, f"pid {pid} (cutter): 17 GPU records were still incomplete when the capture ended "
+                            "and were cut")
+
+    def test_16b_stats_foreign_buffers(self):
+        pid, w = self.one_warning("shared", "--stats-v2", "0,4,0")
+        self.assertEqual(w, f"pid {pid} (shared): 4 CUPTI buffers belonged to another profiler in the job and "
+                            "were left alone")
+
+    def test_16c_stats_slabs_leaked(self):
+        pid, w = self.one_warning("leaker", "--stats-v2", "0,0,1")
+        self.assertEqual(w, f"pid {pid} (leaker): CUPTI took longer than the agent's wait to finalize; its "
+                            "activity buffers were left to it, not freed")
+
+    def test_16d_v1_stats_say_nothing_new(self):
+        # A v1 agent cannot send the v2 fields: whatever it has in mind, they are 0.
+        a = Agent(self.sock, [UUID_A], "v1stats", "--proto-version", "1", "--stats-v2", "17,4,1")
+        x = self.capture(300, "v1stats")
+        a.finish()
+        self.assertFalse([w for w in x.warnings if f"pid {a.proc.pid} " in w], list(x.warnings))
+
     @unittest.skipUnless(os.environ.get("PROFD_AGENT_SO"), "libprofd-agent.so not built (no CUPTI)")
     def test_8_real_agent_without_gpu(self):
         # The real libprofd-agent.so, started the way CUDA would (InitializeInjection),
@@ -389,7 +487,7 @@ class AgentTests(T.DaemonCase):
             self.assertEqual(first, "init 1")
             st = self.wait_agents(1)
             self.assertEqual(st.agents[0].pid, proc.pid)
-            self.assertEqual(st.agents[0].version, 1)
+            self.assertEqual(st.agents[0].version, PROTO_VERSION)  # the version of its HELLO
             x = self.capture(300, "realagent")
             self.assertTrue([w for w in x.warnings if f"pid {proc.pid}" in w and "cupti" in w.lower()],
                             list(x.warnings))

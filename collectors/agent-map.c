@@ -1,0 +1,703 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent-map.c - validated agent records -> the trace store (agent-map.h).
+ *
+ * DESIGN
+ * ------
+ * Mapping to XSpace (reference/protocol.md §4.4-4.6):
+ *   - device records go to /device:GPU:<n>, n = gpu_map_id(device UUID), so
+ *     ranks that each call their GPU "device 0" land on the right plane;
+ *   - one line per (process, stream): id = pid << 32 | stream id, named
+ *     "Stream #<id>(Compute,MemcpyH2D,...)" from the event types seen;
+ *   - host API calls go to /host:CPU, line id = pid << 32 | tid, named
+ *     "<comm> (pid <pid>)/tid <tid>";
+ *   - correlation_id (uint64) = pid << 32 | CUPTI correlation id on both
+ *     sides, so launch->kernel flows never cross processes.
+ * Lines are found through a small open-addressed cache; kernels repeat, so
+ * a launch shape's metadata id and stat set are cached too (struct kshape).
+ */
+#define LOG_TOPIC "collector.agent"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent-map.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "xspace/names.h"
+
+enum ev_type_bit {
+	T_COMPUTE = 1 << 0,
+	T_H2D = 1 << 1,
+	T_D2H = 1 << 2,
+	T_D2D = 1 << 3,
+	T_P2P = 1 << 4,
+	T_MEMCPY_OTHER = 1 << 5,
+	T_MEMSET = 1 << 6,
+	T_ALLOC = 1 << 7,
+	T_FREE = 1 << 8,
+};
+
+/* By bit number of enum ev_type_bit. */
+static const char *const type_names[] = {
+	XN_STREAM_TYPE_COMPUTE, XN_EVENT_MEMCPY_H2D, XN_EVENT_MEMCPY_D2H, XN_EVENT_MEMCPY_D2D,
+	XN_EVENT_MEMCPY_P2P,    XN_EVENT_MEMCPY_OTHER, XN_EVENT_MEMSET,  XN_EVENT_MEMORY_ALLOC,
+	XN_EVENT_MEMORY_FREE,
+};
+
+static const char *const mem_kind_names[AGENT_MEM__MAX] = {
+	"unknown", "pageable", "pinned", "device", "array", "managed", "device_static", "managed_static",
+};
+
+static const char *const copy_names[AGENT_COPY__MAX] = {
+	XN_EVENT_MEMCPY_OTHER, XN_EVENT_MEMCPY_H2D, XN_EVENT_MEMCPY_D2H, XN_EVENT_MEMCPY_D2D, XN_EVENT_MEMCPY_P2P,
+};
+static const unsigned copy_bits[AGENT_COPY__MAX] = { T_MEMCPY_OTHER, T_H2D, T_D2H, T_D2D, T_P2P };
+
+/* ---- the map and its sources --------------------------------------------- */
+
+void agent_map_init(struct agent_map *m, struct collector *c)
+{
+	m->c = c;
+	m->gen_seen = c->hub->generation;
+}
+
+void agent_map_free(struct agent_map *m)
+{
+	for (unsigned i = 0; i < m->n_notes; i++)
+		free(m->notes[i]);
+	m->n_notes = 0;
+	buf_free(&m->sb);
+}
+
+void agent_map_note(struct agent_map *m, const char *fmt, ...)
+{
+	char text[600];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	for (unsigned i = 0; i < m->n_notes; i++)
+		if (strcmp(m->notes[i], text) == 0)
+			return;
+	if (m->n_notes >= AGENT_MAP_MAX_NOTES)
+		return;
+	m->notes[m->n_notes] = strdup(text);
+	if (m->notes[m->n_notes])
+		m->n_notes++;
+}
+
+void agent_map_src_init(struct agent_map *m, struct agent_src *s)
+{
+	s->m = m;
+	s->str_epoch = ++m->next_epoch;
+}
+
+void agent_map_src_free(struct agent_src *s)
+{
+	for (uint32_t i = 0; i <= s->n_strings && s->strings; i++)
+		free(s->strings[i]);
+	free(s->strings);
+	s->strings = NULL;
+	s->n_strings = s->strings_cap = 0;
+	s->m->string_bytes -= s->string_bytes;
+	s->string_bytes = 0;
+}
+
+void agent_map_src_restart(struct agent_src *s) { s->clock_known = false; }
+
+/* A new hub: every process starts with no lines in it (each source's line
+ * count starts over when it next maps records, by @m->resets). */
+static void reset_caches(struct agent_map *m)
+{
+	m->resets++;
+	memset(m->lines, 0, sizeof(m->lines));
+	memset(m->gpu_planes, 0, sizeof(m->gpu_planes));
+	memset(m->kcache, 0, sizeof(m->kcache));
+	m->host_plane = NULL;
+	m->sid_plane = NULL;
+}
+
+void agent_map_start(struct agent_map *m)
+{
+	collector_hub_changed(m->c, &m->gen_seen);
+	reset_caches(m);
+}
+
+/* ---- planes and lines ----------------------------------------------------- */
+
+static struct trace_plane *gpu_plane(struct agent_map *m, uint32_t n)
+{
+	char name[32];
+
+	if (!m->gpu_planes[n]) {
+		snprintf(name, sizeof(name), XN_PLANE_GPU_FMT, n);
+		m->gpu_planes[n] = trace_plane(m->c->hub, name, n);
+	}
+	return m->gpu_planes[n];
+}
+
+static struct line_slot *line_slot(struct agent_map *m, uint64_t k1, uint64_t k2)
+{
+	uint64_t h = (k1 * 0x9e3779b97f4a7c15ull) ^ (k2 * 0xc2b2ae3d27d4eb4full);
+
+	for (uint32_t i = 0; i < 16; i++) {
+		struct line_slot *s = &m->lines[(h + i) & (AGENT_MAP_LINE_CACHE - 1)];
+
+		if (s->line && s->k1 == k1 && s->k2 == k2)
+			return s;
+		if (!s->line) {
+			s->k1 = k1;
+			s->k2 = k2;
+			s->mask = 0;
+			return s;
+		}
+	}
+	return NULL; /* crowded: caller looks the line up without caching */
+}
+
+static void name_stream_line(struct trace_line *l, uint32_t stream, uint32_t mask)
+{
+	char name[160];
+	size_t n = (size_t)snprintf(name, sizeof(name), XN_LINE_STREAM_FMT, stream);
+	bool first = true;
+
+	for (size_t i = 0; i < ARRAY_SIZE(type_names); i++) {
+		if (!(mask & (1u << i)))
+			continue;
+		n += (size_t)snprintf(name + n, sizeof(name) - n, "%s%s", first ? "" : ",", type_names[i]);
+		first = false;
+	}
+	snprintf(name + n, sizeof(name) - n, XN_LINE_STREAM_END);
+	trace_line_set_name(l, name);
+}
+
+/* Get or create a line on behalf of @s, within its line budget. NULL when
+ * refused or out of memory. */
+static struct trace_line *src_line(struct agent_src *s, struct trace_plane *p, int64_t id, const char *name)
+{
+	uint32_t before = p->n_lines;
+	struct trace_line *l;
+
+	if (s->n_lines >= AGENT_MAP_MAX_LINES_PER_SRC) {
+		if (s->lines_refused++ == 0)
+			agent_map_note(s->m, "pid %u (%s) used more than %u streams and threads; records on the "
+					     "others were dropped", s->pid, s->name, AGENT_MAP_MAX_LINES_PER_SRC);
+		return NULL;
+	}
+	l = trace_line(p, id, name);
+	if (l && p->n_lines != before)
+		s->n_lines++;
+	return l;
+}
+
+/* Line ids keep processes apart: pid in the high half (as uint64, then
+ * reinterpreted: a pid >= 2^31 must not overflow a signed shift). */
+static int64_t pid_line_id(uint32_t pid, uint32_t low)
+{
+	return (int64_t)(((uint64_t)pid << 32) | low);
+}
+
+static struct trace_line *stream_line(struct agent_src *s, struct trace_plane *p, uint32_t plane_no,
+				      uint32_t stream, unsigned type_bit)
+{
+	uint64_t k1 = (1ull << 63) | ((uint64_t)plane_no << 32) | s->pid;
+	struct line_slot *slot = line_slot(s->m, k1, stream);
+	struct trace_line *l;
+
+	if (slot && slot->line) {
+		if (!(slot->mask & type_bit)) {
+			slot->mask |= type_bit;
+			name_stream_line(slot->line, stream, slot->mask);
+		}
+		return slot->line;
+	}
+	l = src_line(s, p, pid_line_id(s->pid, stream), "");
+	if (!l)
+		return NULL;
+	if (slot) {
+		slot->line = l;
+		slot->mask = type_bit;
+		name_stream_line(l, stream, type_bit);
+	} else if (!strstr(l->name, type_names[__builtin_ctz(type_bit)])) {
+		name_stream_line(l, stream, type_bit); /* uncached: at least this type */
+	}
+	return l;
+}
+
+static struct trace_line *host_line(struct agent_src *s, uint32_t tid)
+{
+	struct agent_map *m = s->m;
+	struct line_slot *slot = line_slot(m, s->pid, tid);
+	char name[128];
+	struct trace_line *l;
+
+	if (slot && slot->line)
+		return slot->line;
+	if (!m->host_plane)
+		m->host_plane = trace_plane(m->c->hub, XN_PLANE_HOST, 0);
+	if (!m->host_plane)
+		return NULL;
+	snprintf(name, sizeof(name), XN_LINE_HOST_THREAD_FMT, s->name, s->pid, tid);
+	/* Thread ids repeat across pid namespaces: the pid keeps them apart; the
+	 * trace viewer shows the low 32 bits, the tid. */
+	l = src_line(s, m->host_plane, pid_line_id(s->pid, tid), name);
+	if (l && slot)
+		slot->line = l;
+	return l;
+}
+
+/* ---- events ---------------------------------------------------------------- */
+
+/* Agent clock -> wall ns. Records are only taken once the clock anchor is
+ * known; a value that cannot be a time maps to 0, outside every window. */
+static int64_t to_wall(const struct agent_src *s, uint64_t ts)
+{
+	int64_t w;
+
+	if (ts > INT64_MAX || __builtin_add_overflow((int64_t)ts, s->clock_off, &w) || w < 0)
+		return 0;
+	return w;
+}
+
+static const char *str_of(const struct agent_src *s, uint32_t id, const char *dflt)
+{
+	return id && id <= s->n_strings && s->strings[id] ? s->strings[id] : dflt;
+}
+
+static uint64_t corr(const struct agent_src *s, uint32_t c) { return ((uint64_t)s->pid << 32) | c; }
+
+static int64_t corr_sid(struct agent_map *m, struct trace_plane *p)
+{
+	if (m->sid_plane != p) {
+		m->sid = trace_plane_stat_id(p, XN_STAT_CORRELATION_ID);
+		m->sid_plane = p;
+	}
+	return m->sid;
+}
+
+static void append_id(struct agent_map *m, struct trace_plane *p, struct trace_line *l, int64_t meta,
+		      int64_t start, int64_t dur, int64_t statset, uint64_t correlation)
+{
+	struct trace_event ev = { .start_ns = start, .dur_ns = dur < 0 ? 0 : dur };
+	int64_t sid = corr_sid(m, p);
+
+	if (meta < 0 || sid < 0 || statset < 0)
+		return;
+	ev.meta = (uint32_t)meta;
+	ev.statset = (uint32_t)statset;
+	ev.vstat = TRACE_VSTAT(TRACE_STAT_U64, (uint32_t)sid);
+	ev.value = correlation;
+	trace_line_append(l, &ev);
+}
+
+static void append(struct agent_map *m, struct trace_plane *p, struct trace_line *l, const char *name,
+		   int64_t start, int64_t dur, int64_t statset, uint64_t correlation)
+{
+	append_id(m, p, l, trace_plane_event_id(p, name), start, dur, statset, correlation);
+}
+
+/* Duration of a [start, end] record (the caller checked end >= start); one
+ * that cannot be a duration is 0, as a time that cannot be one is. */
+static int64_t span(uint64_t start, uint64_t end)
+{
+	uint64_t d = end - start;
+
+	return d > INT64_MAX ? 0 : (int64_t)d;
+}
+
+static const char *mem_kind(uint8_t k) { return mem_kind_names[k < AGENT_MEM__MAX ? k : 0]; }
+
+static void context_stat(struct trace_plane *p, struct buf *b, uint32_t ctx)
+{
+	char s[24];
+
+	snprintf(s, sizeof(s), "$$%u", ctx);
+	trace_stat_str_ref(p, b, XN_STAT_CONTEXT_ID, s);
+}
+
+/* Shortest decimal of an occupancy in 1/10000 %: 625000 -> "62.5". */
+static void format_occ(char *s, size_t n, uint32_t e4)
+{
+	size_t len;
+
+	if (e4 == UINT32_MAX)
+		e4 = 0;
+	snprintf(s, n, "%u.%04u", e4 / 10000, e4 % 10000);
+	len = strlen(s);
+	while (s[len - 1] == '0')
+		s[--len] = 0;
+	if (s[len - 1] == '.')
+		s[--len] = 0;
+}
+
+static struct agent_map_dev *dev_of(struct agent_src *s, uint32_t d)
+{
+	if (d >= AGENT_MAX_DEVICES || !s->dev[d].known) {
+		s->bad_device++;
+		return NULL;
+	}
+	return &s->dev[d];
+}
+
+/* A hash over the key's bytes (the key is zeroed first, so padding is 0):
+ * 8 bytes a step, as a kernel record is the hot path. */
+static uint64_t kshape_hash(const struct kshape *k)
+{
+	const unsigned char *b = (const unsigned char *)k;
+	uint64_t h = 0, w;
+	size_t i;
+
+	for (i = 0; i + sizeof(w) <= sizeof(*k); i += sizeof(w)) {
+		memcpy(&w, b + i, sizeof(w));
+		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+		h ^= h >> 29;
+	}
+	for (; i < sizeof(*k); i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h ^ (h >> 32);
+}
+
+static void put_kernel(struct agent_src *s, const struct agent_rec_kernel *r)
+{
+	struct agent_map *m = s->m;
+	struct agent_map_dev *d = dev_of(s, r->device);
+	struct trace_plane *p;
+	struct trace_line *l;
+	struct kcache_ent *e;
+	struct kshape key;
+	char details[256], occ[32];
+
+	if (!d || r->start == 0 || r->end < r->start || !(p = gpu_plane(m, d->plane)) ||
+	    !(l = stream_line(s, p, d->plane, r->stream, T_COMPUTE)))
+		return;
+	memset(&key, 0, sizeof(key));
+	key.p = p;
+	key.epoch = s->str_epoch;
+	key.name_id = r->name_id;
+	key.context = r->context;
+	key.regs = r->regs;
+	key.static_smem = r->static_smem;
+	key.dynamic_smem = r->dynamic_smem;
+	key.occ = r->occ_pct_e4;
+	memcpy(key.grid, r->grid, sizeof(key.grid));
+	memcpy(key.block, r->block, sizeof(key.block));
+	e = &m->kcache[kshape_hash(&key) % AGENT_MAP_KCACHE];
+	if (memcmp(&e->key, &key, sizeof(key)) != 0) {
+		format_occ(occ, sizeof(occ), r->occ_pct_e4);
+		snprintf(details, sizeof(details),
+			 "regs:%u static_shared:%u dynamic_shared:%u grid:%d,%d,%d block:%d,%d,%d occ_pct:%s",
+			 r->regs, r->static_smem, r->dynamic_smem, r->grid[0], r->grid[1], r->grid[2],
+			 r->block[0], r->block[1], r->block[2], occ);
+		trace_stat_str_ref(p, &m->sb, XN_STAT_KERNEL_DETAILS, details);
+		context_stat(p, &m->sb, r->context);
+		if (r->occ_pct_e4 != UINT32_MAX)
+			trace_stat_double(p, &m->sb, XN_STAT_THEORETICAL_OCCUPANCY, r->occ_pct_e4 / 10000.0);
+		e->key = key;
+		e->meta = trace_plane_event_id(p, str_of(s, r->name_id, XN_EVENT_UNKNOWN_KERNEL));
+		e->statset = trace_plane_statset(p, &m->sb);
+		if (e->meta < 0 || e->statset < 0)
+			e->key.p = NULL; /* do not cache a failure */
+	}
+	append_id(m, p, l, e->meta, to_wall(s, r->start), span(r->start, r->end), e->statset,
+		  corr(s, r->correlation));
+}
+
+static void put_memcpy(struct agent_src *s, const struct agent_rec_memcpy *r)
+{
+	struct agent_map *m = s->m;
+	struct agent_map_dev *d = dev_of(s, r->device), *dst;
+	unsigned ck = r->copy_kind < AGENT_COPY__MAX ? r->copy_kind : AGENT_COPY_OTHER;
+	struct trace_plane *p;
+	struct trace_line *l;
+	char details[192];
+
+	if (!d || r->start == 0 || r->end < r->start || !(p = gpu_plane(m, d->plane)) ||
+	    !(l = stream_line(s, p, d->plane, r->stream, copy_bits[ck])))
+		return;
+	dst = r->dst_device < AGENT_MAX_DEVICES && s->dev[r->dst_device].known ? &s->dev[r->dst_device] : d;
+	snprintf(details, sizeof(details), "kind_src:%s kind_dst:%s size:%llu dest:%u async:%d",
+		 mem_kind(r->src_kind), mem_kind(r->dst_kind), (unsigned long long)r->bytes, dst->plane,
+		 r->async ? 1 : 0);
+	trace_stat_str_ref(p, &m->sb, XN_STAT_MEMCPY_DETAILS, details);
+	context_stat(p, &m->sb, r->context);
+	append(m, p, l, copy_names[ck], to_wall(s, r->start), span(r->start, r->end),
+	       trace_plane_statset(p, &m->sb), corr(s, r->correlation));
+}
+
+static void put_memset(struct agent_src *s, const struct agent_rec_memset *r)
+{
+	struct agent_map *m = s->m;
+	struct agent_map_dev *d = dev_of(s, r->device);
+	struct trace_plane *p;
+	struct trace_line *l;
+	char details[128];
+
+	if (!d || r->start == 0 || r->end < r->start || !(p = gpu_plane(m, d->plane)) ||
+	    !(l = stream_line(s, p, d->plane, r->stream, T_MEMSET)))
+		return;
+	snprintf(details, sizeof(details), "kind:%s num_bytes:%llu async:%d", mem_kind(r->mem_kind),
+		 (unsigned long long)r->bytes, r->async ? 1 : 0);
+	trace_stat_str_ref(p, &m->sb, XN_STAT_MEMSET_DETAILS, details);
+	context_stat(p, &m->sb, r->context);
+	append(m, p, l, XN_EVENT_MEMSET, to_wall(s, r->start), span(r->start, r->end),
+	       trace_plane_statset(p, &m->sb), corr(s, r->correlation));
+}
+
+static void put_memory(struct agent_src *s, const struct agent_rec_memory *r)
+{
+	struct agent_map *m = s->m;
+	struct agent_map_dev *d = dev_of(s, r->device);
+	bool alloc = r->op == AGENT_MEMOP_ALLOC;
+	uint32_t stream = r->stream == UINT32_MAX ? 0 : r->stream;
+	struct trace_plane *p;
+	struct trace_line *l;
+	char details[128];
+
+	if (!d || r->ts == 0 || !(p = gpu_plane(m, d->plane)) ||
+	    !(l = stream_line(s, p, d->plane, stream, alloc ? T_ALLOC : T_FREE)))
+		return;
+	snprintf(details, sizeof(details), "kind:%s num_bytes:%llu", mem_kind(r->mem_kind),
+		 (unsigned long long)r->bytes);
+	trace_stat_str_ref(p, &m->sb, alloc ? XN_STAT_MEMALLOC_DETAILS : XN_STAT_MEMFREE_DETAILS, details);
+	if (r->context != UINT32_MAX)
+		context_stat(p, &m->sb, r->context);
+	append(m, p, l, alloc ? XN_EVENT_MEMORY_ALLOC : XN_EVENT_MEMORY_FREE, to_wall(s, r->ts), 0,
+	       trace_plane_statset(p, &m->sb), corr(s, r->correlation));
+}
+
+static void put_overhead(struct agent_src *s, const struct agent_rec_overhead *r)
+{
+	struct agent_map *m = s->m;
+	struct trace_plane *p;
+	struct trace_line *l;
+	char name[48];
+
+	if (r->start == 0 || r->end < r->start)
+		return;
+	snprintf(name, sizeof(name), XN_EVENT_CUPTI_OVERHEAD_FMT, r->kind);
+	if (r->device != UINT32_MAX) {
+		struct agent_map_dev *d = dev_of(s, r->device);
+		struct line_slot *slot;
+
+		if (!d || !(p = gpu_plane(m, d->plane)))
+			return;
+		/* Cached like stream lines, under a key of its own. */
+		slot = line_slot(m, (1ull << 62) | ((uint64_t)d->plane << 32) | s->pid, 0);
+		l = slot && slot->line ? slot->line :
+					 src_line(s, p, pid_line_id(s->pid, 0xffffffffu), XN_LINE_CUPTI_OVERHEAD);
+		if (!l)
+			return;
+		if (slot)
+			slot->line = l;
+	} else {
+		if (r->object_kind != 2 /* CUPTI_ACTIVITY_OBJECT_THREAD */ ||
+		    !(l = host_line(s, (uint32_t)r->object_id)))
+			return;
+		p = m->host_plane;
+	}
+	append(m, p, l, name, to_wall(s, r->start), span(r->start, r->end), 0, 0);
+}
+
+static void put_api(struct agent_src *s, const struct agent_rec_api *r)
+{
+	struct trace_line *l;
+
+	if (r->start == 0 || r->end < r->start || !(l = host_line(s, r->tid)))
+		return;
+	append(s->m, s->m->host_plane, l, str_of(s, r->name_id, XN_EVENT_UNKNOWN_API), to_wall(s, r->start),
+	       span(r->start, r->end), 0, corr(s, r->correlation));
+}
+
+/* ---- inputs ------------------------------------------------------------------ */
+
+/* @id and @len were bounded by the parser (1..AGENT_MAX_STRINGS,
+ * <= AGENT_MAX_STRING_LEN); the byte budgets are ours. */
+static int add_string(struct agent_src *s, uint32_t id, const char *text, uint32_t len)
+{
+	struct agent_map *m = s->m;
+	char *str;
+
+	if (id >= s->strings_cap) {
+		uint32_t cap = s->strings_cap ? s->strings_cap : 256;
+		char **v;
+
+		while (cap <= id)
+			cap *= 2;
+		v = realloc(s->strings, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		memset(v + s->strings_cap, 0, (cap - s->strings_cap) * sizeof(*v));
+		s->strings = v;
+		s->strings_cap = cap;
+	}
+	if (s->string_bytes + len > AGENT_MAP_MAX_STRING_BYTES ||
+	    m->string_bytes + len > AGENT_MAP_MAX_STRING_BYTES_ALL)
+		return -E2BIG;
+	str = strndup(text, len);
+	if (!str)
+		return -ENOMEM;
+	s->string_bytes += len;
+	m->string_bytes += len;
+	/* Names arrive demangled by the agent, in the job's own process: the
+	 * daemon never runs a demangler on untrusted input (a crafted mangled
+	 * name can expand exponentially). */
+	s->str_epoch = ++m->next_epoch; /* cached names may refer to this id */
+	free(s->strings[id]);
+	s->strings[id] = str;
+	if (id > s->n_strings)
+		s->n_strings = id;
+	return 0;
+}
+
+int agent_map_records(struct agent_src *s, const uint8_t *p, size_t len, bool take, const char **why)
+{
+	struct agent_map *m = s->m;
+	struct agent_rec_iter it;
+	struct agent_rec_view v;
+	int r;
+
+	take = take && s->clock_known;
+	if (take && collector_hub_changed(m->c, &m->gen_seen))
+		reset_caches(m);
+	if (take && s->lines_gen != m->resets) {
+		/* Its lines were counted in a hub since left behind. */
+		s->n_lines = 0;
+		s->lines_gen = m->resets;
+	}
+	agent_rec_iter_init(&it, p, len);
+	while ((r = agent_rec_next(&it, &v, why)) > 0) {
+		switch (v.type) {
+		case AGENT_REC_STRING:
+			switch (add_string(s, v.r.string.id, v.text, v.r.string.h.aux)) {
+			case 0: break;
+			case -E2BIG: *why = "too many string bytes"; return -EBADMSG;
+			default: *why = "out of memory"; return -ENOMEM;
+			}
+			break;
+		case AGENT_REC_KERNEL: if (take) put_kernel(s, &v.r.kernel); break;
+		case AGENT_REC_MEMCPY: if (take) put_memcpy(s, &v.r.memcpy); break;
+		case AGENT_REC_MEMSET: if (take) put_memset(s, &v.r.memset); break;
+		case AGENT_REC_MEMORY: if (take) put_memory(s, &v.r.memory); break;
+		case AGENT_REC_OVERHEAD: if (take) put_overhead(s, &v.r.overhead); break;
+		case AGENT_REC_API: if (take) put_api(s, &v.r.api); break;
+		}
+	}
+	return r;
+}
+
+int agent_map_device(struct agent_src *s, const struct agent_device *d, const char **why)
+{
+	struct agent_map *m = s->m;
+	int n = gpu_map_id(m->c->cfg->gpus, d->uuid, d->pci_bus_id, d->name);
+
+	if (n == -ENOSPC) {
+		/* Not the agent's fault: its records for this device are skipped. */
+		agent_map_note(m, "more than %u distinct GPUs seen; GPU %s of pid %u is not traced", GPU_MAP_MAX,
+			       d->uuid, s->pid);
+		return 0;
+	}
+	if (n == -ENOENT) {
+		agent_map_note(m, "pid %u (%s) reports GPU %s, which NVML does not list on this machine; its "
+				  "records are skipped", s->pid, s->name, d->uuid);
+		return 0;
+	}
+	if (n < 0) {
+		*why = "bad device uuid";
+		return -EBADMSG;
+	}
+	/* The parser bounded local_ordinal to AGENT_MAX_DEVICES. */
+	if (!s->dev[d->local_ordinal].known)
+		s->n_devices++;
+	s->dev[d->local_ordinal] = (struct agent_map_dev){ .known = true, .plane = (uint32_t)n, .d = *d };
+	m->caps[n] = *d;
+	m->caps_known[n] = true;
+	log_debug("pid %u: device %u = %s (%s) -> " XN_PLANE_GPU_FMT, s->pid, d->local_ordinal, d->uuid, d->name,
+		  (unsigned)n);
+	return 0;
+}
+
+void agent_map_clock(struct agent_src *s, const struct agent_clock *ck)
+{
+	if (ck->which == AGENT_CLOCK_START || !s->clock_known) {
+		/* Two's complement: any pair of stamps gives an offset; to_wall()
+		 * refuses what does not land on a time. */
+		s->clock_off = (int64_t)(ck->wall_ns - ck->agent_ns);
+		s->clock_known = true;
+	}
+}
+
+/* ---- describe ------------------------------------------------------------------ */
+
+static void set_caps(struct agent_map *m, struct trace_plane *p, const struct agent_device *d)
+{
+	struct buf *b = &m->sb;
+
+	trace_stat_str(p, b, XN_STAT_DEVICE_VENDOR, XN_VENDOR_NVIDIA);
+	trace_stat_str(p, b, XN_STAT_GPU_DEVICE_NAME, d->name);
+	trace_stat_i64(p, b, XN_STAT_CLOCK_RATE, d->sm_clock_khz);
+	trace_stat_i64(p, b, XN_STAT_CORE_COUNT, d->sm_count);
+	trace_stat_u64(p, b, XN_STAT_MEMORY_BANDWIDTH, d->mem_bandwidth);
+	trace_stat_u64(p, b, XN_STAT_MEMORY_SIZE, d->mem_bytes);
+	trace_stat_i64(p, b, XN_STAT_CC_MAJOR, d->cc_major);
+	trace_stat_i64(p, b, XN_STAT_CC_MINOR, d->cc_minor);
+	trace_plane_set_stats(p, b);
+}
+
+void agent_map_describe_caps(struct agent_map *m, struct trace *snap)
+{
+	for (uint32_t i = 0; i < snap->n_planes; i++) {
+		struct trace_plane *p = snap->planes[i];
+		unsigned n;
+
+		if (sscanf(p->name, XN_PLANE_GPU_FMT, &n) == 1 && n < GPU_MAP_MAX && m->caps_known[n])
+			set_caps(m, p, &m->caps[n]);
+	}
+}
+
+/* CUDA versions as "13.0" (1000 * major + 10 * minor). */
+static void put_version(struct trace_plane *p, struct buf *b, const char *name, uint32_t v)
+{
+	char s[32];
+
+	if (!v)
+		return;
+	snprintf(s, sizeof(s), "%u.%u", v / 1000, v % 1000 / 10);
+	trace_stat_str(p, b, name, s);
+}
+
+void agent_map_describe_metadata(struct agent_map *m, struct trace *snap, const struct agent_src *s)
+{
+	struct trace_plane *p = trace_plane(snap, XN_PLANE_METADATA, 0);
+
+	if (!p)
+		return;
+	put_version(p, &m->sb, XN_STAT_CUDA_DRIVER_VERSION, s->driver_version);
+	put_version(p, &m->sb, XN_STAT_CUDA_RUNTIME_VERSION, s->runtime_version);
+	put_version(p, &m->sb, XN_STAT_CUDA_VERSION, s->runtime_version ? s->runtime_version : s->driver_version);
+	if (s->cupti_version)
+		trace_stat_u64(p, &m->sb, XN_STAT_CUPTI_VERSION, s->cupti_version);
+	trace_plane_set_stats(p, &m->sb);
+}
+
+void agent_map_describe_src(struct agent_src *s)
+{
+	if (!s->bad_device)
+		return;
+	agent_map_note(s->m, "pid %u (%s): %llu GPU records named a device the agent did not describe", s->pid,
+		       s->name, (unsigned long long)s->bad_device);
+	s->bad_device = 0;
+}
+
+void agent_map_flush_notes(struct agent_map *m, struct trace *snap, int64_t start_ns)
+{
+	for (unsigned i = 0; i < m->n_notes; i++) {
+		trace_diag(snap, start_ns, false, "%s", m->notes[i]);
+		free(m->notes[i]);
+	}
+	m->n_notes = 0;
+}

@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent-map.h - validated agent records (agent-parse.h) -> the trace store,
+ * for the gpu.agent receiver (agent-receiver.c). [loop thread]
+ *
+ * Ownership: the receiver embeds one struct agent_map (what all connections
+ * share: planes, line and kernel caches, device capabilities, the capture's
+ * warnings) and, in each connection, one struct agent_src (what the mapping
+ * knows of that process: its pid, devices, strings and clock). Neither does
+ * any I/O.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent-parse.h"
+#include "agent-proto.h"
+#include "base/macro.h"
+#include "collector.h"
+
+#define AGENT_MAP_LINE_CACHE 4096u /* power of two */
+#define AGENT_MAP_KCACHE 1024u
+#define AGENT_MAP_MAX_NOTES 32u
+/* Lines one process may add to a capture: a process naming thousands of
+ * streams must not stall the loop or fill the plane. */
+#define AGENT_MAP_MAX_LINES_PER_SRC 1024u
+/* String bytes held per connection and by all connections. */
+#define AGENT_MAP_MAX_STRING_BYTES (4u << 20)
+#define AGENT_MAP_MAX_STRING_BYTES_ALL (64u << 20)
+
+struct agent_map_dev {
+	bool known;
+	uint32_t plane; /* n of /device:GPU:<n> */
+	struct agent_device d;
+};
+
+/**
+ * struct agent_src - one agent process, as the mapping sees it.
+ * @pid, @name: set by the receiver (the kernel's pid, HELLO's comm);
+ * @driver_version, @runtime_version, @cupti_version: from HELLO, for
+ *               /host:metadata;
+ * the rest is private to agent-map.c.
+ */
+struct agent_src {
+	/* public */
+	uint32_t pid;
+	char name[64];
+	uint32_t driver_version, runtime_version, cupti_version;
+	/* read-only */
+	struct agent_map_dev dev[AGENT_MAX_DEVICES];
+	uint32_t n_devices;
+	/* private */
+	struct agent_map *m;
+	char **strings; /* [id], id 1..n_strings */
+	uint32_t n_strings, strings_cap;
+	size_t string_bytes;
+	uint64_t str_epoch; /* changes whenever an id may name a new string */
+	int64_t clock_off;  /* wall = ts + clock_off */
+	bool clock_known;
+	uint32_t n_lines;   /* lines this process created in the current hub */
+	uint64_t lines_gen; /* the map's resets when n_lines was counted */
+	uint64_t lines_refused;
+	uint64_t bad_device; /* records naming an unknown device */
+};
+
+/*
+ * The kernel cache key: everything that decides a kernel's metadata id and
+ * stat set. Always memset to 0 before it is filled (no padding garbage):
+ * it is hashed over its bytes and compared with memcmp, so a field added
+ * here needs no other edit.
+ */
+struct kshape {
+	const struct trace_plane *p;
+	uint64_t epoch; /* the source's string epoch: the name an id means */
+	uint32_t name_id, context, regs, static_smem, dynamic_smem, occ;
+	int32_t grid[3], block[3];
+};
+
+struct kcache_ent {
+	struct kshape key; /* key.p == NULL: empty */
+	int64_t meta, statset;
+};
+
+struct line_slot {
+	uint64_t k1, k2;
+	struct trace_line *line;
+	uint32_t mask;
+};
+
+/**
+ * struct agent_map - what all connections' records share.
+ * Zero-initialise, then agent_map_init(); agent_map_free() at close.
+ */
+struct agent_map {
+	struct collector *c;
+	uint64_t gen_seen;
+	struct line_slot lines[AGENT_MAP_LINE_CACHE];
+	struct trace_plane *gpu_planes[GPU_MAP_MAX];
+	struct trace_plane *host_plane;
+	struct buf sb;
+	uint64_t resets; /* reset_caches() calls: a new hub or capture */
+	struct kcache_ent kcache[AGENT_MAP_KCACHE];
+	uint64_t next_epoch;
+	struct trace_plane *sid_plane; /* 1-entry cache of the correlation_id stat id */
+	int64_t sid;
+	size_t string_bytes; /* held by all sources */
+	/* device capabilities by plane number, for the plane stats */
+	struct agent_device caps[GPU_MAP_MAX];
+	bool caps_known[GPU_MAP_MAX];
+	/* messages for the next window's warnings */
+	char *notes[AGENT_MAP_MAX_NOTES];
+	unsigned n_notes;
+};
+
+void agent_map_init(struct agent_map *m, struct collector *c);
+void agent_map_free(struct agent_map *m);
+/* A capture starts: forget the previous hub's planes and lines. */
+void agent_map_start(struct agent_map *m);
+
+/* A warning for the capture's XSpace, once per text (at most
+ * AGENT_MAP_MAX_NOTES per window). */
+void agent_map_note(struct agent_map *m, const char *fmt, ...) _printf_(2, 3);
+
+void agent_map_src_init(struct agent_map *m, struct agent_src *s);
+void agent_map_src_free(struct agent_src *s);
+/* A new capture for @s: its clock anchor is unknown until its next CLOCK. */
+void agent_map_src_restart(struct agent_src *s);
+
+/* DEVICE: 0 (also when the device is skipped with a note), -EBADMSG with
+ * *why when the agent's description is unusable. */
+int agent_map_device(struct agent_src *s, const struct agent_device *d, const char **why);
+void agent_map_clock(struct agent_src *s, const struct agent_clock *ck);
+/*
+ * The records of one RECORDS payload. @take: they belong in the capture
+ * (strings are always kept). 0, or -EBADMSG / -ENOMEM with *why; records
+ * before a bad one are mapped.
+ */
+int agent_map_records(struct agent_src *s, const uint8_t *p, size_t len, bool take, const char **why);
+
+/* describe: device capabilities on the GPU planes of @snap. */
+void agent_map_describe_caps(struct agent_map *m, struct trace *snap);
+/* describe: /host:metadata from @s's versions. */
+void agent_map_describe_metadata(struct agent_map *m, struct trace *snap, const struct agent_src *s);
+/* describe: @s's notes of the window (records naming unknown devices). */
+void agent_map_describe_src(struct agent_src *s);
+/* describe: every note into @snap's warnings; the list starts over. */
+void agent_map_flush_notes(struct agent_map *m, struct trace *snap, int64_t start_ns);

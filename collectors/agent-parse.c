@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent-parse.c - the agent wire format checked (see agent-parse.h).
+ *
+ * Everything here runs on bytes a local process chose: sizes and ids are
+ * compared against what is actually there before anything is read, by
+ * subtraction from the known length (never by adding a peer's number to
+ * an offset), and every fixed part is memcpy'd out so that no peer-chosen
+ * offset is ever dereferenced unaligned.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "agent-parse.h"
+
+uint32_t agent_stats_size(uint16_t version)
+{
+	switch (version) {
+	case 1: return AGENT_STATS_V1_SIZE;
+	case 2: return sizeof(struct agent_stats);
+	default: return 0;
+	}
+}
+_Static_assert(AGENT_PROTO_VERSION == 2, "agent_stats_size() names every version this profd speaks");
+
+static bool version_known(uint16_t v) { return v >= AGENT_PROTO_VERSION_MIN && v <= AGENT_PROTO_VERSION; }
+
+/* Bounds of each kind's payload in @version: exact size, or up to
+ * AGENT_FRAME_MAX. 1 fits, 0 does not, -1 no such kind. */
+static int frame_len_ok(uint16_t version, uint16_t kind, uint32_t len)
+{
+	switch (kind) {
+	case AGENT_FRAME_HELLO: return len == sizeof(struct agent_hello);
+	case AGENT_FRAME_DEVICE: return len == sizeof(struct agent_device);
+	case AGENT_FRAME_CLOCK: return len == sizeof(struct agent_clock);
+	case AGENT_FRAME_RECORDS: return len <= AGENT_FRAME_MAX && len % 8 == 0;
+	case AGENT_FRAME_ERROR: return len == sizeof(struct agent_error);
+	case AGENT_FRAME_FLUSHED: return len == sizeof(struct agent_flush);
+	case AGENT_FRAME_STATS: return len == agent_stats_size(version);
+	default: return -1;
+	}
+}
+
+int agent_parse_header(const struct agent_parse *ps, const struct agent_frame_hdr *h, const char **why)
+{
+	int fits;
+
+	if (h->magic != AGENT_PROTO_MAGIC) {
+		*why = "bad magic";
+		return -EBADMSG;
+	}
+	if (ps->hello && h->version != ps->version) {
+		/* One connection, one version: the one its HELLO spoke. */
+		*why = "protocol version changed after HELLO";
+		return -EPROTO;
+	}
+	if (!ps->hello && !version_known(h->version)) {
+		/* Name the process if we can: HELLO's first 8 bytes are fixed. */
+		if (h->kind == AGENT_FRAME_HELLO && h->length >= 8 && h->length <= AGENT_FRAME_MAX)
+			return AGENT_PARSE_FOREIGN;
+		*why = "protocol version mismatch";
+		return -EPROTO;
+	}
+	fits = frame_len_ok(h->version, h->kind, h->length);
+	if (fits <= 0) {
+		*why = h->length > AGENT_FRAME_MAX ? "frame too long" :
+		       fits == 0                   ? "bad frame length" :
+						     "unknown frame kind";
+		return -EBADMSG;
+	}
+	if (!ps->hello && h->kind != AGENT_FRAME_HELLO) {
+		*why = "frame before HELLO";
+		return -EBADMSG;
+	}
+	if (ps->hello && h->kind == AGENT_FRAME_HELLO) {
+		*why = "second HELLO";
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+uint32_t agent_parse_foreign_pid(const uint8_t *payload)
+{
+	uint32_t pid;
+
+	memcpy(&pid, payload, sizeof(pid));
+	return pid;
+}
+
+/* Fixed-size strings from the peer end in NUL whatever it sent. */
+#define FORCE_NUL(a) ((a)[sizeof(a) - 1] = 0)
+
+int agent_parse_frame(struct agent_parse *ps, const struct agent_frame_hdr *h, const uint8_t *p,
+		      struct agent_frame *ret, const char **why)
+{
+	/* The header is checked again, so that the parser alone is safe to
+	 * feed anything (the unit test and the fuzzer do). */
+	int r = agent_parse_header(ps, h, why);
+
+	if (r == AGENT_PARSE_FOREIGN) {
+		*why = "protocol version mismatch";
+		return -EPROTO;
+	}
+	if (r < 0)
+		return r;
+	ret->kind = h->kind;
+	ret->records = NULL;
+	ret->records_len = 0;
+	switch (h->kind) {
+	case AGENT_FRAME_HELLO:
+		memcpy(&ret->u.hello, p, sizeof(ret->u.hello));
+		FORCE_NUL(ret->u.hello.name);
+		FORCE_NUL(ret->u.hello.cmdline);
+		ps->hello = true;
+		ps->version = h->version;
+		return 0;
+	case AGENT_FRAME_DEVICE:
+		memcpy(&ret->u.device, p, sizeof(ret->u.device));
+		FORCE_NUL(ret->u.device.uuid);
+		FORCE_NUL(ret->u.device.pci_bus_id);
+		FORCE_NUL(ret->u.device.name);
+		if (ret->u.device.local_ordinal >= AGENT_MAX_DEVICES) {
+			*why = "device ordinal out of range";
+			return -EBADMSG;
+		}
+		return 0;
+	case AGENT_FRAME_CLOCK:
+		memcpy(&ret->u.clock, p, sizeof(ret->u.clock));
+		return 0;
+	case AGENT_FRAME_RECORDS:
+		ret->records = p;
+		ret->records_len = h->length;
+		return 0;
+	case AGENT_FRAME_ERROR:
+		memcpy(&ret->u.error, p, sizeof(ret->u.error));
+		FORCE_NUL(ret->u.error.text);
+		return 0;
+	case AGENT_FRAME_FLUSHED:
+		memcpy(&ret->u.flush, p, sizeof(ret->u.flush));
+		return 0;
+	case AGENT_FRAME_STATS:
+		/* An older agent sends a prefix; the fields it does not know are 0. */
+		memset(&ret->u.stats, 0, sizeof(ret->u.stats));
+		memcpy(&ret->u.stats, p, h->length);
+		return 0;
+	}
+	*why = "unknown frame kind";
+	return -EBADMSG;
+}
+
+size_t agent_rec_min_size(uint16_t type)
+{
+	switch (type) {
+	case AGENT_REC_STRING: return sizeof(struct agent_rec_string);
+	case AGENT_REC_KERNEL: return sizeof(struct agent_rec_kernel);
+	case AGENT_REC_MEMCPY: return sizeof(struct agent_rec_memcpy);
+	case AGENT_REC_MEMSET: return sizeof(struct agent_rec_memset);
+	case AGENT_REC_MEMORY: return sizeof(struct agent_rec_memory);
+	case AGENT_REC_OVERHEAD: return sizeof(struct agent_rec_overhead);
+	case AGENT_REC_API: return sizeof(struct agent_rec_api);
+	default: return 0;
+	}
+}
+
+void agent_rec_iter_init(struct agent_rec_iter *it, const uint8_t *p, size_t len)
+{
+	it->p = p;
+	it->len = len;
+	it->off = 0;
+}
+
+int agent_rec_next(struct agent_rec_iter *it, struct agent_rec_view *ret, const char **why)
+{
+	const uint8_t *at = it->p + it->off;
+	size_t left = it->len - it->off;
+	struct agent_rec h;
+	size_t min;
+
+	if (left == 0)
+		return 0;
+	if (left < sizeof(h)) {
+		*why = "truncated record header";
+		return -EBADMSG;
+	}
+	memcpy(&h, at, sizeof(h));
+	min = agent_rec_min_size(h.type);
+	if (!min) {
+		*why = "unknown record type";
+		return -EBADMSG;
+	}
+	if (h.size < min || h.size % 8 || h.size > left) {
+		*why = "bad record size";
+		return -EBADMSG;
+	}
+	ret->type = h.type;
+	ret->text = NULL;
+	memcpy(&ret->r, at, min);
+	if (h.type == AGENT_REC_STRING) {
+		/* aux <= AGENT_MAX_STRING_LEN first: then min + aux cannot wrap. */
+		if (h.aux > AGENT_MAX_STRING_LEN || min + h.aux > h.size) {
+			*why = "bad string length";
+			return -EBADMSG;
+		}
+		if (ret->r.string.id == 0 || ret->r.string.id > AGENT_MAX_STRINGS) {
+			*why = "bad string id";
+			return -EBADMSG;
+		}
+		ret->text = (const char *)at + min;
+	}
+	it->off += h.size;
+	return 1;
+}
