@@ -30,6 +30,7 @@
 #include "collectors.h"
 #include "proc-io-parse.h"
 #include "proc-pid-parse.h"
+#include "xspace/names.h"
 
 #define MAX_PIDS 64
 
@@ -95,23 +96,15 @@ static int host_io_probe(const struct collector_cfg *cfg, char *why, size_t why_
 	return 0;
 }
 
-static void counter(struct trace_plane *p, int64_t ts, const char *name, double v)
+/* One point on /host:CPU's counter line; @l is NULL when the line could not
+ * be made (no memory): the point is lost, the rates stay primed. */
+static void counter(struct trace_line *l, int64_t ts, const char *name, double v)
 {
-	struct trace_line *l = trace_counter_line(p);
-	int64_t meta = trace_plane_event_id(p, name), stat = trace_plane_stat_id(p, name);
-
-	if (!l || meta < 0 || stat < 0)
-		return;
-	struct trace_event ev = {
-		.start_ns = ts,
-		.meta = (uint32_t)meta,
-		.vstat = TRACE_VSTAT(TRACE_STAT_DOUBLE, (uint32_t)stat),
-	};
-	memcpy(&ev.value, &v, sizeof(v));
-	trace_line_append(l, &ev);
+	if (l)
+		(void)trace_counter_append(l, NULL, name, ts, v);
 }
 
-static void sample_pids(struct collector *c, struct trace_plane *p, int64_t ts, int64_t mono)
+static void sample_pids(struct collector *c, struct trace_line *l, int64_t ts, int64_t mono)
 {
 	struct host_io *h = to_hio(c);
 	int pids[MAX_PIDS];
@@ -134,8 +127,8 @@ static void sample_pids(struct collector *c, struct trace_plane *p, int64_t ts, 
 			if (pp->pid != pids[i] || pp->starttime != st.starttime || ticks < pp->ticks ||
 			    mono <= pp->mono)
 				continue;
-			snprintf(name, sizeof(name), "process %d %s cpu_pct", pids[i], st.comm);
-			counter(p, ts, name,
+			snprintf(name, sizeof(name), XN_COUNTER_PROCESS_FMT, pids[i], st.comm, XN_PROCESS_CPU);
+			counter(l, ts, name,
 				100.0 * (double)(ticks - pp->ticks) / (double)h->clk_tck /
 					((double)(mono - pp->mono) / 1e9));
 		}
@@ -163,24 +156,27 @@ static void on_tick(uv_timer_t *t)
 	if (k > 0 && k < IO_BUF - 1 && proc_diskstats_parse(buf, (size_t)k, &disk) == 0)
 		disk_ok = true;
 
-	struct trace_plane *p = trace_plane(c->hub, "/host:CPU", 0);
+	struct trace_plane *p = trace_plane(c->hub, XN_PLANE_HOST, 0);
+	struct trace_line *l;
+
 	if (!p)
 		return;
+	l = trace_counter_line(p);
 	if (h->have_prev && mono > h->prev_mono) {
 		double dt = (double)(mono - h->prev_mono) / 1e9;
 
 		if (net_ok && h->net_ok && net.rx_bytes >= h->net.rx_bytes && net.tx_bytes >= h->net.tx_bytes) {
-			counter(p, ts, "net_rx_bytes_per_s", (double)(net.rx_bytes - h->net.rx_bytes) / dt);
-			counter(p, ts, "net_tx_bytes_per_s", (double)(net.tx_bytes - h->net.tx_bytes) / dt);
+			counter(l, ts, XN_COUNTER_NET_RX, (double)(net.rx_bytes - h->net.rx_bytes) / dt);
+			counter(l, ts, XN_COUNTER_NET_TX, (double)(net.tx_bytes - h->net.tx_bytes) / dt);
 		}
 		if (disk_ok && h->disk_ok && disk.read_bytes >= h->disk.read_bytes &&
 		    disk.write_bytes >= h->disk.write_bytes) {
-			counter(p, ts, "disk_read_bytes_per_s", (double)(disk.read_bytes - h->disk.read_bytes) / dt);
-			counter(p, ts, "disk_write_bytes_per_s",
+			counter(l, ts, XN_COUNTER_DISK_READ, (double)(disk.read_bytes - h->disk.read_bytes) / dt);
+			counter(l, ts, XN_COUNTER_DISK_WRITE,
 				(double)(disk.write_bytes - h->disk.write_bytes) / dt);
 		}
 	}
-	sample_pids(c, p, ts, mono);
+	sample_pids(c, l, ts, mono);
 	h->have_prev = true;
 	h->prev_mono = mono;
 	h->net = net;

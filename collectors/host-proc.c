@@ -51,17 +51,9 @@
 #include "base/timeutil.h"
 #include "collectors.h"
 #include "proc-parse.h"
+#include "xspace/names.h"
 
-#define HOST_PLANE_NAME "/host:CPU"
 #define HOST_PLANE_ID 0 /* used only if we create the plane; host planes need no id */
-
-/* Counter names, as XProf shows them (docs/counters.md). */
-#define NAME_CPU_TOTAL "CPU Utilization (%)"
-#define NAME_CPU_FMT "CPU %" PRIu32 " Utilization (%%)"
-#define NAME_MEM_USED "Memory Used (bytes)"
-#define NAME_MEM_AVAIL "Memory Available (bytes)"
-#define NAME_LOAD1 "Load Average (1 min)"
-#define NAME_CTXT "Context Switches (/s)"
 
 #define READ_BUF_INITIAL (64u << 10)
 #define READ_BUF_MAX (16u << 20) /* /proc/stat of a 4096-CPU box is ~1 MB */
@@ -79,12 +71,6 @@ static const char *const source_what[SRC_COUNT] = {
  */
 struct source {
 	int err;
-};
-
-/* Interned ids of one counter in the current hub generation; 0 = not yet. */
-struct counter_ids {
-	uint32_t event;
-	uint32_t stat;
 };
 
 struct host_proc {
@@ -110,8 +96,8 @@ struct host_proc {
 	uint64_t gen;
 	struct trace_plane *plane;
 	struct trace_line *line;
-	struct counter_ids cpu_total, mem_used, mem_avail, load1, ctxt;
-	struct counter_ids *cpu; /* indexed by CPU id */
+	struct trace_counter cpu_total, mem_used, mem_avail, load1, ctxt;
+	struct trace_counter *cpu; /* indexed by CPU id */
 	uint32_t cpu_n;
 };
 
@@ -213,55 +199,29 @@ static void check_hub(struct host_proc *hp)
 	if (!collector_hub_changed(c, &hp->gen) && hp->plane)
 		return;
 	hp->cpu_total = hp->mem_used = hp->mem_avail = hp->load1 = hp->ctxt =
-		(struct counter_ids){0};
+		(struct trace_counter){0};
 	if (hp->cpu)
 		memset(hp->cpu, 0, hp->cpu_n * sizeof(*hp->cpu));
-	hp->plane = trace_plane(c->hub, HOST_PLANE_NAME, HOST_PLANE_ID);
+	hp->plane = trace_plane(c->hub, XN_PLANE_HOST, HOST_PLANE_ID);
 	hp->line = hp->plane ? trace_counter_line(hp->plane) : NULL;
 	if (!hp->line)
 		hp->plane = NULL; /* try again next tick */
 }
 
-/* Interns @name as both the event and the value stat of a counter. */
-static int resolve(struct host_proc *hp, struct counter_ids *ids, const char *name)
-{
-	int64_t ev, st;
-
-	ev = trace_plane_event_id(hp->plane, name);
-	if (ev < 0)
-		return (int)ev;
-	st = trace_plane_stat_id(hp->plane, name);
-	if (st < 0)
-		return (int)st;
-	ids->event = (uint32_t)ev;
-	ids->stat = (uint32_t)st;
-	return 0;
-}
-
 /* Appends one counter point. Failures (budget spent, no memory) only lose
  * this point; the trace counts budget drops itself. */
-static void emit(struct host_proc *hp, struct counter_ids *ids, const char *name, int64_t ts_ns,
+static void emit(struct host_proc *hp, struct trace_counter *ids, const char *name, int64_t ts_ns,
 		 double value)
 {
-	struct trace_event ev = {
-		.start_ns = ts_ns,
-		.dur_ns = 0,
-	};
-
-	if (!ids->event && resolve(hp, ids, name) < 0)
-		return;
-	ev.meta = ids->event;
-	ev.vstat = TRACE_VSTAT(TRACE_STAT_DOUBLE, ids->stat);
-	memcpy(&ev.value, &value, sizeof(value));
-	(void)trace_line_append(hp->line, &ev);
+	(void)trace_counter_append(hp->line, ids, name, ts_ns, value);
 }
 
 /* The per-CPU counter of CPU @id, growing the id cache if needed. */
-static struct counter_ids *cpu_ids(struct host_proc *hp, uint32_t id)
+static struct trace_counter *cpu_ids(struct host_proc *hp, uint32_t id)
 {
 	if (id >= hp->cpu_n) {
 		uint32_t n = MAX(id + 1, hp->cpu_n * 2);
-		struct counter_ids *p = realloc(hp->cpu, n * sizeof(*p));
+		struct trace_counter *p = realloc(hp->cpu, n * sizeof(*p));
 
 		if (!p)
 			return NULL;
@@ -274,13 +234,13 @@ static struct counter_ids *cpu_ids(struct host_proc *hp, uint32_t id)
 
 static void emit_cpu(struct host_proc *hp, uint32_t id, int64_t ts_ns, double pct)
 {
-	struct counter_ids *ids = cpu_ids(hp, id);
+	struct trace_counter *ids = cpu_ids(hp, id);
 	char name[64] = "";
 
 	if (!ids)
 		return;
 	if (!ids->event) /* formatted once per hub generation */
-		snprintf(name, sizeof(name), NAME_CPU_FMT, id);
+		snprintf(name, sizeof(name), XN_COUNTER_CPU_N_UTIL_FMT, (unsigned)id);
 	emit(hp, ids, name, ts_ns, pct);
 }
 
@@ -293,7 +253,7 @@ static void emit_stat(struct host_proc *hp, const struct proc_stat *st, int64_t 
 	double pct;
 
 	if (proc_cpu_util(&prev->total, &st->total, &pct) == 0)
-		emit(hp, &hp->cpu_total, NAME_CPU_TOTAL, ts_ns, pct);
+		emit(hp, &hp->cpu_total, XN_COUNTER_CPU_UTIL, ts_ns, pct);
 	/* Both lists are sorted by id; a CPU that went offline or came back
 	 * in between has no pair and no point this time. */
 	while (i < prev->n_cpus && j < st->n_cpus) {
@@ -312,7 +272,7 @@ static void emit_stat(struct host_proc *hp, const struct proc_stat *st, int64_t 
 	}
 	/* A clock step back gives no rate; a reset counter neither. */
 	if (dt_ns > 0 && st->ctxt >= prev->ctxt)
-		emit(hp, &hp->ctxt, NAME_CTXT, ts_ns,
+		emit(hp, &hp->ctxt, XN_COUNTER_CTXT_SWITCHES, ts_ns,
 		     (double)(st->ctxt - prev->ctxt) * 1e9 / (double)dt_ns);
 }
 
@@ -354,8 +314,8 @@ static void sample(struct host_proc *hp, bool emit_points)
 		if (r < 0) {
 			source_failed(hp, SRC_MEMINFO, r);
 		} else {
-			emit(hp, &hp->mem_used, NAME_MEM_USED, now, (double)proc_meminfo_used(&mi));
-			emit(hp, &hp->mem_avail, NAME_MEM_AVAIL, now, (double)mi.available);
+			emit(hp, &hp->mem_used, XN_COUNTER_MEM_USED, now, (double)proc_meminfo_used(&mi));
+			emit(hp, &hp->mem_avail, XN_COUNTER_MEM_AVAILABLE, now, (double)mi.available);
 		}
 	}
 	if (!hp->src[SRC_LOADAVG].err) {
@@ -366,7 +326,7 @@ static void sample(struct host_proc *hp, bool emit_points)
 		if (r < 0)
 			source_failed(hp, SRC_LOADAVG, r);
 		else
-			emit(hp, &hp->load1, NAME_LOAD1, now, la.load1);
+			emit(hp, &hp->load1, XN_COUNTER_LOAD1, now, la.load1);
 	}
 }
 

@@ -53,6 +53,7 @@
 #include "collectors.h"
 #include "nvml-api.h"
 #include "proc-pid-parse.h"
+#include "xspace/names.h"
 
 #define NVML_DEFAULT_LIBRARY "libnvidia-ml.so.1"
 #define MAX_GPUS 64
@@ -70,25 +71,25 @@ enum ctr {
 };
 
 static const char *const ctr_name[C_N] = {
-	[C_GPU_UTIL] = "gpu_util_pct",
-	[C_MEM_UTIL] = "mem_util_pct",
-	[C_MEM_USED] = "memory_used_mib",
-	[C_MEM_TOTAL] = "memory_total_mib",
-	[C_POWER] = "power_mw",
-	[C_SM_CLOCK] = "sm_clock_mhz",
-	[C_MEM_CLOCK] = "memory_clock_mhz",
-	[C_TEMP] = "gpu_temp_c",
-	[C_PCIE_TX] = "pcie_tx_mib_s",
-	[C_PCIE_RX] = "pcie_rx_mib_s",
-	[C_NVLINK_TX] = "nvlink_tx_mib_s",
-	[C_NVLINK_RX] = "nvlink_rx_mib_s",
-	[C_SM_ACTIVE] = "sm_active_pct",
-	[C_SM_OCC] = "sm_occupancy_pct",
-	[C_TENSOR] = "tensor_active_pct",
-	[C_FP64] = "fp64_active_pct",
-	[C_FP32] = "fp32_active_pct",
-	[C_FP16] = "fp16_active_pct",
-	[C_DRAM_BW] = "dram_bw_util_pct",
+	[C_GPU_UTIL] = XN_COUNTER_GPU_UTIL,
+	[C_MEM_UTIL] = XN_COUNTER_MEM_UTIL,
+	[C_MEM_USED] = XN_COUNTER_GPU_MEM_USED,
+	[C_MEM_TOTAL] = XN_COUNTER_GPU_MEM_TOTAL,
+	[C_POWER] = XN_COUNTER_POWER,
+	[C_SM_CLOCK] = XN_COUNTER_SM_CLOCK,
+	[C_MEM_CLOCK] = XN_COUNTER_MEM_CLOCK,
+	[C_TEMP] = XN_COUNTER_GPU_TEMP,
+	[C_PCIE_TX] = XN_COUNTER_PCIE_TX,
+	[C_PCIE_RX] = XN_COUNTER_PCIE_RX,
+	[C_NVLINK_TX] = XN_COUNTER_NVLINK_TX,
+	[C_NVLINK_RX] = XN_COUNTER_NVLINK_RX,
+	[C_SM_ACTIVE] = XN_COUNTER_SM_ACTIVE,
+	[C_SM_OCC] = XN_COUNTER_SM_OCCUPANCY,
+	[C_TENSOR] = XN_COUNTER_TENSOR_ACTIVE,
+	[C_FP64] = XN_COUNTER_FP64_ACTIVE,
+	[C_FP32] = XN_COUNTER_FP32_ACTIVE,
+	[C_FP16] = XN_COUNTER_FP16_ACTIVE,
+	[C_DRAM_BW] = XN_COUNTER_DRAM_BW_UTIL,
 };
 
 /* Buffered sample types and the counter each feeds. */
@@ -791,7 +792,7 @@ static void proc_counter(struct batch *b, uint32_t gi, int64_t ts, int pid, cons
 {
 	char name[128];
 
-	snprintf(name, sizeof(name), "process %d %s %s", pid, comm, what);
+	snprintf(name, sizeof(name), XN_COUNTER_PROCESS_FMT, pid, comm, what);
 	put_rec(b, gi, -1, ts, v, strdup(name));
 }
 
@@ -845,13 +846,13 @@ static void tick_procs(struct nvml *nv, struct gpu *g, struct batch *b, int64_t 
 		k = proc_pid_read(nv->proc_root, pid, "cmdline", buf, sizeof(buf));
 		if (k > 0)
 			proc_pid_cmdline_format(buf, (size_t)k, ps.cmdline, sizeof(ps.cmdline));
-		proc_counter(b, gi, now, pid, ps.name, "gpu_mem_mib", ps.gpu_mem_mib);
+		proc_counter(b, gi, now, pid, ps.name, XN_PROCESS_GPU_MEM, ps.gpu_mem_mib);
 		/* Per-process utilization: the newest sample of this pid. */
 		for (unsigned j = 0, best = UINT_MAX; j <= nu; j++) {
 			if (j == nu) {
 				if (best != UINT_MAX) {
-					proc_counter(b, gi, now, pid, ps.name, "sm_pct", us[best].smUtil);
-					proc_counter(b, gi, now, pid, ps.name, "mem_util_pct", us[best].memUtil);
+					proc_counter(b, gi, now, pid, ps.name, XN_PROCESS_SM, us[best].smUtil);
+					proc_counter(b, gi, now, pid, ps.name, XN_PROCESS_MEM_UTIL, us[best].memUtil);
 				}
 				break;
 			}
@@ -866,7 +867,7 @@ static void tick_procs(struct nvml *nv, struct gpu *g, struct batch *b, int64_t 
 			if (pc && pc->mono && pc->starttime == st.starttime && ticks >= pc->ticks && mono > pc->mono) {
 				double secs = (double)(ticks - pc->ticks) / (double)nv->clk_tck;
 
-				proc_counter(b, gi, now, pid, ps.name, "cpu_pct",
+				proc_counter(b, gi, now, pid, ps.name, XN_PROCESS_CPU,
 					     100.0 * secs / ((double)(mono - pc->mono) / 1e9));
 			}
 			if (pc) {
@@ -877,8 +878,8 @@ static void tick_procs(struct nvml *nv, struct gpu *g, struct batch *b, int64_t 
 		}
 		k = proc_pid_read(nv->proc_root, pid, "status", buf, sizeof(buf));
 		if (k > 0 && proc_pid_status_parse(buf, (size_t)k, &rss, &threads) == 0) {
-			proc_counter(b, gi, now, pid, ps.name, "rss_mib", (double)rss / 1048576.0);
-			proc_counter(b, gi, now, pid, ps.name, "threads", threads);
+			proc_counter(b, gi, now, pid, ps.name, XN_PROCESS_RSS, (double)rss / 1048576.0);
+			proc_counter(b, gi, now, pid, ps.name, XN_PROCESS_THREADS, threads);
 		}
 		if (grow_arr((void **)&b->procs, &b->cap_procs, b->n_procs + 1, sizeof(*b->procs)) == 0)
 			b->procs[b->n_procs++] = ps;
@@ -1084,7 +1085,6 @@ static void append_batch(struct collector *c, struct batch *b)
 		struct trace_plane *p = planes[r->gpu];
 		struct trace_line *l;
 		const char *name = r->ctr >= 0 ? ctr_name[r->ctr] : r->name;
-		int64_t meta, stat;
 
 		if (!name)
 			continue;
@@ -1096,17 +1096,7 @@ static void append_batch(struct collector *c, struct batch *b)
 				continue;
 		}
 		l = trace_counter_line(p);
-		meta = trace_plane_event_id(p, name);
-		stat = trace_plane_stat_id(p, name);
-		if (!l || meta < 0 || stat < 0)
-			continue;
-		struct trace_event ev = {
-			.start_ns = r->ts,
-			.meta = (uint32_t)meta,
-			.vstat = TRACE_VSTAT(TRACE_STAT_DOUBLE, (uint32_t)stat),
-		};
-		memcpy(&ev.value, &r->v, sizeof(ev.value));
-		if (trace_line_append(l, &ev) == -ENOBUFS)
+		if (l && trace_counter_append(l, NULL, name, r->ts, r->v) == -ENOBUFS)
 			break; /* budget spent: the hub counts drops */
 	}
 	batch_clear(b);

@@ -32,6 +32,7 @@
 #include "monitor.h"
 #include "proc-parse.h"
 #include "tensorflow/profiler_service.pb-c.h"
+#include "xspace/names.h"
 #include "xspace/trace.h"
 
 #define MONITOR_SESSION_ID "profd-monitor"
@@ -154,7 +155,8 @@ static int plane_gpu(const struct trace_plane *p)
 {
 	unsigned n;
 
-	if (strncmp(p->name, "/device:GPU:", 12) != 0 || sscanf(p->name + 12, "%u", &n) != 1)
+	if (strncmp(p->name, XN_PLANE_GPU_PREFIX, strlen(XN_PLANE_GPU_PREFIX)) != 0 ||
+	    sscanf(p->name + strlen(XN_PLANE_GPU_PREFIX), "%u", &n) != 1)
 		return -1;
 	return (int)n;
 }
@@ -189,11 +191,11 @@ int monitor_summarise(const struct trace *snap, int64_t start_ns, int64_t stop_n
 		const struct trace_plane *p = gpus[i];
 		struct acc *a = accumulate(p, start_ns, stop_ns);
 		uint32_t n = p->events.n;
-		const struct acc *u = find(a, n, "gpu_util_pct"), *mu = find(a, n, "mem_util_pct");
-		const struct acc *used = find(a, n, "memory_used_mib"), *tot = find(a, n, "memory_total_mib");
-		const struct acc *pw = find(a, n, "power_mw"), *sm = find(a, n, "sm_clock_mhz");
-		const struct acc *mc = find(a, n, "memory_clock_mhz"), *tc = find(a, n, "gpu_temp_c");
-		const struct acc *ta = find(a, n, "tensor_active_pct"), *sa = find(a, n, "sm_active_pct");
+		const struct acc *u = find(a, n, XN_COUNTER_GPU_UTIL), *mu = find(a, n, XN_COUNTER_MEM_UTIL);
+		const struct acc *used = find(a, n, XN_COUNTER_GPU_MEM_USED), *tot = find(a, n, XN_COUNTER_GPU_MEM_TOTAL);
+		const struct acc *pw = find(a, n, XN_COUNTER_POWER), *sm = find(a, n, XN_COUNTER_SM_CLOCK);
+		const struct acc *mc = find(a, n, XN_COUNTER_MEM_CLOCK), *tc = find(a, n, XN_COUNTER_GPU_TEMP);
+		const struct acc *ta = find(a, n, XN_COUNTER_TENSOR_ACTIVE), *sa = find(a, n, XN_COUNTER_SM_ACTIVE);
 
 		outf(&o, "GPU %d:", plane_gpu(p));
 		if (u) {
@@ -229,12 +231,13 @@ int monitor_summarise(const struct trace *snap, int64_t start_ns, int64_t stop_n
 				const char *nm = a[k].name, *sp;
 				char who[128];
 
-				if (!a[k].n || strncmp(nm, "process ", 8) != 0 || !(sp = strrchr(nm, ' ')) ||
-				    strcmp(sp, " gpu_mem_mib") != 0)
+				if (!a[k].n || strncmp(nm, XN_COUNTER_PROCESS_PREFIX, strlen(XN_COUNTER_PROCESS_PREFIX)) != 0 ||
+				    !(sp = strrchr(nm, ' ')) || strcmp(sp + 1, XN_PROCESS_GPU_MEM) != 0)
 					continue;
 				snprintf(who, sizeof(who), "%.*s", (int)(sp - nm), nm);
 				outf(&o, "  %s: gpu memory %.0f MiB", who, a[k].last);
-				static const char *const what[] = {"sm_pct", "mem_util_pct", "cpu_pct", "rss_mib", "threads"};
+				static const char *const what[] = {XN_PROCESS_SM, XN_PROCESS_MEM_UTIL, XN_PROCESS_CPU,
+								   XN_PROCESS_RSS, XN_PROCESS_THREADS};
 				static const char *const label[] = {"sm %.1f%%", "memory util %.1f%%", "cpu %.1f%%",
 								    "rss %.0f MiB", "threads %.0f"};
 				for (size_t w = 0; w < ARRAY_SIZE(what); w++) {
@@ -257,12 +260,12 @@ int monitor_summarise(const struct trace *snap, int64_t start_ns, int64_t stop_n
 	/* Host: CPU and memory read by Monitor, I/O rates from host.io. */
 	const struct trace_plane *hp = NULL;
 	for (uint32_t i = 0; i < snap->n_planes; i++)
-		if (strcmp(snap->planes[i]->name, "/host:CPU") == 0)
+		if (strcmp(snap->planes[i]->name, XN_PLANE_HOST) == 0)
 			hp = snap->planes[i];
 	struct acc *ha = hp ? accumulate(hp, start_ns, stop_ns) : NULL;
 	uint32_t hn = hp ? hp->events.n : 0;
-	const struct acc *rx = find(ha, hn, "net_rx_bytes_per_s"), *tx = find(ha, hn, "net_tx_bytes_per_s");
-	const struct acc *rd = find(ha, hn, "disk_read_bytes_per_s"), *wr = find(ha, hn, "disk_write_bytes_per_s");
+	const struct acc *rx = find(ha, hn, XN_COUNTER_NET_RX), *tx = find(ha, hn, XN_COUNTER_NET_TX);
+	const struct acc *rd = find(ha, hn, XN_COUNTER_DISK_READ), *wr = find(ha, hn, XN_COUNTER_DISK_WRITE);
 	bool any = false;
 	if (host && host->have_cpu) {
 		outf(&o, "Host: CPU %.1f%%", host->cpu_pct);

@@ -29,6 +29,7 @@
 #include "profd/profd.pb-c.h"
 #include "service.h"
 #include "tensorflow/profiler_service.pb-c.h"
+#include "xspace/names.h"
 #include "xspace/xspace.h"
 
 #define RESPONSE_PREFIX 32 /* ProfileResponse framing in front of the XSpace */
@@ -79,8 +80,8 @@ static void drop_planes(struct trace *t, uint32_t host_level, uint32_t device_le
 	for (uint32_t i = t->n_planes; i-- > 0;) {
 		const char *name = t->planes[i]->name;
 
-		if ((device_level == 0 && strncmp(name, "/device:GPU:", 12) == 0) ||
-		    (host_level == 0 && strcmp(name, "/host:CPU") == 0))
+		if ((device_level == 0 && strncmp(name, XN_PLANE_GPU_PREFIX, strlen(XN_PLANE_GPU_PREFIX)) == 0) ||
+		    (host_level == 0 && strcmp(name, XN_PLANE_HOST) == 0))
 			trace_drop_plane(t, i);
 	}
 }
