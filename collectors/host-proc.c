@@ -9,8 +9,8 @@
  * ------
  * A uv_timer fires cfg->host_sample_hz times a second while a window is
  * open. Each tick reads /proc/stat, /proc/meminfo and /proc/loadavg
- * (relative to cfg->proc_root, through a directory fd opened once) into one
- * reusable buffer, parses them with the pure parsers of proc-parse.c, and
+ * through the shared reader (proc-read.h: cfg->proc_root opened once, its
+ * one reusable buffer), parses them with the pure parsers of proc-parse.c, and
  * appends one counter event per value to the `_counters_` line of
  * "/host:CPU". The event metadata name is the counter's name and the one
  * value stat (a double) has the same name: XProf turns each such event
@@ -20,7 +20,7 @@
  * three took about 40 us per tick on a 2-CPU machine, less than a thread
  * pool round trip, so it happens on the loop thread. The cost grows with
  * the CPU and interrupt count (/proc/stat has a line per CPU and a column
- * per IRQ); a host where that matters should move read_proc_file() and
+ * per IRQ); a host where that matters should move the proc_reader_read() and
  * the parsing into uv_queue_work(), keeping the emit step here.
  * Nothing is allocated per tick: the read buffer and the two /proc/stat
  * samples (previous and current, for the rates) only grow when the machine
@@ -51,6 +51,7 @@
 #include "base/timeutil.h"
 #include "collectors.h"
 #include "proc-parse.h"
+#include "proc-read.h"
 #include "xspace/names.h"
 
 #define HOST_PLANE_ID 0 /* used only if we create the plane; host planes need no id */
@@ -76,12 +77,8 @@ struct source {
 struct host_proc {
 	struct collector *c;
 	uv_timer_t timer;
-	bool inited;     /* init() ran: the timer and root_fd exist */
-	int root_fd;     /* directory fd of cfg->proc_root */
-
-	/* read buffer, grown on demand */
-	char *buf;
-	size_t buf_size;
+	bool inited;     /* init() ran: the timer and the reader exist */
+	struct proc_reader rd; /* cfg->proc_root, loop thread */
 
 	/* /proc/stat samples: stat[cur] is the newest, stat[!cur] the one before */
 	struct proc_stat stat[2];
@@ -110,46 +107,10 @@ static const char *proc_root(const struct collector_cfg *cfg)
 
 /* ---- reading ------------------------------------------------------------ */
 
-/* Reads all of @name (below the proc root) into hp->buf. Bytes read, or
- * -errno (-EFBIG past READ_BUF_MAX). */
-static ssize_t read_proc_file(struct host_proc *hp, const char *name)
-{
-	_cleanup_close_ int fd = openat(hp->root_fd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	size_t len = 0;
-
-	if (fd < 0)
-		return -errno;
-	for (;;) {
-		ssize_t n;
-
-		if (len == hp->buf_size) {
-			size_t size = hp->buf_size * 2;
-			char *p;
-
-			if (size > READ_BUF_MAX)
-				return -EFBIG;
-			p = realloc(hp->buf, size);
-			if (!p)
-				return -ENOMEM;
-			hp->buf = p;
-			hp->buf_size = size;
-		}
-		n = read(fd, hp->buf + len, hp->buf_size - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return (ssize_t)len;
-		len += (size_t)n;
-	}
-}
-
 /* Parses /proc/stat into stat[!cur], growing the CPU arrays if needed. */
 static int read_stat(struct host_proc *hp, struct proc_stat **ret_stat)
 {
-	ssize_t len = read_proc_file(hp, "stat");
+	ssize_t len = proc_reader_read(&hp->rd, "stat");
 	struct proc_stat *st = &hp->stat[!hp->cur];
 	uint32_t cap;
 	int r;
@@ -157,7 +118,7 @@ static int read_stat(struct host_proc *hp, struct proc_stat **ret_stat)
 	if (len < 0)
 		return (int)len;
 	for (;;) {
-		r = proc_stat_parse(hp->buf, (size_t)len, st);
+		r = proc_stat_parse(hp->rd.buf, (size_t)len, st);
 		if (r != -E2BIG || hp->cpus_cap >= PROC_MAX_CPUS)
 			break;
 		/* More CPUs than we had room for: grow both samples alike. */
@@ -309,8 +270,8 @@ static void sample(struct host_proc *hp, bool emit_points)
 	if (!hp->src[SRC_MEMINFO].err) {
 		struct proc_meminfo mi;
 
-		len = read_proc_file(hp, "meminfo");
-		r = len < 0 ? (int)len : proc_meminfo_parse(hp->buf, (size_t)len, &mi);
+		len = proc_reader_read(&hp->rd, "meminfo");
+		r = len < 0 ? (int)len : proc_meminfo_parse(hp->rd.buf, (size_t)len, &mi);
 		if (r < 0) {
 			source_failed(hp, SRC_MEMINFO, r);
 		} else {
@@ -321,8 +282,8 @@ static void sample(struct host_proc *hp, bool emit_points)
 	if (!hp->src[SRC_LOADAVG].err) {
 		struct proc_loadavg la;
 
-		len = read_proc_file(hp, "loadavg");
-		r = len < 0 ? (int)len : proc_loadavg_parse(hp->buf, (size_t)len, &la);
+		len = proc_reader_read(&hp->rd, "loadavg");
+		r = len < 0 ? (int)len : proc_loadavg_parse(hp->rd.buf, (size_t)len, &la);
 		if (r < 0)
 			source_failed(hp, SRC_LOADAVG, r);
 		else
@@ -359,24 +320,25 @@ static int host_proc_init(struct collector *c)
 {
 	struct host_proc *hp = to_hp(c);
 
+	int r;
+
 	hp->c = c;
-	hp->root_fd = open(proc_root(c->cfg), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (hp->root_fd < 0)
-		return -errno;
-	hp->buf = malloc(READ_BUF_INITIAL);
+	r = proc_reader_open(&hp->rd, proc_root(c->cfg), READ_BUF_INITIAL, READ_BUF_MAX);
+	if (r < 0) {
+		proc_reader_close(&hp->rd);
+		return r;
+	}
 	hp->cpus_cap = CPUS_INITIAL;
 	for (unsigned i = 0; i < 2; i++) {
 		hp->stat[i].cpus = calloc(hp->cpus_cap, sizeof(struct proc_cpu));
 		hp->stat[i].cpus_cap = hp->cpus_cap;
 	}
-	if (!hp->buf || !hp->stat[0].cpus || !hp->stat[1].cpus) {
-		free(hp->buf);
+	if (!hp->stat[0].cpus || !hp->stat[1].cpus) {
 		free(hp->stat[0].cpus);
 		free(hp->stat[1].cpus);
-		close(hp->root_fd);
+		proc_reader_close(&hp->rd);
 		return -ENOMEM;
 	}
-	hp->buf_size = READ_BUF_INITIAL;
 	uv_timer_init(c->loop, &hp->timer);
 	hp->timer.data = c;
 	hp->inited = true;
@@ -432,11 +394,10 @@ static void on_timer_closed(uv_handle_t *h)
 	struct collector *c = h->data;
 	struct host_proc *hp = to_hp(c);
 
-	free(hp->buf);
 	free(hp->stat[0].cpus);
 	free(hp->stat[1].cpus);
 	free(hp->cpu);
-	close(hp->root_fd);
+	proc_reader_close(&hp->rd);
 	collector_closed(c);
 }
 

@@ -53,6 +53,7 @@
 #include "collectors.h"
 #include "nvml-api.h"
 #include "proc-pid-parse.h"
+#include "proc-read.h"
 #include "xspace/names.h"
 
 #define NVML_DEFAULT_LIBRARY "libnvidia-ml.so.1"
@@ -60,6 +61,9 @@
 #define MAX_SAMPLES 256
 #define MAX_PROCS 256
 #define MAX_PROCS_KEPT 64 /* per GPU, for the plane's process list */
+#define CMDLINE_HEAD 4095  /* bytes of /proc/<pid>/cmdline read */
+#define PROC_BUF_INITIAL 4096u
+#define PROC_BUF_MAX (64u << 10) /* /proc/<pid>/status is ~1.5 KiB */
 
 /* ---- counters ---------------------------------------------------------- */
 
@@ -311,7 +315,7 @@ struct nvml {
 	struct gpu *gpus;
 	unsigned n_gpus;
 	uint32_t hz;
-	const char *proc_root;
+	struct proc_reader proc; /* cfg->proc_root; used by the sampler thread only */
 	/* thread */
 	uv_thread_t thread;
 	bool thread_started;
@@ -468,6 +472,7 @@ static void nvml_unload(struct nvml *nv)
 	free(nv->gpus);
 	nv->gpus = NULL;
 	nv->n_gpus = 0;
+	proc_reader_close(&nv->proc);
 	if (nv->api.dl) {
 		if (nv->api.nvmlShutdown)
 			nv->api.nvmlShutdown();
@@ -487,6 +492,7 @@ static int nvml_init(struct collector *c)
 	nvmlReturn_t nr;
 	int r;
 
+	nv->proc = (struct proc_reader)PROC_READER_INIT; /* priv is zeroed: fd 0 is not ours */
 	r = load_api(&nv->api, lib_name(c->cfg), c->reason, sizeof(c->reason));
 	if (r < 0)
 		goto fail;
@@ -552,7 +558,13 @@ static int nvml_init(struct collector *c)
 	if (nv->n_gpus == count)
 		c->cfg->gpus->complete = true;
 	nv->hz = c->cfg->nvml_sample_hz ? c->cfg->nvml_sample_hz : 50;
-	nv->proc_root = c->cfg->proc_root ? c->cfg->proc_root : "/proc";
+	/* Not fatal: without it processes are named "pid<n>" and get no CPU, RSS
+	 * or thread counters (reads fail with -EBADF). */
+	r = proc_reader_open(&nv->proc, c->cfg->proc_root ? c->cfg->proc_root : "/proc", PROC_BUF_INITIAL,
+			     PROC_BUF_MAX);
+	if (r < 0)
+		log_warn("%s: %s; GPU processes are listed without /proc details",
+			 c->cfg->proc_root ? c->cfg->proc_root : "/proc", strerror(-r));
 	nv->clk_tck = sysconf(_SC_CLK_TCK);
 	if (nv->clk_tck <= 0)
 		nv->clk_tck = 100;
@@ -828,24 +840,24 @@ static void tick_procs(struct nvml *nv, struct gpu *g, struct batch *b, int64_t 
 		int pid = (int)infos[i].pid;
 		struct proc_pid_stat st;
 		struct proc_seen ps = {.gpu = gi, .pid = pid, .ts = now};
-		char buf[4096];
 		uint64_t rss = 0;
 		uint32_t threads = 0;
 		bool have_stat = false;
-		int k;
+		ssize_t k;
 
 		if (infos[i].usedGpuMemory != (unsigned long long)-1)
 			ps.gpu_mem_mib = (double)infos[i].usedGpuMemory / 1048576.0;
-		k = proc_pid_read(nv->proc_root, pid, "stat", buf, sizeof(buf));
-		if (k > 0 && proc_pid_stat_parse(buf, (size_t)k, &st) == 0) {
+		k = proc_reader_read_pid(&nv->proc, pid, "stat", 0);
+		if (k > 0 && proc_pid_stat_parse(nv->proc.buf, (size_t)k, &st) == 0) {
 			have_stat = true;
 			snprintf(ps.name, sizeof(ps.name), "%s", st.comm);
 		} else {
 			snprintf(ps.name, sizeof(ps.name), "pid%d", pid); /* another pid namespace */
 		}
-		k = proc_pid_read(nv->proc_root, pid, "cmdline", buf, sizeof(buf));
+		/* Only its start is shown; the process picks its length. */
+		k = proc_reader_read_pid(&nv->proc, pid, "cmdline", CMDLINE_HEAD);
 		if (k > 0)
-			proc_pid_cmdline_format(buf, (size_t)k, ps.cmdline, sizeof(ps.cmdline));
+			proc_pid_cmdline_format(nv->proc.buf, (size_t)k, ps.cmdline, sizeof(ps.cmdline));
 		proc_counter(b, gi, now, pid, ps.name, XN_PROCESS_GPU_MEM, ps.gpu_mem_mib);
 		/* Per-process utilization: the newest sample of this pid. */
 		for (unsigned j = 0, best = UINT_MAX; j <= nu; j++) {
@@ -876,8 +888,8 @@ static void tick_procs(struct nvml *nv, struct gpu *g, struct batch *b, int64_t 
 				pc->mono = mono;
 			}
 		}
-		k = proc_pid_read(nv->proc_root, pid, "status", buf, sizeof(buf));
-		if (k > 0 && proc_pid_status_parse(buf, (size_t)k, &rss, &threads) == 0) {
+		k = proc_reader_read_pid(&nv->proc, pid, "status", 0);
+		if (k > 0 && proc_pid_status_parse(nv->proc.buf, (size_t)k, &rss, &threads) == 0) {
 			proc_counter(b, gi, now, pid, ps.name, XN_PROCESS_RSS, (double)rss / 1048576.0);
 			proc_counter(b, gi, now, pid, ps.name, XN_PROCESS_THREADS, threads);
 		}
@@ -1347,6 +1359,7 @@ int nvml_bench_tick(const char *library, unsigned n_iter, double *ret_us_per_tic
 
 	if (!nv)
 		return -ENOMEM;
+	nv->proc = (struct proc_reader)PROC_READER_INIT;
 	/* The init path minus the GPU map, the thread and the handles. */
 	r = load_api(&nv->api, library, why, sizeof(why));
 	if (r == 0 && (nv->api.nvmlInit_v2() != NVML_SUCCESS ||
@@ -1365,7 +1378,7 @@ int nvml_bench_tick(const char *library, unsigned n_iter, double *ret_us_per_tic
 	}
 	if (r == 0) {
 		nv->hz = 50;
-		nv->proc_root = "/proc";
+		(void)proc_reader_open(&nv->proc, "/proc", PROC_BUF_INITIAL, PROC_BUF_MAX);
 		nv->clk_tck = sysconf(_SC_CLK_TCK);
 		run_begin(nv, &b);
 		int64_t t0 = mono_ns();
