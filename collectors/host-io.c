@@ -86,7 +86,7 @@ static void sample_pids(struct collector *c, struct trace_line *l, int64_t ts, i
 {
 	struct host_io *h = to_hio(c);
 	int pids[MAX_PIDS];
-	size_t n = nvml_gpu_pids(collector_set_find(c->set, "nvml"), pids, MAX_PIDS,
+	size_t n = nvml_gpu_pids(collector_set_find(c->set, NVML_NAME), pids, MAX_PIDS,
 				 ts - 5 * (int64_t)NSEC_PER_SEC);
 	struct pid_prev next[MAX_PIDS];
 	unsigned nn = 0;

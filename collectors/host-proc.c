@@ -88,6 +88,7 @@ struct host_proc {
 	int64_t prev_ns;
 
 	struct source src[SRC_COUNT];
+	struct host_proc_sample latest; /* for Monitor: host_proc_latest() */
 
 	/* hub cache, valid for hub generation @gen */
 	uint64_t gen;
@@ -238,7 +239,8 @@ static void emit_stat(struct host_proc *hp, const struct proc_stat *st, int64_t 
 }
 
 /* One sample of every file still working. @emit_points is false for the
- * baseline, which only reads /proc/stat. */
+ * baseline, which reads /proc/stat (rates) and /proc/meminfo (the latest
+ * reading Monitor takes at a window's open) and appends nothing. */
 static void sample(struct host_proc *hp, bool emit_points)
 {
 	int64_t now = wall_ns();
@@ -258,6 +260,8 @@ static void sample(struct host_proc *hp, bool emit_points)
 		if (r < 0) {
 			source_failed(hp, SRC_STAT, r);
 		} else {
+			hp->latest.cpu = st->total;
+			hp->latest.have_cpu = true;
 			if (emit_points && hp->have_prev)
 				emit_stat(hp, st, now);
 			hp->cur = !hp->cur;
@@ -265,8 +269,6 @@ static void sample(struct host_proc *hp, bool emit_points)
 			hp->prev_ns = now;
 		}
 	}
-	if (!emit_points)
-		return;
 	if (!hp->src[SRC_MEMINFO].err) {
 		struct proc_meminfo mi;
 
@@ -275,10 +277,17 @@ static void sample(struct host_proc *hp, bool emit_points)
 		if (r < 0) {
 			source_failed(hp, SRC_MEMINFO, r);
 		} else {
+			hp->latest.mem_total = mi.total;
+			hp->latest.mem_available = mi.available;
+			hp->latest.have_mem = true;
+		}
+		if (r == 0 && emit_points) {
 			emit(hp, &hp->mem_used, XN_COUNTER_MEM_USED, now, (double)proc_meminfo_used(&mi));
 			emit(hp, &hp->mem_avail, XN_COUNTER_MEM_AVAILABLE, now, (double)mi.available);
 		}
 	}
+	if (!emit_points)
+		return;
 	if (!hp->src[SRC_LOADAVG].err) {
 		struct proc_loadavg la;
 
@@ -351,11 +360,51 @@ static int host_proc_start(struct collector *c)
 	uint32_t hz = c->cfg->host_sample_hz ? c->cfg->host_sample_hz : 10;
 	uint64_t period_ms = MAX(1000 / hz, 1u);
 
-	/* Every capture gets a fresh try at files that failed before. */
+	/* Every capture gets a fresh try at files that failed before; the
+	 * latest readings are this run's. */
 	memset(hp->src, 0, sizeof(hp->src));
+	memset(&hp->latest, 0, sizeof(hp->latest));
 	hp->have_prev = false;
 	sample(hp, false);
 	return uv_timer_start(&hp->timer, on_tick, period_ms, period_ms);
+}
+
+/* A window closes: refresh the latest readings (Monitor reads them at its
+ * end) without appending a point or moving the rate baseline: /proc/stat
+ * is parsed without keeping per-CPU lines. */
+static void host_proc_flush(struct collector *c, int64_t until_ns)
+{
+	struct host_proc *hp = to_hp(c);
+	struct proc_stat st = {0};
+	ssize_t len;
+
+	(void)until_ns;
+	if (!hp->src[SRC_STAT].err) {
+		len = proc_reader_read(&hp->rd, "stat");
+		if (len >= 0 && proc_stat_parse(hp->rd.buf, (size_t)len, &st) == 0) {
+			hp->latest.cpu = st.total;
+			hp->latest.have_cpu = true;
+		}
+	}
+	if (!hp->src[SRC_MEMINFO].err) {
+		struct proc_meminfo mi;
+
+		len = proc_reader_read(&hp->rd, "meminfo");
+		if (len >= 0 && proc_meminfo_parse(hp->rd.buf, (size_t)len, &mi) == 0) {
+			hp->latest.mem_total = mi.total;
+			hp->latest.mem_available = mi.available;
+			hp->latest.have_mem = true;
+		}
+	}
+	collector_flushed(c);
+}
+
+int host_proc_latest(struct collector *c, struct host_proc_sample *ret)
+{
+	if (!c || c->ops != &host_proc_collector_ops || c->state == COLLECTOR_UNAVAILABLE || !c->priv)
+		return -ENODEV;
+	*ret = to_hp(c)->latest;
+	return 0;
 }
 
 static void host_proc_describe(struct collector *c, struct trace *snap, int64_t start_ns,
@@ -414,11 +463,12 @@ static void host_proc_close(struct collector *c)
 }
 
 const struct collector_ops host_proc_collector_ops = {
-	.name = "host.proc",
+	.name = HOST_PROC_NAME,
 	.priv_size = sizeof(struct host_proc),
 	.probe = host_proc_probe,
 	.init = host_proc_init,
 	.start = host_proc_start,
+	.flush = host_proc_flush,
 	.describe = host_proc_describe,
 	.stop = host_proc_stop,
 	.close = host_proc_close,

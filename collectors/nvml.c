@@ -328,7 +328,7 @@ int nvml_bench_tick(const char *library, unsigned n_iter, double *ret_us_per_tic
 }
 
 const struct collector_ops nvml_collector_ops = {
-	.name = "nvml",
+	.name = NVML_NAME,
 	.priv_size = sizeof(struct nvml),
 	.probe = nvml_bind_probe,
 	.init = nvml_init,
