@@ -7,9 +7,29 @@
 #include <stdint.h>
 
 #include "collector.h"
+#include "proc-parse.h"
+
+/* Names other code finds collectors by (collector_set_find()). */
+#define HOST_PROC_NAME "host.proc"
+#define NVML_NAME "nvml"
 
 /* host-proc.c: CPU, memory, load and context-switch counters from /proc. */
 extern const struct collector_ops host_proc_collector_ops;
+
+/**
+ * struct host_proc_sample - host.proc's newest readings, from its last
+ * tick, its start baseline or a window's flush (whichever came last).
+ * @cpu:            the aggregate /proc/stat "cpu" line; @have_cpu.
+ * @mem_total, @mem_available: /proc/meminfo in bytes; @have_mem.
+ */
+struct host_proc_sample {
+	struct proc_cpu_times cpu;
+	uint64_t mem_total, mem_available;
+	bool have_cpu, have_mem;
+};
+/* [loop] Copy the newest readings to @ret. 0; -ENODEV when @c is NULL, not
+ * host.proc, or unavailable. A reading that failed is absent (have_* 0). */
+int host_proc_latest(struct collector *c, struct host_proc_sample *ret);
 extern const struct collector_ops nvml_collector_ops;
 extern const struct collector_ops host_io_collector_ops;
 

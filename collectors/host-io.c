@@ -6,9 +6,9 @@
  *
  * DESIGN
  * ------
- * A uv_timer at cfg->host_sample_hz reads <proc_root>/net/dev,
- * <proc_root>/diskstats and <proc_root>/<pid>/stat for the pids NVML
- * reported (nvml_gpu_pids()). These are a few small procfs files (tens of
+ * A uv_timer at cfg->host_sample_hz reads net/dev, diskstats and, for the
+ * pids NVML reported (nvml_gpu_pids()), <pid>/stat below cfg->proc_root
+ * through the shared reader (proc-read.h). These are a few small procfs files (tens of
  * microseconds), so they are read on the loop; the parsers are pure
  * (proc-io-parse.h, proc-pid-parse.h). Rates need two readings, so the
  * first tick of a run only primes them. Counter form: event metadata name
@@ -30,6 +30,8 @@
 #include "collectors.h"
 #include "proc-io-parse.h"
 #include "proc-pid-parse.h"
+#include "proc-read.h"
+#include "xspace/names.h"
 
 #define MAX_PIDS 64
 
@@ -42,7 +44,7 @@ struct pid_prev {
 struct host_io {
 	uv_timer_t timer;
 	bool timer_init;
-	const char *root;
+	struct proc_reader rd; /* cfg->proc_root; loop thread */
 	long clk_tck;
 	bool have_prev;
 	int64_t prev_mono;
@@ -52,36 +54,13 @@ struct host_io {
 	struct pid_prev pids[MAX_PIDS];
 	unsigned n_pids;
 	int64_t clamp; /* flush: stamp at most this */
-	char *buf;     /* IO_BUF bytes: /proc/net/dev of a host with many interfaces */
 };
 
-#define IO_BUF (1 << 20)
+/* The longest file read: /proc/net/dev of a host with many interfaces. */
+#define IO_BUF_INITIAL (16u << 10)
+#define IO_BUF_MAX (1u << 20)
 
 static struct host_io *to_hio(struct collector *c) { return collector_priv(c); }
-
-static int read_file(const char *root, const char *name, char *buf, size_t size)
-{
-	char path[512];
-	size_t n = 0;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", root, name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	while (n + 1 < size) {
-		ssize_t k = read(fd, buf + n, size - 1 - n);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			break;
-		n += (size_t)k;
-	}
-	close(fd);
-	buf[n] = 0;
-	return (int)n;
-}
 
 static int host_io_probe(const struct collector_cfg *cfg, char *why, size_t why_size)
 {
@@ -95,37 +74,29 @@ static int host_io_probe(const struct collector_cfg *cfg, char *why, size_t why_
 	return 0;
 }
 
-static void counter(struct trace_plane *p, int64_t ts, const char *name, double v)
+/* One point on /host:CPU's counter line; @l is NULL when the line could not
+ * be made (no memory): the point is lost, the rates stay primed. */
+static void counter(struct trace_line *l, int64_t ts, const char *name, double v)
 {
-	struct trace_line *l = trace_counter_line(p);
-	int64_t meta = trace_plane_event_id(p, name), stat = trace_plane_stat_id(p, name);
-
-	if (!l || meta < 0 || stat < 0)
-		return;
-	struct trace_event ev = {
-		.start_ns = ts,
-		.meta = (uint32_t)meta,
-		.vstat = TRACE_VSTAT(TRACE_STAT_DOUBLE, (uint32_t)stat),
-	};
-	memcpy(&ev.value, &v, sizeof(v));
-	trace_line_append(l, &ev);
+	if (l)
+		(void)trace_counter_append(l, NULL, name, ts, v);
 }
 
-static void sample_pids(struct collector *c, struct trace_plane *p, int64_t ts, int64_t mono)
+static void sample_pids(struct collector *c, struct trace_line *l, int64_t ts, int64_t mono)
 {
 	struct host_io *h = to_hio(c);
 	int pids[MAX_PIDS];
-	size_t n = nvml_gpu_pids(collector_set_find(c->set, "nvml"), pids, MAX_PIDS,
+	size_t n = nvml_gpu_pids(collector_set_find(c->set, NVML_NAME), pids, MAX_PIDS,
 				 ts - 5 * (int64_t)NSEC_PER_SEC);
 	struct pid_prev next[MAX_PIDS];
 	unsigned nn = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		char buf[2048], name[160];
+		char name[160];
 		struct proc_pid_stat st;
-		int k = proc_pid_read(h->root, pids[i], "stat", buf, sizeof(buf));
+		ssize_t k = proc_reader_read_pid(&h->rd, pids[i], "stat", 0);
 
-		if (k <= 0 || proc_pid_stat_parse(buf, (size_t)k, &st) < 0)
+		if (k <= 0 || proc_pid_stat_parse(h->rd.buf, (size_t)k, &st) < 0)
 			continue;
 		uint64_t ticks = st.utime + st.stime;
 		for (unsigned j = 0; j < h->n_pids; j++) {
@@ -134,8 +105,8 @@ static void sample_pids(struct collector *c, struct trace_plane *p, int64_t ts, 
 			if (pp->pid != pids[i] || pp->starttime != st.starttime || ticks < pp->ticks ||
 			    mono <= pp->mono)
 				continue;
-			snprintf(name, sizeof(name), "process %d %s cpu_pct", pids[i], st.comm);
-			counter(p, ts, name,
+			snprintf(name, sizeof(name), XN_COUNTER_PROCESS_FMT, pids[i], st.comm, XN_PROCESS_CPU);
+			counter(l, ts, name,
 				100.0 * (double)(ticks - pp->ticks) / (double)h->clk_tck /
 					((double)(mono - pp->mono) / 1e9));
 		}
@@ -153,34 +124,37 @@ static void on_tick(uv_timer_t *t)
 	struct net_totals net;
 	struct disk_totals disk;
 	bool net_ok = false, disk_ok = false;
-	char *buf = h->buf;
-	int k;
+	ssize_t k;
 
-	k = read_file(h->root, "net/dev", buf, IO_BUF);
-	if (k > 0 && k < IO_BUF - 1 && proc_net_dev_parse(buf, (size_t)k, &net) == 0)
+	/* A file past IO_BUF_MAX is refused (-EFBIG): no rate this tick. */
+	k = proc_reader_read(&h->rd, "net/dev");
+	if (k > 0 && proc_net_dev_parse(h->rd.buf, (size_t)k, &net) == 0)
 		net_ok = true;
-	k = read_file(h->root, "diskstats", buf, IO_BUF);
-	if (k > 0 && k < IO_BUF - 1 && proc_diskstats_parse(buf, (size_t)k, &disk) == 0)
+	k = proc_reader_read(&h->rd, "diskstats");
+	if (k > 0 && proc_diskstats_parse(h->rd.buf, (size_t)k, &disk) == 0)
 		disk_ok = true;
 
-	struct trace_plane *p = trace_plane(c->hub, "/host:CPU", 0);
+	struct trace_plane *p = trace_plane(c->hub, XN_PLANE_HOST, 0);
+	struct trace_line *l;
+
 	if (!p)
 		return;
+	l = trace_counter_line(p);
 	if (h->have_prev && mono > h->prev_mono) {
 		double dt = (double)(mono - h->prev_mono) / 1e9;
 
 		if (net_ok && h->net_ok && net.rx_bytes >= h->net.rx_bytes && net.tx_bytes >= h->net.tx_bytes) {
-			counter(p, ts, "net_rx_bytes_per_s", (double)(net.rx_bytes - h->net.rx_bytes) / dt);
-			counter(p, ts, "net_tx_bytes_per_s", (double)(net.tx_bytes - h->net.tx_bytes) / dt);
+			counter(l, ts, XN_COUNTER_NET_RX, (double)(net.rx_bytes - h->net.rx_bytes) / dt);
+			counter(l, ts, XN_COUNTER_NET_TX, (double)(net.tx_bytes - h->net.tx_bytes) / dt);
 		}
 		if (disk_ok && h->disk_ok && disk.read_bytes >= h->disk.read_bytes &&
 		    disk.write_bytes >= h->disk.write_bytes) {
-			counter(p, ts, "disk_read_bytes_per_s", (double)(disk.read_bytes - h->disk.read_bytes) / dt);
-			counter(p, ts, "disk_write_bytes_per_s",
+			counter(l, ts, XN_COUNTER_DISK_READ, (double)(disk.read_bytes - h->disk.read_bytes) / dt);
+			counter(l, ts, XN_COUNTER_DISK_WRITE,
 				(double)(disk.write_bytes - h->disk.write_bytes) / dt);
 		}
 	}
-	sample_pids(c, p, ts, mono);
+	sample_pids(c, l, ts, mono);
 	h->have_prev = true;
 	h->prev_mono = mono;
 	h->net = net;
@@ -193,10 +167,13 @@ static int host_io_init(struct collector *c)
 {
 	struct host_io *h = to_hio(c);
 
-	h->buf = malloc(IO_BUF);
-	if (!h->buf)
-		return -ENOMEM;
-	h->root = c->cfg->proc_root ? c->cfg->proc_root : "/proc";
+	int r = proc_reader_open(&h->rd, c->cfg->proc_root ? c->cfg->proc_root : "/proc", IO_BUF_INITIAL,
+				 IO_BUF_MAX);
+
+	if (r < 0) {
+		proc_reader_close(&h->rd);
+		return r;
+	}
 	h->clk_tck = sysconf(_SC_CLK_TCK);
 	if (h->clk_tck <= 0)
 		h->clk_tck = 100;
@@ -245,7 +222,7 @@ static void on_closed(uv_handle_t *hd)
 {
 	struct collector *c = hd->data;
 
-	free(to_hio(c)->buf);
+	proc_reader_close(&to_hio(c)->rd);
 	collector_closed(c);
 }
 
@@ -254,7 +231,7 @@ static void host_io_close(struct collector *c)
 	struct host_io *h = to_hio(c);
 
 	if (!h->timer_init) {
-		free(h->buf);
+		/* init never ran or failed: it closed what it opened */
 		collector_closed(c);
 		return;
 	}

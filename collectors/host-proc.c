@@ -9,8 +9,8 @@
  * ------
  * A uv_timer fires cfg->host_sample_hz times a second while a window is
  * open. Each tick reads /proc/stat, /proc/meminfo and /proc/loadavg
- * (relative to cfg->proc_root, through a directory fd opened once) into one
- * reusable buffer, parses them with the pure parsers of proc-parse.c, and
+ * through the shared reader (proc-read.h: cfg->proc_root opened once, its
+ * one reusable buffer), parses them with the pure parsers of proc-parse.c, and
  * appends one counter event per value to the `_counters_` line of
  * "/host:CPU". The event metadata name is the counter's name and the one
  * value stat (a double) has the same name: XProf turns each such event
@@ -20,7 +20,7 @@
  * three took about 40 us per tick on a 2-CPU machine, less than a thread
  * pool round trip, so it happens on the loop thread. The cost grows with
  * the CPU and interrupt count (/proc/stat has a line per CPU and a column
- * per IRQ); a host where that matters should move read_proc_file() and
+ * per IRQ); a host where that matters should move the proc_reader_read() and
  * the parsing into uv_queue_work(), keeping the emit step here.
  * Nothing is allocated per tick: the read buffer and the two /proc/stat
  * samples (previous and current, for the rates) only grow when the machine
@@ -51,17 +51,10 @@
 #include "base/timeutil.h"
 #include "collectors.h"
 #include "proc-parse.h"
+#include "proc-read.h"
+#include "xspace/names.h"
 
-#define HOST_PLANE_NAME "/host:CPU"
 #define HOST_PLANE_ID 0 /* used only if we create the plane; host planes need no id */
-
-/* Counter names, as XProf shows them (docs/counters.md). */
-#define NAME_CPU_TOTAL "CPU Utilization (%)"
-#define NAME_CPU_FMT "CPU %" PRIu32 " Utilization (%%)"
-#define NAME_MEM_USED "Memory Used (bytes)"
-#define NAME_MEM_AVAIL "Memory Available (bytes)"
-#define NAME_LOAD1 "Load Average (1 min)"
-#define NAME_CTXT "Context Switches (/s)"
 
 #define READ_BUF_INITIAL (64u << 10)
 #define READ_BUF_MAX (16u << 20) /* /proc/stat of a 4096-CPU box is ~1 MB */
@@ -81,21 +74,11 @@ struct source {
 	int err;
 };
 
-/* Interned ids of one counter in the current hub generation; 0 = not yet. */
-struct counter_ids {
-	uint32_t event;
-	uint32_t stat;
-};
-
 struct host_proc {
 	struct collector *c;
 	uv_timer_t timer;
-	bool inited;     /* init() ran: the timer and root_fd exist */
-	int root_fd;     /* directory fd of cfg->proc_root */
-
-	/* read buffer, grown on demand */
-	char *buf;
-	size_t buf_size;
+	bool inited;     /* init() ran: the timer and the reader exist */
+	struct proc_reader rd; /* cfg->proc_root, loop thread */
 
 	/* /proc/stat samples: stat[cur] is the newest, stat[!cur] the one before */
 	struct proc_stat stat[2];
@@ -105,13 +88,14 @@ struct host_proc {
 	int64_t prev_ns;
 
 	struct source src[SRC_COUNT];
+	struct host_proc_sample latest; /* for Monitor: host_proc_latest() */
 
 	/* hub cache, valid for hub generation @gen */
 	uint64_t gen;
 	struct trace_plane *plane;
 	struct trace_line *line;
-	struct counter_ids cpu_total, mem_used, mem_avail, load1, ctxt;
-	struct counter_ids *cpu; /* indexed by CPU id */
+	struct trace_counter cpu_total, mem_used, mem_avail, load1, ctxt;
+	struct trace_counter *cpu; /* indexed by CPU id */
 	uint32_t cpu_n;
 };
 
@@ -124,46 +108,10 @@ static const char *proc_root(const struct collector_cfg *cfg)
 
 /* ---- reading ------------------------------------------------------------ */
 
-/* Reads all of @name (below the proc root) into hp->buf. Bytes read, or
- * -errno (-EFBIG past READ_BUF_MAX). */
-static ssize_t read_proc_file(struct host_proc *hp, const char *name)
-{
-	_cleanup_close_ int fd = openat(hp->root_fd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	size_t len = 0;
-
-	if (fd < 0)
-		return -errno;
-	for (;;) {
-		ssize_t n;
-
-		if (len == hp->buf_size) {
-			size_t size = hp->buf_size * 2;
-			char *p;
-
-			if (size > READ_BUF_MAX)
-				return -EFBIG;
-			p = realloc(hp->buf, size);
-			if (!p)
-				return -ENOMEM;
-			hp->buf = p;
-			hp->buf_size = size;
-		}
-		n = read(fd, hp->buf + len, hp->buf_size - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return (ssize_t)len;
-		len += (size_t)n;
-	}
-}
-
 /* Parses /proc/stat into stat[!cur], growing the CPU arrays if needed. */
 static int read_stat(struct host_proc *hp, struct proc_stat **ret_stat)
 {
-	ssize_t len = read_proc_file(hp, "stat");
+	ssize_t len = proc_reader_read(&hp->rd, "stat");
 	struct proc_stat *st = &hp->stat[!hp->cur];
 	uint32_t cap;
 	int r;
@@ -171,7 +119,7 @@ static int read_stat(struct host_proc *hp, struct proc_stat **ret_stat)
 	if (len < 0)
 		return (int)len;
 	for (;;) {
-		r = proc_stat_parse(hp->buf, (size_t)len, st);
+		r = proc_stat_parse(hp->rd.buf, (size_t)len, st);
 		if (r != -E2BIG || hp->cpus_cap >= PROC_MAX_CPUS)
 			break;
 		/* More CPUs than we had room for: grow both samples alike. */
@@ -213,55 +161,29 @@ static void check_hub(struct host_proc *hp)
 	if (!collector_hub_changed(c, &hp->gen) && hp->plane)
 		return;
 	hp->cpu_total = hp->mem_used = hp->mem_avail = hp->load1 = hp->ctxt =
-		(struct counter_ids){0};
+		(struct trace_counter){0};
 	if (hp->cpu)
 		memset(hp->cpu, 0, hp->cpu_n * sizeof(*hp->cpu));
-	hp->plane = trace_plane(c->hub, HOST_PLANE_NAME, HOST_PLANE_ID);
+	hp->plane = trace_plane(c->hub, XN_PLANE_HOST, HOST_PLANE_ID);
 	hp->line = hp->plane ? trace_counter_line(hp->plane) : NULL;
 	if (!hp->line)
 		hp->plane = NULL; /* try again next tick */
 }
 
-/* Interns @name as both the event and the value stat of a counter. */
-static int resolve(struct host_proc *hp, struct counter_ids *ids, const char *name)
-{
-	int64_t ev, st;
-
-	ev = trace_plane_event_id(hp->plane, name);
-	if (ev < 0)
-		return (int)ev;
-	st = trace_plane_stat_id(hp->plane, name);
-	if (st < 0)
-		return (int)st;
-	ids->event = (uint32_t)ev;
-	ids->stat = (uint32_t)st;
-	return 0;
-}
-
 /* Appends one counter point. Failures (budget spent, no memory) only lose
  * this point; the trace counts budget drops itself. */
-static void emit(struct host_proc *hp, struct counter_ids *ids, const char *name, int64_t ts_ns,
+static void emit(struct host_proc *hp, struct trace_counter *ids, const char *name, int64_t ts_ns,
 		 double value)
 {
-	struct trace_event ev = {
-		.start_ns = ts_ns,
-		.dur_ns = 0,
-	};
-
-	if (!ids->event && resolve(hp, ids, name) < 0)
-		return;
-	ev.meta = ids->event;
-	ev.vstat = TRACE_VSTAT(TRACE_STAT_DOUBLE, ids->stat);
-	memcpy(&ev.value, &value, sizeof(value));
-	(void)trace_line_append(hp->line, &ev);
+	(void)trace_counter_append(hp->line, ids, name, ts_ns, value);
 }
 
 /* The per-CPU counter of CPU @id, growing the id cache if needed. */
-static struct counter_ids *cpu_ids(struct host_proc *hp, uint32_t id)
+static struct trace_counter *cpu_ids(struct host_proc *hp, uint32_t id)
 {
 	if (id >= hp->cpu_n) {
 		uint32_t n = MAX(id + 1, hp->cpu_n * 2);
-		struct counter_ids *p = realloc(hp->cpu, n * sizeof(*p));
+		struct trace_counter *p = realloc(hp->cpu, n * sizeof(*p));
 
 		if (!p)
 			return NULL;
@@ -274,13 +196,13 @@ static struct counter_ids *cpu_ids(struct host_proc *hp, uint32_t id)
 
 static void emit_cpu(struct host_proc *hp, uint32_t id, int64_t ts_ns, double pct)
 {
-	struct counter_ids *ids = cpu_ids(hp, id);
+	struct trace_counter *ids = cpu_ids(hp, id);
 	char name[64] = "";
 
 	if (!ids)
 		return;
 	if (!ids->event) /* formatted once per hub generation */
-		snprintf(name, sizeof(name), NAME_CPU_FMT, id);
+		snprintf(name, sizeof(name), XN_COUNTER_CPU_N_UTIL_FMT, (unsigned)id);
 	emit(hp, ids, name, ts_ns, pct);
 }
 
@@ -293,7 +215,7 @@ static void emit_stat(struct host_proc *hp, const struct proc_stat *st, int64_t 
 	double pct;
 
 	if (proc_cpu_util(&prev->total, &st->total, &pct) == 0)
-		emit(hp, &hp->cpu_total, NAME_CPU_TOTAL, ts_ns, pct);
+		emit(hp, &hp->cpu_total, XN_COUNTER_CPU_UTIL, ts_ns, pct);
 	/* Both lists are sorted by id; a CPU that went offline or came back
 	 * in between has no pair and no point this time. */
 	while (i < prev->n_cpus && j < st->n_cpus) {
@@ -312,12 +234,13 @@ static void emit_stat(struct host_proc *hp, const struct proc_stat *st, int64_t 
 	}
 	/* A clock step back gives no rate; a reset counter neither. */
 	if (dt_ns > 0 && st->ctxt >= prev->ctxt)
-		emit(hp, &hp->ctxt, NAME_CTXT, ts_ns,
+		emit(hp, &hp->ctxt, XN_COUNTER_CTXT_SWITCHES, ts_ns,
 		     (double)(st->ctxt - prev->ctxt) * 1e9 / (double)dt_ns);
 }
 
 /* One sample of every file still working. @emit_points is false for the
- * baseline, which only reads /proc/stat. */
+ * baseline, which reads /proc/stat (rates) and /proc/meminfo (the latest
+ * reading Monitor takes at a window's open) and appends nothing. */
 static void sample(struct host_proc *hp, bool emit_points)
 {
 	int64_t now = wall_ns();
@@ -337,6 +260,8 @@ static void sample(struct host_proc *hp, bool emit_points)
 		if (r < 0) {
 			source_failed(hp, SRC_STAT, r);
 		} else {
+			hp->latest.cpu = st->total;
+			hp->latest.have_cpu = true;
 			if (emit_points && hp->have_prev)
 				emit_stat(hp, st, now);
 			hp->cur = !hp->cur;
@@ -344,29 +269,34 @@ static void sample(struct host_proc *hp, bool emit_points)
 			hp->prev_ns = now;
 		}
 	}
-	if (!emit_points)
-		return;
 	if (!hp->src[SRC_MEMINFO].err) {
 		struct proc_meminfo mi;
 
-		len = read_proc_file(hp, "meminfo");
-		r = len < 0 ? (int)len : proc_meminfo_parse(hp->buf, (size_t)len, &mi);
+		len = proc_reader_read(&hp->rd, "meminfo");
+		r = len < 0 ? (int)len : proc_meminfo_parse(hp->rd.buf, (size_t)len, &mi);
 		if (r < 0) {
 			source_failed(hp, SRC_MEMINFO, r);
 		} else {
-			emit(hp, &hp->mem_used, NAME_MEM_USED, now, (double)proc_meminfo_used(&mi));
-			emit(hp, &hp->mem_avail, NAME_MEM_AVAIL, now, (double)mi.available);
+			hp->latest.mem_total = mi.total;
+			hp->latest.mem_available = mi.available;
+			hp->latest.have_mem = true;
+		}
+		if (r == 0 && emit_points) {
+			emit(hp, &hp->mem_used, XN_COUNTER_MEM_USED, now, (double)proc_meminfo_used(&mi));
+			emit(hp, &hp->mem_avail, XN_COUNTER_MEM_AVAILABLE, now, (double)mi.available);
 		}
 	}
+	if (!emit_points)
+		return;
 	if (!hp->src[SRC_LOADAVG].err) {
 		struct proc_loadavg la;
 
-		len = read_proc_file(hp, "loadavg");
-		r = len < 0 ? (int)len : proc_loadavg_parse(hp->buf, (size_t)len, &la);
+		len = proc_reader_read(&hp->rd, "loadavg");
+		r = len < 0 ? (int)len : proc_loadavg_parse(hp->rd.buf, (size_t)len, &la);
 		if (r < 0)
 			source_failed(hp, SRC_LOADAVG, r);
 		else
-			emit(hp, &hp->load1, NAME_LOAD1, now, la.load1);
+			emit(hp, &hp->load1, XN_COUNTER_LOAD1, now, la.load1);
 	}
 }
 
@@ -399,24 +329,25 @@ static int host_proc_init(struct collector *c)
 {
 	struct host_proc *hp = to_hp(c);
 
+	int r;
+
 	hp->c = c;
-	hp->root_fd = open(proc_root(c->cfg), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (hp->root_fd < 0)
-		return -errno;
-	hp->buf = malloc(READ_BUF_INITIAL);
+	r = proc_reader_open(&hp->rd, proc_root(c->cfg), READ_BUF_INITIAL, READ_BUF_MAX);
+	if (r < 0) {
+		proc_reader_close(&hp->rd);
+		return r;
+	}
 	hp->cpus_cap = CPUS_INITIAL;
 	for (unsigned i = 0; i < 2; i++) {
 		hp->stat[i].cpus = calloc(hp->cpus_cap, sizeof(struct proc_cpu));
 		hp->stat[i].cpus_cap = hp->cpus_cap;
 	}
-	if (!hp->buf || !hp->stat[0].cpus || !hp->stat[1].cpus) {
-		free(hp->buf);
+	if (!hp->stat[0].cpus || !hp->stat[1].cpus) {
 		free(hp->stat[0].cpus);
 		free(hp->stat[1].cpus);
-		close(hp->root_fd);
+		proc_reader_close(&hp->rd);
 		return -ENOMEM;
 	}
-	hp->buf_size = READ_BUF_INITIAL;
 	uv_timer_init(c->loop, &hp->timer);
 	hp->timer.data = c;
 	hp->inited = true;
@@ -429,11 +360,51 @@ static int host_proc_start(struct collector *c)
 	uint32_t hz = c->cfg->host_sample_hz ? c->cfg->host_sample_hz : 10;
 	uint64_t period_ms = MAX(1000 / hz, 1u);
 
-	/* Every capture gets a fresh try at files that failed before. */
+	/* Every capture gets a fresh try at files that failed before; the
+	 * latest readings are this run's. */
 	memset(hp->src, 0, sizeof(hp->src));
+	memset(&hp->latest, 0, sizeof(hp->latest));
 	hp->have_prev = false;
 	sample(hp, false);
 	return uv_timer_start(&hp->timer, on_tick, period_ms, period_ms);
+}
+
+/* A window closes: refresh the latest readings (Monitor reads them at its
+ * end) without appending a point or moving the rate baseline: /proc/stat
+ * is parsed without keeping per-CPU lines. */
+static void host_proc_flush(struct collector *c, int64_t until_ns)
+{
+	struct host_proc *hp = to_hp(c);
+	struct proc_stat st = {0};
+	ssize_t len;
+
+	(void)until_ns;
+	if (!hp->src[SRC_STAT].err) {
+		len = proc_reader_read(&hp->rd, "stat");
+		if (len >= 0 && proc_stat_parse(hp->rd.buf, (size_t)len, &st) == 0) {
+			hp->latest.cpu = st.total;
+			hp->latest.have_cpu = true;
+		}
+	}
+	if (!hp->src[SRC_MEMINFO].err) {
+		struct proc_meminfo mi;
+
+		len = proc_reader_read(&hp->rd, "meminfo");
+		if (len >= 0 && proc_meminfo_parse(hp->rd.buf, (size_t)len, &mi) == 0) {
+			hp->latest.mem_total = mi.total;
+			hp->latest.mem_available = mi.available;
+			hp->latest.have_mem = true;
+		}
+	}
+	collector_flushed(c);
+}
+
+int host_proc_latest(struct collector *c, struct host_proc_sample *ret)
+{
+	if (!c || c->ops != &host_proc_collector_ops || c->state == COLLECTOR_UNAVAILABLE || !c->priv)
+		return -ENODEV;
+	*ret = to_hp(c)->latest;
+	return 0;
 }
 
 static void host_proc_describe(struct collector *c, struct trace *snap, int64_t start_ns,
@@ -472,11 +443,10 @@ static void on_timer_closed(uv_handle_t *h)
 	struct collector *c = h->data;
 	struct host_proc *hp = to_hp(c);
 
-	free(hp->buf);
 	free(hp->stat[0].cpus);
 	free(hp->stat[1].cpus);
 	free(hp->cpu);
-	close(hp->root_fd);
+	proc_reader_close(&hp->rd);
 	collector_closed(c);
 }
 
@@ -493,11 +463,12 @@ static void host_proc_close(struct collector *c)
 }
 
 const struct collector_ops host_proc_collector_ops = {
-	.name = "host.proc",
+	.name = HOST_PROC_NAME,
 	.priv_size = sizeof(struct host_proc),
 	.probe = host_proc_probe,
 	.init = host_proc_init,
 	.start = host_proc_start,
+	.flush = host_proc_flush,
 	.describe = host_proc_describe,
 	.stop = host_proc_stop,
 	.close = host_proc_close,

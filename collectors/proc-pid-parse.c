@@ -3,10 +3,8 @@
  * proc-pid-parse.c - see proc-pid-parse.h.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "proc-pid-parse.h"
 
@@ -150,35 +148,4 @@ size_t proc_pid_cmdline_format(const char *buf, size_t len, char *out, size_t ou
 	}
 	out[n] = '\0';
 	return n;
-}
-
-int proc_pid_read(const char *root, int pid, const char *file, char *buf, size_t size)
-{
-	char path[512];
-	size_t n = 0;
-	int fd;
-
-	if (size == 0)
-		return -EINVAL;
-	snprintf(path, sizeof(path), "%s/%d/%s", root, pid, file);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	while (n + 1 < size) {
-		ssize_t k = read(fd, buf + n, size - 1 - n);
-
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			k = -errno;
-			close(fd);
-			return (int)k;
-		}
-		if (k == 0)
-			break;
-		n += (size_t)k;
-	}
-	close(fd);
-	buf[n] = '\0';
-	return (int)n;
 }

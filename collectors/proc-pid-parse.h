@@ -4,7 +4,7 @@
  *
  * The NVML collector joins NVML's per-GPU process list with these, so a
  * GPU plane names the job that uses it. No I/O here: the caller reads the
- * file (proc_pid_read() in proc-pid-parse.c is the thin reader) and tests
+ * file (proc_reader_read_pid(), proc-read.h) and tests
  * feed fixtures. Every parser takes (buf, len), needs no NUL at the end,
  * and returns 0 or -EINVAL for text it does not recognise.
  */
@@ -43,7 +43,3 @@ int proc_pid_status_parse(const char *buf, size_t len, uint64_t *ret_rss_bytes,
  * (always NUL-terminated, truncated to @out_size - 1). Control characters
  * become '?'. Returns the length written. */
 size_t proc_pid_cmdline_format(const char *buf, size_t len, char *out, size_t out_size);
-
-/* Read <root>/<pid>/<file> into @buf (at most @size - 1 bytes, NUL-ended).
- * Returns the length or -errno. */
-int proc_pid_read(const char *root, int pid, const char *file, char *buf, size_t size);

@@ -8,8 +8,9 @@
  * worker thread:
  *   - per /device:GPU:<n>: mean utilization, memory used/total, power,
  *     clocks, temperature (and GPM activity when present);
- *   - host: CPU busy % over the window and memory in use, read here from
- *     /proc (stat at open and close, meminfo at close), and the mean
+ *   - host: CPU busy % over the window and memory in use, from host.proc's
+ *     latest readings (host_proc_latest(): at the open and, after the
+ *     window's flush, at the close; Monitor opens no /proc file), and the mean
  *     network and disk rates host.io recorded;
  *   - level >= 2: one line per process NVML saw on a GPU;
  *   - the window's warnings (e.g. "no GPU counters: ...").
@@ -30,13 +31,16 @@
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "monitor.h"
+#include "collectors.h"
 #include "proc-parse.h"
 #include "tensorflow/profiler_service.pb-c.h"
+#include "xspace/names.h"
 #include "xspace/trace.h"
 
 #define MONITOR_SESSION_ID "profd-monitor"
 #define TEXT_MAX (64 * 1024)
 
+/* One per service (monitor_new()); loop thread. */
 struct monitor {
 	uv_loop_t *loop;
 	struct session_mgr *mgr;
@@ -45,21 +49,16 @@ struct monitor {
 	unsigned jobs; /* live monitor_jobs, checked at exit */
 };
 
-static struct monitor g_monitor;
-
 struct monitor_job {
-	struct rpc_call *call;   /* NULL once the client left */
-	struct session *session; /* until the window is delivered */
-	uv_work_t work;
+	struct monitor *mon;
+	struct rpc_call *call;  /* NULL once the client left */
+	struct window_job win;  /* the window, then the summary (session.h) */
 	int level;
 	bool timestamp;
-	const char *proc_root;
-	struct proc_cpu_times cpu0;
+	struct proc_cpu_times cpu0; /* host.proc's reading at the open */
 	bool have_cpu0;
 	struct monitor_host host;
 	/* worker */
-	struct trace *snap;
-	int64_t start_ns, stop_ns;
 	char *text;
 	struct monitor_summary sum;
 };
@@ -154,7 +153,8 @@ static int plane_gpu(const struct trace_plane *p)
 {
 	unsigned n;
 
-	if (strncmp(p->name, "/device:GPU:", 12) != 0 || sscanf(p->name + 12, "%u", &n) != 1)
+	if (strncmp(p->name, XN_PLANE_GPU_PREFIX, strlen(XN_PLANE_GPU_PREFIX)) != 0 ||
+	    sscanf(p->name + strlen(XN_PLANE_GPU_PREFIX), "%u", &n) != 1)
 		return -1;
 	return (int)n;
 }
@@ -189,11 +189,11 @@ int monitor_summarise(const struct trace *snap, int64_t start_ns, int64_t stop_n
 		const struct trace_plane *p = gpus[i];
 		struct acc *a = accumulate(p, start_ns, stop_ns);
 		uint32_t n = p->events.n;
-		const struct acc *u = find(a, n, "gpu_util_pct"), *mu = find(a, n, "mem_util_pct");
-		const struct acc *used = find(a, n, "memory_used_mib"), *tot = find(a, n, "memory_total_mib");
-		const struct acc *pw = find(a, n, "power_mw"), *sm = find(a, n, "sm_clock_mhz");
-		const struct acc *mc = find(a, n, "memory_clock_mhz"), *tc = find(a, n, "gpu_temp_c");
-		const struct acc *ta = find(a, n, "tensor_active_pct"), *sa = find(a, n, "sm_active_pct");
+		const struct acc *u = find(a, n, XN_COUNTER_GPU_UTIL), *mu = find(a, n, XN_COUNTER_MEM_UTIL);
+		const struct acc *used = find(a, n, XN_COUNTER_GPU_MEM_USED), *tot = find(a, n, XN_COUNTER_GPU_MEM_TOTAL);
+		const struct acc *pw = find(a, n, XN_COUNTER_POWER), *sm = find(a, n, XN_COUNTER_SM_CLOCK);
+		const struct acc *mc = find(a, n, XN_COUNTER_MEM_CLOCK), *tc = find(a, n, XN_COUNTER_GPU_TEMP);
+		const struct acc *ta = find(a, n, XN_COUNTER_TENSOR_ACTIVE), *sa = find(a, n, XN_COUNTER_SM_ACTIVE);
 
 		outf(&o, "GPU %d:", plane_gpu(p));
 		if (u) {
@@ -229,12 +229,13 @@ int monitor_summarise(const struct trace *snap, int64_t start_ns, int64_t stop_n
 				const char *nm = a[k].name, *sp;
 				char who[128];
 
-				if (!a[k].n || strncmp(nm, "process ", 8) != 0 || !(sp = strrchr(nm, ' ')) ||
-				    strcmp(sp, " gpu_mem_mib") != 0)
+				if (!a[k].n || strncmp(nm, XN_COUNTER_PROCESS_PREFIX, strlen(XN_COUNTER_PROCESS_PREFIX)) != 0 ||
+				    !(sp = strrchr(nm, ' ')) || strcmp(sp + 1, XN_PROCESS_GPU_MEM) != 0)
 					continue;
 				snprintf(who, sizeof(who), "%.*s", (int)(sp - nm), nm);
 				outf(&o, "  %s: gpu memory %.0f MiB", who, a[k].last);
-				static const char *const what[] = {"sm_pct", "mem_util_pct", "cpu_pct", "rss_mib", "threads"};
+				static const char *const what[] = {XN_PROCESS_SM, XN_PROCESS_MEM_UTIL, XN_PROCESS_CPU,
+								   XN_PROCESS_RSS, XN_PROCESS_THREADS};
 				static const char *const label[] = {"sm %.1f%%", "memory util %.1f%%", "cpu %.1f%%",
 								    "rss %.0f MiB", "threads %.0f"};
 				for (size_t w = 0; w < ARRAY_SIZE(what); w++) {
@@ -257,12 +258,12 @@ int monitor_summarise(const struct trace *snap, int64_t start_ns, int64_t stop_n
 	/* Host: CPU and memory read by Monitor, I/O rates from host.io. */
 	const struct trace_plane *hp = NULL;
 	for (uint32_t i = 0; i < snap->n_planes; i++)
-		if (strcmp(snap->planes[i]->name, "/host:CPU") == 0)
+		if (strcmp(snap->planes[i]->name, XN_PLANE_HOST) == 0)
 			hp = snap->planes[i];
 	struct acc *ha = hp ? accumulate(hp, start_ns, stop_ns) : NULL;
 	uint32_t hn = hp ? hp->events.n : 0;
-	const struct acc *rx = find(ha, hn, "net_rx_bytes_per_s"), *tx = find(ha, hn, "net_tx_bytes_per_s");
-	const struct acc *rd = find(ha, hn, "disk_read_bytes_per_s"), *wr = find(ha, hn, "disk_write_bytes_per_s");
+	const struct acc *rx = find(ha, hn, XN_COUNTER_NET_RX), *tx = find(ha, hn, XN_COUNTER_NET_TX);
+	const struct acc *rd = find(ha, hn, XN_COUNTER_DISK_READ), *wr = find(ha, hn, XN_COUNTER_DISK_WRITE);
 	bool any = false;
 	if (host && host->have_cpu) {
 		outf(&o, "Host: CPU %.1f%%", host->cpu_pct);
@@ -297,63 +298,40 @@ int monitor_summarise(const struct trace *snap, int64_t start_ns, int64_t stop_n
 	return (int)n_util;
 }
 
-/* ---- /proc readings ---------------------------------------------------------- */
+/* ---- host numbers, read through host.proc ------------------------------------ */
 
-static int slurp(const char *root, const char *name, char *buf, size_t size)
+/* host.proc's latest readings (collectors.h): Monitor opens no /proc file
+ * itself. -ENODEV when host.proc is unavailable: no Host CPU/memory. */
+static int host_latest(struct monitor *m, struct host_proc_sample *ret)
 {
-	char path[512];
-	FILE *f;
-	size_t n;
+	struct collector_set *set = session_mgr_collectors(m->mgr);
 
-	snprintf(path, sizeof(path), "%s/%s", root, name);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	n = fread(buf, 1, size - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	return (int)n;
-}
-
-/* The aggregate "cpu" line; per-CPU lines are checked, not kept. */
-static bool read_cpu(const char *root, struct proc_cpu_times *t)
-{
-	char buf[65536];
-	struct proc_stat st = {0};
-	int n = slurp(root, "stat", buf, sizeof(buf));
-
-	if (n <= 0 || proc_stat_parse(buf, (size_t)n, &st) < 0)
-		return false;
-	*t = st.total;
-	return true;
-}
-
-static const char *proc_root_of(struct session_mgr *mgr)
-{
-	struct collector_set *set = session_mgr_collectors(mgr);
-	const struct collector *c = set && collector_set_count(set) ? collector_set_get(set, 0) : NULL;
-
-	return c && c->cfg && c->cfg->proc_root ? c->cfg->proc_root : "/proc";
+	return host_proc_latest(set ? collector_set_find(set, HOST_PROC_NAME) : NULL, ret);
 }
 
 /* ---- the RPC ------------------------------------------------------------- */
 
 static void job_free(struct monitor_job *j)
 {
-	trace_free(j->snap);
+	window_job_release(&j->win);
 	free(j->text);
+	j->mon->jobs--;
 	free(j);
-	g_monitor.jobs--;
+}
+
+unsigned monitor_live_jobs(const struct monitor *m)
+{
+	return m ? m->jobs : 0;
 }
 
 unsigned monitor_jobs(void)
 {
-	return g_monitor.jobs;
+	return 0; /* counted in service_jobs() since Monitor became an instance */
 }
 
-static void job_work(uv_work_t *req)
+static void job_work(struct window_job *w)
 {
-	struct monitor_job *j = req->data;
+	struct monitor_job *j = container_of(w, struct monitor_job, win);
 	struct out o;
 	char ts[64] = "";
 
@@ -361,32 +339,63 @@ static void job_work(uv_work_t *req)
 	if (!j->text)
 		return;
 	if (j->timestamp) {
-		time_t t = (time_t)(j->stop_ns / (int64_t)NSEC_PER_SEC);
+		time_t t = (time_t)(w->stop_ns / (int64_t)NSEC_PER_SEC);
 		struct tm tm;
 
 		gmtime_r(&t, &tm);
 		strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
 		snprintf(ts + strlen(ts), sizeof(ts) - strlen(ts), ".%03dZ ",
-			 (int)(j->stop_ns % (int64_t)NSEC_PER_SEC / 1000000));
+			 (int)(w->stop_ns % (int64_t)NSEC_PER_SEC / 1000000));
 	}
 	o = (struct out){j->text, TEXT_MAX, 0};
 	outf(&o, "%s", ts);
-	monitor_summarise(j->snap, j->start_ns, j->stop_ns, j->level, g_monitor.hostname, &j->host,
+	monitor_summarise(w->snap, w->start_ns, w->stop_ns, j->level, j->mon->hostname, &j->host,
 			  j->text + o.len, TEXT_MAX - o.len, &j->sum);
 }
 
-static void job_after_work(uv_work_t *req, int status)
+/* The window closed (collectors flushed, so host.proc's reading is of its
+ * end): CPU busy % since the open, memory now. */
+static void job_closed(struct window_job *w)
 {
-	struct monitor_job *j = req->data;
+	struct monitor_job *j = container_of(w, struct monitor_job, win);
+	struct host_proc_sample hs;
+	double pct;
+
+	if (host_latest(j->mon, &hs) < 0)
+		return;
+	if (j->have_cpu0 && hs.have_cpu && proc_cpu_util(&j->cpu0, &hs.cpu, &pct) == 0) {
+		j->host.cpu_pct = pct;
+		j->host.have_cpu = 1;
+	}
+	if (hs.have_mem) {
+		j->host.mem_total = hs.mem_total;
+		j->host.mem_available = hs.mem_available;
+		j->host.have_mem = 1;
+	}
+}
+
+static void job_done(struct window_job *w, enum window_job_err what, int err)
+{
+	struct monitor_job *j = container_of(w, struct monitor_job, win);
 	Tensorflow__MonitorResponse resp = TENSORFLOW__MONITOR_RESPONSE__INIT;
 	Tensorflow__ProfilerServiceMonitorResult res = TENSORFLOW__PROFILER_SERVICE_MONITOR_RESULT__INIT;
 
-	(void)status;
 	if (!j->call) {
 		job_free(j);
 		return;
 	}
 	rpc_call_on_cancel(j->call, NULL, NULL);
+	if (what == WINDOW_JOB_WINDOW_FAILED) {
+		rpc_call_error(j->call, err == -ESHUTDOWN ? RPC_UNAVAILABLE : RPC_INTERNAL,
+			       err == -ESHUTDOWN ? "profd is shutting down" : "monitor failed: %s", strerror(-err));
+		job_free(j);
+		return;
+	}
+	if (what == WINDOW_JOB_QUEUE_FAILED) {
+		rpc_call_error(j->call, RPC_INTERNAL, "could not queue the summary");
+		job_free(j);
+		return;
+	}
 	if (!j->text) {
 		rpc_call_error(j->call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		job_free(j);
@@ -401,53 +410,11 @@ static void job_after_work(uv_work_t *req, int status)
 	job_free(j);
 }
 
-static void on_window_done(struct session *s, int err, struct trace *snap, int64_t start_ns,
-			   int64_t stop_ns, void *userdata)
-{
-	struct monitor_job *j = userdata;
-	struct proc_cpu_times cpu1;
-	double pct;
-	char buf[8192];
-	int n;
-
-	(void)s;
-	j->session = NULL;
-	if (err < 0) {
-		if (j->call) {
-			rpc_call_on_cancel(j->call, NULL, NULL);
-			rpc_call_error(j->call, err == -ESHUTDOWN ? RPC_UNAVAILABLE : RPC_INTERNAL,
-				       err == -ESHUTDOWN ? "profd is shutting down" : "monitor failed: %s",
-				       strerror(-err));
-		}
-		job_free(j);
-		return;
-	}
-	if (j->have_cpu0 && read_cpu(j->proc_root, &cpu1) && proc_cpu_util(&j->cpu0, &cpu1, &pct) == 0) {
-		j->host.cpu_pct = pct;
-		j->host.have_cpu = 1;
-	}
-	n = slurp(j->proc_root, "meminfo", buf, sizeof(buf));
-	if (n > 0) {
-		struct proc_meminfo mi;
-
-		if (proc_meminfo_parse(buf, (size_t)n, &mi) == 0) {
-			j->host.mem_total = mi.total;
-			j->host.mem_available = mi.available;
-			j->host.have_mem = 1;
-		}
-	}
-	j->snap = snap;
-	j->start_ns = start_ns;
-	j->stop_ns = stop_ns;
-	j->work.data = j;
-	if (uv_queue_work(g_monitor.loop, &j->work, job_work, job_after_work) < 0) {
-		if (j->call) {
-			rpc_call_on_cancel(j->call, NULL, NULL);
-			rpc_call_error(j->call, RPC_INTERNAL, "could not queue the summary");
-		}
-		job_free(j);
-	}
-}
+static const struct window_job_ops monitor_window_ops = {
+	.closed = job_closed,
+	.work = job_work,
+	.done = job_done,
+};
 
 static void on_cancel(struct rpc_call *call, void *userdata)
 {
@@ -455,10 +422,8 @@ static void on_cancel(struct rpc_call *call, void *userdata)
 
 	(void)call;
 	j->call = NULL;
-	if (j->session) {
-		session_abort(j->session);
+	if (window_job_abort(&j->win))
 		job_free(j);
-	}
 }
 
 static void handle_monitor(void *userdata, struct rpc_call *call, const ProtobufCMessage *msg)
@@ -467,6 +432,7 @@ static void handle_monitor(void *userdata, struct rpc_call *call, const Protobuf
 	const Tensorflow__MonitorRequest *req = (const Tensorflow__MonitorRequest *)msg;
 	struct session_params sp = {.id = MONITOR_SESSION_ID};
 	uint64_t duration = req->duration_ms ? req->duration_ms : MONITOR_DEFAULT_MS;
+	struct host_proc_sample hs;
 	struct monitor_job *j;
 	int r;
 
@@ -481,13 +447,12 @@ static void handle_monitor(void *userdata, struct rpc_call *call, const Protobuf
 		rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
-	g_monitor.jobs++;
+	m->jobs++;
+	j->mon = m;
 	j->level = req->monitoring_level;
 	j->timestamp = req->timestamp;
-	j->proc_root = proc_root_of(m->mgr);
-	j->have_cpu0 = read_cpu(j->proc_root, &j->cpu0);
 	sp.duration_ms = duration;
-	r = session_open(m->mgr, &sp, on_window_done, j, &j->session);
+	r = window_job_open(&j->win, &monitor_window_ops, m->loop, m->mgr, &sp);
 	if (r < 0) {
 		if (r == -EBUSY)
 			rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "%u captures and monitors are already running, "
@@ -500,15 +465,38 @@ static void handle_monitor(void *userdata, struct rpc_call *call, const Protobuf
 		job_free(j); /* also uncounts it: main checks no job is left at exit */
 		return;
 	}
+	/* The window is open, so host.proc runs and has read /proc/stat (its
+	 * start baseline, or its last tick when a window was open already). */
+	if (host_latest(m, &hs) == 0 && hs.have_cpu) {
+		j->cpu0 = hs.cpu;
+		j->have_cpu0 = true;
+	}
 	j->call = call;
 	rpc_call_on_cancel(call, on_cancel, j);
 	log_info("monitor for %s: %" PRIu64 " ms, level %d", rpc_call_peer(call), duration, j->level);
 }
 
-int monitor_register(struct rpc_server *srv, struct session_mgr *mgr, uv_loop_t *loop,
-		     const char *hostname, uint64_t max_duration_ms)
+int monitor_new(struct rpc_server *srv, struct session_mgr *mgr, uv_loop_t *loop, const char *hostname,
+		uint64_t max_duration_ms, struct monitor **ret)
 {
-	g_monitor = (struct monitor){.loop = loop, .mgr = mgr, .hostname = hostname, .max_duration_ms = max_duration_ms};
-	return rpc_server_add_method(srv, "/tensorflow.ProfilerService/Monitor",
-				     &tensorflow__monitor_request__descriptor, handle_monitor, &g_monitor);
+	struct monitor *m = calloc(1, sizeof(*m));
+	int r;
+
+	if (!m)
+		return -ENOMEM;
+	*m = (struct monitor){.loop = loop, .mgr = mgr, .hostname = hostname, .max_duration_ms = max_duration_ms};
+	r = rpc_server_add_method(srv, "/tensorflow.ProfilerService/Monitor", &tensorflow__monitor_request__descriptor,
+				  handle_monitor, m);
+	if (r < 0) {
+		free(m);
+		return r;
+	}
+	*ret = m;
+	return 0;
+}
+
+struct monitor *monitor_free(struct monitor *m)
+{
+	free(m);
+	return NULL;
 }

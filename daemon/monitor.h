@@ -14,22 +14,30 @@
 /* Monitor windows default to this when the request says 0 ms. */
 #define MONITOR_DEFAULT_MS 1000
 
-/*
- * Register the Monitor method on @srv. Windows longer than
- * @max_duration_ms are refused (INVALID_ARGUMENT), as for Profile.
- * @hostname is borrowed for the daemon's life. One registration per process.
- */
-int monitor_register(struct rpc_server *srv, struct session_mgr *mgr, uv_loop_t *loop,
-		     const char *hostname, uint64_t max_duration_ms);
+struct monitor;
 
-/* Monitor calls still holding memory (main checks 0 at exit). */
+/*
+ * Register the Monitor method on @srv, served by a new instance (the
+ * service owns it: service.c). Windows longer than @max_duration_ms are
+ * refused (INVALID_ARGUMENT), as for Profile. @hostname is borrowed for
+ * the daemon's life. 0 or -errno.
+ */
+int monitor_new(struct rpc_server *srv, struct session_mgr *mgr, uv_loop_t *loop, const char *hostname,
+		uint64_t max_duration_ms, struct monitor **ret);
+/* After the server stopped calling it; jobs must be 0. Returns NULL. */
+struct monitor *monitor_free(struct monitor *m);
+/* Monitor calls of @m still holding memory (service_jobs() adds them). */
+unsigned monitor_live_jobs(const struct monitor *m);
+/* Kept for daemon/main.c, which still adds it to service_jobs(): always 0
+ * now that service_jobs() counts Monitor's jobs. */
 unsigned monitor_jobs(void);
 
 struct trace;
 
 /**
- * struct monitor_host - host numbers Monitor reads itself (not from the
- * collectors): CPU busy % over the window and memory at its end.
+ * struct monitor_host - host numbers Monitor takes from host.proc's latest
+ * readings (host_proc_latest()): CPU busy % over the window and memory at
+ * its end.
  */
 struct monitor_host {
 	double cpu_pct;

@@ -29,6 +29,7 @@
 #include "profd/profd.pb-c.h"
 #include "service.h"
 #include "tensorflow/profiler_service.pb-c.h"
+#include "xspace/names.h"
 #include "xspace/xspace.h"
 
 #define RESPONSE_PREFIX 32 /* ProfileResponse framing in front of the XSpace */
@@ -39,21 +40,19 @@ struct service {
 	struct session_mgr *mgr;
 	int64_t started_mono;
 	unsigned jobs;
+	struct monitor *mon; /* the Monitor method, ours */
 };
 
 struct profile_job {
 	struct service *svc;
 	struct rpc_call *call;     /* NULL once the client is gone */
-	struct session *session;   /* while the window is not delivered */
-	uv_work_t work;
+	struct window_job win;     /* the window, then the encoder (session.h) */
 	bool emit_xspace;
 	uint32_t host_level, device_level;
 	/* repository copy (worker) */
 	ssize_t repo_dir;
 	char *repo_rel, *file_session, *file_name;
-	/* worker in/out */
-	struct trace *snap;
-	int64_t start_ns, stop_ns;
+	/* worker out */
 	struct xspace_out out;
 	size_t resp_off; /* where the framed ProfileResponse starts in out.base */
 	int err;
@@ -62,7 +61,7 @@ struct profile_job {
 
 static void job_free(struct profile_job *j)
 {
-	trace_free(j->snap);
+	window_job_release(&j->win);
 	xspace_out_free(&j->out);
 	free(j->repo_rel);
 	free(j->file_session);
@@ -79,8 +78,8 @@ static void drop_planes(struct trace *t, uint32_t host_level, uint32_t device_le
 	for (uint32_t i = t->n_planes; i-- > 0;) {
 		const char *name = t->planes[i]->name;
 
-		if ((device_level == 0 && strncmp(name, "/device:GPU:", 12) == 0) ||
-		    (host_level == 0 && strcmp(name, "/host:CPU") == 0))
+		if ((device_level == 0 && strncmp(name, XN_PLANE_GPU_PREFIX, strlen(XN_PLANE_GPU_PREFIX)) == 0) ||
+		    (host_level == 0 && strcmp(name, XN_PLANE_HOST) == 0))
 			trace_drop_plane(t, i);
 	}
 }
@@ -108,19 +107,21 @@ static size_t frame_response(struct xspace_out *o, bool emit_xspace)
 	return o->prefix - n;
 }
 
-static void job_work(uv_work_t *req)
+static void job_work(struct window_job *w)
 {
-	struct profile_job *j = req->data;
+	struct profile_job *j = container_of(w, struct profile_job, win);
 	const struct service_cfg *cfg = &j->svc->cfg;
 	struct xspace_info info = {
 		.hostname = cfg->hostname,
-		.start_ns = j->start_ns,
-		.stop_ns = j->stop_ns,
+		.start_ns = w->start_ns,
+		.stop_ns = w->stop_ns,
 	};
+	struct trace *snap = w->snap;
 	int r;
 
-	drop_planes(j->snap, j->host_level, j->device_level);
-	r = xspace_encode(TAKE_PTR(j->snap), &info, RESPONSE_PREFIX, &j->out);
+	w->snap = NULL; /* the encoder takes it */
+	drop_planes(snap, j->host_level, j->device_level);
+	r = xspace_encode(snap, &info, RESPONSE_PREFIX, &j->out);
 	if (r < 0) {
 		j->err = RPC_INTERNAL;
 		snprintf(j->errmsg, sizeof(j->errmsg), "encoding the XSpace failed: %s%s", strerror(-r),
@@ -150,11 +151,31 @@ static void free_out(void *opaque)
 	free(o);
 }
 
-static void job_after_work(uv_work_t *req, int status)
+/* The window failed or the encoder could not be queued: say so, if anyone listens. */
+static void job_failed(struct profile_job *j, enum window_job_err what, int err)
 {
-	struct profile_job *j = req->data;
+	if (j->call) {
+		rpc_call_on_cancel(j->call, NULL, NULL);
+		if (what == WINDOW_JOB_QUEUE_FAILED)
+			rpc_call_error(j->call, RPC_INTERNAL, "could not queue the encoder");
+		else if (err == -ESHUTDOWN)
+			rpc_call_error(j->call, RPC_UNAVAILABLE,
+				       "profd is shutting down; the capture was not completed");
+		else
+			rpc_call_error(j->call, RPC_INTERNAL, "capture failed: %s", strerror(-err));
+	}
+	job_free(j);
+}
+
+static void job_done(struct window_job *w, enum window_job_err what, int err)
+{
+	struct profile_job *j = container_of(w, struct profile_job, win);
 	struct xspace_out *o;
 
+	if (what != WINDOW_JOB_OK) {
+		job_failed(j, what, err);
+		return;
+	}
 	if (!j->call) { /* the client left while we encoded */
 		job_free(j);
 		return;
@@ -185,35 +206,12 @@ static void job_after_work(uv_work_t *req, int status)
 	job_free(j);
 }
 
+static const struct window_job_ops profile_window_ops = {
+	.work = job_work,
+	.done = job_done,
+};
+
 /* ---- loop side ------------------------------------------------------- */
-
-static void on_window_done(struct session *s, int err, struct trace *snap, int64_t start_ns,
-			   int64_t stop_ns, void *userdata)
-{
-	struct profile_job *j = userdata;
-
-	j->session = NULL;
-	if (err < 0) {
-		if (j->call) {
-			rpc_call_on_cancel(j->call, NULL, NULL);
-			if (err == -ESHUTDOWN)
-				rpc_call_error(j->call, RPC_UNAVAILABLE,
-					       "profd is shutting down; the capture was not completed");
-			else
-				rpc_call_error(j->call, RPC_INTERNAL, "capture failed: %s", strerror(-err));
-		}
-		job_free(j);
-		return;
-	}
-	j->snap = snap;
-	j->start_ns = start_ns;
-	j->stop_ns = stop_ns;
-	j->work.data = j;
-	if (uv_queue_work(j->svc->loop, &j->work, job_work, job_after_work) < 0) {
-		rpc_call_error(j->call, RPC_INTERNAL, "could not queue the encoder");
-		job_free(j);
-	}
-}
 
 static void on_profile_cancel(struct rpc_call *call, void *userdata)
 {
@@ -221,11 +219,9 @@ static void on_profile_cancel(struct rpc_call *call, void *userdata)
 
 	log_info("capture for %s cancelled by the client (cancel or deadline)", rpc_call_peer(call));
 	j->call = NULL;
-	if (j->session) {
-		session_abort(j->session);
+	if (window_job_abort(&j->win))
 		job_free(j);
-	}
-	/* else: the encoder owns it; job_after_work frees it. */
+	/* else: the encoder owns it; job_done() frees it. */
 }
 
 static const char *advanced_string(const Tensorflow__ProfileOptions *o, const char *key)
@@ -348,7 +344,7 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	sp.id = session_id;
 	sp.start_ns = o ? (int64_t)o->start_timestamp_ns : 0;
 	sp.duration_ms = duration;
-	r = session_open(svc->mgr, &sp, on_window_done, j, &j->session);
+	r = window_job_open(&j->win, &profile_window_ops, svc->loop, svc->mgr, &sp);
 	if (r == -EBUSY)
 		FAIL(RPC_RESOURCE_EXHAUSTED, "%u captures are already running, the most this daemon takes "
 		     "(profd --max-sessions)", session_mgr_max_sessions(svc->mgr));
@@ -483,7 +479,7 @@ int service_new(uv_loop_t *loop, const struct service_cfg *cfg, struct session_m
 				       &tensorflow__terminate_request__descriptor, handle_terminate, s)) < 0 ||
 	    (r = rpc_server_add_method(srv, "/profd.Profd/Status", &profd__status_request__descriptor,
 				       handle_status, s)) < 0 ||
-	    (r = monitor_register(srv, mgr, loop, cfg->hostname, cfg->max_duration_ms)) < 0) {
+	    (r = monitor_new(srv, mgr, loop, cfg->hostname, cfg->max_duration_ms, &s->mon)) < 0) {
 		free(s);
 		return r;
 	}
@@ -491,10 +487,13 @@ int service_new(uv_loop_t *loop, const struct service_cfg *cfg, struct session_m
 	return 0;
 }
 
-unsigned service_jobs(const struct service *s) { return s->jobs; }
+unsigned service_jobs(const struct service *s) { return s->jobs + monitor_live_jobs(s->mon); }
 
 struct service *service_free(struct service *s)
 {
+	if (!s)
+		return NULL;
+	s->mon = monitor_free(s->mon);
 	free(s);
 	return NULL;
 }

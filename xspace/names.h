@@ -89,3 +89,60 @@
  * kept (its timing and flow still count) under a plain name. */
 #define XN_EVENT_UNKNOWN_KERNEL "unknown kernel"
 #define XN_EVENT_UNKNOWN_API "cuda api"
+/* ---- counters (§4.3, §4.4; docs/counters.md, docs/nvml.md) ----------------
+ * Each is an event on a plane's XN_LINE_COUNTERS line whose metadata name
+ * and one double stat are both the counter's name (trace_counter_append()).
+ * XProf's trace viewer (xplane_to_trace_container.cc) draws every event of
+ * that line as one point of the counter track named after its metadata, on
+ * the plane's process; no XProf tool keys on a particular name, except that
+ * the four environment metrics marked (§4.4) are the names upstream's CUPTI
+ * tracer gives the same numbers. profd's Monitor reads the GPU and host.io
+ * ones back from the window's trace (daemon/monitor.c). */
+
+/* host.proc, on XN_PLANE_HOST (docs/counters.md §2). */
+#define XN_COUNTER_CPU_UTIL "CPU Utilization (%)"
+/* Per CPU: printf format, the kernel's CPU number as unsigned. */
+#define XN_COUNTER_CPU_N_UTIL_FMT "CPU %u Utilization (%%)"
+#define XN_COUNTER_MEM_USED "Memory Used (bytes)"
+#define XN_COUNTER_MEM_AVAILABLE "Memory Available (bytes)"
+#define XN_COUNTER_LOAD1 "Load Average (1 min)"
+#define XN_COUNTER_CTXT_SWITCHES "Context Switches (/s)"
+
+/* host.io, on XN_PLANE_HOST (docs/nvml.md). */
+#define XN_COUNTER_NET_RX "net_rx_bytes_per_s"
+#define XN_COUNTER_NET_TX "net_tx_bytes_per_s"
+#define XN_COUNTER_DISK_READ "disk_read_bytes_per_s"
+#define XN_COUNTER_DISK_WRITE "disk_write_bytes_per_s"
+
+/* nvml, on each XN_PLANE_GPU_FMT plane (docs/nvml.md). */
+#define XN_COUNTER_GPU_UTIL "gpu_util_pct"
+#define XN_COUNTER_MEM_UTIL "mem_util_pct"
+#define XN_COUNTER_GPU_MEM_USED "memory_used_mib"
+#define XN_COUNTER_GPU_MEM_TOTAL "memory_total_mib"
+#define XN_COUNTER_POWER "power_mw"                 /* upstream name (§4.4) */
+#define XN_COUNTER_SM_CLOCK "sm_clock_mhz"          /* upstream name (§4.4) */
+#define XN_COUNTER_MEM_CLOCK "memory_clock_mhz"     /* upstream name (§4.4) */
+#define XN_COUNTER_GPU_TEMP "gpu_temp_c"            /* upstream name (§4.4) */
+#define XN_COUNTER_PCIE_TX "pcie_tx_mib_s"
+#define XN_COUNTER_PCIE_RX "pcie_rx_mib_s"
+#define XN_COUNTER_NVLINK_TX "nvlink_tx_mib_s"
+#define XN_COUNTER_NVLINK_RX "nvlink_rx_mib_s"
+#define XN_COUNTER_SM_ACTIVE "sm_active_pct"        /* GPM */
+#define XN_COUNTER_SM_OCCUPANCY "sm_occupancy_pct"  /* GPM */
+#define XN_COUNTER_TENSOR_ACTIVE "tensor_active_pct" /* GPM */
+#define XN_COUNTER_FP64_ACTIVE "fp64_active_pct"    /* GPM */
+#define XN_COUNTER_FP32_ACTIVE "fp32_active_pct"    /* GPM */
+#define XN_COUNTER_FP16_ACTIVE "fp16_active_pct"    /* GPM */
+#define XN_COUNTER_DRAM_BW_UTIL "dram_bw_util_pct"  /* GPM */
+
+/* Per process: "process <pid> <comm> <what>", printf format (int pid,
+ * comm, one XN_PROCESS_* below). nvml writes them on the GPU plane the
+ * process uses, host.io writes XN_PROCESS_CPU on XN_PLANE_HOST. */
+#define XN_COUNTER_PROCESS_PREFIX "process "
+#define XN_COUNTER_PROCESS_FMT XN_COUNTER_PROCESS_PREFIX "%d %s %s"
+#define XN_PROCESS_GPU_MEM "gpu_mem_mib"
+#define XN_PROCESS_SM "sm_pct"
+#define XN_PROCESS_MEM_UTIL "mem_util_pct"
+#define XN_PROCESS_CPU "cpu_pct"
+#define XN_PROCESS_RSS "rss_mib"
+#define XN_PROCESS_THREADS "threads"

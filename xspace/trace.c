@@ -250,6 +250,29 @@ struct trace_line *trace_counter_line(struct trace_plane *p)
 	return trace_line(p, INT64_MAX, "_counters_");
 }
 
+int trace_counter_append(struct trace_line *l, struct trace_counter *cache, const char *name,
+			 int64_t ts_ns, double value)
+{
+	struct trace_counter local = {0}, *ids = cache ? cache : &local;
+	struct trace_event ev = {.start_ns = ts_ns};
+
+	if (!ids->event) {
+		int64_t e = trace_plane_event_id(l->plane, name), st;
+
+		if (e < 0)
+			return (int)e;
+		st = trace_plane_stat_id(l->plane, name);
+		if (st < 0)
+			return (int)st;
+		ids->event = (uint32_t)e;
+		ids->stat = (uint32_t)st;
+	}
+	ev.meta = ids->event;
+	ev.vstat = TRACE_VSTAT(TRACE_STAT_DOUBLE, ids->stat);
+	memcpy(&ev.value, &value, sizeof(value));
+	return trace_line_append(l, &ev);
+}
+
 /* Intern @name as valid UTF-8 (see base/utf8.h): names from outside go
  * into proto3 string fields. */
 static int64_t intern_text(struct strtab *t, const char *name)

@@ -164,6 +164,32 @@ int trace_plane_set_stats(struct trace_plane *p, struct buf *b);
  * in t->dropped), or -ENOMEM. */
 int trace_line_append(struct trace_line *l, const struct trace_event *ev);
 
+/**
+ * struct trace_counter - one counter's interned ids in one plane, cached by
+ * the caller so the hot path does not intern per sample.
+ * @event: event metadata id named after the counter; 0 = not resolved yet.
+ * @stat:  stat metadata id of the value, the same name.
+ * The ids belong to the plane they were resolved in: a caller that keeps
+ * them across ticks zeroes them when that plane may have gone (the hub
+ * generation rule, collectors/collector.h).
+ */
+struct trace_counter {
+	uint32_t event;
+	uint32_t stat;
+};
+
+/*
+ * trace_counter_append - one counter point on a `_counters_` line (@l, from
+ * trace_counter_line()): an event whose metadata name is @name, duration 0,
+ * at @ts_ns, with one double stat also named @name holding @value. That is
+ * the form XProf's trace viewer draws as a counter track (docs/counters.md).
+ * @cache: the caller's ids for @name in @l's plane, resolved on first use;
+ *         NULL interns @name on every call.
+ * Returns 0, -ENOBUFS (budget spent, counted in t->dropped) or -ENOMEM.
+ */
+int trace_counter_append(struct trace_line *l, struct trace_counter *cache, const char *name,
+			 int64_t ts_ns, double value);
+
 /* Record a user-facing message; identical texts are kept once. */
 int trace_diag(struct trace *t, int64_t ts_ns, bool error, const char *fmt, ...) _printf_(4, 5);
 

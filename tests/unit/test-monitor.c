@@ -8,12 +8,7 @@
 
 static void counter(struct trace_plane *p, int64_t ts, const char *name, double v)
 {
-	int64_t meta = trace_plane_event_id(p, name), stat = trace_plane_stat_id(p, name);
-	struct trace_event ev = {.start_ns = ts, .meta = (uint32_t)meta,
-				 .vstat = TRACE_VSTAT(TRACE_STAT_DOUBLE, (uint32_t)stat)};
-
-	memcpy(&ev.value, &v, sizeof(v));
-	if (trace_line_append(trace_counter_line(p), &ev) < 0)
+	if (trace_counter_append(trace_counter_line(p), NULL, name, ts, v) < 0)
 		TEST_FAIL("append");
 }
 

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * nvml-counters.c - the NVML collector's counter mapping, on the loop
+ * thread: a delivered batch becomes counter points (trace_counter_append()
+ * on each /device:GPU:<n> plane's `_counters_` line, named per
+ * xspace/names.h), warnings (notes; a lost GPU's text kept for describe),
+ * the per-GPU list of processes seen, and, per window, the plane stats of
+ * each GPU's capabilities. Planes and ids are looked up per batch, never
+ * cached, so the hub generation rule (collector.h) holds trivially.
+ */
+#define LOG_TOPIC "collector.nvml"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "nvml-internal.h"
+#include "xspace/names.h"
+
+static const char *const ctr_name[C_N] = {
+	[C_GPU_UTIL] = XN_COUNTER_GPU_UTIL,
+	[C_MEM_UTIL] = XN_COUNTER_MEM_UTIL,
+	[C_MEM_USED] = XN_COUNTER_GPU_MEM_USED,
+	[C_MEM_TOTAL] = XN_COUNTER_GPU_MEM_TOTAL,
+	[C_POWER] = XN_COUNTER_POWER,
+	[C_SM_CLOCK] = XN_COUNTER_SM_CLOCK,
+	[C_MEM_CLOCK] = XN_COUNTER_MEM_CLOCK,
+	[C_TEMP] = XN_COUNTER_GPU_TEMP,
+	[C_PCIE_TX] = XN_COUNTER_PCIE_TX,
+	[C_PCIE_RX] = XN_COUNTER_PCIE_RX,
+	[C_NVLINK_TX] = XN_COUNTER_NVLINK_TX,
+	[C_NVLINK_RX] = XN_COUNTER_NVLINK_RX,
+	[C_SM_ACTIVE] = XN_COUNTER_SM_ACTIVE,
+	[C_SM_OCC] = XN_COUNTER_SM_OCCUPANCY,
+	[C_TENSOR] = XN_COUNTER_TENSOR_ACTIVE,
+	[C_FP64] = XN_COUNTER_FP64_ACTIVE,
+	[C_FP32] = XN_COUNTER_FP32_ACTIVE,
+	[C_FP16] = XN_COUNTER_FP16_ACTIVE,
+	[C_DRAM_BW] = XN_COUNTER_DRAM_BW_UTIL,
+};
+
+
+static void remember_proc(struct gpu *g, const struct proc_seen *ps)
+{
+	struct gproc *slot = NULL, *oldest = NULL;
+
+	for (unsigned i = 0; i < g->n_procs; i++) {
+		if (g->procs[i].pid == ps->pid && strcmp(g->procs[i].name, ps->name) == 0) {
+			slot = &g->procs[i];
+			break;
+		}
+		if (!oldest || g->procs[i].last_ns < oldest->last_ns)
+			oldest = &g->procs[i];
+	}
+	if (!slot) {
+		slot = g->n_procs < MAX_PROCS_KEPT ? &g->procs[g->n_procs++] : oldest;
+		memset(slot, 0, sizeof(*slot));
+		slot->pid = ps->pid;
+		slot->first_ns = ps->ts;
+		snprintf(slot->name, sizeof(slot->name), "%s", ps->name);
+	}
+	slot->last_ns = ps->ts;
+	slot->gpu_mem_mib = ps->gpu_mem_mib;
+	if (ps->cmdline[0])
+		snprintf(slot->cmdline, sizeof(slot->cmdline), "%s", ps->cmdline);
+}
+
+void nvml_append_batch(struct collector *c, struct batch *b)
+{
+	struct nvml *nv = to_nv(c);
+	struct trace_plane *planes[MAX_GPUS] = {0};
+
+	for (size_t i = 0; i < b->n_notes; i++) {
+		struct note *n = &b->notes[i];
+		struct gpu *g = &nv->gpus[n->gpu];
+
+		if (n->lost) {
+			if (!g->lost_seen) {
+				g->lost_seen = true;
+				g->lost_ns = n->ts;
+				snprintf(g->lost_text, sizeof(g->lost_text), "%s", n->text);
+				log_warn("%s", n->text);
+			}
+		} else {
+			log_warn("%s", n->text);
+		}
+		trace_diag(c->hub, n->ts, false, "%s", n->text);
+	}
+	for (size_t i = 0; i < b->n_procs; i++)
+		remember_proc(&nv->gpus[b->procs[i].gpu], &b->procs[i]);
+	for (size_t i = 0; i < b->n_recs; i++) {
+		struct rec *r = &b->recs[i];
+		struct trace_plane *p = planes[r->gpu];
+		struct trace_line *l;
+		const char *name = r->ctr >= 0 ? ctr_name[r->ctr] : r->name;
+
+		if (!name)
+			continue;
+		if (!p) {
+			struct gpu *g = &nv->gpus[r->gpu];
+
+			p = planes[r->gpu] = trace_plane(c->hub, g->plane, g->id);
+			if (!p)
+				continue;
+		}
+		l = trace_counter_line(p);
+		if (l && trace_counter_append(l, NULL, name, r->ts, r->v) == -ENOBUFS)
+			break; /* budget spent: the hub counts drops */
+	}
+	nvml_batch_clear(b);
+}
+
+void nvml_plane_caps(struct trace *snap, const struct gpu *g, int64_t start_ns, int64_t stop_ns)
+{
+	struct trace_plane *p = trace_plane(snap, g->plane, g->id);
+	struct buf b = BUF_INIT;
+
+	if (!p)
+		return;
+	trace_stat_str(p, &b, "device_vendor", "Nvidia");
+	trace_stat_str(p, &b, "gpu_device_name", g->name);
+	trace_stat_str(p, &b, "gpu_uuid", g->uuid);
+	if (g->pci[0])
+		trace_stat_str(p, &b, "gpu_pci_bus_id", g->pci);
+	if (g->max_sm_mhz)
+		trace_stat_i64(p, &b, "clock_rate", (int64_t)g->max_sm_mhz * 1000);
+	if (g->sm_count)
+		trace_stat_i64(p, &b, "core_count", g->sm_count);
+	if (g->max_mem_mhz && g->bus_width)
+		trace_stat_u64(p, &b, "memory_bandwidth",
+			       2ULL * g->max_mem_mhz * 1000000ULL * g->bus_width / 8);
+	if (g->mem_total)
+		trace_stat_u64(p, &b, "memory_size", g->mem_total);
+	if (g->cc_major) {
+		trace_stat_i64(p, &b, "compute_cap_major", g->cc_major);
+		trace_stat_i64(p, &b, "compute_cap_minor", g->cc_minor);
+	}
+	/* Who used this GPU in the window. */
+	char list[2048];
+	size_t off = 0;
+	unsigned n = 0;
+	list[0] = 0;
+	for (unsigned i = 0; i < g->n_procs; i++) {
+		const struct gproc *pr = &g->procs[i];
+
+		if (pr->last_ns < start_ns - (int64_t)NSEC_PER_SEC || pr->first_ns > stop_ns)
+			continue;
+		int k = snprintf(list + off, sizeof(list) - off, "%s%d %s (%s) gpu_mem=%.0fMiB", n ? "; " : "",
+				 pr->pid, pr->name, pr->cmdline[0] ? pr->cmdline : "?", pr->gpu_mem_mib);
+		if (k < 0 || (size_t)k >= sizeof(list) - off)
+			break;
+		off += (size_t)k;
+		n++;
+	}
+	if (n)
+		trace_stat_str(p, &b, "gpu_processes", list);
+	trace_plane_set_stats(p, &b);
+	buf_free(&b);
+}
+
