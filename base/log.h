@@ -35,12 +35,13 @@ void log_open(void);
 int log_parse_level(const char *s, int *ret_level);
 int log_internal(int level, int err, const char *topic, const char *fmt, ...) _printf_(4, 5);
 
-#define log_full_errno(level, err, ...)                                        \
-	({                                                                     \
-		int _l = (level), _e = (err);                                  \
-		_l <= log_max_level ? log_internal(_l, _e, LOG_TOPIC, __VA_ARGS__) \
-				    : -abs(_e);                                \
-	})
+/* Evaluates to -abs(@err) whether or not the line is logged. ISO C (no
+ * statement expression): @level appears twice, so it must be a constant
+ * (every caller passes a LOG_LEVEL_*); @err and the format arguments are
+ * evaluated at most once, the arguments only when the level is enabled. */
+#define log_full_errno(level, err, ...)                                                   \
+	((level) <= log_max_level ? log_internal((level), (err), LOG_TOPIC, __VA_ARGS__) \
+				  : -abs(err))
 
 #define log_error(...) (void)log_full_errno(LOG_LEVEL_ERR, 0, __VA_ARGS__)
 #define log_warn(...) (void)log_full_errno(LOG_LEVEL_WARN, 0, __VA_ARGS__)

@@ -33,9 +33,26 @@ static inline void closep(int *fd) { if (*fd >= 0) close(*fd); }
 #define _cleanup_free_ _cleanup_(freep)
 #define _cleanup_close_ _cleanup_(closep)
 
-/* Hand a _cleanup_ pointer to someone else: returns it and clears the local. */
-#define TAKE_PTR(p) ({ __typeof__(p) _p = (p); (p) = NULL; _p; })
-#define TAKE_FD(fd) ({ int _fd = (fd); (fd) = -1; _fd; })
+/* Hand a _cleanup_ pointer to someone else: returns it and clears the local.
+ * Functions rather than statement expressions, so that the tree stays ISO C
+ * under -Wpedantic; take_ptr() returns void *, which converts back on
+ * assignment. @p must be an object pointer lvalue, @fd an int lvalue. */
+static inline void *take_ptr(void *pp)
+{
+	void **p = pp, *v = *p;
+
+	*p = NULL;
+	return v;
+}
+static inline int take_fd(int *fd)
+{
+	int v = *fd;
+
+	*fd = -1;
+	return v;
+}
+#define TAKE_PTR(p) take_ptr(&(p))
+#define TAKE_FD(fd) take_fd(&(fd))
 
 /* Check an argument of a function that crosses a module boundary. */
 #define assert_return(expr, r) \

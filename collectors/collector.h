@@ -28,8 +28,13 @@
  * A collector that caches plane/line pointers or metadata ids must check
  * the generation (collector_hub_changed()) before using them.
  *
- * Threads: every op runs on the loop thread. A collector with a thread of
- * its own (the agent receiver) hands results over by queue + uv_async.
+ * Threads: every op, collector_flushed() and collector_closed() run on the
+ * loop thread, which owns struct collector, the set and the hub. Only
+ * nvml.c has a thread of its own (the sampler: NVML calls block for
+ * milliseconds); it never touches the hub, and hands finished batches to
+ * the loop under its own mutex + uv_async_send(), where they are appended.
+ * The agent receiver needs no thread: its socket is a uv_pipe_t on the
+ * loop. Blocking work without a thread of its own goes to uv_queue_work().
  */
 #pragma once
 

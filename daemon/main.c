@@ -126,7 +126,7 @@ static int parse_args(int argc, char **argv)
 		{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
-		{},
+		{NULL, 0, NULL, 0},
 	};
 	int c, r;
 

@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The collector core (collectors/collector.c) over fake collectors: the
+ * flush barrier waits for every running collector or the timeout, and an
+ * answer that comes too late counts for nothing. This file supplies
+ * collector_registry[] itself, so the real collectors are not linked in.
+ */
+#include <errno.h>
+#include <stdio.h>
+
+#include "base/timeutil.h"
+#include "collector.h"
+#include "harness.h"
+
+struct fake {
+	int starts, stops, flushes, closes;
+	int64_t until_ns; /* of the last flush asked for */
+};
+
+static struct fake *fake(struct collector *c) { return collector_priv(c); }
+
+static int fake_start(struct collector *c)
+{
+	fake(c)->starts++;
+	return 0;
+}
+
+static void fake_stop(struct collector *c) { fake(c)->stops++; }
+
+static void fake_close(struct collector *c)
+{
+	fake(c)->closes++;
+	collector_closed(c);
+}
+
+/* Has data in flight: answers only when the test says so. */
+static void slow_flush(struct collector *c, int64_t until_ns)
+{
+	fake(c)->flushes++;
+	fake(c)->until_ns = until_ns;
+}
+
+/* Nothing pending: answers at once, from inside flush. */
+static void quick_flush(struct collector *c, int64_t until_ns)
+{
+	slow_flush(c, until_ns);
+	collector_flushed(c);
+}
+
+static int absent_probe(const struct collector_cfg *cfg, char *why, size_t why_size)
+{
+	snprintf(why, why_size, "no such device here");
+	return -ENODEV;
+}
+
+#define FAKE_OPS(n, fl, pr)                                                                      \
+	{ .name = (n), .priv_size = sizeof(struct fake), .probe = (pr), .start = fake_start,      \
+	  .flush = (fl), .stop = fake_stop, .close = fake_close }
+
+static const struct collector_ops slow_ops = FAKE_OPS("fake.slow", slow_flush, NULL);
+static const struct collector_ops slow2_ops = FAKE_OPS("fake.slow2", slow_flush, NULL);
+static const struct collector_ops quick_ops = FAKE_OPS("fake.quick", quick_flush, NULL);
+static const struct collector_ops noflush_ops = FAKE_OPS("fake.noflush", NULL, NULL);
+static const struct collector_ops absent_ops = FAKE_OPS("fake.absent", slow_flush, absent_probe);
+
+const struct collector_ops *const collector_registry[] = {
+	&slow_ops, &slow2_ops, &quick_ops, &noflush_ops, &absent_ops,
+};
+const size_t collector_registry_size = ARRAY_SIZE(collector_registry);
+
+static uv_loop_t loop;
+static struct trace *hub;
+static struct collector_set *set;
+static struct collector *slow, *slow2, *quick, *absent;
+static const struct collector_cfg cfg;
+static int done_calls, closed_calls;
+
+static void on_done(void *userdata)
+{
+	done_calls++;
+	ASSERT_TRUE(userdata == &done_calls);
+}
+
+static void on_closed(void *userdata) { closed_calls++; }
+
+static void setup(void)
+{
+	done_calls = closed_calls = 0;
+	ASSERT_OK(uv_loop_init(&loop));
+	ASSERT_OK(trace_new(0, &hub));
+	ASSERT_OK(collector_set_new(&loop, &cfg, hub, &set));
+	ASSERT_EQ(collector_set_count(set), 5);
+	slow = collector_set_find(set, "fake.slow");
+	slow2 = collector_set_find(set, "fake.slow2");
+	quick = collector_set_find(set, "fake.quick");
+	absent = collector_set_find(set, "fake.absent");
+	ASSERT_TRUE(slow && slow2 && quick && absent);
+	ASSERT_TRUE(collector_set_find(set, "fake.other") == NULL);
+}
+
+/* Close, free, and check that no handle is left behind. */
+static void teardown(void)
+{
+	collector_set_close(set, on_closed, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ASSERT_EQ(closed_calls, 1);
+	ASSERT_EQ(fake(slow)->closes, 1);
+	ASSERT_EQ(fake(absent)->closes, 1);
+	set = collector_set_free(set);
+	hub = trace_free(hub);
+	ASSERT_EQ(uv_loop_close(&loop), 0);
+}
+
+TEST(collector_probe_failure_is_kept_unavailable_with_its_reason)
+{
+	setup();
+	ASSERT_EQ(absent->state, COLLECTOR_UNAVAILABLE);
+	ASSERT_STREQ(absent->reason, "no such device here");
+	ASSERT_EQ(slow->state, COLLECTOR_READY);
+	collector_set_start(set);
+	ASSERT_EQ(slow->state, COLLECTOR_RUNNING);
+	ASSERT_EQ(fake(slow)->starts, 1);
+	ASSERT_EQ(fake(absent)->starts, 0);
+	ASSERT_EQ(absent->state, COLLECTOR_UNAVAILABLE);
+	/* Starting again does not start twice (the core keeps the order). */
+	collector_set_start(set);
+	ASSERT_EQ(fake(slow)->starts, 1);
+	collector_set_stop(set);
+	collector_set_stop(set);
+	ASSERT_EQ(fake(slow)->stops, 1);
+	ASSERT_EQ(slow->state, COLLECTOR_READY);
+	teardown();
+}
+
+TEST(collector_flush_waits_for_every_running_collector)
+{
+	setup();
+	collector_set_start(set);
+	collector_set_flush(set, 12345, 60000, on_done, &done_calls);
+	/* Everyone with a flush op was asked, for the same instant ... */
+	ASSERT_EQ(fake(slow)->flushes, 1);
+	ASSERT_EQ(fake(slow2)->flushes, 1);
+	ASSERT_EQ(fake(quick)->flushes, 1);
+	ASSERT_EQ(fake(slow)->until_ns, 12345);
+	/* ... except one that never started. */
+	ASSERT_EQ(fake(absent)->flushes, 0);
+	/* The quick one answered inside flush; two are outstanding. */
+	ASSERT_EQ(done_calls, 0);
+	collector_flushed(slow);
+	ASSERT_EQ(done_calls, 0);
+	/* A second answer from the same collector does not stand in for slow2. */
+	collector_flushed(slow);
+	ASSERT_EQ(done_calls, 0);
+	collector_flushed(slow2);
+	ASSERT_EQ(done_calls, 1);
+	/* The barrier's timer is disarmed: running the loop adds nothing. */
+	uv_run(&loop, UV_RUN_NOWAIT);
+	ASSERT_EQ(done_calls, 1);
+	teardown();
+}
+
+TEST(collector_flush_with_nothing_pending_completes_at_once)
+{
+	setup();
+	/* Not started: nobody is asked, the callback runs before flush returns. */
+	collector_set_flush(set, 1, 60000, on_done, &done_calls);
+	ASSERT_EQ(done_calls, 1);
+	ASSERT_EQ(fake(slow)->flushes + fake(quick)->flushes, 0);
+	/* Started and then stopped: the same. */
+	collector_set_start(set);
+	collector_set_stop(set);
+	collector_set_flush(set, 2, 60000, on_done, &done_calls);
+	ASSERT_EQ(done_calls, 2);
+	ASSERT_EQ(fake(slow)->flushes, 0);
+	teardown();
+}
+
+TEST(collector_flush_timeout_ends_the_barrier_without_stragglers)
+{
+	int64_t t0;
+
+	setup();
+	collector_set_start(set);
+	t0 = mono_ns();
+	collector_set_flush(set, 100, 50, on_done, &done_calls);
+	collector_flushed(slow);
+	/* slow2 never answers. */
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ASSERT_EQ(done_calls, 1);
+	/* Not before the timeout (uv timers have ms granularity). */
+	ASSERT_TRUE(mono_ns() - t0 >= 49 * (int64_t)NSEC_PER_MSEC);
+	/* The straggler's answer after the barrier ended is ignored. */
+	collector_flushed(slow2);
+	ASSERT_EQ(done_calls, 1);
+	teardown();
+}
+
+TEST(collector_late_answer_does_not_satisfy_a_newer_barrier)
+{
+	setup();
+	collector_set_start(set);
+	collector_set_flush(set, 100, 20, on_done, &done_calls);
+	collector_flushed(slow);
+	uv_run(&loop, UV_RUN_DEFAULT); /* slow2 times out */
+	ASSERT_EQ(done_calls, 1);
+	/* slow2's answer to the first barrier arrives between barriers ... */
+	collector_flushed(slow2);
+	/* ... and the next close asks everyone again, slow2 included. */
+	collector_set_flush(set, 200, 60000, on_done, &done_calls);
+	ASSERT_EQ(fake(slow2)->flushes, 2);
+	ASSERT_EQ(fake(slow2)->until_ns, 200);
+	collector_flushed(slow);
+	/* Still waiting for slow2's answer to *this* request. */
+	uv_run(&loop, UV_RUN_NOWAIT);
+	ASSERT_EQ(done_calls, 1);
+	collector_flushed(slow2);
+	ASSERT_EQ(done_calls, 2);
+	teardown();
+}
+
+TEST(collector_close_waits_for_every_collector_and_stops_running_ones)
+{
+	setup();
+	collector_set_start(set);
+	collector_set_close(set, on_closed, NULL);
+	/* Stopped before being closed; the flush timer is still closing. */
+	ASSERT_EQ(fake(slow)->stops, 1);
+	ASSERT_EQ(fake(absent)->stops, 0);
+	ASSERT_EQ(closed_calls, 0);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ASSERT_EQ(closed_calls, 1);
+	for (size_t i = 0; i < collector_set_count(set); i++)
+		ASSERT_EQ(collector_set_get(set, i)->state, COLLECTOR_CLOSED);
+	ASSERT_TRUE(collector_set_get(set, 5) == NULL);
+	set = collector_set_free(set);
+	hub = trace_free(hub);
+	ASSERT_EQ(uv_loop_close(&loop), 0);
+}
+
+TEST_MAIN()
