@@ -324,11 +324,6 @@ unsigned monitor_live_jobs(const struct monitor *m)
 	return m ? m->jobs : 0;
 }
 
-unsigned monitor_jobs(void)
-{
-	return 0; /* counted in service_jobs() since Monitor became an instance */
-}
-
 static void job_work(struct window_job *w)
 {
 	struct monitor_job *j = container_of(w, struct monitor_job, win);

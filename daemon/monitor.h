@@ -28,9 +28,6 @@ int monitor_new(struct rpc_server *srv, struct session_mgr *mgr, uv_loop_t *loop
 struct monitor *monitor_free(struct monitor *m);
 /* Monitor calls of @m still holding memory (service_jobs() adds them). */
 unsigned monitor_live_jobs(const struct monitor *m);
-/* Kept for daemon/main.c, which still adds it to service_jobs(): always 0
- * now that service_jobs() counts Monitor's jobs. */
-unsigned monitor_jobs(void);
 
 struct trace;
 
