@@ -275,32 +275,31 @@ static int kernel(struct agent_conv *cv, const CUpti_ActivityKernel10 *k)
 
 /*
  * The copy and memset records are different CUPTI structs with the same
- * leading fields; this takes any of them. Evaluates to the new record, or
- * returns from the calling converter: 0 for a record CUPTI left incomplete,
- * -ENOMEM when the batch is full.
+ * leading fields; this fills @r from any of them. It returns from the
+ * calling converter: 0 for a record CUPTI left incomplete, -ENOMEM when
+ * the batch is full.
  */
-#define DEVICE_REC(cv, kind, type, m)                                    \
-	({                                                               \
-		type *_r;                                                \
+#define DEVICE_REC(r, cv, kind, m)                                       \
+	do {                                                             \
 		if ((m)->start == 0 || (m)->end < (m)->start)            \
 			return 0;                                        \
-		_r = rec(cv, kind, sizeof(*_r));                         \
-		if (!_r)                                                 \
+		(r) = rec(cv, kind, sizeof(*(r)));                       \
+		if (!(r))                                                \
 			return -ENOMEM;                                  \
-		_r->start = (m)->start;                                  \
-		_r->end = (m)->end;                                      \
-		_r->bytes = (m)->bytes;                                  \
-		_r->device = (m)->deviceId;                              \
-		_r->context = (m)->contextId;                            \
-		_r->stream = (m)->streamId;                              \
-		_r->correlation = (m)->correlationId;                    \
-		_r;                                                      \
-	})
+		(r)->start = (m)->start;                                 \
+		(r)->end = (m)->end;                                     \
+		(r)->bytes = (m)->bytes;                                 \
+		(r)->device = (m)->deviceId;                             \
+		(r)->context = (m)->contextId;                           \
+		(r)->stream = (m)->streamId;                             \
+		(r)->correlation = (m)->correlationId;                   \
+	} while (0)
 
 static int memcpy_rec(struct agent_conv *cv, const CUpti_ActivityMemcpy6 *m)
 {
-	struct agent_rec_memcpy *r = DEVICE_REC(cv, AGENT_REC_MEMCPY, struct agent_rec_memcpy, m);
+	struct agent_rec_memcpy *r;
 
+	DEVICE_REC(r, cv, AGENT_REC_MEMCPY, m);
 	r->dst_device = m->deviceId;
 	r->copy_kind = copy_kind(m->copyKind);
 	r->src_kind = mem_kind(m->srcKind);
@@ -311,8 +310,9 @@ static int memcpy_rec(struct agent_conv *cv, const CUpti_ActivityMemcpy6 *m)
 
 static int peer(struct agent_conv *cv, const CUpti_ActivityMemcpyPtoP4 *m)
 {
-	struct agent_rec_memcpy *r = DEVICE_REC(cv, AGENT_REC_MEMCPY, struct agent_rec_memcpy, m);
+	struct agent_rec_memcpy *r;
 
+	DEVICE_REC(r, cv, AGENT_REC_MEMCPY, m);
 	r->dst_device = m->dstDeviceId;
 	r->copy_kind = AGENT_COPY_P2P;
 	r->src_kind = mem_kind(m->srcKind);
@@ -323,8 +323,9 @@ static int peer(struct agent_conv *cv, const CUpti_ActivityMemcpyPtoP4 *m)
 
 static int memset_rec(struct agent_conv *cv, const CUpti_ActivityMemset4 *m)
 {
-	struct agent_rec_memset *r = DEVICE_REC(cv, AGENT_REC_MEMSET, struct agent_rec_memset, m);
+	struct agent_rec_memset *r;
 
+	DEVICE_REC(r, cv, AGENT_REC_MEMSET, m);
 	r->value = m->value;
 	r->mem_kind = mem_kind(m->memoryKind);
 	r->async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) ? 1 : 0;

@@ -355,6 +355,63 @@ TEST(convert_overhead_objects)
 	agent_conv_free(&cv);
 }
 
+/* A process-level overhead names the process, not a thread. */
+TEST(convert_overhead_of_a_process_is_its_pid)
+{
+	CUpti_ActivityOverhead3 o;
+	const struct agent_rec_overhead *r;
+
+	setup();
+	memset(&o, 0, sizeof(o));
+	o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+	o.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE;
+	o.objectKind = CUPTI_ACTIVITY_OBJECT_PROCESS;
+	o.objectId.pt.processId = 4242;
+	o.objectId.pt.threadId = 77;
+	o.start = 1;
+	o.end = 2;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&o), 1);
+	agent_conv_flush(&cv);
+	r = (const void *)find(AGENT_REC_OVERHEAD, 0);
+	ASSERT_U64_EQ(r->object_id, 4242);
+	ASSERT_EQ(r->object_kind, CUPTI_ACTIVITY_OBJECT_PROCESS);
+	agent_conv_free(&cv);
+}
+
+/* Launches CUDA makes itself become host calls the kernels link to;
+ * legacy device-launched kernel records are known kinds, not "unknown";
+ * graph kernels are counted (the CUPTI 13.0 graph-correlation notice). */
+TEST(convert_internal_launches_cdp_and_graphs)
+{
+	CUpti_ActivityAPI a;
+	CUpti_ActivityKernel10 k = kernel(9);
+	CUpti_ActivityCdpKernel cdp;
+	const struct agent_rec_api *r;
+
+	setup();
+	memset(&a, 0, sizeof(a));
+	a.kind = CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API;
+	a.cbid = 12345; /* no domain of ours names it */
+	a.start = 10;
+	a.end = 20;
+	a.threadId = 7;
+	a.correlationId = 9;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&a), 1);
+	memset(&cdp, 0, sizeof(cdp));
+	cdp.kind = CUPTI_ACTIVITY_KIND_CDP_KERNEL;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&cdp), 0);
+	k.graphId = 3;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&k), 1);
+	agent_conv_flush(&cv);
+	ASSERT_U64_EQ(cv.unknown, 0);
+	ASSERT_U64_EQ(cv.graph_kernels, 1);
+	r = (const void *)find(AGENT_REC_API, 0);
+	ASSERT_EQ(r->correlation, 9);
+	ASSERT_EQ(r->cbid, 0);
+	ASSERT_STREQ(string(r->name_id), "CUDA internal launch");
+	agent_conv_free(&cv);
+}
+
 TEST(convert_splits_frames_without_splitting_records)
 {
 	setup();
