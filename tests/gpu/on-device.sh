@@ -31,16 +31,16 @@ head -12 "$OUT/nvidia-smi.txt"
 export PROFD="$B/bin/profd" PROFCTL="$B/bin/profctl" AGENT="$B/agent/libprofd-agent.so"
 export PROFD_PROTO_DESC="$B/pyproto/profd.desc" PROFD_SRC="$PWD" PROFD_BUILD="$B"
 export PYTHON=${PYTHON:-python3} PYTHON_ML=${PYTHON_ML:-python3} PYTHONUNBUFFERED=1
-# The agent finds CUPTI through its RUNPATH (the CUDA root it was built
-# against); where that has none, use the job's Python CUPTI wheel, else the
-# bundled copy. Only libcupti is on that path, so jobs keep their own libs.
-if ldd "$AGENT" | grep -q 'libcupti.*not found'; then
+# The agent finds the job's CUPTI itself (docs/agent.md "Which CUPTI").
+# Where this machine's CUDA root has no CUDA 13 libcupti, point it at the
+# job's nvidia-cuda-cupti wheel, else at the bundled copy.
+root=${CUDA_HOME:-/usr/local/cuda}
+if [ -z "${PROFD_CUPTI_PATH:-}" ] && ! ls "$root"/lib64/libcupti.so.13 "$root"/lib/libcupti.so.13 >/dev/null 2>&1; then
 	d=$($PYTHON_ML -c 'import nvidia.cuda_cupti as c, os; print(os.path.join(os.path.dirname(c.__file__), "lib"))' 2>/dev/null)
 	[ -n "$d" ] && [ -e "$d/libcupti.so.13" ] || d="$B/cupti"
-	export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-	echo "CUPTI for the agent from $d"
+	export PROFD_CUPTI_PATH="$d"
 fi
-ldd "$AGENT" | grep cupti
+echo "CUPTI for the agent: ${PROFD_CUPTI_PATH:-found by the agent under $root or beside the job's libcudart}"
 
 step() { # name log cmd...
 	name=$1 log=$2
