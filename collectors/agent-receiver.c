@@ -43,6 +43,7 @@
 #include "agent-map.h"
 #include "agent-parse.h"
 #include "agent-proto.h"
+#include "config.h"
 #include "agent-receiver.h"
 #include "base/log.h"
 #include "base/timeutil.h"
@@ -50,9 +51,6 @@
 #include "collectors.h"
 #include "xspace/names.h"
 
-#ifndef PROFD_AGENT_INSTALL_PATH
-#define PROFD_AGENT_INSTALL_PATH "<libdir>/libprofd-agent.so"
-#endif
 
 #define RX_CHUNK (64u << 10)
 /*
@@ -671,11 +669,16 @@ static void agent_describe(struct collector *c, struct trace *snap, int64_t star
 		if (c->state == COLLECTOR_UNAVAILABLE)
 			trace_diag(snap, start_ns, false, "no GPU data: the agent receiver is unavailable: %s",
 				   c->reason);
-		else
+		else if (HAVE_CUPTI_AGENT)
 			trace_diag(snap, start_ns, false,
 				   "no GPU data: no CUDA process with the profd agent is connected — start "
 				   "the job with CUDA_INJECTION64_PATH=%s",
 				   PROFD_AGENT_INSTALL_PATH);
+		else
+			trace_diag(snap, start_ns, false,
+				   "no GPU data: no CUDA process with the profd agent is connected, and this "
+				   "profd was built without libprofd-agent.so (no CUPTI headers at build time: "
+				   "install the CUDA toolkit and rebuild, or use an agent from another build)");
 	}
 	for (struct conn *k = rx->conns; k; k = k->next)
 		agent_map_describe_src(&k->src);
