@@ -43,12 +43,12 @@
 #include "agent-map.h"
 #include "agent-parse.h"
 #include "agent-proto.h"
-#include "config.h"
 #include "agent-receiver.h"
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "collector.h"
 #include "collectors.h"
+#include "config.h"
 #include "xspace/names.h"
 
 
