@@ -369,6 +369,12 @@ static void load_cupti(void)
 
 static uint8_t *slab_buf(uint32_t i) { return g.region + (size_t)i * SLAB_SIZE; }
 
+/* One more slab past the pool: what a CUPTI older than 12.9 gets instead
+ * of a refusal (refusing could crash it). Shared, never read: its records
+ * are the ones dropped. */
+#define DISCARD SLAB_COUNT
+#define REGION_SIZE ((size_t)(SLAB_COUNT + 1) * SLAB_SIZE)
+
 /* The index of a buffer that is one of our slabs, or -1. */
 static int slab_of(const uint8_t *b)
 {
@@ -377,7 +383,7 @@ static int slab_of(const uint8_t *b)
 	if (!g.region || b < g.region)
 		return -1;
 	off = (uintptr_t)(b - g.region);
-	if (off % SLAB_SIZE || off / SLAB_SIZE >= SLAB_COUNT)
+	if (off % SLAB_SIZE || off / SLAB_SIZE > DISCARD)
 		return -1;
 	return (int)(off / SLAB_SIZE);
 }
@@ -393,8 +399,11 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 		g.slabs[i].state = SLAB_CUPTI;
 		g.slabs[i].seq = ++g.hand_seq;
 		b = slab_buf(i);
-	} else if (g.accepting) {
-		g.declined++; /* CUPTI >= 12.9 accepts a declined buffer and counts the drops */
+	} else {
+		if (g.accepting)
+			g.declined++; /* CUPTI >= 12.9 accepts a declined buffer and counts the drops */
+		if (g.region && g.C.version < CUPTI_DECLINE_OK)
+			b = slab_buf(DISCARD);
 	}
 	pthread_mutex_unlock(&g.lock);
 	*buffer = b;
@@ -414,6 +423,10 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 		return;
 	pthread_mutex_lock(&g.lock);
 	i = slab_of(buffer);
+	if (i == DISCARD) {
+		pthread_mutex_unlock(&g.lock);
+		return;
+	}
 	if (i < 0 || g.slabs[i].state != SLAB_CUPTI) {
 		/* Another tool's buffer (the Activity API is per process): not
 		 * ours to read, pool or free. */
@@ -436,7 +449,7 @@ static int slabs_map(void)
 
 	if (g.region)
 		return 0;
-	p = mmap(NULL, (size_t)SLAB_COUNT * SLAB_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	p = mmap(NULL, REGION_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 		 -1, 0);
 	if (p == MAP_FAILED)
 		return -errno;
@@ -456,7 +469,7 @@ static void slabs_unmap(void)
 {
 	pthread_mutex_lock(&g.lock);
 	if (g.region)
-		munmap(g.region, (size_t)SLAB_COUNT * SLAB_SIZE);
+		munmap(g.region, REGION_SIZE);
 	g.region = NULL;
 	g.n_free = g.n_done = g.done_head = 0;
 	g.accepting = false;
@@ -597,8 +610,9 @@ static void drain_slab(uint32_t i, size_t valid)
 	       (r = g.C.cuptiActivityGetNextRecord(buf, valid, &rec)) == CUPTI_SUCCESS) {
 		if (convert)
 			agent_conv_record(&g.cv, rec);
-		if (rec->kind == CUPTI_ACTIVITY_KIND_OVERHEAD)
-			free(((CUpti_ActivityOverhead3 *)rec)->overheadData); /* ours to free, read or not */
+		/* Ours to free, read or not; only CUDA 13's Overhead3 has it. */
+		if (rec->kind == CUPTI_ACTIVITY_KIND_OVERHEAD && g.C.version >= CUPTI_V13_MIN)
+			free(((CUpti_ActivityOverhead3 *)rec)->overheadData);
 	}
 	/* A forced flush hands over records still being written: the walk
 	 * stops at the first one, and whatever follows it is lost. */
@@ -674,6 +688,9 @@ static void filter_api_records(void)
 	} dom[2] = { { CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE },
 		     { CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE } };
 
+	if (!g.C.cuptiActivityEnableDriverApi || !g.C.cuptiActivityEnableRuntimeApi ||
+	    g.C.version < CUPTI_PER_API_SWITCH)
+		return; /* before CUDA 12.5: the converter drops them instead */
 	for (int d = 0; d < 2; d++) {
 		for (uint32_t cbid = 1; cbid < dom[d].size; cbid++) {
 			const char *n = NULL;
@@ -730,7 +747,7 @@ static bool cupti_ready(void)
 	if (!g.untested_told && (g.C.version < CUPTI_TESTED_MIN || g.C.version > CUPTI_TESTED_MAX)) {
 		g.untested_told = true;
 		cupti_version_text(g.C.version, ver, sizeof(ver));
-		send_error(AGENT_ERR_NOTICE, 0, "CUPTI %s (%s) is newer than the versions this agent was tested with "
+		send_error(AGENT_ERR_NOTICE, 0, "CUPTI %s (%s) is not a version this agent was tested with "
 			   "(13.0); tracing goes on", ver, g.C.path);
 	}
 	return true;
@@ -768,13 +785,16 @@ static void capture_start(void)
 	sp.subscriberName = "profd";
 	sp.oldSubscriberName = other;
 	sp.oldSubscriberSize = sizeof(other);
-	r = g.C.cuptiSubscribe_v2(&g.sub, (CUpti_CallbackFunc)api_callback, NULL, &sp);
+	if (g.C.cuptiSubscribe_v2 && g.C.version >= CUPTI_V13_MIN)
+		r = g.C.cuptiSubscribe_v2(&g.sub, (CUpti_CallbackFunc)api_callback, NULL, &sp);
+	else /* CUDA 12: no name of the other subscriber */
+		r = g.C.cuptiSubscribe(&g.sub, (CUpti_CallbackFunc)api_callback, NULL);
 	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
 		send_error(AGENT_ERR_BUSY, (int32_t)r, "%s", other[0] ? other : "another CUPTI client");
 		return;
 	}
 	if (r != CUPTI_SUCCESS) {
-		report_cupti("cuptiSubscribe_v2", r);
+		report_cupti("cuptiSubscribe", r);
 		return;
 	}
 	g.subscribed = true;
@@ -890,6 +910,22 @@ static void send_notices(unsigned held)
 	}
 }
 
+/* Unsubscribe from the agent thread and leave CUPTI initialised (@why it
+ * cannot be finalized). CUPTI may still hold slabs: they stay its own
+ * (never handed out again) until it returns them; the rest are reused. */
+static void detach_without_finalize(const char *why)
+{
+	g.C.cuptiEnableDomain(0, g.sub, CUPTI_CB_DOMAIN_DRIVER_API);
+	g.C.cuptiEnableDomain(0, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+	g.C.cuptiUnsubscribe(g.sub);
+	g.sub = NULL;
+	g.subscribed = false;
+	send_error(AGENT_ERR_NOT_FINALIZED, 0,
+		   "%s: CUPTI unsubscribed but not finalized (some overhead may remain until the next "
+		   "capture%s)", why,
+		   g.C.version == CUPTI_V13_MIN ? "; CUPTI 13.0 keeps kernel tracing on until then" : "");
+}
+
 /* Wait for an API exit callback to unsubscribe + finalize; without one in
  * CLAIM_WAIT_MS, unsubscribe here and leave CUPTI initialised. */
 static void detach(void)
@@ -904,6 +940,10 @@ static void detach(void)
 		 * from; keep the slabs, CUPTI may still point at them. */
 		g.subscribed = false;
 		g.sub = NULL;
+		return;
+	}
+	if (g.C.version < CUPTI_FINALIZE_OK) {
+		detach_without_finalize("CUPTI before 12.6 can crash finalizing in jobs that use CUDA graphs");
 		return;
 	}
 	atomic_store(&g.finalize_done, 0);
@@ -923,21 +963,11 @@ static void detach(void)
 		}
 	}
 	if (atomic_compare_exchange_strong(&g.detach, &armed, DETACH_IDLE)) {
-		g.subscribed = false;
-		if (atomic_load(&g.exiting))
+		if (atomic_load(&g.exiting)) {
+			g.subscribed = false;
 			return; /* the process is exiting: CUDA tears itself down, CUPTI with it */
-		/* No CUDA call came: detach without finalize. */
-		g.C.cuptiEnableDomain(0, g.sub, CUPTI_CB_DOMAIN_DRIVER_API);
-		g.C.cuptiEnableDomain(0, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
-		g.C.cuptiUnsubscribe(g.sub);
-		g.sub = NULL;
-		send_error(AGENT_ERR_NOT_FINALIZED, 0,
-			   "no CUDA call within %d ms after the capture: CUPTI unsubscribed but not "
-			   "finalized (some overhead may remain until the next capture%s)",
-			   CLAIM_WAIT_MS,
-			   g.C.version < 130001 ? "; CUPTI 13.0 keeps kernel tracing on until then" : "");
-		/* CUPTI still exists and may hold slabs: they stay CUPTI's (never
-		 * handed out again) until it returns them; the rest are reused. */
+		}
+		detach_without_finalize("no CUDA call came within 2000 ms after the capture");
 		return;
 	}
 	/* A callback claimed it; finalize synchronises every context and can
@@ -972,7 +1002,7 @@ static void capture_stop(bool connected, bool do_detach)
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && cupti_usable(); i++) {
 		/* CUPTI 13.0 GA could deadlock disabling CONCURRENT_KERNEL (fixed in
 		 * 13.0 Update 1, API 130001); finalize turns it off anyway. */
-		if (kinds[i] == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && g.C.version < 130001)
+		if (kinds[i] == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && g.C.version == CUPTI_V13_MIN)
 			continue;
 		g.C.cuptiActivityDisable(kinds[i]);
 	}

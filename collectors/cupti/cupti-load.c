@@ -15,7 +15,8 @@
 
 #include "cupti-load.h"
 
-#define CUPTI_SONAME "libcupti.so.13"
+/* Newest first: a CUDA 12 job on a CUDA 13 driver traces with either. */
+static const char *const sonames[] = { "libcupti.so.13", "libcupti.so.12" };
 
 struct search {
 	struct cupti_lib *lib;
@@ -43,12 +44,18 @@ static void say(struct search *s, const char *fmt, ...)
 
 void cupti_version_text(uint32_t v, char *out, size_t size)
 {
+	static const char *const v12[CUPTI_V12_END - CUPTI_V12_MIN] = {
+		"12.0", "12.2", "12.3", "12.4", "12.5", "12.6", "12.7", "12.8", "12.9", "12.9 Update 1",
+	};
+
 	if (v >= 100000 && v % 100)
 		snprintf(out, size, "%u.%u Update %u", v / 10000, v / 100 % 100, v % 100);
 	else if (v >= 100000)
 		snprintf(out, size, "%u.%u", v / 10000, v / 100 % 100);
+	else if (v >= CUPTI_V12_MIN && v < CUPTI_V12_END)
+		snprintf(out, size, "%s (API v%u)", v12[v - CUPTI_V12_MIN], v);
 	else
-		snprintf(out, size, "API v%u (CUDA 12 or older)", v);
+		snprintf(out, size, "API v%u (CUDA 11 or older)", v);
 }
 
 /* Resolve every entry point from @h and check the version. 0 = usable. */
@@ -67,14 +74,19 @@ static int take(struct search *s, void *h, const char *path, bool job_loaded)
 	memcpy(&l.name, &sym, sizeof(sym));
 	CUPTI_FUNCS(CUPTI_FN_RESOLVE)
 #undef CUPTI_FN_RESOLVE
+#define CUPTI_FN_OPTIONAL(name)                                                 \
+	sym = dlsym(h, #name);                                                  \
+	memcpy(&l.name, &sym, sizeof(sym));
+	CUPTI_OPTIONAL_FUNCS(CUPTI_FN_OPTIONAL)
+#undef CUPTI_FN_OPTIONAL
 	if (l.cuptiGetVersion(&l.version) != CUPTI_SUCCESS) {
 		say(s, "%s: cuptiGetVersion failed; ", path);
 		return -ENOENT;
 	}
-	if (l.version < CUPTI_LAYOUT_MIN || l.version >= CUPTI_LAYOUT_END) {
+	if (!cupti_layout_known(l.version)) {
 		cupti_version_text(l.version, ver, sizeof(ver));
 		s->lib->version = l.version; /* the caller names what it refused */
-		say(s, "%s is CUPTI %s, whose records this agent cannot read (it reads CUDA 13.x); ",
+		say(s, "%s is CUPTI %s, whose records this agent cannot read (it reads CUDA 12-13); ",
 		    path, ver);
 		s->err = -EPROTO;
 		return -EPROTO;
@@ -147,19 +159,23 @@ static bool is_dir(const char *p)
 /* The candidates in a folder, newest soname first. */
 static int try_dir(struct search *s, const char *dir)
 {
-	static const char *const names[] = { CUPTI_SONAME, "libcupti.so" };
 	char p[600];
+	bool any = false;
 
-	/* The unversioned name only where the soname is missing (it is
-	 * usually a link to the same file). */
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
-		if (access(p, F_OK) < 0) {
-			if (i == 0)
-				say(s, "%s (absent); ", p);
+	for (size_t i = 0; i < sizeof(sonames) / sizeof(sonames[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, sonames[i]);
+		if (access(p, F_OK) < 0)
 			continue;
-		}
-		return try_path(s, p);
+		any = true;
+		if (try_path(s, p) == 0)
+			return 0;
+	}
+	if (!any) {
+		/* Only where no soname is: libcupti.so is usually a link to one. */
+		snprintf(p, sizeof(p), "%s/libcupti.so", dir);
+		if (access(p, F_OK) == 0)
+			return try_path(s, p);
+		say(s, "%s (none); ", dir);
 	}
 	return -ENOENT;
 }
@@ -191,7 +207,7 @@ int cupti_load(struct cupti_lib *lib, char *why, size_t why_size)
 	if (env && env[0]) {
 		if (is_dir(env) ? try_dir(&s, env) == 0 : try_path(&s, env) == 0)
 			return 0;
-		say(&s, "PROFD_CUPTI_PATH names no usable CUDA 13 libcupti");
+		say(&s, "PROFD_CUPTI_PATH names no usable libcupti");
 		return s.err;
 	}
 
@@ -217,7 +233,8 @@ int cupti_load(struct cupti_lib *lib, char *why, size_t why_size)
 		if (is_dir(dir) && try_dir(&s, dir) == 0)
 			return 0;
 	}
-	if (try_path(&s, CUPTI_SONAME) == 0)
-		return 0;
+	for (size_t i = 0; i < sizeof(sonames) / sizeof(sonames[0]); i++)
+		if (try_path(&s, sonames[i]) == 0)
+			return 0;
 	return s.err;
 }

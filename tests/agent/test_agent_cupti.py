@@ -525,15 +525,41 @@ class AgentOnFakeCupti(unittest.TestCase):
         self.assertEqual(a.state()["subscribes"], 1)  # in the app's own copy
         # PROFD_CUPTI_PATH is the only candidate when set.
         missing, _ = self.app(PROFD_CUPTI_PATH=os.path.join(self.tmp, "nowhere"))
-        old, _ = self.app(PROFD_CUPTI_PATH=os.path.dirname(FAKE_CUPTI), FAKE_CUPTI_VERSION="28")  # 12.9 U1
+        old, _ = self.app(PROFD_CUPTI_PATH=os.path.dirname(FAKE_CUPTI), FAKE_CUPTI_VERSION="18")  # 11.8
         x, _ = self.capture_while(600, lambda: None)
         w = warnings_of(x, missing.pid)
         self.assertTrue([m for m in w if "no usable CUPTI found" in m and "PROFD_CUPTI_PATH" in m], list(x.warnings))
         w = warnings_of(x, old.pid)
-        self.assertTrue([m for m in w if "CUDA 12 or older" in m and "cannot read" in m], list(x.warnings))
+        self.assertTrue([m for m in w if "CUDA 11 or older" in m and "cannot read" in m], list(x.warnings))
         for j in (missing, old):
             st = j.state()
             self.assertEqual(st["subscribes"], 0, st)
+
+    def test_cuda_12_cupti(self):
+        # cu12 wheels bring CUPTI 12.x: same record fields, older rules.
+        new, _ = self.app(FAKE_CUPTI_VERSION="28")  # 12.9 Update 1: finalize is safe there
+        old, _ = self.app(FAKE_CUPTI_VERSION="22")  # 12.4: finalizing can crash graph jobs
+
+        def work():
+            self.assertTrue(T.wait_for(lambda: old.state()["kinds"] & TRACED == TRACED, 10))
+            new.ask("launch 5 _Z6vecAddPKfS0_Pfi 0 7")
+            old.ask("launch 6 _Z6vecAddPKfS0_Pfi 1 7")
+            new.ask("busy 2200")
+        x, _ = self.capture_while(800, work, new)
+        per_pid = {}
+        for _, _, _, st in kernels(x):
+            pid = st["correlation_id"].uint64_value >> 32
+            per_pid[pid] = per_pid.get(pid, 0) + 1
+        self.assertEqual(per_pid, {new.pid: 5, old.pid: 6}, list(x.warnings))
+        self.assertEqual(new.state()["finalizes"], 1)
+        self.assertTrue(T.wait_for(lambda: "before 12.6 can crash finalizing" in self.d.log(), 5), self.d.log())
+        st = old.state()
+        self.assertEqual((st["finalizes"], st["subscribed"]), (0, 0), st)
+        old.ask("launch 4 _Z6vecAddPKfS0_Pfi 1 7")  # between captures: not recorded
+        x2, _ = self.capture_while(600, lambda: old.ask("launch 2 _Z6vecAddPKfS0_Pfi 1 7"), old)
+        self.assertEqual(len([k for k in kernels(x2) if k[3]["correlation_id"].uint64_value >> 32 == old.pid]), 2)
+        self.assertTrue([m for m in warnings_of(x2, old.pid) if "not tested" not in m and "12.6" in m],
+                        list(x2.warnings))
 
     def test_mig_instances_are_named_as_nvml_names_them(self):
         _, info = self.app(FAKE_CUDA_MIG="1")

@@ -355,6 +355,93 @@ TEST(convert_overhead_objects)
 	agent_conv_free(&cv);
 }
 
+/* CUDA 12's CUPTI writes older struct versions (Kernel9, Memcpy5, Memory3,
+ * Overhead2): the fields the converter reads sit at the same offsets, so a
+ * record built from the 12.x definitions (cupti_activity_deprecated.h)
+ * converts exactly as its 13.0 twin. Each is allocated at its own size:
+ * ASan catches a read past a shorter struct. */
+TEST(convert_cuda_12_record_layouts)
+{
+	CUpti_ActivityKernel10 k13 = kernel(5);
+	CUpti_ActivityKernel9 *k12 = calloc(1, sizeof(*k12));
+	CUpti_ActivityMemcpy5 *m12 = calloc(1, sizeof(*m12));
+	CUpti_ActivityMemory3 *a12 = calloc(1, sizeof(*a12));
+	CUpti_ActivityOverhead2 *o12 = calloc(1, sizeof(*o12));
+	const struct agent_rec_kernel *r13, *r12;
+	const struct agent_rec_memcpy *mr;
+	const struct agent_rec_memory *ar;
+	const struct agent_rec_overhead *orr;
+
+	ASSERT_TRUE(k12 && m12 && a12 && o12);
+	setup();
+	k12->kind = k13.kind;
+	k12->start = k13.start;
+	k12->end = k13.end;
+	k12->deviceId = k13.deviceId;
+	k12->contextId = k13.contextId;
+	k12->streamId = k13.streamId;
+	k12->correlationId = k13.correlationId;
+	k12->gridX = k13.gridX;
+	k12->gridY = k13.gridY;
+	k12->gridZ = k13.gridZ;
+	k12->blockX = k13.blockX;
+	k12->blockY = k13.blockY;
+	k12->blockZ = k13.blockZ;
+	k12->registersPerThread = k13.registersPerThread;
+	k12->dynamicSharedMemory = k13.dynamicSharedMemory;
+	k12->name = k13.name;
+	m12->kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+	m12->copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+	m12->srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+	m12->dstKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+	m12->bytes = 4096;
+	m12->start = 10;
+	m12->end = 30;
+	m12->streamId = 8;
+	m12->correlationId = 6;
+	a12->kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+	a12->memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+	a12->memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+	a12->bytes = 1 << 20;
+	a12->timestamp = 40;
+	a12->isAsync = 1;
+	a12->streamId = 9;
+	a12->correlationId = 7;
+	o12->kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+	o12->objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+	o12->objectId.pt.threadId = 31;
+	o12->start = 50;
+	o12->end = 60;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&k13), 1);
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)k12), 1);
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)m12), 1);
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)a12), 1);
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)o12), 1);
+	ASSERT_OK(agent_conv_flush(&cv));
+	r13 = (const void *)find(AGENT_REC_KERNEL, 0);
+	r12 = (const void *)find(AGENT_REC_KERNEL, 1);
+	ASSERT_TRUE(r13 && r12);
+	ASSERT_TRUE(memcmp(r12, r13, sizeof(*r12)) == 0);
+	mr = (const void *)find(AGENT_REC_MEMCPY, 0);
+	ASSERT_EQ(mr->copy_kind, AGENT_COPY_D2H);
+	ASSERT_EQ(mr->dst_kind, AGENT_MEM_PINNED);
+	ASSERT_U64_EQ(mr->bytes, 4096);
+	ASSERT_EQ(mr->stream, 8);
+	ASSERT_EQ(mr->correlation, 6);
+	ar = (const void *)find(AGENT_REC_MEMORY, 0);
+	ASSERT_EQ(ar->op, AGENT_MEMOP_ALLOC);
+	ASSERT_U64_EQ(ar->ts, 40);
+	ASSERT_EQ(ar->stream, 9);
+	orr = (const void *)find(AGENT_REC_OVERHEAD, 0);
+	ASSERT_U64_EQ(orr->object_id, 31);
+	ASSERT_U64_EQ(orr->end, 60);
+	free(k12);
+	free(m12);
+	free(a12);
+	free(o12);
+	agent_conv_free(&cv);
+}
+
 /* A process-level overhead names the process, not a thread. */
 TEST(convert_overhead_of_a_process_is_its_pid)
 {

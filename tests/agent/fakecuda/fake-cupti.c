@@ -25,7 +25,8 @@
  * Environment: FAKE_CUPTI_SUBSCRIBE=busy|privileges makes cuptiSubscribe_v2
  * fail as when another tool holds CUPTI / profiling is restricted;
  * FAKE_CUPTI_DROPPED=N: CUPTI lost N records of its own (reported once);
- * FAKE_CUPTI_VERSION=N: what cuptiGetVersion says (default 130001);
+ * FAKE_CUPTI_VERSION=N: what cuptiGetVersion says (default 130001); the
+ * agent goes by it (cuptiSubscribe on CUDA 12, per-API switches from 12.5);
  * FAKE_CUPTI_STRESS=1: every Enable of the DRIVER/RUNTIME domain runs an API
  * call on another thread before it returns (the detach race, made wide);
  * FAKE_CUPTI_FINALIZE_MS=N: cuptiFinalize takes N ms, then hands back the
@@ -160,6 +161,12 @@ EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *h, CUpti_CallbackFu
 	}
 	pthread_mutex_unlock(&f.lock);
 	return r;
+}
+
+/* CUDA 12's call: no parameters, so no name of the other subscriber. */
+EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *h, CUpti_CallbackFunc cb, void *ud)
+{
+	return cuptiSubscribe_v2(h, cb, ud, NULL);
 }
 
 EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle h)
