@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: MIT
+"""The real agent inside a job under valgrind: no invalid access and no
+leak of the agent's own through captures, a finalize, an idle detach and
+the job's exit (suite "valgrind": tools/run-tests runs it as the leak gate).
+
+The job is the fake CUDA program on the fake CUPTI (tests/agent/fakecuda),
+wrapped in valgrind; profd runs plain. Two captures: the first ends with a
+CUDA call that finalizes CUPTI (slabs unmapped), the second in an idle job
+that is unsubscribed without finalize; then the job exits with the agent
+connected.
+"""
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+import profdtest as T
+
+P = T.protos()
+APP = os.environ.get("FAKE_CUDA_APP", "")
+AGENT = os.environ.get("PROFD_AGENT_SO", "")
+VALGRIND = shutil.which("valgrind")
+
+
+@unittest.skipUnless(AGENT and APP and VALGRIND, "the agent, the fake CUDA app or valgrind is missing")
+class AgentUnderValgrind(unittest.TestCase):
+    def test_captures_and_exit_are_clean(self):
+        tmp = tempfile.mkdtemp(prefix="profd-agent-vg-")
+        sock = os.path.join(tmp, "agent.sock")
+        log = os.path.join(tmp, "valgrind.log")
+        d = T.Daemon("--agent-socket", sock, "--flush-timeout", "5s", wrapper=[])
+        stubs = T.Stubs(d.addr)
+        env = dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=sock)
+        app = subprocess.Popen(
+            [VALGRIND, "--quiet", "--error-exitcode=99", "--leak-check=full",
+             "--errors-for-leak-kinds=definite,indirect", "--show-leak-kinds=definite,indirect",
+             "--log-file=" + log, APP],
+            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertTrue(app.stdout.readline().startswith("ready"))
+
+            def ask(cmd):
+                app.stdin.write(cmd + "\n")
+                app.stdin.flush()
+                return app.stdout.readline().split()
+
+            self.assertTrue(T.wait_for(lambda: len(stubs.status(P.profd.StatusRequest(), timeout=10).agents) == 1, 60))
+
+            def capture(ms, work):
+                out = {}
+                t = threading.Thread(target=lambda: out.update(x=T.decode_xspace(P, stubs.profile(
+                    T.profile_request(P, ms, f"localhost:{d.port}"), timeout=120).tool_data[0].data)))
+                t.start()
+                time.sleep(ms / 2000)
+                work()
+                t.join()
+                return out["x"]
+
+            def kernels(x):
+                return sum(1 for p in x.planes if p.name.startswith("/device:GPU:") for line in p.lines
+                           for e in line.events if p.event_metadata[e.metadata_id].name.startswith("vecAdd"))
+
+            x = capture(3000, lambda: (ask("launch 20 _Z6vecAddPKfS0_Pfi 0 7"), ask("busy 4000")))
+            self.assertEqual(kernels(x), 20, list(x.warnings))
+            x = capture(3000, lambda: ask("launch 5 _Z6vecAddPKfS0_Pfi 1 7"))
+            self.assertEqual(kernels(x), 5, list(x.warnings))
+            self.assertTrue(T.wait_for(lambda: "not finalized" in d.log(), 20), d.log())
+            app.stdin.write("exit\n")
+            app.stdin.flush()
+            rc = app.wait(timeout=120)
+            with open(log) as f:
+                report = f.read()
+            self.assertEqual(rc, 0, report)
+            self.assertEqual(report.strip(), "", report)
+        finally:
+            if app.poll() is None:
+                app.kill()
+                app.wait()
+            app.stdin.close()
+            app.stdout.close()
+            stubs.close()
+            self.assertEqual(d.stop(), 0, d.log())
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
