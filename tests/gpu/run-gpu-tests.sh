@@ -15,7 +15,12 @@
 #   4. feeds the XSpace to jaxlib's converter (if jax is importable) and
 #      checks the kernels appear in trace.json.gz;
 #   5. if PyTorch with CUDA is importable, runs a small matmul loop under the
-#      agent and checks GPU kernels arrive.
+#      agent and checks GPU kernels arrive; then PyTorch's own profiler and
+#      the agent in both orders (started before the capture, started during
+#      it): the job survives, the capture has its kernels up to the takeover
+#      and says which profiler had CUPTI;
+#   6. if JAX with a GPU is importable, 100 captures in a row of a jitted
+#      loop: each has kernels, every kernel linked to its launch, no drops.
 #
 # Environment: PROFD_BUILD (build dir), NVCC (default: nvcc on PATH, else
 # $CUDA_HOME/bin/nvcc), PYTHON (default /usr/bin/python3; the jax/torch
@@ -240,6 +245,148 @@ sys.stdin.readline()
     check(len(kernels) >= 20, f"torch: {len(kernels)} kernels (e.g. {kernels[:1]})")
 
 
+def gpu_kernels(x):
+    """(name, correlation_id) of every kernel on the GPU planes."""
+    out = []
+    for pl in x.planes:
+        if pl.name.startswith("/device:GPU:"):
+            for l in pl.lines:
+                for e in l.events:
+                    st = stats(pl, e.stats)
+                    if "kernel_details" in st:
+                        out.append((pl.event_metadata[e.metadata_id].name, st.get("correlation_id")))
+    return out
+
+
+def host_launches(x):
+    """correlation_id -> API name of every host API event."""
+    out = {}
+    for pl in x.planes:
+        if pl.name == "/host:CPU":
+            for l in pl.lines:
+                for e in l.events:
+                    c = stats(pl, e.stats).get("correlation_id")
+                    if c is not None:
+                        out[c] = pl.event_metadata[e.metadata_id].name
+    return out
+
+
+def torch_profiler_order(d, order):
+    """PyTorch's profiler (Kineto: the Activity API, and a subscriber of its
+    own in newer versions) and profd's agent in one job: @order 'before'
+    starts torch's profiler before profd's capture, 'during' inside it."""
+    code = r"""
+import sys, torch
+from torch.profiler import profile, ProfilerActivity
+if not torch.cuda.is_available():
+    sys.exit(77)
+order = sys.argv[1]
+x = torch.randn(1024, 1024, device='cuda')
+torch.cuda.synchronize()
+prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+if order == 'before':
+    prof.__enter__()
+print('ready', flush=True)
+sys.stdin.readline()
+for _ in range(20):
+    y = x @ x
+torch.cuda.synchronize()
+if order == 'during':
+    prof.__enter__()
+for _ in range(20):
+    y = x @ x
+torch.cuda.synchronize()
+print('done', flush=True)
+sys.stdin.readline()
+prof.__exit__(None, None, None)
+print('torch-ok', sum(1 for e in prof.events() if 'gemm' in e.name.lower() or 'matmul' in e.name.lower()), flush=True)
+"""
+    env = dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=SOCK)
+    p = subprocess.Popen([os.environ["PYTHON_ML"], "-c", code, order], env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if not p.stdout.readline().startswith("ready"):
+        p.wait()
+        print("skip torch profiler", order, p.stderr.read()[-200:])
+        return
+    check(wait_agent(d, p.pid) is not None, f"torch profiler {order}: agent registered")
+    out = {}
+    th = threading.Thread(target=lambda: out.setdefault("x", capture(d, 4000, "torch-" + order)))
+    th.start()
+    time.sleep(1.5)
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    p.stdout.readline()
+    th.join()
+    p.stdin.write("exit\n")
+    p.stdin.flush()
+    last = p.stdout.readline().split()
+    rc = p.wait(timeout=120)
+    x = T.decode_xspace(P, out["x"])
+    ws = [w for w in x.warnings if f"pid {p.pid}" in w]
+    print(f"     torch profiler {order}: {len(gpu_kernels(x))} kernels in profd's capture, "
+          f"torch saw {last[1:] if last else '?'}; warnings: {ws}")
+    check(rc == 0 and last[:1] == ["torch-ok"], f"torch profiler {order}: the job survived (rc {rc})")
+    if order == "during":
+        check(len(gpu_kernels(x)) >= 20, f"torch profiler during: profd kept the kernels before the takeover")
+    check(any("another profiler" in w for w in ws) or order == "during" and len(gpu_kernels(x)) >= 40,
+          f"torch profiler {order}: the capture says who had CUPTI")
+
+
+def jax_many(d, n=100):
+    code = r"""
+import sys, threading
+import jax, jax.numpy as jnp
+if not any(dv.platform == 'gpu' for dv in jax.devices()):
+    sys.exit(77)
+x = jnp.ones((1024, 1024))
+f = jax.jit(lambda a: (a @ a) * 0.5)
+f(x).block_until_ready()
+print('ready', flush=True)
+stop = []
+def loop():
+    steps = 0
+    while not stop:
+        f(x).block_until_ready()
+        steps += 1
+    print('steps', steps, flush=True)
+t = threading.Thread(target=loop)
+t.start()
+sys.stdin.readline()
+stop.append(1)
+t.join()
+"""
+    env = dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=SOCK)
+    p = subprocess.Popen([os.environ["PYTHON_ML"], "-c", code], env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if not p.stdout.readline().startswith("ready"):
+        p.wait()
+        print("skip JAX captures: jax with a GPU not importable", p.stderr.read()[-200:])
+        return
+    check(wait_agent(d, p.pid) is not None, "jax: agent registered")
+    bad = []
+    totals = [0, 0]
+    t0 = time.time()
+    for i in range(n):
+        x = T.decode_xspace(P, capture(d, 200, f"jax-{i}"))
+        ks = gpu_kernels(x)
+        launches = host_launches(x)
+        unlinked = sum(1 for _, c in ks if c not in launches)
+        dropped = [w for w in x.warnings if "dropped" in w or "cut" in w]
+        totals[0] += len(ks)
+        totals[1] += sum(1 for v in launches.values() if "Launch" in v)
+        if not ks or unlinked or dropped:
+            bad.append((i, len(ks), unlinked, dropped[:1]))
+    p.stdin.write("stop\n")
+    p.stdin.flush()
+    steps = p.stdout.readline().split()
+    rc = p.wait(timeout=120)
+    print(f"     jax: {n} captures in {time.time() - t0:.1f} s, {totals[0]} kernels, {totals[1]} launches, "
+          f"{steps[1:] if steps else '?'} steps; bad: {bad[:5]}")
+    check(not bad, f"jax: {n} captures in a row, each with kernels linked to launches and no drops")
+    check(rc == 0, f"jax: the job exited 0 (rc {rc})")
+    check("not finalized" not in d.log(), "jax: finalized after each capture (the job was busy)")
+
+
 with T.Daemon("--agent-socket", SOCK, timeout=30) as d:
     p, ndev = start_sample(d)
     launched, x, raw = capture_round(d, p, "sample")
@@ -255,6 +402,9 @@ with T.Daemon("--agent-socket", SOCK, timeout=30) as d:
     check("not finalized" not in log, "agent finalized CUPTI after each capture")
     jax_convert(raw)
     torch_run(d)
+    torch_profiler_order(d, "before")
+    torch_profiler_order(d, "during")
+    jax_many(d)
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
