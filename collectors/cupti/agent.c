@@ -835,6 +835,9 @@ static void capture_start(void)
 		for (size_t j = 0; j < i; j++)
 			g.C.cuptiActivityDisable(kinds[j]);
 		settle(UINT64_MAX, STOP_SETTLE_MS);
+		pthread_mutex_lock(&g.lock);
+		g.accepting = false;
+		pthread_mutex_unlock(&g.lock);
 		g.C.cuptiUnsubscribe(g.sub);
 		g.subscribed = false;
 		g.sub = NULL;
