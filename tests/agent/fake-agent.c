@@ -8,6 +8,7 @@
  *              [--kernels N] [--events N --spread-ms MS] [--captures N]
  *              [--dropped N] [--no-flush-reply] [--error CODE:TEXT]
  *              [--proto-version N] [--stats-v2 CUT,FOREIGN,FLAGS]
+ *              [--hostile-times N]
  *
  * On START it sends a clock anchor (its clock is CLOCK_MONOTONIC, as an
  * unknown agent clock would be) and, per device in the order given (=
@@ -20,6 +21,10 @@
  * --proto-version N speaks wire protocol version N (HELLO and every frame;
  * a v1 STATS is AGENT_STATS_V1_SIZE bytes). --stats-v2 fills the v2 STATS
  * fields cut_records, foreign_buffers and flags.
+ *
+ * --hostile-times N adds, after each device's normal records, N rounds of
+ * records whose times no CUPTI would report (hostile_round()): profd must
+ * drop or clamp them, count them, and keep every normal record.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -49,6 +54,7 @@ static const char *arg_error_text = "";
 static unsigned arg_proto_version = AGENT_PROTO_VERSION;
 static unsigned long long arg_cut, arg_foreign;
 static unsigned arg_stats_flags;
+static unsigned long arg_hostile;
 
 static struct agent_client cl;
 static uint8_t batch[AGENT_FRAME_MAX];
@@ -127,6 +133,64 @@ static void put_api(uint64_t t, uint32_t name, uint32_t c, uint32_t cbid)
 	a->domain = AGENT_API_DRIVER;
 }
 
+/*
+ * One round of records with impossible times, on device @dev, around agent
+ * time @t (inside the capture). Each kind names one rule of the receiver;
+ * tests/agent/test_agent_hostile.py counts HOSTILE_PER_ROUND of them per
+ * round. Correlation ids are 0 so no flow links them to normal records.
+ */
+#define HOSTILE_PER_ROUND 8
+static void hostile_round(uint32_t dev, uint64_t t, uint64_t anchor)
+{
+	struct agent_rec_kernel *k;
+	struct agent_rec_memcpy *m;
+	struct agent_rec_memset *s;
+	struct agent_rec_api *a;
+
+	/* A 2^62 ns kernel starting inside the window. */
+	put_kernel(dev, t, S_KERNEL, 0, 99);
+	k = (struct agent_rec_kernel *)(batch + blen - sizeof(*k));
+	k->end = k->start + (1ull << 62);
+	/* Starting near UINT64_MAX (past INT64_MAX: no wall time). */
+	put_kernel(dev, t, S_KERNEL, 0, 99);
+	k = (struct agent_rec_kernel *)(batch + blen - sizeof(*k));
+	k->start = UINT64_MAX - 5;
+	k->end = UINT64_MAX;
+	/* Ending before it starts. */
+	m = put(AGENT_REC_MEMCPY, sizeof(*m), 0);
+	m->start = t + 50000;
+	m->end = t + 1000;
+	m->device = m->dst_device = dev;
+	m->stream = 8;
+	m->copy_kind = AGENT_COPY_D2H;
+	/* A duration of INT64_MAX ns. */
+	s = put(AGENT_REC_MEMSET, sizeof(*s), 0);
+	s->start = t + 1000;
+	s->end = s->start + (uint64_t)INT64_MAX;
+	s->device = dev;
+	s->stream = 8;
+	/* An API call of 2^62 ns. */
+	put_api(t, S_LAUNCH, 0, 307);
+	a = (struct agent_rec_api *)(batch + blen - sizeof(*a));
+	a->end = a->start + (1ull << 62);
+	/* Long before the clock anchor (an hour, or agent time 1). */
+	put_api(t, S_LAUNCH, 0, 307);
+	a = (struct agent_rec_api *)(batch + blen - sizeof(*a));
+	a->start = anchor > 3600000000000ull ? anchor - 3600000000000ull : 1;
+	a->end = a->start + 5000;
+	/* Thirty years in the future, short and 2^62 ns long. */
+	put_kernel(dev, t, S_KERNEL, 0, 99);
+	k = (struct agent_rec_kernel *)(batch + blen - sizeof(*k));
+	k->start = t + 1000000000000000000ull;
+	k->end = k->start + 1000;
+	put_api(t, S_LAUNCH, 0, 307);
+	a = (struct agent_rec_api *)(batch + blen - sizeof(*a));
+	a->start = t + 1000000000000000000ull;
+	a->end = a->start + (1ull << 62);
+}
+
+static uint64_t clock_anchor;
+
 static void burst(void)
 {
 	uint64_t t = agent_mono_ns();
@@ -180,6 +244,8 @@ static void burst(void)
 			a->op = (uint8_t)op;
 			a->mem_kind = AGENT_MEM_DEVICE;
 		}
+		for (unsigned long i = 0; i < arg_hostile; i++)
+			hostile_round(d, t, clock_anchor);
 	}
 	send_batch();
 }
@@ -268,7 +334,8 @@ int main(int argc, char **argv)
 		{ "captures", required_argument, NULL, 'c' }, { "dropped", required_argument, NULL, 'D' },
 		{ "no-flush-reply", no_argument, &arg_no_flush_reply, 1 },
 		{ "error", required_argument, NULL, 'E' },    { "proto-version", required_argument, NULL, 'V' },
-		{ "stats-v2", required_argument, NULL, 'T' }, { NULL, 0, NULL, 0 },
+		{ "stats-v2", required_argument, NULL, 'T' }, { "hostile-times", required_argument, NULL, 'H' },
+		{ NULL, 0, NULL, 0 },
 	};
 	unsigned captures = 0;
 	bool capturing = false;
@@ -288,6 +355,7 @@ int main(int argc, char **argv)
 			arg_error_code = (unsigned)atoi(optarg);
 			arg_error_text = strchr(optarg, ':') ? strchr(optarg, ':') + 1 : "";
 			break;
+		case 'H': arg_hostile = strtoul(optarg, NULL, 10); break;
 		case 'V': arg_proto_version = (unsigned)atoi(optarg); break;
 		case 'T':
 			if (sscanf(optarg, "%llu,%llu,%u", &arg_cut, &arg_foreign, &arg_stats_flags) != 3)
@@ -335,6 +403,7 @@ int main(int argc, char **argv)
 				/* session.c starts collectors just before it stamps the
 				 * window start; real CUPTI setup takes far longer. */
 				usleep(2000);
+				clock_anchor = ck.agent_ns;
 				capturing = true;
 				agent_client_send(&cl, AGENT_FRAME_CLOCK, &ck, sizeof(ck));
 				printf("started\n");
