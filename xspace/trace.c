@@ -480,7 +480,7 @@ int trace_line_append(struct trace_line *l, const struct trace_event *ev)
 		l->tail = c = nc;
 	}
 	c->ev[c->n++] = *ev;
-	end = ev->start_ns + ev->dur_ns;
+	end = trace_end_ns(ev->start_ns, ev->dur_ns); /* saturates: dur_ns is hostile */
 	if (end > c->max_end_ns)
 		c->max_end_ns = end;
 	l->count++;

@@ -51,7 +51,9 @@ enum trace_stat_type {
 /**
  * struct trace_event - one XEvent as stored.
  * @start_ns: CLOCK_REALTIME ns.
- * @dur_ns:   duration in ns, >= 0 (0 for counters and instants).
+ * @dur_ns:   duration in ns, >= 0 (0 for counters and instants). Sources
+ *            should keep it sane (agent-map.c bounds it); readers still
+ *            treat it as hostile (trace_end_ns(), trace_clamp()).
  * @meta:     event metadata id in the plane (trace_plane_event_id()).
  * @statset:  stat set id in the plane, 0 for none.
  * @vstat:    TRACE_VSTAT(type, stat id) of @value, 0 for none.
@@ -66,6 +68,82 @@ struct trace_event {
 	uint32_t _pad;
 	uint64_t value;
 };
+
+/*
+ * Saturating time arithmetic. Times and durations come from outside the
+ * daemon (an agent's records, /proc, NVML) and are hostile: every sum and
+ * every ns -> ps conversion saturates at the int64 range instead of
+ * overflowing (undefined behaviour the optimiser exploits).
+ */
+static inline int64_t trace_sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_add_overflow(a, b, &r))
+		return b > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+static inline int64_t trace_sat_sub(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_sub_overflow(a, b, &r))
+		return b < 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+static inline int64_t trace_ns_to_ps(int64_t ns)
+{
+	int64_t r;
+
+	if (__builtin_mul_overflow(ns, (int64_t)1000, &r))
+		return ns > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+/* The end of an event that lasts @dur_ns (a negative one counts as 0). */
+static inline int64_t trace_end_ns(int64_t start_ns, int64_t dur_ns)
+{
+	return trace_sat_add(start_ns, dur_ns > 0 ? dur_ns : 0);
+}
+
+enum trace_clamp_result {
+	TRACE_KEEP = 0,    /* unchanged */
+	TRACE_CLAMPED = 1, /* kept with a shorter (or no longer negative) duration */
+	TRACE_DROP = 2,    /* starts outside the window */
+};
+
+/*
+ * trace_clamp - the window rules for one event, shared by the XSpace writer
+ * and whoever else must place an event in [@win_start, @win_stop):
+ *   - an event starting outside the window is not in it (TRACE_DROP);
+ *   - a negative duration becomes 0;
+ *   - an event may reach past the window end, but by at most the window's
+ *     length: a longer duration is cut to end there.
+ * Then start + *dur_ns never overflows and (start - win_start) + *dur_ns is
+ * at most twice the window length. @dur_ns is updated unless TRACE_DROP.
+ * A window with @win_stop <= @win_start holds nothing.
+ */
+static inline enum trace_clamp_result trace_clamp(int64_t start_ns, int64_t *dur_ns, int64_t win_start,
+						  int64_t win_stop)
+{
+	int64_t limit, max_dur;
+
+	if (start_ns < win_start || start_ns >= win_stop)
+		return TRACE_DROP;
+	if (*dur_ns < 0) {
+		*dur_ns = 0;
+		return TRACE_CLAMPED;
+	}
+	limit = trace_sat_add(win_stop, trace_sat_sub(win_stop, win_start));
+	max_dur = trace_sat_sub(limit, start_ns); /* > 0: start < stop <= limit */
+	if (*dur_ns > max_dur) {
+		*dur_ns = max_dur;
+		return TRACE_CLAMPED;
+	}
+	return TRACE_KEEP;
+}
 
 struct trace_chunk;
 struct trace_plane;

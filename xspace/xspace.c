@@ -24,9 +24,14 @@
 #define MERGE_MAX 64
 #define OUT_HUGEPAGE_MIN ((size_t)8 << 20)
 
+/* An upper bound on one XEvent entry's bytes other than its stat set:
+ * tag, length, metadata_id, offset_ps, duration_ps and the value stat. */
+#define EVENT_MAX_FIXED ((size_t)64)
+
 /* Encoder-private state per line, parallel to plane->lines. */
 struct line_plan {
 	uint64_t n_in;     /* records inside the window */
+	uint64_t clamped;  /* of those, records whose duration trace_clamp() cut */
 	size_t body;       /* XLine body bytes */
 	bool sequential;   /* chunks are each sorted and follow each other */
 };
@@ -34,6 +39,13 @@ struct line_plan {
 struct plane_plan {
 	struct line_plan *lines;
 	size_t body;       /* XPlane body bytes */
+	size_t tail;       /* of which metadata tables and plane stats */
+};
+
+/* What pass 2 writes for one record, from the same function pass 1 sized
+ * it with: the two passes cannot disagree on the numbers. */
+struct ev_times {
+	int64_t off_ps, dur_ps;
 };
 
 static int ev_cmp(const void *a, const void *b)
@@ -74,27 +86,33 @@ static inline size_t value_stat_size(const struct trace_event *e)
 	return 1 + vsize(body) + body;
 }
 
-static inline int64_t offset_ps(const struct trace_event *e, int64_t start_ns)
+/* Places a record in the window (trace_clamp(): records are hostile, see
+ * trace.h): TRACE_DROP when it starts outside, else its offset and its
+ * (possibly shortened) duration in ps, both saturated. */
+static inline enum trace_clamp_result place(const struct trace_event *e, const struct xspace_info *info,
+					    struct ev_times *t)
 {
-	return (e->start_ns - start_ns) * 1000;
+	int64_t dur = e->dur_ns;
+	enum trace_clamp_result r = trace_clamp(e->start_ns, &dur, info->start_ns, info->stop_ns);
+
+	if (r != TRACE_DROP) {
+		t->off_ps = trace_ns_to_ps(trace_sat_sub(e->start_ns, info->start_ns));
+		t->dur_ps = trace_ns_to_ps(dur);
+	}
+	return r;
 }
 
 static inline size_t event_body_size(const struct trace_plane *p, const struct trace_event *e,
-				     int64_t start_ns)
+				     const struct ev_times *t)
 {
 	size_t n = 1 + vsize(e->meta);
 
-	n += 1 + vsize((uint64_t)offset_ps(e, start_ns));
-	if (e->dur_ns)
-		n += 1 + vsize((uint64_t)(e->dur_ns * 1000));
+	n += 1 + vsize((uint64_t)t->off_ps);
+	if (t->dur_ps)
+		n += 1 + vsize((uint64_t)t->dur_ps);
 	if (e->statset)
 		n += p->statsets.ent[e->statset].len;
 	return n + value_stat_size(e);
-}
-
-static inline bool in_window(const struct trace_event *e, const struct xspace_info *info)
-{
-	return e->start_ns >= info->start_ns && e->start_ns < info->stop_ns;
 }
 
 static size_t line_header_size(const struct trace_line *l)
@@ -157,7 +175,7 @@ static void plan_chunk(const struct trace_plane *p, struct trace_chunk *c,
 {
 	const struct trace_event *ev = c->ev;
 	size_t body = 0;
-	uint64_t n_in = 0;
+	uint64_t n_in = 0, clamped = 0;
 	bool sorted = true;
 
 	for (uint32_t i = 0; i < c->n; i++) {
@@ -166,17 +184,24 @@ static void plan_chunk(const struct trace_plane *p, struct trace_chunk *c,
 		/* Strictly later starts are the common case: one compare. */
 		if (i && e->start_ns <= ev[i - 1].start_ns && ev_before(e, &ev[i - 1]))
 			sorted = false;
-		if (!in_window(e, info))
+		struct ev_times t;
+		enum trace_clamp_result r = place(e, info, &t);
+
+		if (r == TRACE_DROP)
 			continue;
-		size_t eb = event_body_size(p, e, info->start_ns);
+		size_t eb = event_body_size(p, e, &t);
 
 		body += 1 + vsize(eb) + eb;
 		n_in++;
+		clamped += r == TRACE_CLAMPED;
 	}
+	/* trace_clamp() only ever shortens a duration to the same bound for
+	 * equal starts, so this order is also the order of what is written. */
 	if (!sorted)
 		qsort(c->ev, c->n, sizeof(c->ev[0]), ev_cmp);
 	lp->body += body;
 	lp->n_in += n_in;
+	lp->clamped += clamped;
 }
 
 static int plan_line(const struct trace_plane *p, struct trace_line *l,
@@ -188,6 +213,7 @@ static int plan_line(const struct trace_plane *p, struct trace_line *l,
 	lp->sequential = true;
 	lp->body = 0;
 	lp->n_in = 0;
+	lp->clamped = 0;
 	for (struct trace_chunk *c = l->head; c; c = c->next) {
 		plan_chunk(p, c, info, lp);
 		if (c->n && prev_last && ev_before(&c->ev[0], prev_last))
@@ -220,7 +246,8 @@ static size_t plane_header_size(const struct trace_plane *p)
 	return n + p->plane_stats.len;
 }
 
-/* Writer helpers: @w is the cursor; the plan guarantees room. */
+/* Writer helpers: @w is the cursor; the plan promises room, which the
+ * callers check before each piece (pass 2 never trusts pass 1 blindly). */
 static uint8_t *put_table(uint8_t *w, const struct strtab *t, uint32_t field)
 {
 	for (uint32_t id = 1; id <= t->n; id++) {
@@ -242,16 +269,16 @@ static uint8_t *put_table(uint8_t *w, const struct strtab *t, uint32_t field)
  * case of a body of 128 bytes or more), so sizes are not computed twice;
  * the bytes are those pass 1 sized. */
 static uint8_t *put_event(uint8_t *w, const struct trace_plane *p, const struct trace_event *e,
-			  int64_t start_ns)
+			  const struct ev_times *t)
 {
 	uint8_t *body = w + 2, *q = body;
 	size_t n;
 
 	w[0] = 0x22; /* XLine.events, LEN */
 	q = pb_put_varint_field(q, 1, e->meta);
-	q = pb_put_varint_field(q, 2, (uint64_t)offset_ps(e, start_ns));
-	if (e->dur_ns)
-		q = pb_put_varint_field(q, 3, (uint64_t)(e->dur_ns * 1000));
+	q = pb_put_varint_field(q, 2, (uint64_t)t->off_ps);
+	if (t->dur_ps)
+		q = pb_put_varint_field(q, 3, (uint64_t)t->dur_ps);
 	if (e->statset) {
 		const struct strtab_entry *se = &p->statsets.ent[e->statset];
 
@@ -284,18 +311,44 @@ static uint8_t *put_event(uint8_t *w, const struct trace_plane *p, const struct 
 	return q + extra;
 }
 
-/* Pass 2 for one line: emit in-window records in order, freeing chunks as
- * they are used up. The line is left without chunks. */
-static uint8_t *put_line_events(uint8_t *w, const struct trace_plane *p, struct trace_line *l,
-				const struct line_plan *lp, const struct xspace_info *info)
+/* Writes one in-window record if it fits before @end: the new cursor, @w
+ * for a record outside the window, or NULL when it would not fit (the
+ * passes disagree: the caller fails the capture). The exact size is only
+ * computed near @end. */
+static uint8_t *put_checked(uint8_t *w, uint8_t *end, const struct trace_plane *p,
+			    const struct trace_event *e, const struct xspace_info *info)
+{
+	struct ev_times t;
+	size_t room = (size_t)(end - w), eb;
+
+	if (place(e, info, &t) == TRACE_DROP)
+		return w;
+	eb = e->statset ? p->statsets.ent[e->statset].len : 0;
+	if (room < EVENT_MAX_FIXED + eb) {
+		eb = event_body_size(p, e, &t);
+		if (room < 1 + vsize(eb) + eb)
+			return NULL;
+	}
+	return put_event(w, p, e, &t);
+}
+
+/* Pass 2 for one line: emit in-window records in order into [@w, @end),
+ * freeing chunks as they are used up. The line is left without chunks,
+ * also on failure (NULL: a record did not fit). */
+static uint8_t *put_line_events(uint8_t *w, uint8_t *end, const struct trace_plane *p,
+				struct trace_line *l, const struct line_plan *lp,
+				const struct xspace_info *info)
 {
 	if (lp->sequential) {
 		struct trace_chunk *c = l->head, *n;
 
-		for (; c; c = n) {
-			for (uint32_t i = 0; i < c->n; i++)
-				if (in_window(&c->ev[i], info))
-					w = put_event(w, p, &c->ev[i], info->start_ns);
+		for (; c && w; c = n) {
+			for (uint32_t i = 0; i < c->n && w; i++)
+				w = put_checked(w, end, p, &c->ev[i], info);
+			n = c->next;
+			trace__chunk_free(c);
+		}
+		for (; c; c = n) { /* what a failure left */
 			n = c->next;
 			trace__chunk_free(c);
 		}
@@ -322,13 +375,15 @@ static uint8_t *put_line_events(uint8_t *w, const struct trace_plane *p, struct 
 					best = (int)i;
 			if (best < 0)
 				break;
-			const struct trace_event *e = &cs[best]->ev[pos[best]];
-
-			if (in_window(e, info))
-				w = put_event(w, p, e, info->start_ns);
-			if (++pos[best] == cs[best]->n) {
+			w = put_checked(w, end, p, &cs[best]->ev[pos[best]], info);
+			if (++pos[best] == cs[best]->n || !w) {
 				trace__chunk_free(cs[best]);
 				cs[best] = NULL;
+			}
+			if (!w) {
+				for (uint32_t i = 0; i < k; i++)
+					trace__chunk_free(cs[i]);
+				break;
 			}
 		}
 	}
@@ -375,10 +430,11 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 		  struct xspace_out *out)
 {
 	struct plane_plan *pp = NULL;
-	char dropped_msg[160];
-	const char *dropped_v[2] = {dropped_msg, NULL};
-	size_t total = 0;
-	uint8_t *w;
+	char dropped_msg[160], clamped_msg[200];
+	const char *dropped_v[2] = {dropped_msg, NULL}, *clamped_v[2] = {clamped_msg, NULL};
+	uint64_t clamped = 0;
+	size_t total = 0, tail;
+	uint8_t *w, *end;
 	int r;
 
 	memset(out, 0, sizeof(*out));
@@ -406,6 +462,7 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 			r = -ENOMEM;
 			goto out;
 		}
+		pp[i].tail = table_size(&p->events, 4) + table_size(&p->stats, 5) + p->plane_stats.len;
 		pp[i].body = plane_header_size(p);
 		for (uint32_t j = 0; j < p->n_lines; j++) {
 			r = plan_line(p, p->lines[j], info, &pp[i].lines[j]);
@@ -414,16 +471,29 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 			if (pp[i].lines[j].n_in) {
 				pp[i].body += pb_len_field_size(3, pp[i].lines[j].body);
 				out->n_events += pp[i].lines[j].n_in;
+				clamped += pp[i].lines[j].clamped;
 			}
 		}
 		total += pb_len_field_size(1, pp[i].body);
 	}
+	clamped_msg[0] = 0;
+	if (clamped)
+		snprintf(clamped_msg, sizeof(clamped_msg),
+			 "%llu events had impossible durations and were shortened to end at most one "
+			 "capture length after the capture",
+			 (unsigned long long)clamped);
+	/* Everything after the planes, sized here and checked before pass 2
+	 * writes it. */
+	tail = 0;
 	for (uint32_t i = 0; i < snap->n_diags; i++)
-		total += pb_len_field_size(snap->diags[i].error ? 2 : 3, strlen(snap->diags[i].text));
-	total += string_fields_size(2, info->extra_errors) + string_fields_size(3, info->extra_warnings);
+		tail += pb_len_field_size(snap->diags[i].error ? 2 : 3, strlen(snap->diags[i].text));
+	tail += string_fields_size(2, info->extra_errors) + string_fields_size(3, info->extra_warnings);
 	if (dropped_msg[0])
-		total += string_fields_size(3, dropped_v);
-	total += pb_len_field_size(4, strlen(info->hostname));
+		tail += string_fields_size(3, dropped_v);
+	if (clamped_msg[0])
+		tail += string_fields_size(3, clamped_v);
+	tail += pb_len_field_size(4, strlen(info->hostname));
+	total += tail;
 	/* The caller frames the XSpace in @prefix bytes; the whole reply must
 	 * stay within what a protobuf message (and the TF client) takes. */
 	if (total > MAX_MESSAGE - prefix) {
@@ -447,27 +517,50 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 	out->prefix = prefix;
 	out->xspace = w = out->base + prefix;
 	out->xspace_len = total;
+	end = w + total;
 
-	/* Pass 2: write front to back. */
+	/*
+	 * Pass 2: write front to back. Each piece is checked against the room
+	 * pass 1 planned for it before it is written: should the passes ever
+	 * disagree (a sizing bug, a record the sizes did not foresee), this
+	 * capture fails with -EPROTO and nothing is written past the mapping.
+	 */
+	r = -EPROTO;
 	for (uint32_t i = 0; i < snap->n_planes; i++) {
 		struct trace_plane *p = snap->planes[i];
+		uint8_t *plane_end;
 
+		if ((size_t)(end - w) < pb_len_field_size(1, pp[i].body))
+			goto out;
 		w = pb_put_len_hdr(w, 1, pp[i].body);
+		if ((size_t)(end - w) < pp[i].body || pp[i].body < plane_header_size(p))
+			goto out;
+		plane_end = w + pp[i].body;
 		if (p->id)
 			w = pb_put_varint_field(w, 1, (uint64_t)p->id);
 		w = pb_put_bytes_field(w, 2, p->name, strlen(p->name));
 		for (uint32_t j = 0; j < p->n_lines; j++) {
 			struct trace_line *l = p->lines[j];
 			const struct line_plan *lp = &pp[i].lines[j];
+			uint8_t *line_end;
 
 			if (!lp->n_in)
 				continue;
+			if ((size_t)(plane_end - w) < pb_len_field_size(3, lp->body))
+				goto out;
 			w = pb_put_len_hdr(w, 3, lp->body);
+			line_end = w + lp->body;
+			if ((size_t)(line_end - w) < line_header_size(l))
+				goto out;
 			w = pb_put_varint_field(w, 1, (uint64_t)l->id);
 			if (l->name[0])
 				w = pb_put_bytes_field(w, 2, l->name, strlen(l->name));
-			w = put_line_events(w, p, l, lp, info);
+			w = put_line_events(w, line_end, p, l, lp, info);
+			if (w != line_end)
+				goto out;
 		}
+		if (plane_end - w < 0 || (size_t)(plane_end - w) != pp[i].tail)
+			goto out;
 		w = put_table(w, &p->events, 4);
 		w = put_table(w, &p->stats, 5);
 		/* A plane without stats has a NULL buffer: memcpy(w, NULL, 0) is
@@ -477,6 +570,8 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 			w += p->plane_stats.len;
 		}
 	}
+	if ((size_t)(end - w) != tail)
+		goto out;
 	for (uint32_t i = 0; i < snap->n_diags; i++)
 		w = pb_put_bytes_field(w, snap->diags[i].error ? 2 : 3, snap->diags[i].text,
 				       strlen(snap->diags[i].text));
@@ -484,12 +579,11 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 	w = put_string_fields(w, 3, info->extra_warnings);
 	if (dropped_msg[0])
 		w = put_string_fields(w, 3, dropped_v);
+	if (clamped_msg[0])
+		w = put_string_fields(w, 3, clamped_v);
 	w = pb_put_bytes_field(w, 4, info->hostname, strlen(info->hostname));
-	if ((size_t)(w - out->xspace) != total) {
-		/* A sizing bug would corrupt the message: refuse to ship it. */
-		r = -EPROTO;
+	if (w != end) /* a sizing bug would corrupt the message: refuse to ship it */
 		goto out;
-	}
 	r = 0;
 out:
 	if (pp)
