@@ -27,6 +27,7 @@
 #include "agent-map.h"
 #include "base/log.h"
 #include "base/macro.h"
+#include "base/timeutil.h"
 #include "xspace/names.h"
 
 enum ev_type_bit {
@@ -254,14 +255,43 @@ static struct trace_line *host_line(struct agent_src *s, uint32_t tid)
 /* ---- events ---------------------------------------------------------------- */
 
 /* Agent clock -> wall ns. Records are only taken once the clock anchor is
- * known; a value that cannot be a time maps to 0, outside every window. */
-static int64_t to_wall(const struct agent_src *s, uint64_t ts)
+ * known; false for a value that cannot be a time. */
+static bool to_wall(const struct agent_src *s, uint64_t ts, int64_t *ret)
 {
-	int64_t w;
+	return ts <= INT64_MAX && !__builtin_add_overflow((int64_t)ts, s->clock_off, ret) && *ret >= 0;
+}
 
-	if (ts > INT64_MAX || __builtin_add_overflow((int64_t)ts, s->clock_off, &w) || w < 0)
-		return 0;
-	return w;
+/*
+ * The time rules for one record of [@start, @end] agent ns; every number
+ * from the agent is hostile. false: the record is dropped (counted in
+ * s->bad_time, except start 0, which is CUPTI's "no time" and says nothing
+ * of the agent): no wall time, ending before it starts, starting before
+ * the process's clock anchor or after the horizon (see AGENT_MAP_TIME_SLACK_NS).
+ * Else *@ret_start and a duration that ends by the horizon (a longer one
+ * is cut there and counted in s->long_dur). The XSpace writer then fits
+ * the event to the capture window (trace_clamp()).
+ */
+static bool place_times(struct agent_src *s, uint64_t start, uint64_t end, int64_t *ret_start,
+			int64_t *ret_dur)
+{
+	int64_t w, max_dur;
+	uint64_t d;
+
+	if (start == 0)
+		return false;
+	if (end < start || !to_wall(s, start, &w) || w < s->earliest || w > s->horizon) {
+		s->bad_time++;
+		return false;
+	}
+	d = end - start;
+	max_dur = s->horizon - w; /* 0 <= w <= horizon: no overflow */
+	if (d > (uint64_t)max_dur) {
+		d = (uint64_t)max_dur;
+		s->long_dur++;
+	}
+	*ret_start = w;
+	*ret_dur = (int64_t)d;
+	return true;
 }
 
 static const char *str_of(const struct agent_src *s, uint32_t id, const char *dflt)
@@ -299,15 +329,6 @@ static void append(struct agent_map *m, struct trace_plane *p, struct trace_line
 		   int64_t start, int64_t dur, int64_t statset, uint64_t correlation)
 {
 	append_id(m, p, l, trace_plane_event_id(p, name), start, dur, statset, correlation);
-}
-
-/* Duration of a [start, end] record (the caller checked end >= start); one
- * that cannot be a duration is 0, as a time that cannot be one is. */
-static int64_t span(uint64_t start, uint64_t end)
-{
-	uint64_t d = end - start;
-
-	return d > INT64_MAX ? 0 : (int64_t)d;
 }
 
 static const char *mem_kind(uint8_t k) { return mem_kind_names[k < AGENT_MEM__MAX ? k : 0]; }
@@ -371,8 +392,9 @@ static void put_kernel(struct agent_src *s, const struct agent_rec_kernel *r)
 	struct kcache_ent *e;
 	struct kshape key;
 	char details[256], occ[32];
+	int64_t start, dur;
 
-	if (!d || r->start == 0 || r->end < r->start || !(p = gpu_plane(m, d->plane)) ||
+	if (!d || !place_times(s, r->start, r->end, &start, &dur) || !(p = gpu_plane(m, d->plane)) ||
 	    !(l = stream_line(s, p, d->plane, r->stream, T_COMPUTE)))
 		return;
 	memset(&key, 0, sizeof(key));
@@ -403,8 +425,7 @@ static void put_kernel(struct agent_src *s, const struct agent_rec_kernel *r)
 		if (e->meta < 0 || e->statset < 0)
 			e->key.p = NULL; /* do not cache a failure */
 	}
-	append_id(m, p, l, e->meta, to_wall(s, r->start), span(r->start, r->end), e->statset,
-		  corr(s, r->correlation));
+	append_id(m, p, l, e->meta, start, dur, e->statset, corr(s, r->correlation));
 }
 
 static void put_memcpy(struct agent_src *s, const struct agent_rec_memcpy *r)
@@ -415,8 +436,9 @@ static void put_memcpy(struct agent_src *s, const struct agent_rec_memcpy *r)
 	struct trace_plane *p;
 	struct trace_line *l;
 	char details[192];
+	int64_t start, dur;
 
-	if (!d || r->start == 0 || r->end < r->start || !(p = gpu_plane(m, d->plane)) ||
+	if (!d || !place_times(s, r->start, r->end, &start, &dur) || !(p = gpu_plane(m, d->plane)) ||
 	    !(l = stream_line(s, p, d->plane, r->stream, copy_bits[ck])))
 		return;
 	dst = r->dst_device < AGENT_MAX_DEVICES && s->dev[r->dst_device].known ? &s->dev[r->dst_device] : d;
@@ -425,8 +447,7 @@ static void put_memcpy(struct agent_src *s, const struct agent_rec_memcpy *r)
 		 r->async ? 1 : 0);
 	trace_stat_str_ref(p, &m->sb, XN_STAT_MEMCPY_DETAILS, details);
 	context_stat(p, &m->sb, r->context);
-	append(m, p, l, copy_names[ck], to_wall(s, r->start), span(r->start, r->end),
-	       trace_plane_statset(p, &m->sb), corr(s, r->correlation));
+	append(m, p, l, copy_names[ck], start, dur, trace_plane_statset(p, &m->sb), corr(s, r->correlation));
 }
 
 static void put_memset(struct agent_src *s, const struct agent_rec_memset *r)
@@ -436,16 +457,16 @@ static void put_memset(struct agent_src *s, const struct agent_rec_memset *r)
 	struct trace_plane *p;
 	struct trace_line *l;
 	char details[128];
+	int64_t start, dur;
 
-	if (!d || r->start == 0 || r->end < r->start || !(p = gpu_plane(m, d->plane)) ||
+	if (!d || !place_times(s, r->start, r->end, &start, &dur) || !(p = gpu_plane(m, d->plane)) ||
 	    !(l = stream_line(s, p, d->plane, r->stream, T_MEMSET)))
 		return;
 	snprintf(details, sizeof(details), "kind:%s num_bytes:%llu async:%d", mem_kind(r->mem_kind),
 		 (unsigned long long)r->bytes, r->async ? 1 : 0);
 	trace_stat_str_ref(p, &m->sb, XN_STAT_MEMSET_DETAILS, details);
 	context_stat(p, &m->sb, r->context);
-	append(m, p, l, XN_EVENT_MEMSET, to_wall(s, r->start), span(r->start, r->end),
-	       trace_plane_statset(p, &m->sb), corr(s, r->correlation));
+	append(m, p, l, XN_EVENT_MEMSET, start, dur, trace_plane_statset(p, &m->sb), corr(s, r->correlation));
 }
 
 static void put_memory(struct agent_src *s, const struct agent_rec_memory *r)
@@ -457,8 +478,9 @@ static void put_memory(struct agent_src *s, const struct agent_rec_memory *r)
 	struct trace_plane *p;
 	struct trace_line *l;
 	char details[128];
+	int64_t ts, dur;
 
-	if (!d || r->ts == 0 || !(p = gpu_plane(m, d->plane)) ||
+	if (!d || !place_times(s, r->ts, r->ts, &ts, &dur) || !(p = gpu_plane(m, d->plane)) ||
 	    !(l = stream_line(s, p, d->plane, stream, alloc ? T_ALLOC : T_FREE)))
 		return;
 	snprintf(details, sizeof(details), "kind:%s num_bytes:%llu", mem_kind(r->mem_kind),
@@ -466,7 +488,7 @@ static void put_memory(struct agent_src *s, const struct agent_rec_memory *r)
 	trace_stat_str_ref(p, &m->sb, alloc ? XN_STAT_MEMALLOC_DETAILS : XN_STAT_MEMFREE_DETAILS, details);
 	if (r->context != UINT32_MAX)
 		context_stat(p, &m->sb, r->context);
-	append(m, p, l, alloc ? XN_EVENT_MEMORY_ALLOC : XN_EVENT_MEMORY_FREE, to_wall(s, r->ts), 0,
+	append(m, p, l, alloc ? XN_EVENT_MEMORY_ALLOC : XN_EVENT_MEMORY_FREE, ts, 0,
 	       trace_plane_statset(p, &m->sb), corr(s, r->correlation));
 }
 
@@ -476,8 +498,9 @@ static void put_overhead(struct agent_src *s, const struct agent_rec_overhead *r
 	struct trace_plane *p;
 	struct trace_line *l;
 	char name[48];
+	int64_t start, dur;
 
-	if (r->start == 0 || r->end < r->start)
+	if (!place_times(s, r->start, r->end, &start, &dur))
 		return;
 	snprintf(name, sizeof(name), XN_EVENT_CUPTI_OVERHEAD_FMT, r->kind);
 	if (r->device != UINT32_MAX) {
@@ -500,17 +523,18 @@ static void put_overhead(struct agent_src *s, const struct agent_rec_overhead *r
 			return;
 		p = m->host_plane;
 	}
-	append(m, p, l, name, to_wall(s, r->start), span(r->start, r->end), 0, 0);
+	append(m, p, l, name, start, dur, 0, 0);
 }
 
 static void put_api(struct agent_src *s, const struct agent_rec_api *r)
 {
 	struct trace_line *l;
+	int64_t start, dur;
 
-	if (r->start == 0 || r->end < r->start || !(l = host_line(s, r->tid)))
+	if (!place_times(s, r->start, r->end, &start, &dur) || !(l = host_line(s, r->tid)))
 		return;
-	append(s->m, s->m->host_plane, l, str_of(s, r->name_id, XN_EVENT_UNKNOWN_API), to_wall(s, r->start),
-	       span(r->start, r->end), 0, corr(s, r->correlation));
+	append(s->m, s->m->host_plane, l, str_of(s, r->name_id, XN_EVENT_UNKNOWN_API), start, dur, 0,
+	       corr(s, r->correlation));
 }
 
 /* ---- inputs ------------------------------------------------------------------ */
@@ -562,6 +586,9 @@ int agent_map_records(struct agent_src *s, const uint8_t *p, size_t len, bool ta
 	int r;
 
 	take = take && s->clock_known;
+	/* Records arrive after they happen: nothing of this payload can
+	 * start or end later than now (plus slack). */
+	s->horizon = trace_sat_add(wall_ns(), AGENT_MAP_TIME_SLACK_NS);
 	if (take && collector_hub_changed(m->c, &m->gen_seen))
 		reset_caches(m);
 	if (take && s->lines_gen != m->resets) {
@@ -628,6 +655,10 @@ void agent_map_clock(struct agent_src *s, const struct agent_clock *ck)
 		 * refuses what does not land on a time. */
 		s->clock_off = (int64_t)(ck->wall_ns - ck->agent_ns);
 		s->clock_known = true;
+		/* Only a start anchor bounds records from below: a stop anchor
+		 * (the start one was missed) comes after the records it maps. */
+		s->earliest = ck->which == AGENT_CLOCK_START && ck->wall_ns <= INT64_MAX ?
+				      trace_sat_sub((int64_t)ck->wall_ns, AGENT_MAP_TIME_SLACK_NS) : 0;
 	}
 }
 
@@ -686,11 +717,16 @@ void agent_map_describe_metadata(struct agent_map *m, struct trace *snap, const 
 
 void agent_map_describe_src(struct agent_src *s)
 {
-	if (!s->bad_device)
-		return;
-	agent_map_note(s->m, "pid %u (%s): %llu GPU records named a device the agent did not describe", s->pid,
-		       s->name, (unsigned long long)s->bad_device);
-	s->bad_device = 0;
+	if (s->bad_device)
+		agent_map_note(s->m, "pid %u (%s): %llu GPU records named a device the agent did not describe",
+			       s->pid, s->name, (unsigned long long)s->bad_device);
+	if (s->bad_time || s->long_dur)
+		agent_map_note(s->m, "pid %u (%s): %llu records had impossible times (no wall time, ending "
+				     "before they start, before the capture's clock anchor or in the future) and "
+				     "were dropped; %llu durations reaching into the future were shortened",
+			       s->pid, s->name, (unsigned long long)s->bad_time,
+			       (unsigned long long)s->long_dur);
+	s->bad_device = s->bad_time = s->long_dur = 0;
 }
 
 void agent_map_flush_notes(struct agent_map *m, struct trace *snap, int64_t start_ns)

@@ -29,6 +29,10 @@
 /* String bytes held per connection and by all connections. */
 #define AGENT_MAP_MAX_STRING_BYTES (4u << 20)
 #define AGENT_MAP_MAX_STRING_BYTES_ALL (64u << 20)
+/* How far a record may start before its process's clock anchor (CLOCK
+ * start), and how far into the future it may start or end: clock skew
+ * between CUPTI and CLOCK_REALTIME, never a real event. */
+#define AGENT_MAP_TIME_SLACK_NS (10ll * 1000 * 1000 * 1000)
 
 struct agent_map_dev {
 	bool known;
@@ -58,11 +62,15 @@ struct agent_src {
 	size_t string_bytes;
 	uint64_t str_epoch; /* changes whenever an id may name a new string */
 	int64_t clock_off;  /* wall = ts + clock_off */
+	int64_t earliest;   /* no record starts before (the start anchor - slack) */
+	int64_t horizon;    /* nor starts or ends after (now + slack), per payload */
 	bool clock_known;
 	uint32_t n_lines;   /* lines this process created in the current hub */
 	uint64_t lines_gen; /* the map's resets when n_lines was counted */
 	uint64_t lines_refused;
 	uint64_t bad_device; /* records naming an unknown device */
+	uint64_t bad_time;   /* records dropped for impossible times (place_times()) */
+	uint64_t long_dur;   /* records whose duration was cut at the horizon */
 };
 
 /*
@@ -143,7 +151,8 @@ int agent_map_records(struct agent_src *s, const uint8_t *p, size_t len, bool ta
 void agent_map_describe_caps(struct agent_map *m, struct trace *snap);
 /* describe: /host:metadata from @s's versions. */
 void agent_map_describe_metadata(struct agent_map *m, struct trace *snap, const struct agent_src *s);
-/* describe: @s's notes of the window (records naming unknown devices). */
+/* describe: @s's notes of the window (records naming unknown devices, with
+ * impossible times or durations); the counts start over. */
 void agent_map_describe_src(struct agent_src *s);
 /* describe: every note into @snap's warnings; the list starts over. */
 void agent_map_flush_notes(struct agent_map *m, struct trace *snap, int64_t start_ns);

@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: MIT
+"""Agent records with times no CUPTI would report (fake-agent --hostile-times):
+durations of 2^62 ns and INT64_MAX ns, starts near UINT64_MAX, ends before
+starts, starts long before the clock anchor and thirty years ahead, mixed
+with a normal burst. profd must stay up, the capture must succeed, every
+normal record must be there, and the hostile ones must be dropped or
+clamped and counted in a warning."""
+import os
+import re
+import subprocess
+import tempfile
+import time
+
+import profdtest as T
+
+P = T.protos()
+FAKE = os.environ["FAKE_AGENT"]
+UUID = "GPU-0badf00d-0000-0000-0000-000000000001"
+ROUNDS = 5000
+KERNELS = 5
+# Per round (fake-agent.c hostile_round()): three start inside the window
+# with absurd durations (clamped), five cannot be placed (dropped).
+CLAMPED_PER_ROUND = 3
+DROPPED_PER_ROUND = 5
+
+
+def stat(plane, ev, name):
+    for s in ev.stats:
+        if plane.stat_metadata[s.metadata_id].name == name:
+            return getattr(s, s.WhichOneof("value"))
+    return None
+
+
+class Hostile(T.DaemonCase):
+    @classmethod
+    def daemon_args(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="profd-hostile-")
+        cls.sock = os.path.join(cls.tmp, "agent.sock")
+        return ["--agent-socket", cls.sock, "--flush-timeout", "2s"]
+
+    def agent(self, *extra):
+        a = subprocess.Popen([FAKE, "--socket", self.sock, "--devices", UUID, "--name", "hostile",
+                              "--kernels", str(KERNELS)] + list(extra),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.assertEqual(a.stdout.readline().strip(), "connected")
+        deadline = time.time() + 10
+        while time.time() < deadline and not self.status(P.profd.StatusRequest(), timeout=10).agents:
+            time.sleep(0.05)
+        return a
+
+    def capture(self, sid):
+        req = T.profile_request(P, 400, f"localhost:{self.d.port}", session_id=sid)
+        resp = self.profile(req, timeout=60)  # raises on INTERNAL
+        self.assertIsNone(self.d.proc.poll(), "profd died: " + self.d.log()[-2000:])
+        return T.decode_xspace(P, resp.tool_data[0].data)
+
+    def check(self, x, pid, rounds):
+        ps = {p.name: p for p in x.planes}
+        env = ps["Task Environment"]
+        st = {env.stat_metadata[s.metadata_id].name: s.uint64_value for s in env.stats}
+        win_ps = (st["profile_stop_time"] - st["profile_start_time"]) * 1000
+        normal = {"kernel": 0, "api": 0, "gpu_other": 0}
+        hostile = 0
+        for name in ("/device:GPU:0", "/host:CPU"):
+            p = ps[name]
+            for line in p.lines:
+                if line.id >> 32 != pid:
+                    continue
+                for ev in line.events:
+                    corr = stat(p, ev, "correlation_id")
+                    # Events may reach past the window end by at most its length.
+                    self.assertLessEqual(ev.offset_ps + ev.duration_ps, 2 * win_ps + 1000)
+                    self.assertGreaterEqual(ev.offset_ps, 0)
+                    if corr & 0xffffffff == 0:
+                        hostile += 1
+                        continue
+                    ename = p.event_metadata[ev.metadata_id].name
+                    if name == "/host:CPU":
+                        normal["api"] += 1
+                        self.assertEqual(ev.duration_ps, 5000 * 1000)
+                    elif ename.startswith("fake_gemm"):
+                        normal["kernel"] += 1
+                        self.assertEqual(ev.duration_ps, 50000 * 1000)
+                    else:
+                        normal["gpu_other"] += 1
+        # 5 launches + 1 memcpy call; 5 kernels; memcpy, memset, alloc, free.
+        self.assertEqual(normal, {"kernel": KERNELS, "api": KERNELS + 1, "gpu_other": 4})
+        self.assertEqual(hostile, CLAMPED_PER_ROUND * rounds)
+        if rounds:
+            w = [w for w in x.warnings if f"pid {pid} (hostile)" in w and "impossible times" in w]
+            self.assertEqual(len(w), 1, list(x.warnings))
+            m = re.search(r"(\d+) records .* dropped; (\d+) durations", w[0])
+            self.assertTrue(m, w[0])
+            self.assertEqual(int(m.group(1)), DROPPED_PER_ROUND * rounds)
+            self.assertEqual(int(m.group(2)), CLAMPED_PER_ROUND * rounds)
+
+    def test_1_hostile_records_are_dropped_or_clamped(self):
+        a = self.agent("--hostile-times", str(ROUNDS), "--captures", "2")
+        try:
+            x = self.capture("hostile1")
+            self.check(x, a.pid, ROUNDS)
+            # The daemon is fine afterwards: a second capture, same agent.
+            x = self.capture("hostile2")
+            self.check(x, a.pid, ROUNDS)
+            self.assertEqual(a.wait(timeout=10), 0)
+        finally:
+            if a.poll() is None:
+                a.kill()
+            a.wait()
+            a.stdout.close()
+            a.stderr.close()
+
+    def test_2_normal_agent_has_no_warning(self):
+        a = self.agent()
+        try:
+            x = self.capture("normal")
+            self.check(x, a.pid, 0)
+            self.assertFalse([w for w in x.warnings if "impossible times" in w or "shortened" in w],
+                             list(x.warnings))
+            self.assertEqual(a.wait(timeout=10), 0)
+        finally:
+            if a.poll() is None:
+                a.kill()
+            a.wait()
+            a.stdout.close()
+            a.stderr.close()
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main(verbosity=2)
