@@ -328,4 +328,116 @@ TEST(trace_text_from_outside_becomes_valid_utf8)
 	buf_free(&b);
 }
 
+TEST(trace_saturating_time_arithmetic)
+{
+	ASSERT_EQ(trace_sat_add(1, 2), 3);
+	ASSERT_EQ(trace_sat_add(INT64_MAX, 1), INT64_MAX);
+	ASSERT_EQ(trace_sat_add(INT64_MAX - 5, INT64_MAX), INT64_MAX);
+	ASSERT_EQ(trace_sat_add(INT64_MIN, -1), INT64_MIN);
+	ASSERT_EQ(trace_sat_sub(5, 7), -2);
+	ASSERT_EQ(trace_sat_sub(INT64_MAX, -1), INT64_MAX);
+	ASSERT_EQ(trace_sat_sub(INT64_MIN, 1), INT64_MIN);
+	ASSERT_EQ(trace_sat_sub(0, INT64_MIN), INT64_MAX);
+	ASSERT_EQ(trace_ns_to_ps(0), 0);
+	ASSERT_EQ(trace_ns_to_ps(-3), -3000);
+	ASSERT_EQ(trace_ns_to_ps(INT64_MAX / 1000), INT64_MAX / 1000 * 1000);
+	ASSERT_EQ(trace_ns_to_ps(INT64_MAX / 1000 + 1), INT64_MAX);
+	ASSERT_EQ(trace_ns_to_ps(1LL << 62), INT64_MAX); /* the reported duration */
+	ASSERT_EQ(trace_ns_to_ps(INT64_MIN / 1000 - 1), INT64_MIN);
+	ASSERT_EQ(trace_end_ns(10, 5), 15);
+	ASSERT_EQ(trace_end_ns(10, -5), 10);
+	ASSERT_EQ(trace_end_ns(INT64_MAX - 1, 1LL << 62), INT64_MAX);
+}
+
+TEST(trace_clamp_window_rules)
+{
+	const int64_t ws = 1000, we = 2000; /* a 1000 ns window */
+	int64_t d;
+
+	/* Starting outside [start, stop): dropped, the duration untouched. */
+	d = 7;
+	ASSERT_EQ(trace_clamp(999, &d, ws, we), TRACE_DROP);
+	ASSERT_EQ(trace_clamp(2000, &d, ws, we), TRACE_DROP);
+	ASSERT_EQ(trace_clamp(INT64_MIN, &d, ws, we), TRACE_DROP);
+	ASSERT_EQ(trace_clamp(INT64_MAX, &d, ws, we), TRACE_DROP);
+	ASSERT_EQ(d, 7);
+	/* Inside: kept up to one window length past the end (3000). */
+	d = 0;
+	ASSERT_EQ(trace_clamp(1000, &d, ws, we), TRACE_KEEP);
+	d = 2000;
+	ASSERT_EQ(trace_clamp(1000, &d, ws, we), TRACE_KEEP);
+	ASSERT_EQ(d, 2000);
+	d = 2001;
+	ASSERT_EQ(trace_clamp(1000, &d, ws, we), TRACE_CLAMPED);
+	ASSERT_EQ(d, 2000);
+	d = INT64_MAX;
+	ASSERT_EQ(trace_clamp(1999, &d, ws, we), TRACE_CLAMPED);
+	ASSERT_EQ(d, 1001);
+	d = -5;
+	ASSERT_EQ(trace_clamp(1500, &d, ws, we), TRACE_CLAMPED);
+	ASSERT_EQ(d, 0);
+	/* An empty or inverted window holds nothing. */
+	d = 1;
+	ASSERT_EQ(trace_clamp(1000, &d, 1000, 1000), TRACE_DROP);
+	ASSERT_EQ(trace_clamp(1000, &d, 2000, 1000), TRACE_DROP);
+	/* Windows at the ends of the range: the limit saturates, no overflow. */
+	d = INT64_MAX;
+	ASSERT_EQ(trace_clamp(INT64_MIN, &d, INT64_MIN, INT64_MAX), TRACE_KEEP);
+	ASSERT_EQ(d, INT64_MAX);
+	d = INT64_MAX;
+	ASSERT_EQ(trace_clamp(INT64_MAX - 10, &d, INT64_MAX - 100, INT64_MAX), TRACE_CLAMPED);
+	ASSERT_EQ(d, 10);
+	d = INT64_MAX;
+	ASSERT_EQ(trace_clamp(-1, &d, INT64_MIN, 0), TRACE_KEEP);
+	ASSERT_EQ(d, INT64_MAX);
+	d = INT64_MAX;
+	ASSERT_EQ(trace_clamp(-1, &d, -10, 0), TRACE_CLAMPED);
+	ASSERT_EQ(d, 11);
+}
+
+/* The reported bug: 2^62 ns durations made dur_ns * 1000 overflow and the
+ * writer's two passes disagree. Now they are shortened, counted in a
+ * warning, and the chunk bookkeeping saturates. */
+TEST(xspace_hostile_durations_are_clamped_and_warned)
+{
+	const int64_t base = 1700000000000000000LL, len = 10000;
+	struct trace *t;
+	struct xspace_out out;
+	int64_t durs[] = {1LL << 62, INT64_MAX, -1, 500, INT64_MAX / 1000 + 1};
+
+	ASSERT_OK(trace_new(0, &t));
+	struct trace_plane *p = trace_plane(t, "/device:GPU:0", 0);
+	struct trace_line *l = trace_line(p, 1, "Stream #1");
+	int64_t k = trace_plane_event_id(p, "k");
+	for (int rep = 0; rep < 2000; rep++) {
+		for (size_t i = 0; i < ARRAY_SIZE(durs); i++) {
+			struct trace_event e = {.start_ns = base + 100 * (int64_t)i, .dur_ns = durs[i],
+						.meta = (uint32_t)k};
+			ASSERT_OK(trace_line_append(l, &e));
+		}
+		/* Outside the window, with a duration that would overflow the end. */
+		struct trace_event far = {.start_ns = INT64_MAX - 3, .dur_ns = INT64_MAX, .meta = (uint32_t)k};
+		ASSERT_OK(trace_line_append(l, &far));
+	}
+	ASSERT_EQ(l->head->max_end_ns, INT64_MAX);
+	Tensorflow__Profiler__XSpace *x = encode(t, base, base + len, &out);
+	ASSERT_TRUE(x != NULL);
+	ASSERT_EQ(out.n_events, 2000 * ARRAY_SIZE(durs));
+	const Tensorflow__Profiler__XLine *xl = plane(x, "/device:GPU:0")->lines[0];
+	ASSERT_EQ(xl->n_events, 2000 * ARRAY_SIZE(durs));
+	for (size_t i = 0; i < xl->n_events; i++) {
+		const Tensorflow__Profiler__XEvent *e = xl->events[i];
+
+		ASSERT_TRUE(e->offset_ps >= 0 && e->duration_ps >= 0);
+		ASSERT_TRUE(e->offset_ps + e->duration_ps <= 2 * len * 1000);
+	}
+	/* Sorted by start, longer first: at offset 0 the 2^62 ns one. */
+	ASSERT_EQ(xl->events[0]->offset_ps, 0);
+	ASSERT_EQ(xl->events[0]->duration_ps, 2 * len * 1000);
+	ASSERT_EQ(x->n_warnings, 1);
+	ASSERT_TRUE(strstr(x->warnings[0], "8000 events had impossible durations") != NULL);
+	tensorflow__profiler__xspace__free_unpacked(x, NULL);
+	xspace_out_free(&out);
+}
+
 TEST_MAIN()
