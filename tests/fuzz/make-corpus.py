@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Seed corpus for fuzz-agent-parse: valid agent connections (every frame
-kind and record type, protocol v1 and v2), one file each, into argv[1].
-Layouts follow collectors/agent-proto.h (little-endian, sizes pinned there)."""
+"""Seed corpus for a fuzz target (argv[2], fuzz-agent-parse when absent),
+one file each, into argv[1]. fuzz-agent-parse: valid agent connections
+(every frame kind and record type, protocol v1 and v2); layouts follow
+collectors/agent-proto.h (little-endian, sizes pinned there).
+fuzz-xspace: event stores as fuzz-xspace.c reads them, with a sane window
+and records in it, some of them hostile."""
 import os
 import struct
 import sys
@@ -46,9 +49,32 @@ def connection(version, n_records):
     ])
 
 
+def xspace_seed(n_events, hostile):
+    """fuzz-xspace.c's layout: window, then per plane/line counts and records."""
+    b = bytes([0]) + struct.pack("<I", 10_000_000)    # window mode 0, 10 ms
+    b += bytes([0, 1, 0])                             # records near base; 1 plane; no plane stats
+    b += bytes([0]) + struct.pack("<q", 7) + bytes([0])  # 1 line, id 7, name k0
+    b += struct.pack("<H", n_events)
+    for i in range(n_events):
+        b += bytes([0x28 | (0x80 if hostile and i % 3 == 0 else 0)])  # statset + u64 value stat
+        b += bytes([2]) + struct.pack("<I", 1000 * i)                  # start: base + u32
+        if hostile and i % 2:
+            b += bytes([0]) + struct.pack("<q", (1 << 62) if i % 4 == 1 else -1)
+        else:
+            b += bytes([2]) + struct.pack("<I", 500)[:3]
+        b += struct.pack("<Q", i)                                      # correlation
+    return b + bytes([1, 0]) + struct.pack("<H", 3)                     # one warning
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
+    if len(sys.argv) > 2 and sys.argv[2] == "fuzz-xspace":
+        for n in (0, 5, 200):
+            for hostile in (False, True):
+                with open(os.path.join(out, f"store-{n}-{int(hostile)}"), "wb") as f:
+                    f.write(xspace_seed(n, hostile))
+        return
     for version in (1, 2):
         for n in (0, 6, 60):
             with open(os.path.join(out, f"v{version}-{n}"), "wb") as f:

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # run-fuzz.sh CLANG NAME SECONDS SOURCE... - build one libFuzzer target with
 # clang (the main build may use gcc) into the current build directory, seed
-# it with make-corpus.py and fuzz for SECONDS. Exits 77 (meson's skip) when
+# it with make-corpus.py and fuzz for SECONDS. SOURCE... may also hold the
+# target's own compiler flags (-I, -D, -l), passed on as they are. Exits 77 (meson's skip) when
 # clang or its libFuzzer runtime is missing; $FUZZ_SECONDS overrides SECONDS.
 set -eu
 clang=$1 name=$2 seconds=${FUZZ_SECONDS:-$3}
@@ -25,7 +26,7 @@ fi
 	-fno-sanitize-recover=all -I"$src_root/collectors" -o "$out/$name" "$@"
 rm -rf "$out/corpus" "$out/seeds"
 mkdir -p "$out/corpus"
-python3 "$here/make-corpus.py" "$out/seeds"
+python3 "$here/make-corpus.py" "$out/seeds" "$name"
 # New inputs go to corpus/ (in the build tree); seeds/ is only read.
 cd "$out"
 exec "./$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
