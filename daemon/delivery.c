@@ -13,8 +13,20 @@
 #include <unistd.h>
 
 #include "base/macro.h"
-#include "base/parse.h"
+#include "base/utf8.h"
 #include "delivery.h"
+
+bool repo_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > NAME_MAX || s[0] == '.' || !utf8_valid(s, n))
+		return false;
+	for (const char *p = s; *p; p++)
+		if (*p == '/' || (unsigned char)*p < 0x20 || *p == 0x7f)
+			return false;
+	return true;
+}
 
 int repo_allow_add(struct repo_allow *a, const char *dir)
 {
@@ -62,30 +74,42 @@ static const char *below(const char *dir, const char *path)
 
 int repo_match(const struct repo_allow *a, const char *root, size_t *ret_dir, char **ret_rel)
 {
+	unsigned max_depth = a->max_depth ? a->max_depth : REPO_MAX_DEPTH_DEFAULT;
+
 	if (root[0] != '/')
 		return 0;
+	/* Before anything is copied: a hostile root may be megabytes long. */
+	if (strnlen(root, PATH_MAX) >= PATH_MAX)
+		return -ENAMETOOLONG;
 	for (size_t i = 0; i < a->n; i++) {
 		const char *rest = below(a->dirs[i], root);
-		char *rel, *tok, *save;
+		char *rel, *copy, *tok, *save;
+		unsigned depth = 0;
+		int r = 1;
 
 		if (!rest)
 			continue;
 		rel = strdup(rest);
-		if (!rel)
-			return -ENOMEM;
-		/* Every component must be a plain name. */
-		char *copy = strdup(rest);
-		if (!copy) {
+		copy = strdup(rest);
+		if (!rel || !copy) {
 			free(rel);
+			free(copy);
 			return -ENOMEM;
 		}
-		for (tok = strtok_r(copy, "/", &save); tok; tok = strtok_r(NULL, "/", &save))
-			if (!path_component_ok(tok)) {
-				free(copy);
-				free(rel);
-				return -EINVAL;
-			}
+		/* Every component must be a plain name; the depth is checked
+		 * after them, so a '..' is always reported as such. */
+		for (tok = strtok_r(copy, "/", &save); tok && r == 1; tok = strtok_r(NULL, "/", &save)) {
+			if (!repo_name_ok(tok))
+				r = -EINVAL;
+			depth++;
+		}
 		free(copy);
+		if (r == 1 && depth > max_depth)
+			r = -E2BIG;
+		if (r < 0) {
+			free(rel);
+			return r;
+		}
 		*ret_dir = i;
 		*ret_rel = rel;
 		return 1;
@@ -93,12 +117,20 @@ int repo_match(const struct repo_allow *a, const char *root, size_t *ret_dir, ch
 	return 0;
 }
 
+int repo_path_fits(const char *dir, const char *rel, const char *session, const char *file)
+{
+	size_t n = strlen(dir) + 1 + strlen(rel) + 1 + strlen(session) + 1 + strlen(file);
+
+	return n < PATH_MAX ? 0 : -ENAMETOOLONG;
+}
+
 /* openat() one directory level, creating it, refusing symbolic links. */
-static int step(int dfd, const char *name)
+static int step(int dfd, const char *name, bool *made)
 {
 	int fd;
 
-	if (mkdirat(dfd, name, 0755) < 0 && errno != EEXIST)
+	*made = mkdirat(dfd, name, 0755) == 0;
+	if (!*made && errno != EEXIST)
 		return -errno;
 	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
@@ -131,33 +163,66 @@ static int write_all(int fd, const uint8_t *p, size_t len)
 	return 0;
 }
 
+/*
+ * One directory of the walk: its fd, the name it has in the one above, and
+ * whether this write created it (and so removes it when the write fails).
+ */
+struct level {
+	const char *name;
+	int fd;
+	bool made;
+};
+
+/* Close every level; on failure first remove the directories this write
+ * made, deepest first, each through its parent's fd (never a path, which
+ * a link swapped in meanwhile could redirect). rmdir refuses a directory
+ * that is not empty: one another capture wrote into meanwhile stays. */
+static void levels_close(struct level *lv, size_t n, bool failed)
+{
+	for (size_t i = n; i-- > 0;) {
+		if (lv[i].fd >= 0)
+			close(lv[i].fd);
+		if (failed && i > 0 && lv[i].made)
+			unlinkat(lv[i - 1].fd, lv[i].name, AT_REMOVEDIR);
+	}
+}
+
 int repo_write(const char *dir, const char *rel, const char *session, const char *file,
 	       const void *data, size_t len)
 {
 	_cleanup_free_ char *copy = strdup(rel);
+	_cleanup_free_ struct level *lv = NULL;
 	char tmp[NAME_MAX + 1], *tok, *save;
+	size_t n = 0, max = 3; /* the allowed directory, the session, and one per '/' or name */
 	int dfd, fd, r;
 
 	if (!copy)
 		return -ENOMEM;
-	if (!path_component_ok(session) || !path_component_ok(file))
+	if (!repo_name_ok(session) || !repo_name_ok(file))
 		return -EINVAL;
+	for (const char *p = rel; *p; p++)
+		max += *p == '/';
+	lv = calloc(max, sizeof(*lv));
+	if (!lv)
+		return -ENOMEM;
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -errno;
-	for (tok = strtok_r(copy, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
-		int nfd = step(dfd, tok);
+	lv[n].name = dir;
+	lv[n++].fd = dfd;
+	for (tok = strtok_r(copy, "/", &save);; tok = strtok_r(NULL, "/", &save)) {
+		const char *name = tok ? tok : session;
 
-		close(dfd);
-		if (nfd < 0)
-			return nfd;
-		dfd = nfd;
+		lv[n].name = name;
+		lv[n].fd = step(dfd, name, &lv[n].made);
+		r = lv[n].fd;
+		n++;
+		if (r < 0)
+			goto fail;
+		dfd = r;
+		if (!tok)
+			break;
 	}
-	fd = step(dfd, session);
-	close(dfd);
-	if (fd < 0)
-		return fd;
-	dfd = fd;
 
 	/*
 	 * The temporary file must be one we create: O_EXCL refuses anything
@@ -179,7 +244,7 @@ int repo_write(const char *dir, const char *rel, const char *session, const char
 	}
 	if (fd < 0) {
 		r = fd;
-		goto out;
+		goto fail;
 	}
 	r = write_all(fd, data, len);
 	if (r == 0 && fsync(fd) < 0)
@@ -188,9 +253,13 @@ int repo_write(const char *dir, const char *rel, const char *session, const char
 		r = -errno;
 	if (r == 0 && renameat(dfd, tmp, dfd, file) < 0)
 		r = -errno;
-	if (r < 0)
+	if (r < 0) {
 		unlinkat(dfd, tmp, 0);
-out:
-	close(dfd);
+		goto fail;
+	}
+	levels_close(lv, n, false);
+	return 0;
+fail:
+	levels_close(lv, n, true);
 	return r;
 }

@@ -72,6 +72,9 @@ static void help(void)
 	       "      --repository-allow DIR also write captures whose repository_root lies under\n"
 	       "                             DIR on this machine (repeatable). Without it profd\n"
 	       "                             only returns data in the reply, which the client saves.\n"
+	       "      --repository-max-depth N  most directories a repository_root may go below\n"
+	       "                             an allowed DIR (default %u, 1-%u); deeper ones get the\n"
+	       "                             data in the reply only, the reason in XSpace.errors\n"
 	       "\n"
 	       "Collectors:\n"
 	       "      --host-sample-hz N     host counter rate during captures (default 10, 1-1000)\n"
@@ -92,11 +95,11 @@ static void help(void)
 	       "\n"
 	       "Logs go to stderr, with journald priorities when run by systemd.\n"
 	       "Documentation: docs/ in the source tree; profctl(1) is the matching client.\n",
-	       PROFD_AGENT_SOCKET_DEFAULT);
+	       REPO_MAX_DEPTH_DEFAULT, REPO_MAX_DEPTH_LIMIT, PROFD_AGENT_SOCKET_DEFAULT);
 }
 
 enum {
-	OPT_MAX_DURATION = 256, OPT_MAX_SESSIONS, OPT_MAX_EVENTS, OPT_REPO_ALLOW, OPT_HOST_HZ,
+	OPT_MAX_DURATION = 256, OPT_MAX_SESSIONS, OPT_MAX_EVENTS, OPT_REPO_ALLOW, OPT_REPO_DEPTH, OPT_HOST_HZ,
 	OPT_NVML_HZ, OPT_AGENT_SOCKET, OPT_FLUSH_TIMEOUT, OPT_HOSTNAME, OPT_PROC_ROOT,
 	OPT_SYS_ROOT, OPT_NVML_LIBRARY, OPT_LOG_LEVEL, OPT_VERSION,
 };
@@ -115,6 +118,7 @@ static int parse_args(int argc, char **argv)
 		{"max-sessions", required_argument, NULL, OPT_MAX_SESSIONS},
 		{"max-events", required_argument, NULL, OPT_MAX_EVENTS},
 		{"repository-allow", required_argument, NULL, OPT_REPO_ALLOW},
+		{"repository-max-depth", required_argument, NULL, OPT_REPO_DEPTH},
 		{"host-sample-hz", required_argument, NULL, OPT_HOST_HZ},
 		{"nvml-sample-hz", required_argument, NULL, OPT_NVML_HZ},
 		{"agent-socket", required_argument, NULL, OPT_AGENT_SOCKET},
@@ -164,6 +168,11 @@ static int parse_args(int argc, char **argv)
 			r = repo_allow_add(&arg_allow, optarg);
 			if (r < 0)
 				return bad("--repository-allow", optarg, strerror(-r));
+			break;
+		case OPT_REPO_DEPTH:
+			if (safe_atou32(optarg, &arg_allow.max_depth) < 0 || arg_allow.max_depth == 0 ||
+			    arg_allow.max_depth > REPO_MAX_DEPTH_LIMIT)
+				return bad("--repository-max-depth", optarg, "expected 1-1024");
 			break;
 		case OPT_HOST_HZ:
 		case OPT_NVML_HZ: {

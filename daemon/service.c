@@ -9,11 +9,15 @@
  *   3. when the window closes, a uv work item filters planes by tracer
  *      level, encodes the XSpace (xspace_encode), writes the repository
  *      copy if allowed, and frames the ProfileResponse around the bytes;
+ *      a repository copy that cannot be made never costs the client its
+ *      data: the reply is still OK and XSpace.errors says why;
  *   4. the loop replies, handing the encoded buffer to gRPC without a copy.
  */
 #define LOG_TOPIC "service"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +28,7 @@
 #include "base/parse.h"
 #include "base/pbwire.h"
 #include "base/timeutil.h"
+#include "base/utf8.h"
 #include "config.h"
 #include "monitor.h"
 #include "profd/profd.pb-c.h"
@@ -33,6 +38,15 @@
 #include "xspace/xspace.h"
 
 #define RESPONSE_PREFIX 32 /* ProfileResponse framing in front of the XSpace */
+#define REPO_ERR_MAX 512   /* a repository error, as an XSpace.errors entry */
+/*
+ * The XSpace is encoded before the repository write, in one exact-size
+ * buffer. When the write fails, its error goes in as one more
+ * XSpace.errors field placed in front of the encoded bytes (protobuf
+ * fields may come in any order), so nothing is encoded again: the room
+ * for it (tag, length varint, text) is reserved in front with the framing.
+ */
+#define ENCODE_PREFIX (RESPONSE_PREFIX + 1 + 2 + REPO_ERR_MAX)
 
 struct service {
 	uv_loop_t *loop;
@@ -52,6 +66,7 @@ struct profile_job {
 	/* repository copy (worker) */
 	ssize_t repo_dir;
 	char *repo_rel, *file_session, *file_name;
+	char repo_skip[REPO_ERR_MAX]; /* why the copy is not made, for XSpace.errors; "" if it is */
 	/* worker out */
 	struct xspace_out out;
 	size_t resp_off; /* where the framed ProfileResponse starts in out.base */
@@ -107,6 +122,24 @@ static size_t frame_response(struct xspace_out *o, bool emit_xspace)
 	return o->prefix - n;
 }
 
+/* Put @msg in front of the encoded XSpace as one more XSpace.errors (2)
+ * entry, in the room ENCODE_PREFIX reserved for it. [worker] */
+static void prepend_error(struct xspace_out *o, const char *msg)
+{
+	size_t len = strnlen(msg, REPO_ERR_MAX - 1);
+	size_t n = pb_tag_size(2) + pb_varint_size(len) + len;
+	uint8_t *p = o->xspace - n;
+
+	if (o->prefix < RESPONSE_PREFIX + n)
+		return; /* cannot happen: the room was reserved */
+	pb_put_bytes_field(p, 2, msg, len);
+	/* A cut may have split a character; proto3 readers refuse that. */
+	utf8_fix((char *)p + (n - len), len);
+	o->xspace -= n;
+	o->xspace_len += n;
+	o->prefix -= n;
+}
+
 static void job_work(struct window_job *w)
 {
 	struct profile_job *j = container_of(w, struct profile_job, win);
@@ -117,11 +150,14 @@ static void job_work(struct window_job *w)
 		.stop_ns = w->stop_ns,
 	};
 	struct trace *snap = w->snap;
+	const char *skip[2] = {j->repo_skip, NULL};
 	int r;
 
 	w->snap = NULL; /* the encoder takes it */
+	if (j->repo_skip[0])
+		info.extra_errors = skip;
 	drop_planes(snap, j->host_level, j->device_level);
-	r = xspace_encode(snap, &info, RESPONSE_PREFIX, &j->out);
+	r = xspace_encode(snap, &info, ENCODE_PREFIX, &j->out);
 	if (r < 0) {
 		j->err = RPC_INTERNAL;
 		snprintf(j->errmsg, sizeof(j->errmsg), "encoding the XSpace failed: %s%s", strerror(-r),
@@ -132,12 +168,16 @@ static void job_work(struct window_job *w)
 		r = repo_write(cfg->allow->dirs[j->repo_dir], j->repo_rel, j->file_session,
 			       j->file_name, j->out.xspace, j->out.xspace_len);
 		if (r < 0) {
-			j->err = r == -ELOOP ? RPC_INVALID_ARGUMENT : RPC_INTERNAL;
-			snprintf(j->errmsg, sizeof(j->errmsg),
-				 "could not write %s/%s/%s/%s: %s%s", cfg->allow->dirs[j->repo_dir],
-				 j->repo_rel, j->file_session, j->file_name, strerror(-r),
+			char msg[REPO_ERR_MAX];
+
+			/* The paths are bounded (PATH_MAX), the message is not:
+			 * snprintf cuts it to the room reserved for it. */
+			snprintf(msg, sizeof(msg), "profd could not write the repository copy %s/%s%s%s/%s: %s%s",
+				 cfg->allow->dirs[j->repo_dir], j->repo_rel, j->repo_rel[0] ? "/" : "",
+				 j->file_session, j->file_name, strerror(-r),
 				 r == -ELOOP ? " (profd does not follow symbolic links there)" : "");
-			return;
+			log_warn("%s; the capture is returned in the reply only", msg);
+			prepend_error(&j->out, msg);
 		}
 	}
 	j->resp_off = frame_response(&j->out, j->emit_xspace);
@@ -250,6 +290,22 @@ static char *file_name_for(const char *host)
 	return f;
 }
 
+/* @s for an error message: at most ~64 bytes, anything but printable
+ * ASCII as '?', so a hostile name can neither forge log lines nor make
+ * the status message invalid UTF-8. */
+static const char *quoted(char *buf, size_t size, const char *s)
+{
+	size_t i = 0;
+
+	for (; s[i] && i + 4 < size && i < 64; i++)
+		buf[i] = (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] < 0x7f ? s[i] : '?';
+	if (s[i])
+		memcpy(buf + i, "...", 4);
+	else
+		buf[i] = 0;
+	return buf;
+}
+
 static char *timestamp_session_id(void)
 {
 	char buf[32];
@@ -276,7 +332,8 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	const Tensorflow__ProfileOptions *o = req->opts;
 	struct profile_job *j = NULL;
 	struct session_params sp = {0};
-	const char *session_id, *host;
+	const char *session_id, *host, *host_field;
+	char qbuf[96];
 	uint64_t duration;
 	int r;
 
@@ -296,13 +353,32 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 			     "the longest delay is %" PRIu64 " ms (profd --max-duration)",
 			     delay_ms, svc->cfg.max_duration_ms);
 	}
+	/*
+	 * Names that become a directory and a file: one visible path
+	 * component each (repo_name_ok), also when only in-band delivery is
+	 * asked for, so a request means the same on every daemon. NUL bytes
+	 * and invalid UTF-8 never get here (rpc/wirecheck.h).
+	 */
 	session_id = req->session_id[0] ? req->session_id : (o && o->session_id ? o->session_id : "");
-	if (session_id[0] && !path_component_ok(session_id))
-		FAIL(RPC_INVALID_ARGUMENT, "session_id \"%.64s\" must be a single path component "
-		     "(no '/', not '.' or '..', no control characters, at most 255 bytes)", session_id);
-	host = o && o->override_hostname && o->override_hostname[0] ? o->override_hostname
-		: advanced_string(o, "override_hostname")[0] ? advanced_string(o, "override_hostname")
-		: req->host_name[0] ? req->host_name : svc->cfg.hostname;
+	if (session_id[0] && !repo_name_ok(session_id))
+		FAIL(RPC_INVALID_ARGUMENT, "session_id \"%s\" must be one path component: 1-255 bytes, "
+		     "no '/' or control characters, not starting with '.' (no '.', '..' or hidden names)",
+		     quoted(qbuf, sizeof(qbuf), session_id));
+	if (o && o->override_hostname && o->override_hostname[0]) {
+		host = o->override_hostname;
+		host_field = "host_name (opts.override_hostname)";
+	} else if (advanced_string(o, "override_hostname")[0]) {
+		host = advanced_string(o, "override_hostname");
+		host_field = "host_name (opts.advanced_configuration[\"override_hostname\"])";
+	} else {
+		host = req->host_name[0] ? req->host_name : svc->cfg.hostname;
+		host_field = "host_name";
+	}
+	/* A TF client sends "host:port", which names "host_port.xplane.pb". */
+	if (!repo_name_ok(host))
+		FAIL(RPC_INVALID_ARGUMENT, "%s \"%s\" must be usable as a file name: no '/' or control "
+		     "characters, not starting with '.' (no '.', '..' or hidden files)", host_field,
+		     quoted(qbuf, sizeof(qbuf), host));
 
 	j = calloc(1, sizeof(*j));
 	if (!j)
@@ -317,25 +393,57 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	j->file_name = file_name_for(host);
 	if (!j->file_name)
 		FAIL(RPC_RESOURCE_EXHAUSTED, "out of memory");
-	if (!path_component_ok(j->file_name))
-		FAIL(RPC_INVALID_ARGUMENT, "host_name \"%.64s\" must be usable as a file name "
-		     "(no '/', no control characters)", host);
+	if (!repo_name_ok(j->file_name))
+		FAIL(RPC_INVALID_ARGUMENT, "%s \"%s\" is too long for a file name (%zu bytes with "
+		     "\".xplane.pb\"; at most 255)", host_field, quoted(qbuf, sizeof(qbuf), host),
+		     strlen(j->file_name));
 
 	if (req->repository_root[0] && !req->emit_xspace) {
 		size_t dir;
 		char *rel;
 
 		r = repo_match(svc->cfg.allow, req->repository_root, &dir, &rel);
-		if (r < 0)
-			FAIL(RPC_INVALID_ARGUMENT, "repository_root \"%.200s\" leaves the allowed directory "
-			     "(a '..', '.' or empty component)", req->repository_root);
+		if (r == -EINVAL)
+			FAIL(RPC_INVALID_ARGUMENT, "repository_root \"%s\" leaves the allowed directory or "
+			     "names a directory profd does not create: every component below it must be a "
+			     "visible name ('..', '.' and names starting with '.' are refused)",
+			     quoted(qbuf, sizeof(qbuf), req->repository_root));
+		if (r == -ENOMEM)
+			FAIL(RPC_RESOURCE_EXHAUSTED, "out of memory");
 		if (r > 0) {
-			j->repo_dir = (ssize_t)dir;
-			j->repo_rel = rel;
 			j->file_session = session_id[0] ? strdup(session_id) : timestamp_session_id();
-			if (!j->file_session)
+			if (!j->file_session) {
+				free(rel);
 				FAIL(RPC_RESOURCE_EXHAUSTED, "out of memory");
-		} else {
+			}
+			r = repo_path_fits(svc->cfg.allow->dirs[dir], rel, j->file_session, j->file_name);
+			if (r == 0) {
+				j->repo_dir = (ssize_t)dir;
+				j->repo_rel = rel;
+			} else {
+				free(rel);
+			}
+		}
+		/*
+		 * Too deep or too long: a limit of this daemon, not a malformed
+		 * request (a TF client's logdir may simply be deep). Only the
+		 * repository copy is refused; the capture is returned in the
+		 * reply, which the client saves itself, with the reason in
+		 * XSpace.errors.
+		 */
+		if (r == -E2BIG || r == -ENAMETOOLONG) {
+			unsigned depth = svc->cfg.allow->max_depth ? svc->cfg.allow->max_depth
+								  : REPO_MAX_DEPTH_DEFAULT;
+
+			if (r == -E2BIG)
+				snprintf(j->repo_skip, sizeof(j->repo_skip), "profd did not write the repository "
+					 "copy: repository_root goes more than %u directories below the allowed "
+					 "directory (profd --repository-max-depth)", depth);
+			else
+				snprintf(j->repo_skip, sizeof(j->repo_skip), "profd did not write the repository "
+					 "copy: the path would be %d bytes or longer (PATH_MAX)", PATH_MAX);
+			log_warn("%s: %s; in-band delivery only", rpc_call_peer(call), j->repo_skip);
+		} else if (r == 0) {
 			log_debug("repository_root %s is not under --repository-allow; in-band delivery only",
 				  req->repository_root);
 		}

@@ -37,6 +37,7 @@
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "rpc.h"
+#include "wirecheck.h"
 
 #define OUTSTANDING_REQUESTS 8
 #define DRAIN_MS 200 /* at shutdown, once no call is left: time for replies to drain */
@@ -309,6 +310,8 @@ static void on_recv(struct rpc_call *c, int ok)
 {
 	grpc_byte_buffer_reader r;
 	grpc_slice all;
+	char where[256];
+	const char *why;
 
 	if (!ok || (c->closed && c->cancelled)) {
 		call_unref(c);
@@ -326,6 +329,19 @@ static void on_recv(struct rpc_call *c, int ok)
 	}
 	all = grpc_byte_buffer_reader_readall(&r);
 	grpc_byte_buffer_reader_destroy(&r);
+	/* protobuf-c would cut a string at a NUL and takes invalid UTF-8: no
+	 * handler ever sees a string other than the one the client sent. */
+	if (wire_strings_check(c->m->desc, GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all), where,
+			       sizeof(where), &why) < 0) {
+		char msg[384];
+
+		grpc_slice_unref(all);
+		snprintf(msg, sizeof(msg), "%s %s", where, why);
+		log_debug("%s: %s", c->peer, msg);
+		(void)send_reply(c, RPC_INVALID_ARGUMENT, msg, NULL);
+		call_unref(c);
+		return;
+	}
 	c->req = protobuf_c_message_unpack(c->m->desc, NULL, GRPC_SLICE_LENGTH(all),
 					   GRPC_SLICE_START_PTR(all));
 	grpc_slice_unref(all);

@@ -27,7 +27,8 @@ PIECES = ["a", "b", "/", "..", ".", ":", ":", "\x01", "\x7f", "é", "\\", " ", "
 
 def component_ok(s):
     b = s.encode()
-    return 0 < len(b) <= 255 and s not in (".", "..") and not any(c == "/" or ord(c) < 0x20 or ord(c) == 0x7f
+    # A leading '.' covers '.', '..' and hidden names, which profd never creates.
+    return 0 < len(b) <= 255 and not s.startswith(".") and not any(c == "/" or ord(c) < 0x20 or ord(c) == 0x7f
                                                                    for c in s)
 
 
@@ -92,7 +93,7 @@ class Model(unittest.TestCase):
                 fname = host.replace(":", "_") + ".xplane.pb"
                 delay_ms = ((o.start_timestamp_ns - time.time_ns()) // 10**6) if o and o.start_timestamp_ns else 0
                 ok = (0 < dur <= MAX_MS and delay_ms <= MAX_MS and (not sid or component_ok(sid))
-                      and component_ok(fname))
+                      and component_ok(host) and component_ok(fname))
                 writes = None
                 if not r.emit_xspace and kind == "inside-bad":
                     ok = False

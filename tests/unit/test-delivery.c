@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -190,10 +192,16 @@ TEST(repo_match_refuses_dotdot_and_dot_components)
 	ASSERT_EQ(repo_match(&a, path("allowed/./run"), &dir, &rel), -EINVAL);
 	ASSERT_EQ(repo_match(&a, path("allowed/run\nforged"), &dir, &rel), -EINVAL);
 	ASSERT_TRUE(rel == NULL);
-	/* Dots inside a name are just a name. */
-	ASSERT_EQ(repo_match(&a, path("allowed/..run/.x"), &dir, &rel), 1);
-	ASSERT_STREQ(rel, "..run/.x");
+	/* Dots inside a name are just a name; a leading dot makes a hidden
+	 * name, which profd never creates. */
+	ASSERT_EQ(repo_match(&a, path("allowed/run..x/a.b"), &dir, &rel), 1);
+	ASSERT_STREQ(rel, "run..x/a.b");
 	free(rel);
+	rel = NULL;
+	ASSERT_EQ(repo_match(&a, path("allowed/..run/x"), &dir, &rel), -EINVAL);
+	ASSERT_EQ(repo_match(&a, path("allowed/run/.x"), &dir, &rel), -EINVAL);
+	ASSERT_EQ(repo_match(&a, path("allowed/run/\xff\xfe"), &dir, &rel), -EINVAL);
+	ASSERT_TRUE(rel == NULL);
 	repo_allow_free(&a);
 	tmp_remove();
 }
@@ -332,6 +340,118 @@ TEST(repo_write_walks_paths_longer_than_path_max)
 	ASSERT_TRUE(fd >= 0);
 	ASSERT_OK(faccessat(fd, "s/f", F_OK, 0));
 	close(fd);
+	repo_allow_free(&a);
+	tmp_remove();
+}
+
+TEST(repo_name_ok_refuses_hidden_dot_names_and_invalid_utf8)
+{
+	/* What TF clients send stays valid ("localhost:6009" names
+	 * "localhost_6009.xplane.pb"; session ids are timestamps). */
+	ASSERT_TRUE(repo_name_ok("localhost_6009.xplane.pb"));
+	ASSERT_TRUE(repo_name_ok("localhost:6009"));
+	ASSERT_TRUE(repo_name_ok("[__1]_6009.xplane.pb"));
+	ASSERT_TRUE(repo_name_ok("2026_08_21_17_15_10"));
+	ASSERT_TRUE(repo_name_ok("n\xc3\xb6" "de-\xe2\x82\xac")); /* UTF-8 is fine */
+	ASSERT_TRUE(repo_name_ok("a..b"));
+	ASSERT_TRUE(!repo_name_ok(""));
+	ASSERT_TRUE(!repo_name_ok("."));
+	ASSERT_TRUE(!repo_name_ok(".."));
+	ASSERT_TRUE(!repo_name_ok("...xplane.pb")); /* host_name ".." */
+	ASSERT_TRUE(!repo_name_ok(".hidden"));
+	ASSERT_TRUE(!repo_name_ok("a/b"));
+	ASSERT_TRUE(!repo_name_ok("a\nb"));
+	ASSERT_TRUE(!repo_name_ok("a\x7f"));
+	ASSERT_TRUE(!repo_name_ok("\xff\xfe"));
+	ASSERT_TRUE(!repo_name_ok("\xc0\xaf"));         /* overlong '/' */
+	ASSERT_TRUE(!repo_name_ok("\xed\xa0\x80"));     /* surrogate */
+	ASSERT_TRUE(!repo_name_ok("caf\xc3"));           /* cut sequence */
+}
+
+TEST(repo_match_bounds_depth_and_length)
+{
+	struct repo_allow a;
+	char root[PATH_MAX * 2];
+	size_t dir, n;
+	char *rel = NULL;
+
+	tmp_new();
+	allow(&a);
+	/* The default: 32 levels below the allowed directory. */
+	n = (size_t)snprintf(root, sizeof(root), "%s/allowed", tmp);
+	for (int i = 0; i < REPO_MAX_DEPTH_DEFAULT; i++)
+		n += (size_t)snprintf(root + n, sizeof(root) - n, "/d");
+	ASSERT_EQ(repo_match(&a, root, &dir, &rel), 1);
+	free(rel);
+	rel = NULL;
+	snprintf(root + n, sizeof(root) - n, "/d");
+	ASSERT_EQ(repo_match(&a, root, &dir, &rel), -E2BIG);
+	ASSERT_TRUE(rel == NULL);
+	/* A bad name deeper down is still reported as such. */
+	snprintf(root + n, sizeof(root) - n, "/d/..");
+	ASSERT_EQ(repo_match(&a, root, &dir, &rel), -EINVAL);
+	/* --repository-max-depth */
+	a.max_depth = 2;
+	ASSERT_EQ(repo_match(&a, path("allowed/a/b"), &dir, &rel), 1);
+	free(rel);
+	rel = NULL;
+	ASSERT_EQ(repo_match(&a, path("allowed/a/b/c"), &dir, &rel), -E2BIG);
+	/* PATH_MAX or longer is refused before anything is copied. */
+	a.max_depth = REPO_MAX_DEPTH_LIMIT;
+	n = (size_t)snprintf(root, sizeof(root), "%s/allowed", tmp);
+	while (n < PATH_MAX)
+		n += (size_t)snprintf(root + n, sizeof(root) - n, "/dd");
+	ASSERT_EQ(repo_match(&a, root, &dir, &rel), -ENAMETOOLONG);
+	ASSERT_TRUE(rel == NULL);
+	/* The whole file path is bounded too. */
+	ASSERT_OK(repo_path_fits(a.dirs[0], "a/b", "s", "f"));
+	memset(root, 'x', PATH_MAX);
+	root[PATH_MAX - 20] = 0;
+	ASSERT_EQ(repo_path_fits(a.dirs[0], root, "s", "f"), -ENAMETOOLONG);
+	repo_allow_free(&a);
+	tmp_remove();
+}
+
+TEST(repo_write_failure_leaves_no_directory_and_no_temporary_file)
+{
+	struct repo_allow a;
+	struct rlimit old, small = {.rlim_cur = 4, .rlim_max = 0};
+	void (*old_sig)(int);
+	char data[4096];
+	int r;
+
+	tmp_new();
+	allow(&a);
+	mkdir_ok(path("allowed/run"));
+	memset(data, 'x', sizeof(data));
+	/* Fail the write itself, after the directories and the temporary
+	 * file were made: files may not grow past 4 bytes (EFBIG). */
+	if (getrlimit(RLIMIT_FSIZE, &old) < 0)
+		TEST_FAIL("getrlimit");
+	small.rlim_max = old.rlim_max;
+	old_sig = signal(SIGXFSZ, SIG_IGN);
+	if (setrlimit(RLIMIT_FSIZE, &small) < 0)
+		TEST_FAIL("setrlimit");
+	r = repo_write(a.dirs[0], "run/new1/new2", "sess", "host_1.xplane.pb", data, sizeof(data));
+	setrlimit(RLIMIT_FSIZE, &old);
+	signal(SIGXFSZ, old_sig);
+	ASSERT_EQ(r, -EFBIG);
+	/* What it made is gone; what was there before stays. */
+	ASSERT_TRUE(exists(path("allowed/run")));
+	ASSERT_EQ(entries(path("allowed/run")), 0);
+	/* A file where a directory is expected: nothing made, nothing left. */
+	if (close(open(path("allowed/run/file"), O_CREAT | O_WRONLY, 0644)) < 0)
+		TEST_FAIL("create");
+	ASSERT_EQ(repo_write(a.dirs[0], "run/file/x", "s", "f", "x", 1), -ENOTDIR);
+	ASSERT_EQ(entries(path("allowed/run")), 1);
+	/* A directory in place of the file: the rename fails after the
+	 * session directory was made; the temporary file goes, and the
+	 * directories that hold something not ours stay. */
+	mkdir_ok(path("allowed/run/s2"));
+	mkdir_ok(path("allowed/run/s2/f"));
+	mkdir_ok(path("allowed/run/s2/f/keep"));
+	ASSERT_EQ(repo_write(a.dirs[0], "run", "s2", "f", "x", 1), -EISDIR);
+	ASSERT_EQ(entries(path("allowed/run/s2")), 1);
 	repo_allow_free(&a);
 	tmp_remove();
 }
