@@ -241,7 +241,8 @@ class Access(unittest.TestCase):
             r = profctl("status", d.addr, "--token-file", self.token)
             self.assertEqual(r.returncode, 0, r.stderr)
             logdir = os.path.join(self.tmp, "tb-token")
-            r = profctl("capture", d.addr, "--logdir", logdir, "--duration-ms", "200", "--token-file=" + self.token)
+            r = profctl("capture", d.addr, "--logdir", logdir, "--duration-ms", "200",
+                        "--token-file=" + self.token)
             self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_token_with_tls_and_terminate(self):
@@ -270,7 +271,8 @@ class Access(unittest.TestCase):
         with d:
             v4, v6 = T.Stubs(f"127.0.0.1:{d.ports[0]}"), T.Stubs(f"[::1]:{d.ports[1]}")
             fut = v4.profile.future(T.profile_request(P, 8000, "h:1", session_id="ip"), timeout=30)
-            self.assertTrue(T.wait_for(lambda: v4.status(P.profd.StatusRequest(), timeout=5).active_sessions == 1))
+            self.assertTrue(T.wait_for(lambda: v4.status(P.profd.StatusRequest(), timeout=5)
+                                       .active_sessions == 1))
             code, _ = rpc_code(v6.terminate, P.ps.TerminateRequest(session_id="ip"), timeout=5)
             self.assertEqual(code, grpc.StatusCode.PERMISSION_DENIED)
             code, _ = rpc_code(v6.terminate, P.ps.TerminateRequest(session_id="profd-monitor"), timeout=5)
