@@ -47,6 +47,59 @@ static const char *arg_hostname;
 static const char *arg_nvml_library;
 static struct repo_allow arg_allow;
 
+/* ---- access options (rpc_server_auth; docs/security.md) -------------------
+ * Kept in one block: parsed here, checked and loaded by rpc_server_set_auth().
+ */
+#define MAX_ALLOW_FROM 64
+
+enum {
+	OPT_ALLOW_FROM = 512, OPT_TLS_CERT, OPT_TLS_KEY, OPT_TLS_CLIENT_CA, OPT_TOKEN_FILE,
+};
+
+#define ACCESS_LONG_OPTIONS                                                     \
+	{"allow-from", required_argument, NULL, OPT_ALLOW_FROM},                \
+	{"tls-cert", required_argument, NULL, OPT_TLS_CERT},                    \
+	{"tls-key", required_argument, NULL, OPT_TLS_KEY},                      \
+	{"tls-client-ca", required_argument, NULL, OPT_TLS_CLIENT_CA},          \
+	{"token-file", required_argument, NULL, OPT_TOKEN_FILE}
+
+#define ACCESS_HELP                                                                           \
+	"Access (docs/security.md; without these options anyone who reaches the port may\n"   \
+	"capture, as with TensorFlow's own profiler server):\n"                               \
+	"      --allow-from CIDR      accept calls only from these addresses (repeatable;\n"  \
+	"                             10.0.0.0/8, ::1/128, 192.0.2.7); others get\n"         \
+	"                             PERMISSION_DENIED\n"                                    \
+	"      --tls-cert FILE        serve TLS with this PEM certificate chain ...\n"        \
+	"      --tls-key FILE         ... and this PEM private key\n"                         \
+	"      --tls-client-ca FILE   require client certificates signed by these PEM CAs\n"  \
+	"                             (mutual TLS)\n"                                         \
+	"      --token-file FILE      require \"authorization: Bearer <token>\" on every\n"   \
+	"                             call; the token is the file's trimmed content\n"       \
+	"\n"
+
+static const char *arg_allow_from[MAX_ALLOW_FROM];
+static struct rpc_server_auth arg_auth = {.allow_from = arg_allow_from};
+
+/* 1: an access option, taken; 0: not one of ours; -EINVAL: bad value. */
+static int parse_access_option(int c, const char *v)
+{
+	switch (c) {
+	case OPT_ALLOW_FROM:
+		if (arg_auth.n_allow_from >= MAX_ALLOW_FROM) {
+			fprintf(stderr, "profd: too many --allow-from ranges (at most %d)\n", MAX_ALLOW_FROM);
+			return -EINVAL;
+		}
+		arg_allow_from[arg_auth.n_allow_from++] = v;
+		return 1;
+	case OPT_TLS_CERT: arg_auth.tls_cert = v; return 1;
+	case OPT_TLS_KEY: arg_auth.tls_key = v; return 1;
+	case OPT_TLS_CLIENT_CA: arg_auth.tls_client_ca = v; return 1;
+	case OPT_TOKEN_FILE: arg_auth.token_file = v; return 1;
+	default: return 0;
+	}
+}
+/* ---- end of access options ----------------------------------------------- */
+
 static void help(void)
 {
 	printf("Usage: profd [OPTIONS]\n"
@@ -76,6 +129,7 @@ static void help(void)
 	       "                             an allowed DIR (default %u, 1-%u); deeper ones get the\n"
 	       "                             data in the reply only, the reason in XSpace.errors\n"
 	       "\n"
+	       ACCESS_HELP
 	       "Collectors:\n"
 	       "      --host-sample-hz N     host counter rate during captures (default 10, 1-1000)\n"
 	       "      --nvml-sample-hz N     GPU counter rate during captures (default 50, 1-1000)\n"
@@ -130,6 +184,7 @@ static int parse_args(int argc, char **argv)
 		{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
+		ACCESS_LONG_OPTIONS,
 		{NULL, 0, NULL, 0},
 	};
 	int c, r;
@@ -138,6 +193,11 @@ static int parse_args(int argc, char **argv)
 	if (getenv("PROFD_AGENT_SOCKET") && *getenv("PROFD_AGENT_SOCKET"))
 		arg_agent_socket = getenv("PROFD_AGENT_SOCKET");
 	while ((c = getopt_long(argc, argv, "l:h", opts, NULL)) >= 0) {
+		r = parse_access_option(c, optarg);
+		if (r < 0)
+			return r;
+		if (r > 0)
+			continue;
 		switch (c) {
 		case 'l': {
 			char host[256];
@@ -328,6 +388,15 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	r = rpc_server_new(&d.loop, &d.srv);
+	if (r >= 0) {
+		char err[512] = "";
+
+		r = rpc_server_set_auth(d.srv, &arg_auth, err, sizeof(err));
+		if (r < 0) {
+			log_error("%s", err[0] ? err : strerror(-r));
+			goto out;
+		}
+	}
 	if (r >= 0)
 		r = service_new(&d.loop, &scfg, d.mgr, d.srv, &d.svc);
 	if (r < 0) {

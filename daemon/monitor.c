@@ -37,7 +37,6 @@
 #include "xspace/names.h"
 #include "xspace/trace.h"
 
-#define MONITOR_SESSION_ID "profd-monitor"
 #define TEXT_MAX (64 * 1024)
 
 /* One per service (monitor_new()); loop thread. */

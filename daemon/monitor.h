@@ -13,6 +13,8 @@
 
 /* Monitor windows default to this when the request says 0 ms. */
 #define MONITOR_DEFAULT_MS 1000
+/* The session id of Monitor's windows (Terminate treats it specially). */
+#define MONITOR_SESSION_ID "profd-monitor"
 
 struct monitor;
 

@@ -55,6 +55,7 @@ struct service {
 	int64_t started_mono;
 	unsigned jobs;
 	struct monitor *mon; /* the Monitor method, ours */
+	struct profile_job *jobs_head; /* every Profile job, for Terminate's owner check */
 };
 
 struct profile_job {
@@ -72,10 +73,23 @@ struct profile_job {
 	size_t resp_off; /* where the framed ProfileResponse starts in out.base */
 	int err;
 	char errmsg[512];
+	/* Terminate's access decision: who started it, under which id, and
+	 * whether its window is still open (only then can Terminate stop it). */
+	char *owner, *session_id;
+	bool window_closed;
+	struct profile_job *prev, *next; /* in svc->jobs_head */
 };
 
 static void job_free(struct profile_job *j)
 {
+	if (j->prev)
+		j->prev->next = j->next;
+	else if (j->svc->jobs_head == j)
+		j->svc->jobs_head = j->next;
+	if (j->next)
+		j->next->prev = j->prev;
+	free(j->owner);
+	free(j->session_id);
 	window_job_release(&j->win);
 	xspace_out_free(&j->out);
 	free(j->repo_rel);
@@ -246,7 +260,13 @@ static void job_done(struct window_job *w, enum window_job_err what, int err)
 	job_free(j);
 }
 
+static void job_window_closed(struct window_job *w)
+{
+	container_of(w, struct profile_job, win)->window_closed = true;
+}
+
 static const struct window_job_ops profile_window_ops = {
+	.closed = job_window_closed,
 	.work = job_work,
 	.done = job_done,
 };
@@ -449,6 +469,15 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 		}
 	}
 
+	j->owner = strdup(rpc_call_identity(call));
+	j->session_id = strdup(session_id);
+	if (!j->owner || !j->session_id)
+		FAIL(RPC_RESOURCE_EXHAUSTED, "out of memory");
+	j->next = svc->jobs_head; /* job_free() unlinks */
+	if (j->next)
+		j->next->prev = j;
+	svc->jobs_head = j;
+
 	sp.id = session_id;
 	sp.start_ns = o ? (int64_t)o->start_timestamp_ns : 0;
 	sp.duration_ms = duration;
@@ -465,13 +494,42 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	log_info("capture for %s: session '%s', %" PRIu64 " ms", rpc_call_peer(call), session_id, duration);
 }
 
+/*
+ * Terminate's access rule (docs/security.md): a caller with the token may
+ * stop any capture; any other caller only its own, where "own" means the
+ * same client-certificate identity, or the same IP address when nothing
+ * else identifies the caller. When a capture with the id belongs to someone
+ * else the whole request is refused, so that it never stops half of them.
+ * Monitor's windows have no recorded owner; only the token stops them.
+ */
+static bool terminate_allowed(struct service *svc, struct rpc_call *call, const char *id)
+{
+	if (rpc_call_has_token(call))
+		return true;
+	if (strcmp(id, MONITOR_SESSION_ID) == 0)
+		return false;
+	for (const struct profile_job *j = svc->jobs_head; j; j = j->next)
+		if (!j->window_closed && strcmp(j->session_id, id) == 0 &&
+		    strcmp(j->owner, rpc_call_identity(call)) != 0)
+			return false;
+	return true;
+}
+
 static void handle_terminate(void *userdata, struct rpc_call *call, const ProtobufCMessage *msg)
 {
 	struct service *svc = userdata;
 	const Tensorflow__TerminateRequest *req = (const Tensorflow__TerminateRequest *)msg;
 	Tensorflow__TerminateResponse resp = TENSORFLOW__TERMINATE_RESPONSE__INIT;
-	unsigned n = session_mgr_terminate(svc->mgr, req->session_id);
+	unsigned n;
 
+	if (!terminate_allowed(svc, call, req->session_id)) {
+		log_info("terminate '%s' from %s (%s) refused: another client's capture",
+			 req->session_id, rpc_call_peer(call), rpc_call_identity(call));
+		rpc_call_error(call, RPC_PERMISSION_DENIED, "a capture with this session_id was started by "
+			       "another client; only that client or a caller with profd's token may stop it");
+		return;
+	}
+	n = session_mgr_terminate(svc->mgr, req->session_id);
 	/* Upstream always answers OK, also for unknown ids. */
 	log_info("terminate '%s' from %s: %u capture(s) stopped", req->session_id, rpc_call_peer(call), n);
 	rpc_call_reply_msg(call, &resp.base);
@@ -479,7 +537,7 @@ static void handle_terminate(void *userdata, struct rpc_call *call, const Protob
 
 /* Status.agents from the agent receiver (collectors/agent-receiver.h).
  * Strings are borrowed from the receiver for this call only. */
-static void fill_agents(struct collector_set *set, Profd__StatusResponse *resp)
+static void fill_agents(struct collector_set *set, Profd__StatusResponse *resp, bool show_cmdlines)
 {
 	struct collector *c = set ? collector_set_find(set, AGENT_RECEIVER_NAME) : NULL;
 	size_t n = agent_receiver_count(c);
@@ -497,7 +555,7 @@ static void fill_agents(struct collector_set *set, Profd__StatusResponse *resp)
 		profd__agent_status__init(a);
 		a->pid = info.pid;
 		a->name = (char *)info.name;
-		a->cmdline = (char *)info.cmdline;
+		a->cmdline = (char *)(show_cmdlines ? info.cmdline : "");
 		a->version = info.version;
 		v[resp->n_agents++] = a;
 		a->devices = info.n_devices ? calloc(info.n_devices, sizeof(*a->devices)) : NULL;
@@ -562,7 +620,13 @@ static void handle_status(void *userdata, struct rpc_call *call, const ProtobufC
 	}
 	resp.n_collectors = n;
 	resp.collectors = csp;
-	fill_agents(set, &resp);
+	/*
+	 * Command lines carry paths, data set names and sometimes secrets. With
+	 * no access option profd keeps its historic open answer; once the
+	 * operator configured any, only an authenticated caller (token or
+	 * verified client certificate) sees them (docs/security.md).
+	 */
+	fill_agents(set, &resp, rpc_call_access_open(call) || rpc_call_authenticated(call));
 	rpc_call_reply_msg(call, &resp.base);
 	free_agents(&resp);
 	free(cs);

@@ -18,6 +18,7 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 
+#include "auth.h"
 #include "base/log.h"
 #include "rpc.h"
 
@@ -29,7 +30,7 @@ int rpc_client_new(const char *target, struct rpc_client **ret)
 {
 	struct rpc_client *c = calloc(1, sizeof(*c));
 	grpc_channel_credentials *creds;
-	grpc_arg args[2];
+	grpc_arg args[3];
 	grpc_channel_args ca = {.num_args = 2, .args = args};
 
 	if (!c)
@@ -42,7 +43,13 @@ int rpc_client_new(const char *target, struct rpc_client **ret)
 	args[1].type = GRPC_ARG_INTEGER;
 	args[1].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
 	args[1].value.integer = 4 << 20;
-	creds = grpc_insecure_credentials_create();
+	/* Security (auth.c): TLS when profctl was given --tls-ca, else plain. */
+	if (rpc_auth_client_server_name()) {
+		args[ca.num_args].type = GRPC_ARG_STRING;
+		args[ca.num_args].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
+		args[ca.num_args++].value.string = (char *)rpc_auth_client_server_name();
+	}
+	creds = rpc_auth_channel_credentials();
 	c->ch = grpc_channel_create(target, creds, &ca);
 	grpc_channel_credentials_release(creds);
 	if (!c->ch) {
@@ -78,6 +85,7 @@ int rpc_client_call_raw(struct rpc_client *c, const char *path, const ProtobufCM
 	grpc_status_code status = GRPC_STATUS_UNKNOWN;
 	grpc_slice details = grpc_empty_slice();
 	grpc_op ops[6];
+	grpc_metadata auth_md;
 	grpc_event ev;
 	size_t len = protobuf_c_message_get_packed_size(req);
 	grpc_slice body = grpc_slice_malloc(len);
@@ -91,6 +99,14 @@ int rpc_client_call_raw(struct rpc_client *c, const char *path, const ProtobufCM
 
 	memset(ops, 0, sizeof(ops));
 	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	/* The bearer token (auth.c), sent with every call when configured. */
+	if (rpc_auth_client_bearer()) {
+		memset(&auth_md, 0, sizeof(auth_md));
+		auth_md.key = grpc_slice_from_static_string("authorization");
+		auth_md.value = grpc_slice_from_static_string(rpc_auth_client_bearer());
+		ops[0].data.send_initial_metadata.count = 1;
+		ops[0].data.send_initial_metadata.metadata = &auth_md;
+	}
 	ops[1].op = GRPC_OP_SEND_MESSAGE;
 	ops[1].data.send_message.send_message = send_bb;
 	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;

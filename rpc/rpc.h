@@ -14,6 +14,8 @@
  */
 #pragma once
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <protobuf-c/protobuf-c.h>
@@ -36,6 +38,8 @@ enum rpc_code {
 	RPC_UNIMPLEMENTED = 12,
 	RPC_INTERNAL = 13,
 	RPC_UNAVAILABLE = 14,
+	RPC_DATA_LOSS = 15,
+	RPC_UNAUTHENTICATED = 16,
 };
 
 const char *rpc_code_name(int code);
@@ -94,6 +98,34 @@ int64_t rpc_call_deadline_ns(const struct rpc_call *c);
 /* "ipv4:127.0.0.1:5555" etc., borrowed for the call's life. */
 const char *rpc_call_peer(const struct rpc_call *c);
 
+/* ---- access control (auth.c; docs/security.md) --------------------------
+ * Every option is off by default, which is profd's historic open server.
+ */
+struct rpc_server_auth {
+	const char *const *allow_from; /* CIDRs ("10.0.0.0/8", "::1/128", "1.2.3.4");
+					* a peer outside all of them: PERMISSION_DENIED */
+	size_t n_allow_from;
+	const char *tls_cert, *tls_key; /* PEM files: serve TLS on every listener */
+	const char *tls_client_ca;      /* PEM file: require and verify client certificates */
+	const char *token_file;         /* every call needs "authorization: Bearer <token>" */
+};
+
+/*
+ * Read the files and parse the ranges now, so a bad option stops the start.
+ * Before rpc_server_listen(). 0, or -errno with a sentence in @err.
+ */
+int rpc_server_set_auth(struct rpc_server *s, const struct rpc_server_auth *a, char *err,
+			size_t err_size);
+/* What the access check learnt about a call's caller, for the handlers. */
+bool rpc_call_has_token(const struct rpc_call *c);
+/* A valid token or a verified client certificate. */
+bool rpc_call_authenticated(const struct rpc_call *c);
+/* True when the server has no access option at all (profd's open default). */
+bool rpc_call_access_open(const struct rpc_call *c);
+/* Who the caller is, for ownership: "x509:<certificate identity>" with a
+ * verified client certificate, else "ip:<address>" (no port). */
+const char *rpc_call_identity(const struct rpc_call *c);
+
 /* ---- client half (profctl, tests) ------------------------------------- */
 
 struct rpc_client;
@@ -115,6 +147,16 @@ int rpc_client_call(struct rpc_client *c, const char *path, const ProtobufCMessa
 int rpc_client_call_raw(struct rpc_client *c, const char *path, const ProtobufCMessage *req,
 			uint64_t timeout_ms, uint8_t **ret_bytes, size_t *ret_len, char *status_msg,
 			size_t status_msg_size);
+/* Client security for every rpc_client_new() after it (profctl's --tls-* and
+ * --token-file). NULL fields are off. [main thread, before any client] */
+struct rpc_client_auth {
+	const char *tls_ca;              /* PEM file: use TLS, trust these roots */
+	const char *tls_cert, *tls_key;  /* PEM files: client certificate (mTLS) */
+	const char *tls_server_name;     /* name to check in the server's certificate */
+	const char *token_file;          /* send "authorization: Bearer <token>" */
+};
+/* 0, or -errno with a sentence in @err. */
+int rpc_client_set_auth(const struct rpc_client_auth *a, char *err, size_t err_size);
 /* gRPC library init/teardown, refcounted by gRPC itself. [main thread] */
 void rpc_global_init(void);
 void rpc_global_shutdown(void);

@@ -35,6 +35,7 @@
 #include <grpc/support/time.h>
 
 #include "base/log.h"
+#include "auth.h"
 #include "base/timeutil.h"
 #include "rpc.h"
 #include "wirecheck.h"
@@ -74,6 +75,7 @@ struct rpc_call {
 	rpc_cancel_cb cancel_cb;
 	void *cancel_ud;
 	char *peer;
+	struct rpc_auth_peer who; /* what the access check learnt (auth.c) */
 	struct tag t_new, t_recv, t_send, t_close;
 };
 
@@ -96,6 +98,7 @@ struct rpc_server {
 	struct ev_node *head, *tail; /* guarded by mu */
 	struct method *methods;
 	size_t n_methods;
+	struct rpc_auth *auth; /* NULL: open; ours, read-only once listening */
 	bool started, shutting_down, shutdown_tag_seen, destroyed, grace_cut;
 	unsigned live;
 	int open_handles;
@@ -175,6 +178,7 @@ static void call_unref(struct rpc_call *c)
 		protobuf_c_message_free_unpacked(c->req, NULL);
 	if (c->peer)
 		gpr_free(c->peer);
+	rpc_auth_peer_clear(&c->who);
 	free(c);
 	s->live--;
 	maybe_finish_shutdown(s);
@@ -282,6 +286,20 @@ static void on_new_call(struct rpc_call *c, int ok)
 		c->refs--;
 		call_unref(c);
 		return;
+	}
+
+	/* Access control first: a refused caller learns nothing, not even
+	 * which methods exist. */
+	{
+		char msg[300];
+		int code = rpc_auth_check(s->auth, c->call, &c->md, c->peer, &c->who, msg, sizeof(msg));
+
+		if (code != RPC_OK) {
+			log_info("%s refused: %s: %s", c->peer, rpc_code_name(code), msg);
+			(void)send_reply(c, code, msg, NULL);
+			call_unref(c); /* the request reference */
+			return;
+		}
 	}
 
 	c->m = find_method(s, c->details.method);
@@ -441,6 +459,24 @@ const char *rpc_call_peer(const struct rpc_call *c)
 	return c->peer ? c->peer : "?";
 }
 
+/* ---- access control hooks (auth.c) ---------------------------------------- */
+
+int rpc_server_set_auth(struct rpc_server *s, const struct rpc_server_auth *a, char *err, size_t err_size)
+{
+	assert_return(!s->started, -EBUSY);
+	s->auth = rpc_auth_free(s->auth);
+	return rpc_auth_new(a, &s->auth, err, err_size);
+}
+
+bool rpc_call_has_token(const struct rpc_call *c) { return c->who.token; }
+bool rpc_call_authenticated(const struct rpc_call *c) { return c->who.token || c->who.cert; }
+bool rpc_call_access_open(const struct rpc_call *c) { return c->who.open; }
+
+const char *rpc_call_identity(const struct rpc_call *c)
+{
+	return c->who.identity ? c->who.identity : rpc_call_peer(c);
+}
+
 /* ---- loop side ----------------------------------------------------------- */
 
 static void on_handle_closed(uv_handle_t *h)
@@ -570,7 +606,8 @@ int rpc_server_add_method(struct rpc_server *s, const char *path,
 
 int rpc_server_listen(struct rpc_server *s, const char *addr)
 {
-	grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+	/* TLS or plain, as rpc_server_set_auth() said (auth.c). */
+	grpc_server_credentials *creds = rpc_auth_server_credentials(s->auth);
 	int port = grpc_server_add_http2_port(s->server, addr, creds);
 
 	grpc_server_credentials_release(creds);
@@ -636,6 +673,7 @@ struct rpc_server *rpc_server_free(struct rpc_server *s)
 	for (size_t i = 0; i < s->n_methods; i++)
 		free(s->methods[i].path);
 	free(s->methods);
+	rpc_auth_free(s->auth);
 	uv_mutex_destroy(&s->mu);
 	free(s);
 	return NULL;

@@ -7,6 +7,7 @@
  * options with getopt_long and prints its own --help. Everything they share
  * is in profctl.h.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -61,6 +62,70 @@ int profctl_usage_err(const char *sub, const char *fmt, ...)
 	return PROFCTL_EXIT_USAGE;
 }
 
+/*
+ * Security options (rpc_client_auth): accepted before or after the command
+ * name, for every command, and taken out of argv before the command parses
+ * its own options, so that no subcommand needs to know about them.
+ * 1: taken (with its value), 0: not one, -1: missing value.
+ */
+static int take_security_option(char **argv, int i, int argc, struct rpc_client_auth *a, int *ret_used)
+{
+	const struct {
+		const char *name;
+		const char **slot;
+	} opts[] = {
+		{"--tls-ca", &a->tls_ca},
+		{"--tls-cert", &a->tls_cert},
+		{"--tls-key", &a->tls_key},
+		{"--tls-server-name", &a->tls_server_name},
+		{"--token-file", &a->token_file},
+	};
+
+	for (size_t k = 0; k < sizeof(opts) / sizeof(opts[0]); k++) {
+		size_t n = strlen(opts[k].name);
+		const char **slot = opts[k].slot;
+
+		if (strncmp(argv[i], opts[k].name, n) != 0)
+			continue;
+		if (argv[i][n] == '=') {
+			*slot = argv[i] + n + 1;
+			*ret_used = 1;
+			return 1;
+		}
+		if (argv[i][n] != 0)
+			continue;
+		if (i + 1 >= argc) {
+			fprintf(stderr, "profctl: %s needs a value\nTry 'profctl --help'.\n", opts[k].name);
+			return -1;
+		}
+		*slot = argv[i + 1];
+		*ret_used = 2;
+		return 1;
+	}
+	return 0;
+}
+
+/* Remove the security options from argv (up to a "--"); 0, or -1 after a
+ * usage message. */
+static int strip_security_options(int *argc, char **argv, struct rpc_client_auth *a)
+{
+	int i = 1, used;
+
+	while (i < *argc && strcmp(argv[i], "--") != 0) {
+		int r = take_security_option(argv, i, *argc, a, &used);
+
+		if (r < 0)
+			return -1;
+		if (r == 0) {
+			i++;
+			continue;
+		}
+		memmove(&argv[i], &argv[i + used], (size_t)(*argc - i - used + 1) * sizeof(*argv));
+		*argc -= used;
+	}
+	return 0;
+}
+
 static void help(FILE *f)
 {
 	fprintf(f,
@@ -91,14 +156,29 @@ static void help(FILE *f)
 		"\n"
 		"Options:\n"
 		"  -h, --help     this text\n"
-		"      --version  print the version\n");
+		"      --version  print the version\n"
+		"\n"
+		"Security (any command, before or after its name; docs/security.md):\n"
+		"      --tls-ca FILE           use TLS; trust server certificates signed by\n"
+		"                              these PEM CAs\n"
+		"      --tls-cert FILE         client certificate (PEM) for mutual TLS ...\n"
+		"      --tls-key FILE          ... and its private key\n"
+		"      --tls-server-name NAME  the name the server certificate must carry, when\n"
+		"                              it differs from the URL's host\n"
+		"      --token-file FILE       send \"authorization: Bearer <token>\", the token\n"
+		"                              being the file's trimmed content\n");
 }
 
 int main(int argc, char **argv)
 {
 	const struct subcommand *sc = NULL;
+	struct rpc_client_auth auth;
+	char err[512] = "";
 	int r;
 
+	memset(&auth, 0, sizeof(auth));
+	if (strip_security_options(&argc, argv, &auth) < 0)
+		return PROFCTL_EXIT_USAGE;
 	if (argc < 2) {
 		help(stderr);
 		return PROFCTL_EXIT_USAGE;
@@ -129,6 +209,9 @@ int main(int argc, char **argv)
 		return PROFCTL_EXIT_USAGE;
 	}
 	current_sub = sc->name;
+	r = rpc_client_set_auth(&auth, err, sizeof(err));
+	if (r < 0)
+		return profctl_err(PROFCTL_EXIT_USAGE, "%s", err[0] ? err : strerror(-r));
 	if (sc->needs_grpc)
 		rpc_global_init();
 	r = sc->fn(argc - 1, argv + 1);
