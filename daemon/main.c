@@ -362,6 +362,7 @@ static void stop(struct daemon *d)
 		d->watchdog_on = false;
 		uv_close((uv_handle_t *)&d->watchdog, on_signal_closed);
 	}
+	selfcheck_free(d->selfcheck); /* also from inside its own callback */
 	d->selfcheck = NULL;
 	d->steps_left = 2;
 	/*
@@ -383,7 +384,6 @@ static void on_signal(uv_signal_t *h, int signum)
 	if (d->stopping)
 		return;
 	log_info("%s: shutting down", strsignal(signum));
-	selfcheck_free(d->selfcheck);
 	stop(d);
 }
 
@@ -401,7 +401,6 @@ static void on_selfcheck_failed(void *ud)
 	log_error("the server no longer accepts connections (%d self-checks in a row were not answered; "
 		  "out of file descriptors?): exiting so that it is restarted", SELF_CHECK_FAILURES);
 	d->failed = true;
-	selfcheck_free(d->selfcheck);
 	stop(d);
 }
 
