@@ -9,6 +9,7 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -118,7 +119,10 @@ class RequestSize(unittest.TestCase):
                         prof(req, timeout=20)
                     self.assertEqual(e.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
                 grown = rss_kib(d.proc.pid) - before
-                self.assertLess(grown, 8 * 1024, f"RSS grew by {grown} KiB")
+                print(f"RSS after 6 more: +{grown} KiB", file=sys.stderr)
+                # Less than one more message: nothing accumulates (glibc may keep
+                # a freed message per arena; gRPC reads on several threads).
+                self.assertLess(grown, 32 * 1024, f"RSS grew by {grown} KiB")
             self.assertTrue(capture(d).tool_data)
 
     def test_the_limit_is_an_option(self):
