@@ -12,6 +12,7 @@
 
 #include <getopt.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include "delivery.h"
 #include "monitor.h"
 #include "rpc.h"
+#include "selfcheck.h"
 #include "service.h"
 #include "session.h"
 
@@ -46,6 +48,10 @@ static const char *arg_sys_root = "/sys";
 static const char *arg_hostname;
 static const char *arg_nvml_library;
 static struct repo_allow arg_allow;
+static struct rpc_limits arg_limits = RPC_LIMITS_DEFAULT;
+static uint64_t arg_self_check_ms = 30 * 1000;
+
+#define SELF_CHECK_FAILURES 3
 
 /* ---- access options (rpc_server_auth; docs/security.md) -------------------
  * Kept in one block: parsed here, checked and loaded by rpc_server_set_auth().
@@ -111,7 +117,23 @@ static void help(void)
 	       "Listening:\n"
 	       "  -l, --listen HOST:PORT     address to serve on; repeatable (default [::]:6009,\n"
 	       "                             which takes IPv6 and IPv4). Port 0 picks a free port;\n"
-	       "                             the log says which.\n"
+	       "                             the log says which. A port in use is an error.\n"
+	       "\n"
+	       "Connections (see docs/protocol.md, Connections):\n"
+	       "      --max-streams N        calls open at once per connection (default 100)\n"
+	       "      --max-request-size N   largest request message in bytes, or NK / NM\n"
+	       "                             (default 64K); larger: RESOURCE_EXHAUSTED\n"
+	       "      --first-message-timeout DUR  cancel a call whose request has not arrived,\n"
+	       "                             and drop a connection with no HTTP/2 handshake,\n"
+	       "                             after DUR (default 10s; 0 = off)\n"
+	       "      --idle-timeout DUR     close connections without calls after DUR\n"
+	       "                             (default 5m; 0 = off)\n"
+	       "      --keepalive DUR        ping connections that have calls every DUR\n"
+	       "                             (default 60s; 0 = off)\n"
+	       "      --keepalive-timeout DUR  drop them if a ping is unanswered (default 20s)\n"
+	       "      --self-check DUR       connect to our own port every DUR and exit non-zero\n"
+	       "                             after 3 unanswered rounds in a row (default 30s;\n"
+	       "                             0 = off)\n"
 	       "\n"
 	       "Limits (every value a client sends is bounded):\n"
 	       "      --max-duration DUR     longest capture and longest start delay (default 10m;\n"
@@ -155,13 +177,50 @@ static void help(void)
 enum {
 	OPT_MAX_DURATION = 256, OPT_MAX_SESSIONS, OPT_MAX_EVENTS, OPT_REPO_ALLOW, OPT_REPO_DEPTH, OPT_HOST_HZ,
 	OPT_NVML_HZ, OPT_AGENT_SOCKET, OPT_FLUSH_TIMEOUT, OPT_HOSTNAME, OPT_PROC_ROOT,
-	OPT_SYS_ROOT, OPT_NVML_LIBRARY, OPT_LOG_LEVEL, OPT_VERSION,
+	OPT_SYS_ROOT, OPT_NVML_LIBRARY, OPT_LOG_LEVEL, OPT_VERSION, OPT_MAX_STREAMS,
+	OPT_MAX_REQUEST_SIZE, OPT_FIRST_MESSAGE_TIMEOUT, OPT_IDLE_TIMEOUT, OPT_KEEPALIVE,
+	OPT_KEEPALIVE_TIMEOUT, OPT_SELF_CHECK,
 };
 
 static int bad(const char *opt, const char *v, const char *why)
 {
 	fprintf(stderr, "profd: invalid value \"%s\" for %s: %s\n", v, opt, why);
 	return -EINVAL;
+}
+
+/* "65536", "64K", "1M" (powers of 1024). */
+static int parse_size(const char *s, uint64_t *ret)
+{
+	char num[32];
+	size_t n = strlen(s);
+	unsigned shift = 0;
+	uint64_t v;
+
+	if (n == 0 || n >= sizeof(num))
+		return -EINVAL;
+	memcpy(num, s, n + 1);
+	if (num[n - 1] == 'K' || num[n - 1] == 'k')
+		shift = 10;
+	else if (num[n - 1] == 'M' || num[n - 1] == 'm')
+		shift = 20;
+	if (shift)
+		num[n - 1] = 0;
+	if (safe_atou64(num, &v) < 0 || v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*ret = v << shift;
+	return 0;
+}
+
+/* A duration from 0 (when @zero_ok) or 1 ms up to @max_ms. */
+static int parse_dur_opt(const char *opt, const char *v, bool zero_ok, uint64_t max_ms, uint64_t *ret)
+{
+	uint64_t ms;
+
+	if (parse_duration_ms(v, &ms) < 0 || (ms == 0 && !zero_ok) || ms > max_ms)
+		return bad(opt, v, zero_ok ? "expected 0 (off) or a duration up to the limit in --help"
+					   : "expected a duration from 1ms up to the limit in --help");
+	*ret = ms;
+	return 0;
 }
 
 static int parse_args(int argc, char **argv)
@@ -182,6 +241,13 @@ static int parse_args(int argc, char **argv)
 		{"sys-root", required_argument, NULL, OPT_SYS_ROOT},
 		{"nvml-library", required_argument, NULL, OPT_NVML_LIBRARY},
 		{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+		{"max-streams", required_argument, NULL, OPT_MAX_STREAMS},
+		{"max-request-size", required_argument, NULL, OPT_MAX_REQUEST_SIZE},
+		{"first-message-timeout", required_argument, NULL, OPT_FIRST_MESSAGE_TIMEOUT},
+		{"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
+		{"keepalive", required_argument, NULL, OPT_KEEPALIVE},
+		{"keepalive-timeout", required_argument, NULL, OPT_KEEPALIVE_TIMEOUT},
+		{"self-check", required_argument, NULL, OPT_SELF_CHECK},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		ACCESS_LONG_OPTIONS,
@@ -247,6 +313,41 @@ static int parse_args(int argc, char **argv)
 			if (parse_duration_ms(optarg, &arg_flush_timeout_ms) < 0 || arg_flush_timeout_ms > 60000)
 				return bad("--flush-timeout", optarg, "expected a duration up to 60s");
 			break;
+		case OPT_MAX_STREAMS:
+			if (safe_atou32(optarg, &arg_limits.max_streams) < 0 || arg_limits.max_streams == 0 ||
+			    arg_limits.max_streams > 100000)
+				return bad("--max-streams", optarg, "expected 1-100000");
+			break;
+		case OPT_MAX_REQUEST_SIZE: {
+			uint64_t v;
+
+			if (parse_size(optarg, &v) < 0 || v < 1024 || v > 64 << 20)
+				return bad("--max-request-size", optarg, "expected 1K to 64M");
+			arg_limits.max_request_bytes = (uint32_t)v;
+			break;
+		}
+		case OPT_FIRST_MESSAGE_TIMEOUT:
+			if (parse_dur_opt("--first-message-timeout", optarg, true, 3600 * 1000,
+					  &arg_limits.first_message_ms) < 0)
+				return -EINVAL;
+			break;
+		case OPT_IDLE_TIMEOUT:
+			if (parse_dur_opt("--idle-timeout", optarg, true, 24ULL * 3600 * 1000, &arg_limits.idle_ms) < 0)
+				return -EINVAL;
+			break;
+		case OPT_KEEPALIVE:
+			if (parse_dur_opt("--keepalive", optarg, true, 24ULL * 3600 * 1000, &arg_limits.keepalive_ms) < 0)
+				return -EINVAL;
+			break;
+		case OPT_KEEPALIVE_TIMEOUT:
+			if (parse_dur_opt("--keepalive-timeout", optarg, false, 3600 * 1000,
+					  &arg_limits.keepalive_timeout_ms) < 0)
+				return -EINVAL;
+			break;
+		case OPT_SELF_CHECK:
+			if (parse_dur_opt("--self-check", optarg, true, 3600 * 1000, &arg_self_check_ms) < 0)
+				return -EINVAL;
+			break;
 		case OPT_AGENT_SOCKET: arg_agent_socket = optarg; break;
 		case OPT_HOSTNAME: arg_hostname = optarg; break;
 		case OPT_PROC_ROOT: arg_proc_root = optarg; break;
@@ -300,10 +401,13 @@ static void notify(const char *msg)
 struct daemon {
 	uv_loop_t loop;
 	uv_signal_t sigterm, sigint;
+	uv_timer_t watchdog; /* live only under a service manager's watchdog */
+	bool watchdog_on;
+	struct selfcheck *selfcheck;
 	struct rpc_server *srv;
 	struct session_mgr *mgr;
 	struct service *svc;
-	bool stopping;
+	bool stopping, failed;
 	int steps_left;
 };
 
@@ -319,15 +423,16 @@ static void shutdown_step_done(void *userdata)
 	}
 }
 
-static void on_signal(uv_signal_t *h, int signum)
+static void stop(struct daemon *d)
 {
-	struct daemon *d = h->data;
-
-	if (d->stopping)
-		return;
 	d->stopping = true;
-	log_info("%s: shutting down", strsignal(signum));
 	notify("STOPPING=1");
+	if (d->watchdog_on) {
+		d->watchdog_on = false;
+		uv_close((uv_handle_t *)&d->watchdog, on_signal_closed);
+	}
+	selfcheck_free(d->selfcheck); /* also from inside its own callback */
+	d->selfcheck = NULL;
 	d->steps_left = 2;
 	/*
 	 * Answer open captures first (UNAVAILABLE "profd is shutting down"),
@@ -339,6 +444,84 @@ static void on_signal(uv_signal_t *h, int signum)
 	 */
 	session_mgr_shutdown(d->mgr, shutdown_step_done, d);
 	rpc_server_shutdown(d->srv, 2000, shutdown_step_done, d);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	struct daemon *d = h->data;
+
+	if (d->stopping)
+		return;
+	log_info("%s: shutting down", strsignal(signum));
+	stop(d);
+}
+
+/*
+ * gRPC stopped accepting connections (after an accept4() failure such as
+ * EMFILE it never tries again) while everything else runs: exit non-zero,
+ * so that Restart=on-failure brings up a fresh process.
+ */
+static void on_selfcheck_failed(void *ud)
+{
+	struct daemon *d = ud;
+
+	if (d->stopping)
+		return;
+	log_error("the server no longer accepts connections (%d self-checks in a row were not answered; "
+		  "out of file descriptors?): exiting so that it is restarted", SELF_CHECK_FAILURES);
+	d->failed = true;
+	stop(d);
+}
+
+/*
+ * WATCHDOG=1 from a loop timer: a loop that is stuck (or a process that
+ * is gone) stops the pings and systemd's WatchdogSec= restarts it. Enabled
+ * as sd_watchdog_enabled() would: WATCHDOG_USEC set, WATCHDOG_PID unset or
+ * ours; pinged at half the interval.
+ */
+static void on_watchdog(uv_timer_t *t)
+{
+	(void)t;
+	notify("WATCHDOG=1");
+}
+
+static void watchdog_start(struct daemon *d)
+{
+	const char *usec = getenv("WATCHDOG_USEC"), *pid = getenv("WATCHDOG_PID");
+	uint64_t us, p, ms;
+
+	if (!usec || safe_atou64(usec, &us) < 0 || us == 0)
+		return;
+	if (pid && (safe_atou64(pid, &p) < 0 || p != (uint64_t)getpid()))
+		return;
+	ms = us / 2000;
+	if (ms == 0)
+		ms = 1;
+	uv_timer_init(&d->loop, &d->watchdog);
+	d->watchdog.data = d;
+	uv_timer_start(&d->watchdog, on_watchdog, ms, ms);
+	d->watchdog_on = true;
+	log_debug("watchdog: pinging every %" PRIu64 " ms", ms);
+}
+
+/* Where the self-check connects: the first --listen address, with a
+ * wildcard host replaced by the IPv4 loopback (gRPC's [::] is dual-stack). */
+static int selfcheck_target(const char *listen, int port, struct sockaddr_storage *ret)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *ai = NULL;
+	char host[256], port_s[16];
+	uint16_t unused;
+
+	if (parse_host_port(listen, host, sizeof(host), &unused) < 0)
+		return -EINVAL;
+	if (strcmp(host, "::") == 0 || strcmp(host, "0.0.0.0") == 0)
+		snprintf(host, sizeof(host), "127.0.0.1");
+	snprintf(port_s, sizeof(port_s), "%d", port);
+	if (getaddrinfo(host, port_s, &hints, &ai) != 0 || !ai)
+		return -EADDRNOTAVAIL;
+	memcpy(ret, ai->ai_addr, ai->ai_addrlen);
+	freeaddrinfo(ai);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -387,7 +570,7 @@ int main(int argc, char **argv)
 		log_error_errno(r, "could not set up collectors");
 		goto out;
 	}
-	r = rpc_server_new(&d.loop, &d.srv);
+	r = rpc_server_new_with(&d.loop, &arg_limits, &d.srv);
 	if (r >= 0) {
 		char err[512] = "";
 
@@ -403,14 +586,22 @@ int main(int argc, char **argv)
 		log_error_errno(r, "could not set up the server");
 		goto out;
 	}
+	int first_port = 0;
+
 	for (size_t i = 0; i < arg_n_listen; i++) {
 		int port = rpc_server_listen(d.srv, arg_listen[i]);
 
+		if (port == -EADDRINUSE) {
+			log_error("cannot listen on %s: address in use (is another profd running?)", arg_listen[i]);
+			goto out;
+		}
 		if (port < 0) {
 			log_error("cannot listen on %s (address in use, or not an address of this host)",
 				  arg_listen[i]);
 			goto out;
 		}
+		if (i == 0)
+			first_port = port;
 		log_info("listening on %s (port %d)", arg_listen[i], port);
 	}
 	r = rpc_server_start(d.srv);
@@ -423,11 +614,22 @@ int main(int argc, char **argv)
 	d.sigterm.data = d.sigint.data = &d;
 	uv_signal_start(&d.sigterm, on_signal, SIGTERM);
 	uv_signal_start(&d.sigint, on_signal, SIGINT);
+	if (arg_self_check_ms) {
+		struct sockaddr_storage target;
+
+		r = selfcheck_target(arg_listen[0], first_port, &target);
+		if (r >= 0)
+			r = selfcheck_new(&d.loop, (struct sockaddr *)&target, arg_self_check_ms,
+					  SELF_CHECK_FAILURES, on_selfcheck_failed, &d, &d.selfcheck);
+		if (r < 0)
+			log_warn("self-check off: cannot connect to %s", arg_listen[0]);
+	}
+	watchdog_start(&d);
 	notify("READY=1");
 	log_info("profd %s ready on %s", PROFD_VERSION, hostname);
 
 	uv_run(&d.loop, UV_RUN_DEFAULT);
-	ret = EXIT_SUCCESS;
+	ret = d.failed ? EXIT_FAILURE : EXIT_SUCCESS;
 	if (rpc_server_live_calls(d.srv) || service_jobs(d.svc)) {
 		log_error("%u call(s) and %u job(s) still alive at exit", rpc_server_live_calls(d.srv),
 			  service_jobs(d.svc));

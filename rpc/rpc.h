@@ -66,12 +66,43 @@ typedef void (*rpc_handler_cb)(void *userdata, struct rpc_call *call, const Prot
  * After this the handler must forget @call (it will be freed). */
 typedef void (*rpc_cancel_cb)(struct rpc_call *call, void *userdata);
 
+/**
+ * struct rpc_limits - what one client may hold or send; 0 = off where noted.
+ * @max_streams:          calls open at once on one connection (HTTP/2
+ *                        SETTINGS_MAX_CONCURRENT_STREAMS)
+ * @max_request_bytes:    largest request message; larger ones get
+ *                        RESOURCE_EXHAUSTED from gRPC
+ * @idle_ms:              close a connection with no call for this long (0 off)
+ * @keepalive_ms:         ping connections that have calls this often (0 off)
+ * @keepalive_timeout_ms: and drop them if the ping is not answered in this
+ * @first_message_ms:     cancel a call whose request message has not
+ *                        arrived this long after its headers, and drop a
+ *                        connection that has not finished its handshake (0 off)
+ */
+struct rpc_limits {
+	uint32_t max_streams;
+	uint32_t max_request_bytes;
+	uint64_t idle_ms;
+	uint64_t keepalive_ms;
+	uint64_t keepalive_timeout_ms;
+	uint64_t first_message_ms;
+};
+
+#define RPC_LIMITS_DEFAULT                                                                              \
+	{                                                                                               \
+		.max_streams = 100, .max_request_bytes = 64 * 1024, .idle_ms = 5 * 60 * 1000,           \
+		.keepalive_ms = 60 * 1000, .keepalive_timeout_ms = 20 * 1000, .first_message_ms = 10000, \
+	}
+
+/* With RPC_LIMITS_DEFAULT. */
 int rpc_server_new(uv_loop_t *loop, struct rpc_server **ret);
+int rpc_server_new_with(uv_loop_t *loop, const struct rpc_limits *lim, struct rpc_server **ret);
 /* @path like "/tensorflow.ProfilerService/Profile". Before start. */
 int rpc_server_add_method(struct rpc_server *s, const char *path,
 			  const ProtobufCMessageDescriptor *request, rpc_handler_cb cb,
 			  void *userdata);
-/* "[::]:6009", "127.0.0.1:0" ... Returns the bound port (> 0) or -errno. */
+/* "[::]:6009", "127.0.0.1:0" ... Returns the bound port (> 0) or -errno:
+ * -EADDRINUSE when something (another profd) listens there already. */
 int rpc_server_listen(struct rpc_server *s, const char *addr);
 int rpc_server_start(struct rpc_server *s);
 /*

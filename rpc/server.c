@@ -23,10 +23,16 @@
  */
 #define LOG_TOPIC "rpc"
 
+#include <inttypes.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
@@ -34,8 +40,9 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 
-#include "base/log.h"
 #include "auth.h"
+#include "base/log.h"
+#include "base/parse.h"
 #include "base/timeutil.h"
 #include "rpc.h"
 #include "wirecheck.h"
@@ -76,6 +83,11 @@ struct rpc_call {
 	void *cancel_ud;
 	char *peer;
 	struct rpc_auth_peer who; /* what the access check learnt (auth.c) */
+	/* Waiting for the request message: on the server's wait list since
+	 * accepted_ms (loop time); timed_out once the server cancelled it. */
+	bool waiting, timed_out;
+	uint64_t accepted_ms;
+	struct rpc_call *wait_prev, *wait_next;
 	struct tag t_new, t_recv, t_send, t_close;
 };
 
@@ -94,6 +106,12 @@ struct rpc_server {
 	bool thread_started;
 	uv_async_t async;
 	uv_timer_t grace;
+	/* Cancels calls whose request message has not arrived in time; runs
+	 * only while the wait list (oldest first, all with one deadline) is
+	 * non-empty. */
+	uv_timer_t first_msg;
+	struct rpc_call *wait_head, *wait_tail;
+	struct rpc_limits lim;
 	uv_mutex_t mu;
 	struct ev_node *head, *tail; /* guarded by mu */
 	struct method *methods;
@@ -265,6 +283,74 @@ static const struct method *find_method(struct rpc_server *s, grpc_slice path)
 	return NULL;
 }
 
+/* ---- first-message deadline -------------------------------------------- */
+
+static void wait_remove(struct rpc_call *c)
+{
+	struct rpc_server *s = c->srv;
+
+	if (!c->waiting)
+		return;
+	c->waiting = false;
+	if (c->wait_prev)
+		c->wait_prev->wait_next = c->wait_next;
+	else
+		s->wait_head = c->wait_next;
+	if (c->wait_next)
+		c->wait_next->wait_prev = c->wait_prev;
+	else
+		s->wait_tail = c->wait_prev;
+	c->wait_prev = c->wait_next = NULL;
+}
+
+static void on_first_msg_timer(uv_timer_t *t)
+{
+	struct rpc_server *s = t->data;
+	uint64_t now = uv_now(s->loop);
+
+	/*
+	 * A stream that opened but never sent its request would otherwise hold
+	 * its call (and a stream slot) until the client's deadline, which the
+	 * client chooses. Cancelling it makes gRPC complete the pending
+	 * RECV_MESSAGE, whose handler then drops the last references.
+	 */
+	while (s->wait_head && now - s->wait_head->accepted_ms >= s->lim.first_message_ms) {
+		struct rpc_call *c = s->wait_head;
+
+		wait_remove(c);
+		c->timed_out = true;
+		log_debug("%s: no request message within %" PRIu64 " ms, cancelling", rpc_call_peer(c),
+			  s->lim.first_message_ms);
+		grpc_call_cancel_with_status(c->call, GRPC_STATUS_DEADLINE_EXCEEDED,
+					     "profd: the request message did not arrive in time", NULL);
+	}
+	if (!s->wait_head)
+		uv_timer_stop(t);
+}
+
+static void wait_add(struct rpc_call *c)
+{
+	struct rpc_server *s = c->srv;
+	uint64_t step;
+
+	if (s->lim.first_message_ms == 0)
+		return;
+	c->waiting = true;
+	c->accepted_ms = uv_now(s->loop);
+	c->wait_prev = s->wait_tail;
+	if (s->wait_tail)
+		s->wait_tail->wait_next = c;
+	else
+		s->wait_head = c;
+	s->wait_tail = c;
+	if (uv_is_active((uv_handle_t *)&s->first_msg))
+		return;
+	/* A quarter of the deadline, so a stalled call lives at most 1.25x it. */
+	step = s->lim.first_message_ms / 4;
+	step = step < 20 ? 20 : step > 1000 ? 1000 : step;
+	uv_timer_start(&s->first_msg, on_first_msg_timer, step, step);
+}
+
 static void on_new_call(struct rpc_call *c, int ok)
 {
 	struct rpc_server *s = c->srv;
@@ -317,7 +403,9 @@ static void on_new_call(struct rpc_call *c, int ok)
 	memset(&op, 0, sizeof(op));
 	op.op = GRPC_OP_RECV_MESSAGE;
 	op.data.recv_message.recv_message = &c->recv_buf;
+	wait_add(c);
 	if (grpc_call_start_batch(c->call, &op, 1, &c->t_recv, NULL) != GRPC_CALL_OK) {
+		wait_remove(c);
 		/* Without a status the client would wait for its deadline. */
 		grpc_call_cancel_with_status(c->call, GRPC_STATUS_INTERNAL, "profd could not read the request", NULL);
 		call_unref(c);
@@ -331,7 +419,8 @@ static void on_recv(struct rpc_call *c, int ok)
 	char where[256];
 	const char *why;
 
-	if (!ok || (c->closed && c->cancelled)) {
+	wait_remove(c);
+	if (!ok || c->timed_out || (c->closed && c->cancelled)) {
 		call_unref(c);
 		return;
 	}
@@ -507,6 +596,7 @@ static void on_async(uv_async_t *a)
 			s->cq = NULL;
 			uv_close((uv_handle_t *)&s->async, on_handle_closed);
 			uv_close((uv_handle_t *)&s->grace, on_handle_closed);
+			uv_close((uv_handle_t *)&s->first_msg, on_handle_closed);
 		} else {
 			struct rpc_call *c = n->tag->ptr;
 
@@ -560,19 +650,60 @@ static void on_grace(uv_timer_t *t)
 	grpc_server_cancel_all_calls(s->server);
 }
 
-int rpc_server_new(uv_loop_t *loop, struct rpc_server **ret)
+static grpc_arg int_arg(const char *key, int64_t v)
+{
+	grpc_arg a;
+
+	memset(&a, 0, sizeof(a));
+	a.type = GRPC_ARG_INTEGER;
+	a.key = (char *)key;
+	a.value.integer = v > INT_MAX ? INT_MAX : (int)v;
+	return a;
+}
+
+int rpc_server_new_with(uv_loop_t *loop, const struct rpc_limits *lim, struct rpc_server **ret)
 {
 	struct rpc_server *s = calloc(1, sizeof(*s));
-	grpc_arg args[1];
-	grpc_channel_args ca = {.num_args = 1, .args = args};
+	grpc_arg args[10];
+	grpc_channel_args ca = {.num_args = 0, .args = args};
 
 	if (!s)
 		return -ENOMEM;
-	/* Replies are unlimited by default; requests are small: keep the 4 MiB
-	 * receive limit explicit. */
-	args[0].type = GRPC_ARG_INTEGER;
-	args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-	args[0].value.integer = 4 << 20;
+	s->lim = *lim;
+	/*
+	 * Connection and stream bounds; every one of these is something a
+	 * client could otherwise hold open or make us buffer.
+	 * - No SO_REUSEPORT: gRPC sets it by default, and then a second profd
+	 *   on the same port starts and the kernel splits connections between
+	 *   the two at random. Without it the second one fails to bind.
+	 * - The receive limit is checked by gRPC before our RECV_MESSAGE
+	 *   completes; requests are a few hundred bytes. gRPC 1.51 still reads
+	 *   one oversized message whole before it refuses it (its flow control
+	 *   admits a message once the length prefix is seen; turning off BDP
+	 *   probing and shrinking the lookahead did not change that), so the
+	 *   transient cost is the message size per stream, freed at once.
+	 * - Idle connections (no call) are closed; keepalive pings find dead
+	 *   peers of connections that do have calls (not without calls: the
+	 *   idle timeout covers those), and clients may ping us no more than
+	 *   gRPC's own policy allows (5 min without data, 2 strikes).
+	 * - A connection that never finishes the HTTP/2 handshake is dropped
+	 *   after the first-message deadline too.
+	 */
+	args[ca.num_args++] = int_arg(GRPC_ARG_ALLOW_REUSEPORT, 0);
+	args[ca.num_args++] = int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, lim->max_request_bytes);
+	args[ca.num_args++] = int_arg(GRPC_ARG_MAX_CONCURRENT_STREAMS, lim->max_streams);
+	if (lim->idle_ms)
+		args[ca.num_args++] = int_arg(GRPC_ARG_MAX_CONNECTION_IDLE_MS, (int64_t)lim->idle_ms);
+	if (lim->keepalive_ms) {
+		args[ca.num_args++] = int_arg(GRPC_ARG_KEEPALIVE_TIME_MS, (int64_t)lim->keepalive_ms);
+		args[ca.num_args++] = int_arg(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, (int64_t)lim->keepalive_timeout_ms);
+	}
+	args[ca.num_args++] = int_arg(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+	args[ca.num_args++] = int_arg(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5 * 60 * 1000);
+	args[ca.num_args++] = int_arg(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+	if (lim->first_message_ms)
+		args[ca.num_args++] = int_arg(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+					      (int64_t)lim->first_message_ms);
 	s->loop = loop;
 	s->cq = grpc_completion_queue_create_for_next(NULL);
 	s->server = grpc_server_create(&ca, NULL);
@@ -580,11 +711,19 @@ int rpc_server_new(uv_loop_t *loop, struct rpc_server **ret)
 	uv_mutex_init(&s->mu);
 	uv_async_init(loop, &s->async, on_async);
 	uv_timer_init(loop, &s->grace);
-	s->async.data = s->grace.data = s;
-	s->open_handles = 2;
+	uv_timer_init(loop, &s->first_msg);
+	s->async.data = s->grace.data = s->first_msg.data = s;
+	s->open_handles = 3;
 	s->t_shutdown = (struct tag){TAG_SHUTDOWN, s};
 	*ret = s;
 	return 0;
+}
+
+int rpc_server_new(uv_loop_t *loop, struct rpc_server **ret)
+{
+	struct rpc_limits lim = RPC_LIMITS_DEFAULT;
+
+	return rpc_server_new_with(loop, &lim, ret);
 }
 
 int rpc_server_add_method(struct rpc_server *s, const char *path,
@@ -604,12 +743,53 @@ int rpc_server_add_method(struct rpc_server *s, const char *path,
 	return 0;
 }
 
+/*
+ * -EADDRINUSE if something listens on @addr's port already. gRPC would
+ * fail too (SO_REUSEPORT is off), but it only returns 0 and dumps its own
+ * error; this says why, before gRPC is asked. Binds like gRPC does
+ * (SO_REUSEADDR, dual-stack for IPv6), so TIME_WAIT leftovers pass.
+ */
+static int addr_in_use(const char *addr)
+{
+	struct addrinfo hints, *ai = NULL;
+	char host[256], port_s[8];
+	uint16_t port;
+	int r = 0;
+
+	if (parse_host_port(addr, host, sizeof(host), &port) < 0 || port == 0)
+		return 0; /* gRPC reports what it makes of it */
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	snprintf(port_s, sizeof(port_s), "%u", port);
+	if (getaddrinfo(host, port_s, &hints, &ai) != 0)
+		return 0;
+	for (struct addrinfo *p = ai; p && r == 0; p = p->ai_next) {
+		int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol), one = 1, zero = 0;
+
+		if (fd < 0)
+			continue;
+		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (p->ai_family == AF_INET6)
+			(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+		if (bind(fd, p->ai_addr, p->ai_addrlen) < 0 && errno == EADDRINUSE)
+			r = -EADDRINUSE;
+		close(fd);
+	}
+	freeaddrinfo(ai);
+	return r;
+}
+
 int rpc_server_listen(struct rpc_server *s, const char *addr)
 {
-	/* TLS or plain, as rpc_server_set_auth() said (auth.c). */
-	grpc_server_credentials *creds = rpc_auth_server_credentials(s->auth);
-	int port = grpc_server_add_http2_port(s->server, addr, creds);
+	grpc_server_credentials *creds;
+	int port, r = addr_in_use(addr);
 
+	if (r < 0)
+		return r;
+	/* TLS or plain, as rpc_server_set_auth() said (auth.c). */
+	creds = rpc_auth_server_credentials(s->auth);
+	port = grpc_server_add_http2_port(s->server, addr, creds);
 	grpc_server_credentials_release(creds);
 	return port > 0 ? port : -EADDRNOTAVAIL;
 }
@@ -660,6 +840,7 @@ void rpc_server_shutdown(struct rpc_server *s, uint64_t grace_ms, void (*done)(v
 		s->cq = NULL;
 		uv_close((uv_handle_t *)&s->async, on_handle_closed);
 		uv_close((uv_handle_t *)&s->grace, on_handle_closed);
+		uv_close((uv_handle_t *)&s->first_msg, on_handle_closed);
 		return;
 	}
 	grpc_server_shutdown_and_notify(s->server, s->cq, &s->t_shutdown);
