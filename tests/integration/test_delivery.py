@@ -91,10 +91,17 @@ class Delivery(T.DaemonCase):
         xs = self.in_band(resp)
         self.assertTrue(any("repository-max-depth" in e for e in xs.errors), xs.errors)
         self.assertEqual(tree(self.allowed), [], "no directory made")
-        # The million-level request of the issue: refused at once, no tree.
-        huge = self.allowed + "/d" * 1000000
-        resp = self.profile(self.req(root=huge), timeout=10)
+        # Longer than PATH_MAX but within the request size limit: no copy, data in-band.
+        long_root = self.allowed + "/d" * 3000
+        resp = self.profile(self.req(root=long_root), timeout=10)
         self.assertTrue(any("PATH_MAX" in e for e in self.in_band(resp).errors))
+        self.assertEqual(tree(self.allowed), [])
+        # The million-level request of the issue (2 MB): gRPC refuses it against
+        # --max-request-size before the handler sees it; no tree either.
+        huge = self.allowed + "/d" * 1000000
+        with self.assertRaises(grpc.RpcError) as e:
+            self.profile(self.req(root=huge), timeout=10)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
         self.assertEqual(tree(self.allowed), [])
 
     def test_file_in_place_of_a_directory_still_returns_the_data(self):
