@@ -73,13 +73,7 @@ def planes(x):
     return {p.name: p for p in x.planes}
 
 
-class AgentTests(T.DaemonCase):
-    @classmethod
-    def daemon_args(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="profd-agent-")
-        cls.sock = os.path.join(cls.tmp, "agent.sock")
-        return ["--agent-socket", cls.sock, "--flush-timeout", "2s"]
-
+class AgentTests(T.AgentDaemonCase):
     @classmethod
     def cleanup(cls):
         assert not os.path.exists(cls.sock), "profd left its agent socket behind"

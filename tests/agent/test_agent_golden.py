@@ -14,7 +14,6 @@ what profd emits; say so in the commit).
 """
 import os
 import re
-import tempfile
 import unittest
 
 import profdtest as T
@@ -76,13 +75,7 @@ def canonical(x, pids):
     return out
 
 
-class Golden(T.DaemonCase):
-    @classmethod
-    def daemon_args(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="profd-golden-")
-        cls.sock = os.path.join(cls.tmp, "agent.sock")
-        return ["--agent-socket", cls.sock, "--flush-timeout", "2s"]
-
+class Golden(T.AgentDaemonCase):
     def test_two_agents_same_xspace(self):
         a1 = Agent(self.sock, [UUID_A, UUID_B], "golden-r0", "--kernels", "3")
         a2 = Agent(self.sock, [UUID_B, UUID_A], "golden-r1", "--kernels", "4", "--dropped", "2")

@@ -8,7 +8,6 @@ clamped and counted in a warning."""
 import os
 import re
 import subprocess
-import tempfile
 import time
 
 import profdtest as T
@@ -31,13 +30,7 @@ def stat(plane, ev, name):
     return None
 
 
-class Hostile(T.DaemonCase):
-    @classmethod
-    def daemon_args(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="profd-hostile-")
-        cls.sock = os.path.join(cls.tmp, "agent.sock")
-        return ["--agent-socket", cls.sock, "--flush-timeout", "2s"]
-
+class Hostile(T.AgentDaemonCase):
     def agent(self, *extra):
         a = subprocess.Popen([FAKE, "--socket", self.sock, "--devices", UUID, "--name", "hostile",
                               "--kernels", str(KERNELS)] + list(extra),

@@ -241,6 +241,17 @@ class DaemonCase(unittest.TestCase):
         assert rc == 0, cls.d.log()
 
 
+class AgentDaemonCase(DaemonCase):
+    """A DaemonCase whose profd takes agents on cls.sock, in a temporary
+    directory of its own, and waits up to 2 s for their flush answers."""
+
+    @classmethod
+    def daemon_args(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="profd-agent-")
+        cls.sock = os.path.join(cls.tmp, "agent.sock")
+        return ["--agent-socket", cls.sock, "--flush-timeout", "2s"]
+
+
 def profile_request(p, duration_ms, host_name, session_id="test_session", logdir="/tmp/unused",
                     delay_ms=0, version=1, **opts):
     """A ProfileRequest filled the way the TF capture client fills it
