@@ -150,8 +150,10 @@ static void help(void)
 	       "      --repository-max-depth N  most directories a repository_root may go below\n"
 	       "                             an allowed DIR (default %u, 1-%u); deeper ones get the\n"
 	       "                             data in the reply only, the reason in XSpace.errors\n"
-	       "\n"
-	       ACCESS_HELP
+	       "\n",
+	       REPO_MAX_DEPTH_DEFAULT, REPO_MAX_DEPTH_LIMIT);
+	/* In parts: ISO C compilers need take no string literal over 4095 bytes. */
+	printf(ACCESS_HELP
 	       "Collectors:\n"
 	       "      --host-sample-hz N     host counter rate during captures (default 10, 1-1000)\n"
 	       "      --nvml-sample-hz N     GPU counter rate during captures (default 50, 1-1000)\n"
@@ -171,7 +173,7 @@ static void help(void)
 	       "\n"
 	       "Logs go to stderr, with journald priorities when run by systemd.\n"
 	       "Documentation: docs/ in the source tree; profctl(1) is the matching client.\n",
-	       REPO_MAX_DEPTH_DEFAULT, REPO_MAX_DEPTH_LIMIT, PROFD_AGENT_SOCKET_DEFAULT);
+	       PROFD_AGENT_SOCKET_DEFAULT);
 }
 
 enum {
