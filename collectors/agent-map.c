@@ -310,25 +310,72 @@ static int64_t corr_sid(struct agent_map *m, struct trace_plane *p)
 	return m->sid;
 }
 
-static void append_id(struct agent_map *m, struct trace_plane *p, struct trace_line *l, int64_t meta,
+/* Recount what @s holds in the hub: trace_trim() freed records of
+ * unknown owners. Its lines are the ones with its pid in the high half. */
+static uint64_t recount_held(const struct agent_src *s, const struct trace *hub)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < hub->n_planes; i++) {
+		const struct trace_plane *p = hub->planes[i];
+
+		for (uint32_t j = 0; j < p->n_lines; j++)
+			if (p->lines[j]->id != INT64_MAX && (uint64_t)p->lines[j]->id >> 32 == s->pid)
+				n += p->lines[j]->count;
+	}
+	return n;
+}
+
+/* Whether @s may add one more record: its fair share of the hub's budget
+ * (AGENT_MAP_SHARE_FLOOR). Without this one process's flood takes the
+ * whole budget and another's 100 kernels are all dropped. */
+static bool within_share(struct agent_src *s)
+{
+	const struct trace *hub = s->m->c->hub;
+	uint64_t share;
+	unsigned n = s->m->n_capturing;
+
+	if (s->held_gen != hub->generation) {
+		s->held = 0;
+		s->held_gen = hub->generation;
+		s->held_trims = hub->trims;
+	} else if (s->held_trims != hub->trims) {
+		s->held = recount_held(s, hub);
+		s->held_trims = hub->trims;
+	}
+	if (!hub->max_events || n <= 1)
+		return true;
+	share = MAX(hub->max_events / n, MIN((uint64_t)AGENT_MAP_SHARE_FLOOR, hub->max_events));
+	if (s->held < share)
+		return true;
+	s->over_share++;
+	s->share_n = n;
+	return false;
+}
+
+static void append_id(struct agent_src *s, struct trace_plane *p, struct trace_line *l, int64_t meta,
 		      int64_t start, int64_t dur, int64_t statset, uint64_t correlation)
 {
 	struct trace_event ev = { .start_ns = start, .dur_ns = dur < 0 ? 0 : dur };
-	int64_t sid = corr_sid(m, p);
+	int64_t sid;
 
-	if (meta < 0 || sid < 0 || statset < 0)
+	if (meta < 0 || statset < 0 || !within_share(s))
+		return;
+	sid = corr_sid(s->m, p);
+	if (sid < 0)
 		return;
 	ev.meta = (uint32_t)meta;
 	ev.statset = (uint32_t)statset;
 	ev.vstat = TRACE_VSTAT(TRACE_STAT_U64, (uint32_t)sid);
 	ev.value = correlation;
-	trace_line_append(l, &ev);
+	if (trace_line_append(l, &ev) == 0)
+		s->held++;
 }
 
-static void append(struct agent_map *m, struct trace_plane *p, struct trace_line *l, const char *name,
+static void append(struct agent_src *s, struct trace_plane *p, struct trace_line *l, const char *name,
 		   int64_t start, int64_t dur, int64_t statset, uint64_t correlation)
 {
-	append_id(m, p, l, trace_plane_event_id(p, name), start, dur, statset, correlation);
+	append_id(s, p, l, trace_plane_event_id(p, name), start, dur, statset, correlation);
 }
 
 static const char *mem_kind(uint8_t k) { return mem_kind_names[k < AGENT_MEM__MAX ? k : 0]; }
@@ -425,7 +472,7 @@ static void put_kernel(struct agent_src *s, const struct agent_rec_kernel *r)
 		if (e->meta < 0 || e->statset < 0)
 			e->key.p = NULL; /* do not cache a failure */
 	}
-	append_id(m, p, l, e->meta, start, dur, e->statset, corr(s, r->correlation));
+	append_id(s, p, l, e->meta, start, dur, e->statset, corr(s, r->correlation));
 }
 
 static void put_memcpy(struct agent_src *s, const struct agent_rec_memcpy *r)
@@ -447,7 +494,7 @@ static void put_memcpy(struct agent_src *s, const struct agent_rec_memcpy *r)
 		 r->async ? 1 : 0);
 	trace_stat_str_ref(p, &m->sb, XN_STAT_MEMCPY_DETAILS, details);
 	context_stat(p, &m->sb, r->context);
-	append(m, p, l, copy_names[ck], start, dur, trace_plane_statset(p, &m->sb), corr(s, r->correlation));
+	append(s, p, l, copy_names[ck], start, dur, trace_plane_statset(p, &m->sb), corr(s, r->correlation));
 }
 
 static void put_memset(struct agent_src *s, const struct agent_rec_memset *r)
@@ -466,7 +513,7 @@ static void put_memset(struct agent_src *s, const struct agent_rec_memset *r)
 		 (unsigned long long)r->bytes, r->async ? 1 : 0);
 	trace_stat_str_ref(p, &m->sb, XN_STAT_MEMSET_DETAILS, details);
 	context_stat(p, &m->sb, r->context);
-	append(m, p, l, XN_EVENT_MEMSET, start, dur, trace_plane_statset(p, &m->sb), corr(s, r->correlation));
+	append(s, p, l, XN_EVENT_MEMSET, start, dur, trace_plane_statset(p, &m->sb), corr(s, r->correlation));
 }
 
 static void put_memory(struct agent_src *s, const struct agent_rec_memory *r)
@@ -488,7 +535,7 @@ static void put_memory(struct agent_src *s, const struct agent_rec_memory *r)
 	trace_stat_str_ref(p, &m->sb, alloc ? XN_STAT_MEMALLOC_DETAILS : XN_STAT_MEMFREE_DETAILS, details);
 	if (r->context != UINT32_MAX)
 		context_stat(p, &m->sb, r->context);
-	append(m, p, l, alloc ? XN_EVENT_MEMORY_ALLOC : XN_EVENT_MEMORY_FREE, ts, 0,
+	append(s, p, l, alloc ? XN_EVENT_MEMORY_ALLOC : XN_EVENT_MEMORY_FREE, ts, 0,
 	       trace_plane_statset(p, &m->sb), corr(s, r->correlation));
 }
 
@@ -523,7 +570,7 @@ static void put_overhead(struct agent_src *s, const struct agent_rec_overhead *r
 			return;
 		p = m->host_plane;
 	}
-	append(m, p, l, name, start, dur, 0, 0);
+	append(s, p, l, name, start, dur, 0, 0);
 }
 
 static void put_api(struct agent_src *s, const struct agent_rec_api *r)
@@ -533,7 +580,7 @@ static void put_api(struct agent_src *s, const struct agent_rec_api *r)
 
 	if (!place_times(s, r->start, r->end, &start, &dur) || !(l = host_line(s, r->tid)))
 		return;
-	append(s->m, s->m->host_plane, l, str_of(s, r->name_id, XN_EVENT_UNKNOWN_API), start, dur, 0,
+	append(s, s->m->host_plane, l, str_of(s, r->name_id, XN_EVENT_UNKNOWN_API), start, dur, 0,
 	       corr(s, r->correlation));
 }
 
@@ -620,8 +667,24 @@ int agent_map_records(struct agent_src *s, const uint8_t *p, size_t len, bool ta
 int agent_map_device(struct agent_src *s, const struct agent_device *d, const char **why)
 {
 	struct agent_map *m = s->m;
-	int n = gpu_map_id(m->c->cfg->gpus, d->uuid, d->pci_bus_id, d->name);
+	struct gpu_map *g = m->c->cfg->gpus;
+	uint32_t before = g->n;
+	int n;
 
+	/* Without NVML's list any UUID is accepted: one process claiming
+	 * hundreds would leave no plane for a real job's GPU. (DEVICE frames
+	 * may repeat an ordinal, so AGENT_MAX_DEVICES bounds nothing here.) */
+	if (!g->complete && s->new_gpus >= AGENT_MAP_MAX_NEW_GPUS_PER_SRC &&
+	    d->uuid[0] && gpu_map_find(g, d->uuid) < 0) {
+		if (s->gpus_refused++ == 0)
+			agent_map_note(m, "pid %u (%s) reported more than %u distinct GPUs; GPU %s and any "
+					  "later new ones of this process are not traced", s->pid, s->name,
+				       AGENT_MAP_MAX_NEW_GPUS_PER_SRC, d->uuid);
+		return 0;
+	}
+	n = gpu_map_id(g, d->uuid, d->pci_bus_id, d->name);
+	if (g->n != before)
+		s->new_gpus++;
 	if (n == -ENOSPC) {
 		/* Not the agent's fault: its records for this device are skipped. */
 		agent_map_note(m, "more than %u distinct GPUs seen; GPU %s of pid %u is not traced", GPU_MAP_MAX,
@@ -726,7 +789,11 @@ void agent_map_describe_src(struct agent_src *s)
 				     "were dropped; %llu durations reaching into the future were shortened",
 			       s->pid, s->name, (unsigned long long)s->bad_time,
 			       (unsigned long long)s->long_dur);
-	s->bad_device = s->bad_time = s->long_dur = 0;
+	if (s->over_share)
+		agent_map_note(s->m, "pid %u (%s): %llu GPU records beyond its fair share of the event "
+				     "budget (--max-events shared by %u capturing processes) were dropped",
+			       s->pid, s->name, (unsigned long long)s->over_share, s->share_n);
+	s->bad_device = s->bad_time = s->long_dur = s->over_share = 0;
 }
 
 void agent_map_flush_notes(struct agent_map *m, struct trace *snap, int64_t start_ns)

@@ -26,6 +26,15 @@
 /* Lines one process may add to a capture: a process naming thousands of
  * streams must not stall the loop or fill the plane. */
 #define AGENT_MAP_MAX_LINES_PER_SRC 1024u
+/* Fair share of the hub's event budget (--max-events): while n agent
+ * connections capture, one may hold at most max(budget / n, the floor)
+ * records of the hub; the rest of its records are dropped and counted. The
+ * floor (never above the budget) keeps a process useful however many others
+ * connect. */
+#define AGENT_MAP_SHARE_FLOOR 1000u
+/* GPU UUIDs one connection may add to the shared map (gpu-map.h) when NVML
+ * has not listed the machine's GPUs: one process must not fill it. */
+#define AGENT_MAP_MAX_NEW_GPUS_PER_SRC 16u
 /* String bytes held per connection and by all connections. */
 #define AGENT_MAP_MAX_STRING_BYTES (4u << 20)
 #define AGENT_MAP_MAX_STRING_BYTES_ALL (64u << 20)
@@ -71,6 +80,12 @@ struct agent_src {
 	uint64_t bad_device; /* records naming an unknown device */
 	uint64_t bad_time;   /* records dropped for impossible times (place_times()) */
 	uint64_t long_dur;   /* records whose duration was cut at the horizon */
+	uint64_t held;       /* records of this process in the hub (its fair share) */
+	uint64_t held_gen, held_trims; /* the hub's generation and trims when held was right */
+	uint64_t over_share; /* records dropped beyond the fair share, this window */
+	unsigned share_n;    /* capturing connections when the last one was dropped */
+	uint32_t new_gpus;   /* UUIDs this connection added to the GPU map */
+	uint64_t gpus_refused;
 };
 
 /*
@@ -117,6 +132,9 @@ struct agent_map {
 	/* device capabilities by plane number, for the plane stats */
 	struct agent_device caps[GPU_MAP_MAX];
 	bool caps_known[GPU_MAP_MAX];
+	/* agent connections capturing now, for the fair share (the receiver
+	 * keeps it) */
+	unsigned n_capturing;
 	/* messages for the next window's warnings */
 	char *notes[AGENT_MAP_MAX_NOTES];
 	unsigned n_notes;
@@ -152,7 +170,8 @@ void agent_map_describe_caps(struct agent_map *m, struct trace *snap);
 /* describe: /host:metadata from @s's versions. */
 void agent_map_describe_metadata(struct agent_map *m, struct trace *snap, const struct agent_src *s);
 /* describe: @s's notes of the window (records naming unknown devices, with
- * impossible times or durations); the counts start over. */
+ * impossible times or durations, beyond its fair share); the counts start
+ * over. */
 void agent_map_describe_src(struct agent_src *s);
 /* describe: every note into @snap's warnings; the list starts over. */
 void agent_map_flush_notes(struct agent_map *m, struct trace *snap, int64_t start_ns);

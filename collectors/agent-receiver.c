@@ -139,6 +139,17 @@ static int conn_send(struct conn *k, uint16_t kind, const void *payload, uint32_
 	return 0;
 }
 
+/* The fair share of the event budget divides by the connections capturing
+ * now (agent-map.h); recounted whenever one starts, stops or leaves. */
+static void count_capturing(struct rx *rx)
+{
+	unsigned n = 0;
+
+	for (struct conn *k = rx->conns; k; k = k->next)
+		n += k->capturing && !k->closing;
+	rx->map.n_capturing = n;
+}
+
 static void conn_start(struct conn *k)
 {
 	struct rx *rx = k->rx;
@@ -147,6 +158,7 @@ static void conn_start(struct conn *k)
 	if (conn_send(k, AGENT_FRAME_START, &st, sizeof(st)) < 0)
 		return;
 	k->capturing = true;
+	count_capturing(rx);
 	agent_map_src_restart(&k->src);
 	memset(&k->stats, 0, sizeof(k->stats));
 	rx->agents_in_window++;
@@ -316,6 +328,7 @@ static void conn_close(struct conn *k, const char *why)
 		k->next->prev = k->prev;
 	k->next = k->prev = NULL;
 	rx->n_conns--;
+	count_capturing(rx);
 	uv_close((uv_handle_t *)&k->pipe, on_conn_closed);
 	if (k->flush_pending) {
 		k->flush_pending = false;
@@ -696,6 +709,7 @@ static void agent_stop(struct collector *c)
 		k->capturing = false;
 		conn_send(k, AGENT_FRAME_STOP, NULL, 0);
 	}
+	count_capturing(rx);
 }
 
 static void on_server_closed(uv_handle_t *h)

@@ -34,6 +34,14 @@ int gpu_map_id(struct gpu_map *m, const char *uuid, const char *pci_bus_id, cons
 	return (int)i;
 }
 
+int gpu_map_find(const struct gpu_map *m, const char *uuid)
+{
+	for (uint32_t i = 0; i < m->n; i++)
+		if (strcmp(m->e[i].uuid, uuid) == 0)
+			return (int)i;
+	return -ENOENT;
+}
+
 const struct gpu_map_entry *gpu_map_get(const struct gpu_map *m, uint32_t id)
 {
 	return id < m->n ? &m->e[id] : NULL;

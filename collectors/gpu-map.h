@@ -34,5 +34,7 @@ struct gpu_map {
  * GPU_MAP_MAX, -EINVAL for an empty uuid, -ENOENT for a uuid that is not
  * listed once the map is complete. */
 int gpu_map_id(struct gpu_map *m, const char *uuid, const char *pci_bus_id, const char *name);
+/* The plane number of @uuid if it is registered, else -ENOENT. */
+int gpu_map_find(const struct gpu_map *m, const char *uuid);
 /* The entry for plane @id, NULL if none. */
 const struct gpu_map_entry *gpu_map_get(const struct gpu_map *m, uint32_t id);

@@ -624,6 +624,7 @@ void trace_trim(struct trace *hub, int64_t before_ns)
 				l->head = c->next;
 				l->count -= c->n;
 				hub->n_events -= c->n;
+				hub->trims++;
 				trace__chunk_free(c);
 			}
 		}

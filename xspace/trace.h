@@ -185,6 +185,8 @@ struct trace {
 	uint64_t max_events; /* budget; appends beyond it are dropped */
 	uint64_t dropped;    /* records refused by the budget */
 	uint64_t generation; /* bumped when the contents move out (snapshot) */
+	uint64_t trims;      /* bumped when trace_trim() frees records: per-source counts kept
+			      * elsewhere (collectors/agent-map.c) are then stale */
 	struct trace_diag *diags;
 	uint32_t n_diags, diags_cap;
 };

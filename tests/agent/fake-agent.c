@@ -8,7 +8,7 @@
  *              [--kernels N] [--events N --spread-ms MS] [--captures N]
  *              [--dropped N] [--no-flush-reply] [--error CODE:TEXT]
  *              [--proto-version N] [--stats-v2 CUT,FOREIGN,FLAGS]
- *              [--hostile-times N]
+ *              [--hostile-times N] [--fake-uuids N]
  *
  * On START it sends a clock anchor (its clock is CLOCK_MONOTONIC, as an
  * unknown agent clock would be) and, per device in the order given (=
@@ -25,6 +25,10 @@
  * --hostile-times N adds, after each device's normal records, N rounds of
  * records whose times no CUPTI would report (hostile_round()): profd must
  * drop or clamp them, count them, and keep every normal record.
+ *
+ * --fake-uuids N sends, after the real devices, N more DEVICE frames with
+ * made-up UUIDs on the spare ordinals (reused: a hostile process claiming
+ * many GPUs); no records name them.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -55,6 +59,7 @@ static unsigned arg_proto_version = AGENT_PROTO_VERSION;
 static unsigned long long arg_cut, arg_foreign;
 static unsigned arg_stats_flags;
 static unsigned long arg_hostile;
+static unsigned arg_fake_uuids;
 
 static struct agent_client cl;
 static uint8_t batch[AGENT_FRAME_MAX];
@@ -322,6 +327,16 @@ static void send_hello(void)
 		snprintf(d.name, sizeof(d.name), "Fake H100 %s", u);
 		agent_client_send(&cl, AGENT_FRAME_DEVICE, &d, sizeof(d));
 	}
+	for (uint32_t k = 0; k < arg_fake_uuids && i < AGENT_MAX_DEVICES; k++) {
+		struct agent_device d;
+
+		memset(&d, 0, sizeof(d));
+		d.local_ordinal = i + k % (AGENT_MAX_DEVICES - i);
+		snprintf(d.uuid, sizeof(d.uuid), "GPU-fake%04x-%08x-0000-0000-000000000000", k & 0xffffu,
+			 (unsigned)getpid());
+		snprintf(d.name, sizeof(d.name), "Fake claim %u", k);
+		agent_client_send(&cl, AGENT_FRAME_DEVICE, &d, sizeof(d));
+	}
 	free(devs);
 }
 
@@ -335,6 +350,7 @@ int main(int argc, char **argv)
 		{ "no-flush-reply", no_argument, &arg_no_flush_reply, 1 },
 		{ "error", required_argument, NULL, 'E' },    { "proto-version", required_argument, NULL, 'V' },
 		{ "stats-v2", required_argument, NULL, 'T' }, { "hostile-times", required_argument, NULL, 'H' },
+		{ "fake-uuids", required_argument, NULL, 'U' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned captures = 0;
@@ -355,6 +371,7 @@ int main(int argc, char **argv)
 			arg_error_code = (unsigned)atoi(optarg);
 			arg_error_text = strchr(optarg, ':') ? strchr(optarg, ':') + 1 : "";
 			break;
+		case 'U': arg_fake_uuids = (unsigned)atoi(optarg); break;
 		case 'H': arg_hostile = strtoul(optarg, NULL, 10); break;
 		case 'V': arg_proto_version = (unsigned)atoi(optarg); break;
 		case 'T':

@@ -22,7 +22,70 @@ def status(d):
                       service="profd.Profd")(P.profd.StatusRequest(), timeout=10)
 
 
+def capture(d, ms):
+    with T.channel(d.addr) as ch:
+        resp = T.stub(ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)(
+            T.profile_request(P, ms, f"localhost:{d.port}", session_id="fair"), timeout=60)
+    return T.decode_xspace(P, resp.tool_data[0].data)
+
+
+def kernels_of(x, pid):
+    """Records on GPU planes on the stream lines of @pid (line id = pid << 32 | stream)."""
+    return sum(len(l.events) for p in x.planes if p.name.startswith("/device:GPU:")
+               for l in p.lines if l.id >> 32 == pid)
+
+
+def fake(sock, name, *args):
+    a = subprocess.Popen([FAKE, "--socket", sock, "--name", name] + list(args), stdout=subprocess.PIPE, text=True)
+    assert a.stdout.readline().strip() == "connected"
+    return a
+
+
+def done(*agents):
+    for a in agents:
+        if a.poll() is None:
+            a.kill()
+        a.wait()
+        a.stdout.close()
+
+
 class Limits(unittest.TestCase):
+    def test_flood_keeps_to_its_share_of_the_budget(self):
+        tmp = tempfile.mkdtemp(prefix="profd-lim-")
+        sock = os.path.join(tmp, "agent.sock")
+        with T.Daemon("--agent-socket", sock, "--flush-timeout", "2s", "--max-events", "2000") as d:
+            flood = fake(sock, "flood", "--devices", UUID, "--events", "50000", "--spread-ms", "50")
+            quiet = fake(sock, "quiet", "--devices", "GPU-99999999-2222-3333-4444-555555555555",
+                         "--events", "100", "--spread-ms", "400")
+            try:
+                T.wait_for(lambda: len(status(d).agents) == 2)
+                x = capture(d, 800)
+                self.assertEqual(kernels_of(x, quiet.pid), 100, list(x.warnings))
+                self.assertLessEqual(kernels_of(x, flood.pid), 1000)
+                self.assertGreater(kernels_of(x, flood.pid), 0)
+                w = [w for w in x.warnings if f"pid {flood.pid} (flood)" in w and "fair share" in w]
+                self.assertEqual(len(w), 1, list(x.warnings))
+                self.assertFalse([w for w in x.warnings if f"pid {quiet.pid} " in w], list(x.warnings))
+            finally:
+                done(flood, quiet)
+
+    def test_one_process_cannot_fill_the_gpu_map(self):
+        tmp = tempfile.mkdtemp(prefix="profd-lim-")
+        sock = os.path.join(tmp, "agent.sock")
+        with T.Daemon("--agent-socket", sock, "--flush-timeout", "2s") as d:
+            hog = fake(sock, "hog", "--devices", UUID, "--fake-uuids", "300")
+            time.sleep(0.3)  # its claims are in before the real job says HELLO
+            real = fake(sock, "real", "--devices", "GPU-77777777-2222-3333-4444-555555555555", "--kernels", "20")
+            try:
+                T.wait_for(lambda: len(status(d).agents) == 2)
+                x = capture(d, 500)
+                self.assertEqual(kernels_of(x, real.pid), 20 + 4, list(x.warnings))  # + copy, memset, alloc, free
+                w = [w for w in x.warnings if f"pid {hog.pid} (hog)" in w and "distinct GPUs" in w]
+                self.assertEqual(len(w), 1, list(x.warnings))
+                self.assertFalse([w for w in x.warnings if "not traced" in w and f"pid {real.pid}" in w])
+            finally:
+                done(hog, real)
+
     def test_idle_connections_cannot_lock_agents_out(self):
         tmp = tempfile.mkdtemp(prefix="profd-lim-")
         sock = os.path.join(tmp, "agent.sock")
