@@ -32,6 +32,7 @@
 #define _GNU_SOURCE /* struct ucred, SO_PEERCRED */
 #define LOG_TOPIC "collector.agent"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,8 +55,9 @@
 
 #define RX_CHUNK (64u << 10)
 /*
- * The agent socket is open to every local user (jobs of any user must reach
- * it), so everything a connection can make profd hold is bounded: the
+ * The agent socket is open to every local user by default (jobs of any user
+ * must reach it; --agent-socket-mode/-group/--agent-allow-uid narrow that),
+ * so everything a connection can make profd hold is bounded: the
  * connections (overall and per uid), the time to say HELLO, and (in
  * agent-map.h) the string bytes and the lines one process may add.
  */
@@ -95,6 +97,7 @@ struct rx {
 	uv_timer_t sweep; /* closes connections silent past the HELLO deadline */
 	bool sweep_init;
 	unsigned agents_in_window;
+	uint64_t refused_uid; /* connections closed for --agent-allow-uid */
 	struct agent_map map;
 };
 
@@ -428,18 +431,42 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 	}
 }
 
-/* Who is on the other end (SO_PEERCRED), and is that uid within its share
- * of the connections? The kernel's pid replaces the one HELLO claims. */
+static bool uid_listed(const struct collector_cfg *cfg, uid_t uid)
+{
+	for (size_t i = 0; i < cfg->n_agent_allow_uids; i++)
+		if (cfg->agent_allow_uids[i] == uid)
+			return true;
+	return false;
+}
+
+/* Who is on the other end (SO_PEERCRED), may that uid connect at all
+ * (--agent-allow-uid), and is it within its share of the connections? The
+ * kernel's pid replaces the one HELLO claims. A refused peer is closed
+ * before anything is read from or sent to it. */
 static bool peer_allowed(struct rx *rx, struct conn *k)
 {
+	const struct collector_cfg *cfg = rx->c->cfg;
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	uv_os_fd_t fd;
 	unsigned same = 0;
 
 	if (uv_fileno((uv_handle_t *)&k->pipe, &fd) < 0 ||
-	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-		return true; /* not Linux-like: keep the global limit only */
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		if (cfg->n_agent_allow_uids == 0)
+			return true; /* not Linux-like: keep the global limit only */
+		/* An allow list we cannot check admits nobody. */
+		rx->refused_uid++;
+		log_info("refusing an agent connection: its uid is unknown (--agent-allow-uid is set; "
+			 "%" PRIu64 " refused)", rx->refused_uid);
+		return false;
+	}
+	if (cfg->n_agent_allow_uids > 0 && !uid_listed(cfg, cred.uid)) {
+		rx->refused_uid++;
+		log_info("refusing an agent connection of uid %u pid %d: not in --agent-allow-uid "
+			 "(%" PRIu64 " refused)", (unsigned)cred.uid, (int)cred.pid, rx->refused_uid);
+		return false;
+	}
 	k->uid = cred.uid;
 	k->src.pid = (uint32_t)cred.pid;
 	for (struct conn *o = rx->conns; o; o = o->next)
@@ -530,28 +557,53 @@ static bool socket_alive(const char *path)
 
 /* Bind and listen with plain syscalls first, so a failure leaves no libuv
  * handle behind (a handle closed now would still be on the loop's closing
- * list when a failed daemon start frees the collectors). */
-static int listen_socket(const char *path)
+ * list when a failed daemon start frees the collectors).
+ *
+ * The socket file is created with no permission bits (umask 0777 around
+ * bind) and gets its group and mode before listen(): until listen() every
+ * connect() is refused anyway, so there is no moment at which the socket is
+ * reachable more widely than asked. The umask is process-wide; at collector
+ * init nothing else creates files. */
+static int listen_socket(const struct collector_cfg *cfg, const char *path, const char **step)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	mode_t mode = cfg->agent_socket_mode ? (mode_t)cfg->agent_socket_mode : 0666;
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), r;
+	mode_t old_umask;
 
+	*step = "socket";
 	if (fd < 0)
 		return -errno;
 	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 64) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
-	chmod(path, 0666); /* jobs of any user may connect; every frame is validated */
+	*step = "bind";
+	old_umask = umask(0777);
+	r = bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ? -errno : 0;
+	umask(old_umask);
+	if (r < 0)
+		goto fail;
+	*step = "chown (--agent-socket-group)";
+	if (cfg->agent_socket_chgrp && chown(path, (uid_t)-1, cfg->agent_socket_gid) < 0)
+		goto fail_unlink;
+	*step = "chmod (--agent-socket-mode)";
+	if (chmod(path, mode) < 0)
+		goto fail_unlink;
+	*step = "listen";
+	if (listen(fd, 64) < 0)
+		goto fail_unlink;
 	return fd;
+fail_unlink:
+	r = -errno;
+	unlink(path); /* ours: bound a moment ago */
+fail:
+	close(fd);
+	return r;
 }
 
 static int agent_init(struct collector *c)
 {
 	struct rx *rx = to_rx(c);
 	const char *path = c->cfg->agent_socket;
+	const char *step = "";
 	int fd, r;
 
 	rx->c = c;
@@ -583,11 +635,11 @@ static int agent_init(struct collector *c)
 			(void)mkdir(dir, 0755);
 		}
 	}
-	fd = listen_socket(path);
+	fd = listen_socket(c->cfg, path, &step);
 	if (fd < 0) {
 		snprintf(c->reason, sizeof(c->reason),
-			 "cannot listen on agent socket %s: %s (create its directory or pass --agent-socket)",
-			 path, strerror(-fd));
+			 "cannot listen on agent socket %s: %s: %s (create its directory or pass --agent-socket)",
+			 path, step, strerror(-fd));
 		return fd;
 	}
 	uv_pipe_init(c->loop, &rx->server, 0);
@@ -608,7 +660,13 @@ static int agent_init(struct collector *c)
 	rx->sweep_init = true;
 	uv_timer_start(&rx->sweep, on_sweep, 1000, 1000);
 	uv_unref((uv_handle_t *)&rx->sweep); /* never keeps the loop alive alone */
-	log_info("agents connect to %s (CUDA_INJECTION64_PATH=%s)", path, PROFD_AGENT_INSTALL_PATH);
+	char group[32] = "";
+
+	if (c->cfg->agent_socket_chgrp)
+		snprintf(group, sizeof(group), ", gid %u", (unsigned)c->cfg->agent_socket_gid);
+	log_info("agents connect to %s (mode %04o%s%s; CUDA_INJECTION64_PATH=%s)", path,
+		 c->cfg->agent_socket_mode ? (unsigned)c->cfg->agent_socket_mode : 0666u, group,
+		 c->cfg->n_agent_allow_uids ? ", only --agent-allow-uid uids" : "", PROFD_AGENT_INSTALL_PATH);
 	return 0;
 }
 

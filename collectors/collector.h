@@ -40,6 +40,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <uv.h>
 
@@ -58,6 +59,10 @@ struct collector_set;
  * @hostname:       this machine's name, as XSpace.hostnames has it.
  * @gpus:           the daemon's one GPU map (gpu-map.h); collectors number
  *                  /device:GPU:<n> planes only through it.
+ * @agent_socket_mode:  permission bits of the agent socket; 0 = 0666.
+ * @agent_socket_chgrp: give the socket the group @agent_socket_gid.
+ * @agent_allow_uids:   when @n_agent_allow_uids > 0, the only peer uids the
+ *                      agent socket accepts (docs/security.md).
  */
 struct collector_cfg {
 	const char *proc_root;
@@ -66,6 +71,11 @@ struct collector_cfg {
 	uint32_t nvml_sample_hz;
 	const char *nvml_library; /* NULL = libnvidia-ml.so.1 */
 	const char *agent_socket;
+	uint32_t agent_socket_mode;
+	bool agent_socket_chgrp;
+	gid_t agent_socket_gid;
+	const uid_t *agent_allow_uids;
+	size_t n_agent_allow_uids;
 	const char *hostname;
 	struct gpu_map *gpus; /* shared, mutable: GPU UUID -> plane number */
 };

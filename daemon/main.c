@@ -11,8 +11,10 @@
 #define LOG_TOPIC "profd"
 
 #include <getopt.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <pwd.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -60,6 +62,7 @@ static uint64_t arg_self_check_ms = 30 * 1000;
 
 enum {
 	OPT_ALLOW_FROM = 512, OPT_TLS_CERT, OPT_TLS_KEY, OPT_TLS_CLIENT_CA, OPT_TOKEN_FILE,
+	OPT_AGENT_SOCKET_MODE, OPT_AGENT_SOCKET_GROUP, OPT_AGENT_ALLOW_UID,
 };
 
 #define ACCESS_LONG_OPTIONS                                                     \
@@ -67,7 +70,10 @@ enum {
 	{"tls-cert", required_argument, NULL, OPT_TLS_CERT},                    \
 	{"tls-key", required_argument, NULL, OPT_TLS_KEY},                      \
 	{"tls-client-ca", required_argument, NULL, OPT_TLS_CLIENT_CA},          \
-	{"token-file", required_argument, NULL, OPT_TOKEN_FILE}
+	{"token-file", required_argument, NULL, OPT_TOKEN_FILE},                \
+	{"agent-socket-mode", required_argument, NULL, OPT_AGENT_SOCKET_MODE},  \
+	{"agent-socket-group", required_argument, NULL, OPT_AGENT_SOCKET_GROUP}, \
+	{"agent-allow-uid", required_argument, NULL, OPT_AGENT_ALLOW_UID}
 
 #define ACCESS_HELP                                                                           \
 	"Access (docs/security.md; without these options anyone who reaches the port may\n"   \
@@ -82,6 +88,99 @@ enum {
 	"      --token-file FILE      require \"authorization: Bearer <token>\" on every\n"   \
 	"                             call; the token is the file's trimmed content\n"       \
 	"\n"
+
+#define AGENT_ACCESS_HELP                                                                     \
+	"Agent socket access (docs/security.md; by default every local user may connect):\n"   \
+	"      --agent-socket-mode MODE  octal permission bits of the socket (default 0666)\n"  \
+	"      --agent-socket-group GROUP  give the socket this group (name or gid); with\n"   \
+	"                             --agent-socket-mode 0660 only its members connect\n"    \
+	"      --agent-allow-uid USER accept agent connections only from this uid (name or\n"  \
+	"                             number; repeatable; root is not implied)\n"             \
+	"\n"
+
+#define MAX_AGENT_ALLOW_UID 64
+
+static uint32_t arg_agent_socket_mode; /* 0: the receiver's default, 0666 */
+static bool arg_agent_socket_chgrp;
+static gid_t arg_agent_socket_gid;
+static uid_t arg_agent_allow_uid[MAX_AGENT_ALLOW_UID];
+static size_t arg_n_agent_allow_uid;
+
+static bool all_digits(const char *v)
+{
+	if (!*v)
+		return false;
+	for (; *v; v++)
+		if (*v < '0' || *v > '9')
+			return false;
+	return true;
+}
+
+/* Octal, at most 0777: setuid/setgid/sticky mean nothing on a socket. A mode
+ * nobody may write to would let only root connect: surely a typo. */
+static int parse_socket_mode(const char *v, uint32_t *ret)
+{
+	unsigned long m = 0;
+
+	if (!*v || strlen(v) > 4)
+		goto bad;
+	for (const char *p = v; *p; p++) {
+		if (*p < '0' || *p > '7')
+			goto bad;
+		m = m * 8 + (unsigned long)(*p - '0');
+	}
+	if (m > 0777 || (m & 0222) == 0)
+		goto bad;
+	*ret = (uint32_t)m;
+	return 0;
+bad:
+	fprintf(stderr, "profd: invalid value \"%s\" for --agent-socket-mode: expected octal permission "
+		"bits up to 0777 that let someone write (0666, 0660, 0600)\n", v);
+	return -EINVAL;
+}
+
+/* Names are looked up once, at start-up: a missing group or user is an error
+ * then, not a socket left wider open than asked. A number is taken as is
+ * (ids without a name exist, e.g. in containers). */
+static int parse_group(const char *v, gid_t *ret)
+{
+	struct group *g;
+	uint32_t n;
+
+	if (all_digits(v) && safe_atou32(v, &n) == 0 && n != (uint32_t)-1) {
+		*ret = (gid_t)n;
+		return 0;
+	}
+	errno = 0;
+	g = *v ? getgrnam(v) : NULL;
+	if (!g) {
+		fprintf(stderr, "profd: --agent-socket-group: no group \"%s\" on this machine%s%s\n", v,
+			errno ? ": " : "", errno ? strerror(errno) : "");
+		return -EINVAL;
+	}
+	*ret = g->gr_gid;
+	return 0;
+}
+
+static int parse_user(const char *v, uid_t *ret)
+{
+	struct passwd *pw;
+	uint32_t n;
+
+	if (all_digits(v) && safe_atou32(v, &n) == 0 && n != (uint32_t)-1) {
+		*ret = (uid_t)n;
+		return 0;
+	}
+	errno = 0;
+	pw = *v ? getpwnam(v) : NULL;
+	if (!pw) {
+		fprintf(stderr, "profd: --agent-allow-uid: no user \"%s\" on this machine%s%s\n", v,
+			errno ? ": " : "", errno ? strerror(errno) : "");
+		return -EINVAL;
+	}
+	*ret = pw->pw_uid;
+	return 0;
+}
 
 static const char *arg_allow_from[MAX_ALLOW_FROM];
 static struct rpc_server_auth arg_auth = {.allow_from = arg_allow_from};
@@ -101,6 +200,17 @@ static int parse_access_option(int c, const char *v)
 	case OPT_TLS_KEY: arg_auth.tls_key = v; return 1;
 	case OPT_TLS_CLIENT_CA: arg_auth.tls_client_ca = v; return 1;
 	case OPT_TOKEN_FILE: arg_auth.token_file = v; return 1;
+	case OPT_AGENT_SOCKET_MODE: return parse_socket_mode(v, &arg_agent_socket_mode) < 0 ? -EINVAL : 1;
+	case OPT_AGENT_SOCKET_GROUP:
+		arg_agent_socket_chgrp = true;
+		return parse_group(v, &arg_agent_socket_gid) < 0 ? -EINVAL : 1;
+	case OPT_AGENT_ALLOW_UID:
+		if (arg_n_agent_allow_uid >= MAX_AGENT_ALLOW_UID) {
+			fprintf(stderr, "profd: too many --agent-allow-uid users (at most %d)\n",
+				MAX_AGENT_ALLOW_UID);
+			return -EINVAL;
+		}
+		return parse_user(v, &arg_agent_allow_uid[arg_n_agent_allow_uid++]) < 0 ? -EINVAL : 1;
 	default: return 0;
 	}
 }
@@ -153,8 +263,8 @@ static void help(void)
 	       "\n",
 	       REPO_MAX_DEPTH_DEFAULT, REPO_MAX_DEPTH_LIMIT);
 	/* In parts: ISO C compilers need take no string literal over 4095 bytes. */
-	printf(ACCESS_HELP
-	       "Collectors:\n"
+	printf(ACCESS_HELP AGENT_ACCESS_HELP);
+	printf("Collectors:\n"
 	       "      --host-sample-hz N     host counter rate during captures (default 10, 1-1000)\n"
 	       "      --nvml-sample-hz N     GPU counter rate during captures (default 50, 1-1000)\n"
 	       "      --agent-socket PATH    Unix socket for in-job agents (default\n"
@@ -553,6 +663,11 @@ int main(int argc, char **argv)
 		.nvml_sample_hz = arg_nvml_sample_hz,
 		.nvml_library = arg_nvml_library,
 		.agent_socket = arg_agent_socket,
+		.agent_socket_mode = arg_agent_socket_mode,
+		.agent_socket_chgrp = arg_agent_socket_chgrp,
+		.agent_socket_gid = arg_agent_socket_gid,
+		.agent_allow_uids = arg_agent_allow_uid,
+		.n_agent_allow_uids = arg_n_agent_allow_uid,
 		.hostname = hostname,
 	};
 	struct session_mgr_cfg mcfg = {
