@@ -30,6 +30,15 @@ def stat(plane, ev, name):
     return None
 
 
+def reap(a):
+    """End a fake agent process (if still running) and close its pipes."""
+    if a.poll() is None:
+        a.kill()
+    a.wait()
+    a.stdout.close()
+    a.stderr.close()
+
+
 class Hostile(T.AgentDaemonCase):
     def agent(self, *extra):
         a = subprocess.Popen([FAKE, "--socket", self.sock, "--devices", UUID, "--name", "hostile",
@@ -97,11 +106,7 @@ class Hostile(T.AgentDaemonCase):
             self.check(x, a.pid, ROUNDS)
             self.assertEqual(a.wait(timeout=10), 0)
         finally:
-            if a.poll() is None:
-                a.kill()
-            a.wait()
-            a.stdout.close()
-            a.stderr.close()
+            reap(a)
 
     def test_2_normal_agent_has_no_warning(self):
         a = self.agent()
@@ -112,11 +117,7 @@ class Hostile(T.AgentDaemonCase):
                              list(x.warnings))
             self.assertEqual(a.wait(timeout=10), 0)
         finally:
-            if a.poll() is None:
-                a.kill()
-            a.wait()
-            a.stdout.close()
-            a.stderr.close()
+            reap(a)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,7 @@ UUID = "GPU-11111111-2222-3333-4444-555555555555"
 
 
 def status(d):
-    with T.channel(d.addr) as ch:
-        return T.stub(ch, "Status", P.profd.StatusRequest, P.profd.StatusResponse,
-                      service="profd.Profd")(P.profd.StatusRequest(), timeout=10)
+    return T.status(d.addr)
 
 
 def capture(d, ms):

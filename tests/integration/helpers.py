@@ -9,11 +9,7 @@ import profdtest as T
 P = T.protos()
 
 
-def status(addr, timeout=10):
-    """profd.Profd/Status over a fresh channel."""
-    with T.channel(addr) as ch:
-        return T.stub(ch, "Status", P.profd.StatusRequest, P.profd.StatusResponse,
-                      service="profd.Profd")(P.profd.StatusRequest(), timeout=timeout)
+status = T.status  # profd.Profd/Status over a fresh channel
 
 
 def wait_active(addr, n, timeout=5.0):

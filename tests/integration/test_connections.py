@@ -35,9 +35,7 @@ def rss_kib(pid):
 
 
 def status(d, timeout=5):
-    with T.channel(d.addr) as ch:
-        return T.stub(ch, "Status", P.profd.StatusRequest, P.profd.StatusResponse,
-                      service="profd.Profd")(P.profd.StatusRequest(), timeout=timeout)
+    return T.status(d.addr, timeout)
 
 
 def capture(d, ms=200, timeout=15):

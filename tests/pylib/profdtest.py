@@ -184,6 +184,14 @@ def stub(ch, method, req_cls, resp_cls, service="tensorflow.ProfilerService"):
                           response_deserializer=resp_cls.FromString)
 
 
+def status(addr, timeout=10):
+    """profd.Profd/Status of the daemon at @addr, over a fresh channel."""
+    p = protos()
+    with channel(addr) as ch:
+        return stub(ch, "Status", p.profd.StatusRequest, p.profd.StatusResponse,
+                    service="profd.Profd")(p.profd.StatusRequest(), timeout=timeout)
+
+
 def free_port():
     """A loopback TCP port nobody listens on right now."""
     import socket
