@@ -489,6 +489,11 @@ int monitor_new(struct rpc_server *srv, struct session_mgr *mgr, uv_loop_t *loop
 	return 0;
 }
 
+void monitor_set_max_duration(struct monitor *m, uint64_t max_duration_ms)
+{
+	m->max_duration_ms = max_duration_ms;
+}
+
 struct monitor *monitor_free(struct monitor *m)
 {
 	free(m);

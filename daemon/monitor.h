@@ -28,6 +28,8 @@ int monitor_new(struct rpc_server *srv, struct session_mgr *mgr, uv_loop_t *loop
 		uint64_t max_duration_ms, struct monitor **ret);
 /* After the server stopped calling it; jobs must be 0. Returns NULL. */
 struct monitor *monitor_free(struct monitor *m);
+/* SIGHUP reload (main.c): applies to calls that arrive from now on. */
+void monitor_set_max_duration(struct monitor *m, uint64_t max_duration_ms);
 /* Monitor calls of @m still holding memory (service_jobs() adds them). */
 unsigned monitor_live_jobs(const struct monitor *m);
 

@@ -659,6 +659,12 @@ int service_new(uv_loop_t *loop, const struct service_cfg *cfg, struct session_m
 	return 0;
 }
 
+void service_set_max_duration(struct service *s, uint64_t max_duration_ms)
+{
+	s->cfg.max_duration_ms = max_duration_ms;
+	monitor_set_max_duration(s->mon, max_duration_ms);
+}
+
 unsigned service_jobs(const struct service *s) { return s->jobs + monitor_live_jobs(s->mon); }
 
 struct service *service_free(struct service *s)

@@ -25,4 +25,7 @@ int service_new(uv_loop_t *loop, const struct service_cfg *cfg, struct session_m
 		struct rpc_server *srv, struct service **ret);
 /* Jobs still encoding (they hold no rpc reference after their call ends). */
 unsigned service_jobs(const struct service *s);
+/* SIGHUP reload (main.c): the limit for requests that arrive from now on;
+ * captures already open keep the duration they were granted. */
+void service_set_max_duration(struct service *s, uint64_t max_duration_ms);
 struct service *service_free(struct service *s);

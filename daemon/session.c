@@ -329,6 +329,12 @@ unsigned session_mgr_terminate(struct session_mgr *m, const char *id)
 
 unsigned session_mgr_active(const struct session_mgr *m) { return m->n_all; }
 uint32_t session_mgr_max_sessions(const struct session_mgr *m) { return m->cfg.max_sessions; }
+
+void session_mgr_set_limits(struct session_mgr *m, uint32_t max_sessions, uint64_t flush_timeout_ms)
+{
+	m->cfg.max_sessions = max_sessions;
+	m->cfg.flush_timeout_ms = flush_timeout_ms;
+}
 struct collector_set *session_mgr_collectors(struct session_mgr *m) { return m->collectors; }
 
 static void on_collectors_closed(void *userdata)

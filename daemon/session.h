@@ -64,6 +64,10 @@ unsigned session_mgr_terminate(struct session_mgr *m, const char *id);
 /* Sessions in any state (for status and limits). */
 unsigned session_mgr_active(const struct session_mgr *m);
 uint32_t session_mgr_max_sessions(const struct session_mgr *m);
+/* SIGHUP reload (main.c): max_sessions and flush_timeout_ms take effect for
+ * the next open and the next close; open sessions are left alone (fewer
+ * than are open just refuses new ones). max_events is fixed at start. */
+void session_mgr_set_limits(struct session_mgr *m, uint32_t max_sessions, uint64_t flush_timeout_ms);
 struct collector_set *session_mgr_collectors(struct session_mgr *m);
 /* Fail every session with -ESHUTDOWN, close collectors; @cb when done. */
 void session_mgr_shutdown(struct session_mgr *m, void (*cb)(void *), void *userdata);

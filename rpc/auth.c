@@ -250,6 +250,13 @@ static int parse_cidr(const char *s, struct cidr *ret)
 	return 0;
 }
 
+int rpc_allow_from_check(const char *s)
+{
+	struct cidr c;
+
+	return parse_cidr(s, &c);
+}
+
 /*
  * The peer's address from gRPC's peer string: "ipv4:127.0.0.1:5555",
  * "ipv6:[::1]:5555" (some versions percent-encode the brackets and the

@@ -147,6 +147,10 @@ struct rpc_server_auth {
  */
 int rpc_server_set_auth(struct rpc_server *s, const struct rpc_server_auth *a, char *err,
 			size_t err_size);
+/* Whether @s is an --allow-from range rpc_server_set_auth() accepts
+ * ("10.0.0.0/8", "::1/128", "192.0.2.7"): lets the config file name its
+ * line. 0, -EINVAL, or -ERANGE (host bits set). */
+int rpc_allow_from_check(const char *s);
 /* What the access check learnt about a call's caller, for the handlers. */
 bool rpc_call_has_token(const struct rpc_call *c);
 /* A valid token or a verified client certificate. */

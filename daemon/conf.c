@@ -1,0 +1,768 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conf.c - the table of profd's settings and everything derived from it:
+ * option parsing (main.c builds getopt's list from it), the config file,
+ * --help's defaults and bounds, --dump-config and the SIGHUP reload set.
+ *
+ * A key is one row: its name is both the long option and the file key,
+ * its default is text that goes through the same parser as any value (so
+ * a default outside the bounds fails every start, in the tests first).
+ * Config files are hostile input like any other: lines are bounded, every
+ * value is checked against the row's bounds, and errors name FILE:LINE.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/parse.h"
+#include "config.h"
+#include "conf.h"
+#include "delivery.h"
+#include "rpc.h"
+
+enum conf_type {
+	T_U32,   /* decimal, min..max */
+	T_U64,
+	T_DUR,   /* "500ms", "10s", "10m", "1h"; min..max in ms (0 = off when min is 0) */
+	T_SIZE,  /* "65536", "64K", "1M"; min..max bytes */
+	T_PATH,  /* a non-empty string */
+	T_OPT,   /* a string; empty = unset */
+	T_LEVEL, /* err, warn, notice, info, debug */
+	T_MODE,  /* octal permission bits */
+	T_GROUP, /* group name or gid; empty = unset */
+	T_LISTEN, T_CIDR, T_DIR, T_USER, /* repeatable: one value per flag or line */
+};
+
+struct conf_row {
+	const char *name;   /* long option and file key */
+	const char *arg;    /* metavar in --help */
+	enum conf_type type;
+	uint64_t min, max;
+	const char *def;    /* default, in file syntax; NULL = unset / empty list */
+	bool reload;        /* SIGHUP applies it (main.c: apply_reload()) */
+	const char *section;/* --help heading where it changes; NULL = same as above */
+	const char *help;   /* one paragraph; --help wraps it and adds default and bounds */
+	size_t off;         /* field in struct profd_conf */
+};
+
+#define F(field) offsetof(struct profd_conf, field)
+#define H24 (UINT64_C(24) * 3600 * 1000)
+#define H1 (UINT64_C(3600) * 1000)
+
+/* Table order is enum conf_key's order and --help's. */
+static const struct conf_row rows[CONF_N_KEYS] = {
+	[CONF_LISTEN] = {"listen", "HOST:PORT", T_LISTEN, 0, 0, "[::]:6009", false,
+		"Listening", "address to serve on; repeatable ([::] takes IPv6 and IPv4). Port 0 picks a "
+		"free port; the log says which. A port in use is an error.", F(listen)},
+	[CONF_MAX_STREAMS] = {"max-streams", "N", T_U32, 1, 100000, "100", false,
+		"Connections (see docs/protocol.md, Connections)", "calls open at once per connection",
+		F(max_streams)},
+	[CONF_MAX_REQUEST_SIZE] = {"max-request-size", "N", T_SIZE, 1024, 64 << 20, "64K", false, NULL,
+		"largest request message in bytes, or NK / NM; larger: RESOURCE_EXHAUSTED",
+		F(max_request_size)},
+	[CONF_FIRST_MESSAGE_TIMEOUT] = {"first-message-timeout", "DUR", T_DUR, 0, H1, "10s", false, NULL,
+		"cancel a call whose request has not arrived, and drop a connection with no HTTP/2 "
+		"handshake, after DUR", F(first_message_timeout_ms)},
+	[CONF_IDLE_TIMEOUT] = {"idle-timeout", "DUR", T_DUR, 0, H24, "5m", false, NULL,
+		"close connections without calls after DUR", F(idle_timeout_ms)},
+	[CONF_KEEPALIVE] = {"keepalive", "DUR", T_DUR, 0, H24, "60s", false, NULL,
+		"ping connections that have calls every DUR", F(keepalive_ms)},
+	[CONF_KEEPALIVE_TIMEOUT] = {"keepalive-timeout", "DUR", T_DUR, 1, H1, "20s", false, NULL,
+		"drop them if a ping is unanswered", F(keepalive_timeout_ms)},
+	[CONF_SELF_CHECK] = {"self-check", "DUR", T_DUR, 0, H1, "30s", false, NULL,
+		"connect to our own port every DUR and exit non-zero after 3 unanswered rounds in a row",
+		F(self_check_ms)},
+	[CONF_MAX_DURATION] = {"max-duration", "DUR", T_DUR, 1, H24, "10m", true,
+		"Limits (every value a client sends is bounded)",
+		"longest capture and longest start delay", F(max_duration_ms)},
+	[CONF_MAX_SESSIONS] = {"max-sessions", "N", T_U32, 1, 1024, "16", true, NULL,
+		"captures open at once; more get RESOURCE_EXHAUSTED", F(max_sessions)},
+	[CONF_MAX_EVENTS] = {"max-events", "N", T_U64, 1, UINT64_MAX, "20000000", false, NULL,
+		"events held for open captures; the rest are dropped and counted in XSpace.warnings",
+		F(max_events)},
+	[CONF_REPOSITORY_ALLOW] = {"repository-allow", "DIR", T_DIR, 0, 0, NULL, false, "Delivery",
+		"also write captures whose repository_root lies under DIR on this machine (repeatable; "
+		"must exist). Without it profd only returns data in the reply, which the client saves.",
+		F(repository_allow)},
+	[CONF_REPOSITORY_MAX_DEPTH] = {"repository-max-depth", "N", T_U32, 1, REPO_MAX_DEPTH_LIMIT,
+		"32", false, NULL, "most directories a repository_root may go below an allowed DIR; deeper "
+		"ones get the data in the reply only, the reason in XSpace.errors", F(repository_max_depth)},
+	[CONF_ALLOW_FROM] = {"allow-from", "CIDR", T_CIDR, 0, 0, NULL, false,
+		"Access (docs/security.md; without these anyone who reaches the port may capture, as with "
+		"TensorFlow's own profiler server)",
+		"accept calls only from these addresses (repeatable; 10.0.0.0/8, ::1/128, 192.0.2.7); "
+		"others get PERMISSION_DENIED", F(allow_from)},
+	[CONF_TLS_CERT] = {"tls-cert", "FILE", T_OPT, 0, 0, NULL, false, NULL,
+		"serve TLS with this PEM certificate chain ...", F(tls_cert)},
+	[CONF_TLS_KEY] = {"tls-key", "FILE", T_OPT, 0, 0, NULL, false, NULL,
+		"... and this PEM private key", F(tls_key)},
+	[CONF_TLS_CLIENT_CA] = {"tls-client-ca", "FILE", T_OPT, 0, 0, NULL, false, NULL,
+		"require client certificates signed by these PEM CAs (mutual TLS)", F(tls_client_ca)},
+	[CONF_TOKEN_FILE] = {"token-file", "FILE", T_OPT, 0, 0, NULL, false, NULL,
+		"require \"authorization: Bearer <token>\" on every call; the token is the file's "
+		"trimmed content", F(token_file)},
+	[CONF_AGENT_SOCKET_MODE] = {"agent-socket-mode", "MODE", T_MODE, 0, 0777, "0666", false,
+		"Agent socket access (docs/security.md; by default every local user may connect)",
+		"octal permission bits of the socket; someone must be able to write", F(agent_socket_mode)},
+	[CONF_AGENT_SOCKET_GROUP] = {"agent-socket-group", "GROUP", T_GROUP, 0, 0, NULL, false, NULL,
+		"give the socket this group (name or gid); with agent-socket-mode 0660 only its members "
+		"connect", F(agent_socket_group)},
+	[CONF_AGENT_ALLOW_UID] = {"agent-allow-uid", "USER", T_USER, 0, 0, NULL, false, NULL,
+		"accept agent connections only from this uid (name or number; repeatable; root is not "
+		"implied)", F(agent_allow_uid)},
+	[CONF_HOST_SAMPLE_HZ] = {"host-sample-hz", "N", T_U32, 1, 1000, "10", true, "Collectors",
+		"host counter rate during captures", F(host_sample_hz)},
+	[CONF_NVML_SAMPLE_HZ] = {"nvml-sample-hz", "N", T_U32, 1, 1000, "50", false, NULL,
+		"GPU counter rate during captures", F(nvml_sample_hz)},
+	[CONF_AGENT_SOCKET] = {"agent-socket", "PATH", T_PATH, 0, 0, PROFD_AGENT_SOCKET_DEFAULT, false,
+		NULL, "Unix socket for in-job agents ($PROFD_AGENT_SOCKET moves the default); jobs "
+		"need PROFD_AGENT_SOCKET=PATH when it is not the default", F(agent_socket)},
+	[CONF_FLUSH_TIMEOUT] = {"flush-timeout", "DUR", T_DUR, 0, 60000, "500ms", true, NULL,
+		"how long a closing capture waits for collectors", F(flush_timeout_ms)},
+	[CONF_HOSTNAME] = {"hostname", "NAME", T_OPT, 0, 0, NULL, false, "Other",
+		"name written to XSpace.hostnames (empty: gethostname)", F(hostname)},
+	[CONF_PROC_ROOT] = {"proc-root", "DIR", T_PATH, 0, 0, "/proc", false, NULL,
+		"read /proc from DIR (testing)", F(proc_root)},
+	[CONF_SYS_ROOT] = {"sys-root", "DIR", T_PATH, 0, 0, "/sys", false, NULL,
+		"read /sys from DIR (testing)", F(sys_root)},
+	[CONF_NVML_LIBRARY] = {"nvml-library", "PATH", T_OPT, 0, 0, NULL, false, NULL,
+		"load NVML from PATH (testing; empty: libnvidia-ml.so.1)", F(nvml_library)},
+	[CONF_LOG_LEVEL] = {"log-level", "LEVEL", T_LEVEL, 0, 0, "info", true, NULL,
+		"err, warn, notice, info or debug", F(log_level)},
+};
+
+_Static_assert(CONF_N_KEYS <= 64, "struct profd_conf.set has one bit per key");
+
+size_t conf_n_keys(void) { return CONF_N_KEYS; }
+const char *conf_key_name(size_t key) { return rows[key].name; }
+bool conf_key_reloadable(size_t key) { return rows[key].reload; }
+int conf_key_short(size_t key) { return key == CONF_LISTEN ? 'l' : 0; }
+
+static void *field(struct profd_conf *c, size_t key) { return (char *)c + rows[key].off; }
+static const void *cfield(const struct profd_conf *c, size_t key) { return (const char *)c + rows[key].off; }
+
+static bool is_list(enum conf_type t) { return t >= T_LISTEN; }
+
+static void list_clear(struct conf_list *l)
+{
+	for (uint32_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	l->n = 0;
+}
+
+static const char *const level_names[] = {
+	[LOG_LEVEL_ERR] = "err", [LOG_LEVEL_WARN] = "warn", [LOG_LEVEL_NOTICE] = "notice",
+	[LOG_LEVEL_INFO] = "info", [LOG_LEVEL_DEBUG] = "debug",
+};
+
+static bool all_digits(const char *v)
+{
+	if (!*v)
+		return false;
+	for (; *v; v++)
+		if (*v < '0' || *v > '9')
+			return false;
+	return true;
+}
+
+/* Names are looked up when the value is read: a missing group or user is an
+ * error then, not a socket left wider open than asked. A number is taken as
+ * is (ids without a name exist, e.g. in containers). */
+int conf_resolve_group(const char *v, gid_t *ret)
+{
+	struct group *g;
+	uint32_t n;
+
+	if (all_digits(v) && safe_atou32(v, &n) == 0 && n != (uint32_t)-1) {
+		*ret = (gid_t)n;
+		return 0;
+	}
+	g = *v ? getgrnam(v) : NULL;
+	if (!g)
+		return -ENOENT;
+	*ret = g->gr_gid;
+	return 0;
+}
+
+int conf_resolve_user(const char *v, uid_t *ret)
+{
+	struct passwd *pw;
+	uint32_t n;
+
+	if (all_digits(v) && safe_atou32(v, &n) == 0 && n != (uint32_t)-1) {
+		*ret = (uid_t)n;
+		return 0;
+	}
+	pw = *v ? getpwnam(v) : NULL;
+	if (!pw)
+		return -ENOENT;
+	*ret = pw->pw_uid;
+	return 0;
+}
+
+/* "65536", "64K", "1M" (powers of 1024). */
+static int parse_size(const char *s, uint64_t *ret)
+{
+	char num[32];
+	size_t n = strlen(s);
+	unsigned shift = 0;
+	uint64_t v;
+
+	if (n == 0 || n >= sizeof(num))
+		return -EINVAL;
+	memcpy(num, s, n + 1);
+	if (num[n - 1] == 'K' || num[n - 1] == 'k')
+		shift = 10;
+	else if (num[n - 1] == 'M' || num[n - 1] == 'm')
+		shift = 20;
+	if (shift)
+		num[n - 1] = 0;
+	if (safe_atou64(num, &v) < 0 || v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*ret = v << shift;
+	return 0;
+}
+
+/* Octal, at most 0777: setuid/setgid/sticky mean nothing on a socket. A mode
+ * nobody may write to would let only root connect: surely a typo. */
+static int parse_mode(const char *v, uint32_t *ret)
+{
+	unsigned long m = 0;
+
+	if (!*v || strlen(v) > 4)
+		return -EINVAL;
+	for (const char *p = v; *p; p++) {
+		if (*p < '0' || *p > '7')
+			return -EINVAL;
+		m = m * 8 + (unsigned long)(*p - '0');
+	}
+	if (m > 0777 || (m & 0222) == 0)
+		return -EINVAL;
+	*ret = (uint32_t)m;
+	return 0;
+}
+
+static const char *fmt_dur(uint64_t ms, char *buf, size_t size)
+{
+	if (ms == 0)
+		snprintf(buf, size, "0");
+	else if (ms % H1 == 0)
+		snprintf(buf, size, "%" PRIu64 "h", ms / H1);
+	else if (ms % 60000 == 0)
+		snprintf(buf, size, "%" PRIu64 "m", ms / 60000);
+	else if (ms % 1000 == 0)
+		snprintf(buf, size, "%" PRIu64 "s", ms / 1000);
+	else
+		snprintf(buf, size, "%" PRIu64 "ms", ms);
+	return buf;
+}
+
+static const char *fmt_size(uint64_t v, char *buf, size_t size)
+{
+	if (v && v % (1 << 20) == 0)
+		snprintf(buf, size, "%" PRIu64 "M", v >> 20);
+	else if (v && v % 1024 == 0)
+		snprintf(buf, size, "%" PRIu64 "K", v >> 10);
+	else
+		snprintf(buf, size, "%" PRIu64, v);
+	return buf;
+}
+
+/* What a row accepts, for errors and --help. */
+static const char *bounds(const struct conf_row *r, char *buf, size_t size)
+{
+	char a[32], b[32];
+
+	switch (r->type) {
+	case T_U32:
+	case T_U64:
+		if (r->max == UINT64_MAX)
+			snprintf(buf, size, "a number from %" PRIu64, r->min);
+		else
+			snprintf(buf, size, "%" PRIu64 "-%" PRIu64, r->min, r->max);
+		break;
+	case T_DUR:
+		if (r->min == 0)
+			snprintf(buf, size, "0 (off) or a duration up to %s", fmt_dur(r->max, a, sizeof(a)));
+		else
+			snprintf(buf, size, "a duration from %s to %s", fmt_dur(r->min, a, sizeof(a)),
+				 fmt_dur(r->max, b, sizeof(b)));
+		break;
+	case T_SIZE:
+		snprintf(buf, size, "a size from %s to %s", fmt_size(r->min, a, sizeof(a)),
+			 fmt_size(r->max, b, sizeof(b)));
+		break;
+	case T_PATH: snprintf(buf, size, "a non-empty path"); break;
+	case T_LEVEL: snprintf(buf, size, "err, warn, notice, info or debug"); break;
+	case T_MODE:
+		snprintf(buf, size, "octal permission bits up to 0777 that let someone write (0666, 0660, 0600)");
+		break;
+	case T_LISTEN: snprintf(buf, size, "HOST:PORT or [IPV6]:PORT"); break;
+	case T_CIDR: snprintf(buf, size, "an address or ADDRESS/PREFIX with the host bits 0"); break;
+	case T_DIR: snprintf(buf, size, "an existing directory"); break;
+	case T_GROUP: snprintf(buf, size, "a group of this machine (name or gid)"); break;
+	case T_USER: snprintf(buf, size, "a user of this machine (name or uid)"); break;
+	case T_OPT: snprintf(buf, size, "any text"); break;
+	}
+	return buf;
+}
+
+static int set_str(char **dst, const char *v)
+{
+	char *s = NULL;
+
+	if (*v && !(s = strdup(v)))
+		return -ENOMEM;
+	free(*dst);
+	*dst = s;
+	return 0;
+}
+
+/* The check each list type makes of one value. */
+static int check_item(const struct conf_row *r, const char *v)
+{
+	char host[256];
+	uint16_t port;
+	gid_t g;
+	uid_t u;
+
+	switch (r->type) {
+	case T_LISTEN: return parse_host_port(v, host, sizeof(host), &port);
+	case T_CIDR: return rpc_allow_from_check(v) < 0 ? -EINVAL : 0;
+	case T_DIR: {
+		struct repo_allow a = {0};
+		int e = repo_allow_add(&a, v);
+
+		repo_allow_free(&a);
+		return e;
+	}
+	case T_USER: return conf_resolve_user(v, &u);
+	case T_GROUP: return conf_resolve_group(v, &g);
+	default: return 0;
+	}
+}
+
+int conf_set(struct profd_conf *c, size_t key, const char *v, char *why, size_t why_size)
+{
+	const struct conf_row *r = &rows[key];
+	void *p = field(c, key);
+	uint64_t u64 = 0;
+	uint32_t u32 = 0;
+	int e = 0;
+
+	switch (r->type) {
+	case T_U32:
+		e = safe_atou32(v, &u32) < 0 || u32 < r->min || u32 > r->max ? -EINVAL : 0;
+		if (!e)
+			*(uint32_t *)p = u32;
+		break;
+	case T_U64:
+		e = safe_atou64(v, &u64) < 0 || u64 < r->min || u64 > r->max ? -EINVAL : 0;
+		if (!e)
+			*(uint64_t *)p = u64;
+		break;
+	case T_DUR:
+		e = parse_duration_ms(v, &u64) < 0 || u64 < r->min || u64 > r->max ? -EINVAL : 0;
+		if (!e)
+			*(uint64_t *)p = u64;
+		break;
+	case T_SIZE:
+		e = parse_size(v, &u64) < 0 || u64 < r->min || u64 > r->max ? -EINVAL : 0;
+		if (!e)
+			*(uint64_t *)p = u64;
+		break;
+	case T_LEVEL: e = log_parse_level(v, (int *)p) < 0 ? -EINVAL : 0; break;
+	case T_MODE: e = parse_mode(v, (uint32_t *)p); break;
+	case T_PATH:
+		e = *v ? set_str((char **)p, v) : -EINVAL;
+		break;
+	case T_GROUP:
+		if (*v && check_item(r, v) < 0) {
+			snprintf(why, why_size, "no group \"%s\" on this machine", v);
+			return -EINVAL;
+		}
+		e = set_str((char **)p, v);
+		break;
+	case T_OPT: e = set_str((char **)p, v); break;
+	case T_LISTEN: case T_CIDR: case T_DIR: case T_USER: {
+		struct conf_list *l = p;
+
+		/* The first value given replaces the default list. */
+		if (!(c->set & (UINT64_C(1) << key)) || !*v)
+			list_clear(l);
+		if (!*v)
+			break;
+		if (l->n >= CONF_MAX_LIST) {
+			snprintf(why, why_size, "too many values (at most %d)", CONF_MAX_LIST);
+			return -E2BIG;
+		}
+		e = check_item(r, v);
+		if (e < 0 && r->type == T_USER) {
+			snprintf(why, why_size, "no user \"%s\" on this machine", v);
+			return -EINVAL;
+		}
+		if (e < 0 && r->type == T_DIR) {
+			snprintf(why, why_size, "%s", strerror(-e));
+			return -EINVAL;
+		}
+		if (e < 0)
+			break;
+		if (!(l->v[l->n] = strdup(v)))
+			return -ENOMEM;
+		l->n++;
+		break;
+	}
+	}
+	if (e == -ENOMEM)
+		return e;
+	if (e < 0) {
+		char b[128];
+
+		snprintf(why, why_size, "expected %s", bounds(r, b, sizeof(b)));
+		return -EINVAL;
+	}
+	c->set |= UINT64_C(1) << key;
+	return 0;
+}
+
+int conf_init(struct profd_conf *c)
+{
+	char why[256];
+	const char *env = getenv("PROFD_AGENT_SOCKET");
+
+	memset(c, 0, sizeof(*c));
+	for (size_t k = 0; k < CONF_N_KEYS; k++) {
+		if (!rows[k].def)
+			continue;
+		if (conf_set(c, k, rows[k].def, why, sizeof(why)) < 0) {
+			/* A table bug (or out of memory); the tests start profd. */
+			log_error("default of %s: %s", rows[k].name, why);
+			conf_free(c);
+			return -ENOMEM;
+		}
+	}
+	/* The agents' own override works for the daemon too; an explicit
+	 * agent-socket (flag or file) wins. */
+	if (env && *env && set_str(&c->agent_socket, env) < 0) {
+		conf_free(c);
+		return -ENOMEM;
+	}
+	c->set = 0;
+	return 0;
+}
+
+void conf_free(struct profd_conf *c)
+{
+	for (size_t k = 0; k < CONF_N_KEYS; k++) {
+		enum conf_type t = rows[k].type;
+
+		if (is_list(t))
+			list_clear(field(c, k));
+		else if (t == T_PATH || t == T_OPT || t == T_GROUP) {
+			free(*(char **)field(c, k));
+			*(char **)field(c, k) = NULL;
+		}
+	}
+}
+
+static size_t value_size(enum conf_type t)
+{
+	switch (t) {
+	case T_U32: case T_MODE: return sizeof(uint32_t);
+	case T_U64: case T_DUR: case T_SIZE: return sizeof(uint64_t);
+	case T_LEVEL: return sizeof(int);
+	default: return 0;
+	}
+}
+
+bool conf_key_equal(const struct profd_conf *a, const struct profd_conf *b, size_t key)
+{
+	enum conf_type t = rows[key].type;
+
+	if (is_list(t)) {
+		const struct conf_list *x = cfield(a, key), *y = cfield(b, key);
+
+		if (x->n != y->n)
+			return false;
+		for (uint32_t i = 0; i < x->n; i++)
+			if (strcmp(x->v[i], y->v[i]) != 0)
+				return false;
+		return true;
+	}
+	if (value_size(t))
+		return memcmp(cfield(a, key), cfield(b, key), value_size(t)) == 0;
+	{
+		const char *x = *(char *const *)cfield(a, key), *y = *(char *const *)cfield(b, key);
+
+		return x == y || (x && y && strcmp(x, y) == 0);
+	}
+}
+
+int conf_copy_key(struct profd_conf *dst, const struct profd_conf *src, size_t key)
+{
+	enum conf_type t = rows[key].type;
+
+	if (is_list(t)) {
+		struct conf_list *d = field(dst, key);
+		const struct conf_list *s = cfield(src, key);
+
+		list_clear(d);
+		for (uint32_t i = 0; i < s->n; i++) {
+			if (!(d->v[i] = strdup(s->v[i])))
+				return -ENOMEM;
+			d->n++;
+		}
+	} else if (value_size(t)) {
+		memcpy(field(dst, key), cfield(src, key), value_size(t));
+	} else {
+		const char *s = *(char *const *)cfield(src, key);
+		int e = set_str(field(dst, key), s ? s : "");
+
+		if (e < 0)
+			return e;
+	}
+	dst->set |= src->set & (UINT64_C(1) << key);
+	return 0;
+}
+
+int conf_overlay(struct profd_conf *dst, const struct profd_conf *src)
+{
+	for (size_t k = 0; k < CONF_N_KEYS; k++) {
+		int e;
+
+		if ((src->set & (UINT64_C(1) << k)) && (e = conf_copy_key(dst, src, k)) < 0)
+			return e;
+	}
+	return 0;
+}
+
+const char *conf_format(const struct profd_conf *c, size_t key, char *buf, size_t size)
+{
+	const void *p = cfield(c, key);
+	size_t used = 0;
+
+	buf[0] = 0;
+	switch (rows[key].type) {
+	case T_U32: snprintf(buf, size, "%" PRIu32, *(const uint32_t *)p); break;
+	case T_U64: snprintf(buf, size, "%" PRIu64, *(const uint64_t *)p); break;
+	case T_DUR: fmt_dur(*(const uint64_t *)p, buf, size); break;
+	case T_SIZE: fmt_size(*(const uint64_t *)p, buf, size); break;
+	case T_MODE: snprintf(buf, size, "%04" PRIo32, *(const uint32_t *)p); break;
+	case T_LEVEL: {
+		int l = *(const int *)p;
+
+		snprintf(buf, size, "%s", l >= LOG_LEVEL_ERR && l <= LOG_LEVEL_DEBUG ? level_names[l] : "info");
+		break;
+	}
+	case T_PATH: case T_OPT: case T_GROUP: {
+		const char *s = *(char *const *)p;
+
+		snprintf(buf, size, "%s", s ? s : "");
+		break;
+	}
+	case T_LISTEN: case T_CIDR: case T_DIR: case T_USER: {
+		const struct conf_list *l = p;
+
+		for (uint32_t i = 0; i < l->n && used + 1 < size; i++) {
+			int n = snprintf(buf + used, size - used, "%s%s", i ? ", " : "", l->v[i]);
+
+			if (n < 0)
+				break;
+			used += (size_t)n;
+		}
+		break;
+	}
+	}
+	return buf;
+}
+
+/* Print @text wrapped to @width; @col is where the cursor stands (0: start
+ * the first line with @indent too), later lines start with @indent. */
+static void wrap(FILE *f, const char *text, size_t col, const char *indent, size_t width)
+{
+	size_t ind = strlen(indent);
+	bool empty = true;
+
+	if (col == 0) {
+		fputs(indent, f);
+		col = ind;
+	}
+	for (const char *p = text; *p;) {
+		size_t n;
+
+		while (*p == ' ')
+			p++;
+		n = strcspn(p, " ");
+		if (n == 0)
+			break;
+		if (!empty && col + 1 + n > width) {
+			fprintf(f, "\n%s", indent);
+			col = ind;
+			empty = true;
+		} else if (!empty) {
+			fputc(' ', f);
+			col++;
+		}
+		fwrite(p, 1, n, f);
+		col += n;
+		p += n;
+		empty = false;
+	}
+	fputc('\n', f);
+}
+
+/* The row's help with its default and bounds, as one paragraph. */
+static void describe(const struct conf_row *r, const char *def, char *buf, size_t size)
+{
+	char b[128];
+	bool numeric = r->type == T_U32 || r->type == T_U64 || r->type == T_DUR || r->type == T_SIZE;
+
+	snprintf(buf, size, "%s (default %s%s%s)%s", r->help, def[0] ? def : "none",
+		 numeric ? "; " : "", numeric ? bounds(r, b, sizeof(b)) : "",
+		 r->reload ? "; reloaded on SIGHUP" : "");
+}
+
+void conf_help(FILE *f)
+{
+	char opt[64], text[768];
+
+	for (size_t k = 0; k < CONF_N_KEYS; k++) {
+		const struct conf_row *r = &rows[k];
+		size_t n;
+
+		if (r->section) {
+			snprintf(text, sizeof(text), "%s:", r->section);
+			fputc('\n', f);
+			wrap(f, text, 0, "", 80);
+		}
+		/* Defaults as the table has them, not as the environment moved them. */
+		describe(r, r->def ? r->def : "", text, sizeof(text));
+		n = (size_t)snprintf(opt, sizeof(opt), "  %s--%s %s", conf_key_short(k) ? "-l, " : "    ",
+				     r->name, r->arg);
+		fputs(opt, f);
+		if (n + 2 > 29) {
+			fputs("  ", f);
+			n += 2;
+		} else {
+			for (; n < 29; n++)
+				fputc(' ', f);
+		}
+		wrap(f, text, n, "                             ", 80);
+	}
+}
+
+void conf_dump(FILE *f, const struct profd_conf *c, bool template)
+{
+	char v[4096], text[768];
+
+	fprintf(f, "# profd configuration: \"key = value\" lines, '#' starts a comment line.\n"
+		   "# Every key is also a command-line option (--key), which overrides the file.\n"
+		   "# Repeatable keys take one value per line; an empty value clears the list.\n"
+		   "# See profd.conf(5) and docs/config.md.\n");
+	for (size_t k = 0; k < CONF_N_KEYS; k++) {
+		const struct conf_row *r = &rows[k];
+		const struct conf_list *l = is_list(r->type) ? cfield(c, k) : NULL;
+
+		if (template) {
+			conf_format(c, k, v, sizeof(v));
+			describe(r, v, text, sizeof(text));
+			fprintf(f, "\n# %s %s\n", r->name, r->arg);
+			wrap(f, text, 0, "#   ", 78);
+		}
+		if (l && l->n > 0) {
+			for (uint32_t i = 0; i < l->n; i++)
+				fprintf(f, "%s%s = %s\n", template ? "#" : "", r->name, l->v[i]);
+			continue;
+		}
+		conf_format(c, k, v, sizeof(v));
+		fprintf(f, "%s%s =%s%s\n", template ? "#" : "", r->name, v[0] ? " " : "", v);
+	}
+}
+
+/* Trim ASCII white space at both ends, in place. */
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = 0;
+	return s;
+}
+
+#define CONF_MAX_LINES 100000 /* a config file is a few dozen lines */
+
+int conf_load(struct profd_conf *c, const char *path, char *err, size_t err_size)
+{
+	char line[4096], why[256];
+	unsigned lineno = 0;
+	int r = 0;
+	FILE *f = fopen(path, "re");
+
+	if (!f) {
+		r = -errno;
+		if (r != -ENOENT)
+			snprintf(err, err_size, "%s: %s", path, strerror(-r));
+		else
+			snprintf(err, err_size, "%s: no such file", path);
+		return r;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = strlen(line), k;
+		char *eq, *key, *val;
+
+		lineno++;
+		if (lineno > CONF_MAX_LINES) {
+			snprintf(err, err_size, "%s:%u: too many lines (at most %d)", path, lineno, CONF_MAX_LINES);
+			r = -E2BIG;
+			break;
+		}
+		if (n == sizeof(line) - 1 && line[n - 1] != '\n' && !feof(f)) {
+			snprintf(err, err_size, "%s:%u: line longer than %zu bytes", path, lineno, sizeof(line) - 2);
+			r = -E2BIG;
+			break;
+		}
+		key = trim(line);
+		if (!*key || *key == '#')
+			continue;
+		eq = strchr(key, '=');
+		if (!eq) {
+			snprintf(err, err_size, "%s:%u: expected \"key = value\", got \"%.64s\"", path, lineno, key);
+			r = -EINVAL;
+			break;
+		}
+		*eq = 0;
+		val = trim(eq + 1);
+		key = trim(key);
+		for (k = 0; k < CONF_N_KEYS; k++)
+			if (strcmp(rows[k].name, key) == 0)
+				break;
+		if (k == CONF_N_KEYS) {
+			snprintf(err, err_size, "%s:%u: unknown key \"%.64s\" (profd --dump-config lists them)",
+				 path, lineno, key);
+			r = -EINVAL;
+			break;
+		}
+		why[0] = 0;
+		r = conf_set(c, k, val, why, sizeof(why));
+		if (r < 0) {
+			snprintf(err, err_size, "%s:%u: invalid value \"%.128s\" for %s: %s", path, lineno, val,
+				 rows[k].name, r == -ENOMEM ? strerror(ENOMEM) : why);
+			break;
+		}
+	}
+	if (r == 0 && ferror(f)) {
+		snprintf(err, err_size, "%s: read error", path);
+		r = -EIO;
+	}
+	fclose(f);
+	return r;
+}
