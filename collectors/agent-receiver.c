@@ -636,6 +636,16 @@ static int agent_init(struct collector *c)
 		}
 	}
 	fd = listen_socket(c->cfg, path, &step);
+	if (fd == -EACCES || fd == -EPERM) {
+		/* The first thing a user who starts profd by hand meets: say it
+		 * loudly, with both ways out (warn: the rest of profd works). */
+		snprintf(c->reason, sizeof(c->reason), "cannot listen on agent socket %s: %s: %s", path, step,
+			 strerror(-fd));
+		log_warn("%s; jobs get no GPU data. Run profd as root or as the profd service "
+			 "(systemctl start profd), or pass --agent-socket $XDG_RUNTIME_DIR/profd-agent.sock "
+			 "and start jobs with PROFD_AGENT_SOCKET set to the same path", c->reason);
+		return fd;
+	}
 	if (fd < 0) {
 		snprintf(c->reason, sizeof(c->reason),
 			 "cannot listen on agent socket %s: %s: %s (create its directory or pass --agent-socket)",

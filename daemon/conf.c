@@ -334,7 +334,6 @@ static int check_item(const struct conf_row *r, const char *v)
 
 	switch (r->type) {
 	case T_LISTEN: return parse_host_port(v, host, sizeof(host), &port);
-	case T_CIDR: return rpc_allow_from_check(v) < 0 ? -EINVAL : 0;
 	case T_DIR: {
 		struct repo_allow a = {0};
 		int e = repo_allow_add(&a, v);
@@ -402,6 +401,8 @@ int conf_set(struct profd_conf *c, size_t key, const char *v, char *why, size_t 
 			snprintf(why, why_size, "too many values (at most %d)", CONF_MAX_LIST);
 			return -E2BIG;
 		}
+		if (r->type == T_CIDR && rpc_allow_from_check(v, why, why_size) < 0)
+			return -EINVAL;
 		e = check_item(r, v);
 		if (e < 0 && r->type == T_USER) {
 			snprintf(why, why_size, "no user \"%s\" on this machine", v);

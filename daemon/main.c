@@ -487,8 +487,18 @@ int main(int argc, char **argv)
 			log_error("cannot listen on %s: address in use (is another profd running?)", addr);
 			goto out;
 		}
+		if (port == -EADDRNOTAVAIL) {
+			log_error("cannot listen on %s: not an address of this host (or not a HOST:PORT gRPC "
+				  "can resolve); [::]:PORT or 0.0.0.0:PORT take every address", addr);
+			goto out;
+		}
+		if (port == -EACCES) {
+			log_error("cannot listen on %s: permission denied (ports below 1024 need root or "
+				  "CAP_NET_BIND_SERVICE; profd's default is 6009)", addr);
+			goto out;
+		}
 		if (port < 0) {
-			log_error("cannot listen on %s (address in use, or not an address of this host)", addr);
+			log_error_errno(port, "cannot listen on %s", addr);
 			goto out;
 		}
 		if (i == 0)

@@ -250,11 +250,20 @@ static int parse_cidr(const char *s, struct cidr *ret)
 	return 0;
 }
 
-int rpc_allow_from_check(const char *s)
+static const char *cidr_error(int r)
+{
+	return r == -ERANGE ? "bits are set after the prefix length (write the network address, e.g. 10.0.0.0/8)"
+			    : "expected an IPv4 or IPv6 address with an optional /PREFIX";
+}
+
+int rpc_allow_from_check(const char *s, char *why, size_t why_size)
 {
 	struct cidr c;
+	int r = parse_cidr(s, &c);
 
-	return parse_cidr(s, &c);
+	if (r < 0)
+		snprintf(why, why_size, "%s", cidr_error(r));
+	return r;
 }
 
 /*
@@ -339,10 +348,7 @@ int rpc_auth_new(const struct rpc_server_auth *a, struct rpc_auth **ret, char *e
 	for (size_t i = 0; i < a->n_allow_from; i++) {
 		r = parse_cidr(a->allow_from[i], &x->allow[i]);
 		if (r < 0) {
-			snprintf(err, err_size, "--allow-from \"%s\": %s", a->allow_from[i],
-				 r == -ERANGE ? "bits are set after the prefix length (write the network "
-						"address, e.g. 10.0.0.0/8)"
-					      : "expected an IPv4 or IPv6 address with an optional /PREFIX");
+			snprintf(err, err_size, "--allow-from \"%s\": %s", a->allow_from[i], cidr_error(r));
 			goto fail;
 		}
 		x->n_allow++;

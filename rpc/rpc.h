@@ -102,7 +102,9 @@ int rpc_server_add_method(struct rpc_server *s, const char *path,
 			  const ProtobufCMessageDescriptor *request, rpc_handler_cb cb,
 			  void *userdata);
 /* "[::]:6009", "127.0.0.1:0" ... Returns the bound port (> 0) or -errno:
- * -EADDRINUSE when something (another profd) listens there already. */
+ * -EADDRINUSE when something (another profd) listens there already,
+ * -EADDRNOTAVAIL when the host has no such address, -EACCES for a port
+ * below 1024 without the privilege. gRPC's log is routed through ours. */
 int rpc_server_listen(struct rpc_server *s, const char *addr);
 int rpc_server_start(struct rpc_server *s);
 /*
@@ -149,8 +151,8 @@ int rpc_server_set_auth(struct rpc_server *s, const struct rpc_server_auth *a, c
 			size_t err_size);
 /* Whether @s is an --allow-from range rpc_server_set_auth() accepts
  * ("10.0.0.0/8", "::1/128", "192.0.2.7"): lets the config file name its
- * line. 0, -EINVAL, or -ERANGE (host bits set). */
-int rpc_allow_from_check(const char *s);
+ * line. 0, or -EINVAL / -ERANGE (host bits set) with the reason in @why. */
+int rpc_allow_from_check(const char *s, char *why, size_t why_size);
 /* What the access check learnt about a call's caller, for the handlers. */
 bool rpc_call_has_token(const struct rpc_call *c);
 /* A valid token or a verified client certificate. */

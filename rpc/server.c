@@ -38,6 +38,7 @@
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
+#include <grpc/support/log.h>
 #include <grpc/support/time.h>
 
 #include "auth.h"
@@ -744,7 +745,8 @@ int rpc_server_add_method(struct rpc_server *s, const char *path,
 }
 
 /*
- * -EADDRINUSE if something listens on @addr's port already. gRPC would
+ * -EADDRINUSE if something listens on @addr's port already (-EADDRNOTAVAIL,
+ * -EACCES: see below). gRPC would
  * fail too (SO_REUSEPORT is off), but it only returns 0 and dumps its own
  * error; this says why, before gRPC is asked. Binds like gRPC does
  * (SO_REUSEADDR, dual-stack for IPv6), so TIME_WAIT leftovers pass.
@@ -772,12 +774,34 @@ static int addr_in_use(const char *addr)
 		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		if (p->ai_family == AF_INET6)
 			(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-		if (bind(fd, p->ai_addr, p->ai_addrlen) < 0 && errno == EADDRINUSE)
-			r = -EADDRINUSE;
+		/* Also the two other reasons a user can fix: an address this
+		 * host does not have, a port below 1024 without the privilege. */
+		if (bind(fd, p->ai_addr, p->ai_addrlen) < 0 &&
+		    (errno == EADDRINUSE || errno == EADDRNOTAVAIL || errno == EACCES))
+			r = -errno;
 		close(fd);
 	}
 	freeaddrinfo(ai);
 	return r;
+}
+
+/*
+ * gRPC's own log lines, through ours (journald priorities, one line each).
+ * While a port is being added they go to debug: a failed bind makes gRPC
+ * print a nested error dump, and the caller logs one line that says what
+ * went wrong instead. gRPC logs from its own threads, hence the atomic.
+ */
+static _Atomic bool grpc_log_quiet;
+
+static void grpc_log(gpr_log_func_args *a)
+{
+	int level = a->severity == GPR_LOG_SEVERITY_ERROR ? LOG_LEVEL_ERR
+		  : a->severity == GPR_LOG_SEVERITY_INFO ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG;
+
+	if (grpc_log_quiet)
+		level = LOG_LEVEL_DEBUG;
+	if (level <= log_max_level)
+		log_internal(level, 0, "grpc", "%s (%s:%d)", a->message, a->file, a->line);
 }
 
 int rpc_server_listen(struct rpc_server *s, const char *addr)
@@ -787,9 +811,12 @@ int rpc_server_listen(struct rpc_server *s, const char *addr)
 
 	if (r < 0)
 		return r;
+	gpr_set_log_function(grpc_log);
 	/* TLS or plain, as rpc_server_set_auth() said (auth.c). */
 	creds = rpc_auth_server_credentials(s->auth);
+	grpc_log_quiet = true;
 	port = grpc_server_add_http2_port(s->server, addr, creds);
+	grpc_log_quiet = false;
 	grpc_server_credentials_release(creds);
 	return port > 0 ? port : -EADDRNOTAVAIL;
 }
