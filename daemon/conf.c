@@ -68,15 +68,16 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 		F(max_request_size)},
 	[CONF_FIRST_MESSAGE_TIMEOUT] = {"first-message-timeout", "DUR", T_DUR, 0, H1, "10s", false, NULL,
 		"cancel a call whose request has not arrived, and drop a connection with no HTTP/2 "
-		"handshake, after DUR", F(first_message_timeout_ms)},
+		"handshake, after DUR; 0 = off", F(first_message_timeout_ms)},
 	[CONF_IDLE_TIMEOUT] = {"idle-timeout", "DUR", T_DUR, 0, H24, "5m", false, NULL,
-		"close connections without calls after DUR", F(idle_timeout_ms)},
+		"close connections without calls after DUR; 0 = off", F(idle_timeout_ms)},
 	[CONF_KEEPALIVE] = {"keepalive", "DUR", T_DUR, 0, H24, "60s", false, NULL,
-		"ping connections that have calls every DUR", F(keepalive_ms)},
+		"ping connections that have calls every DUR; 0 = off", F(keepalive_ms)},
 	[CONF_KEEPALIVE_TIMEOUT] = {"keepalive-timeout", "DUR", T_DUR, 1, H1, "20s", false, NULL,
 		"drop them if a ping is unanswered", F(keepalive_timeout_ms)},
 	[CONF_SELF_CHECK] = {"self-check", "DUR", T_DUR, 0, H1, "30s", false, NULL,
-		"connect to our own port every DUR and exit non-zero after 3 unanswered rounds in a row",
+		"connect to our own port every DUR and exit non-zero after 3 unanswered rounds in a row; "
+		"0 = off",
 		F(self_check_ms)},
 	[CONF_MAX_DURATION] = {"max-duration", "DUR", T_DUR, 1, H24, "10m", true,
 		"Limits (every value a client sends is bounded)",
@@ -124,7 +125,8 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 		NULL, "Unix socket for in-job agents ($PROFD_AGENT_SOCKET moves the default); jobs "
 		"need PROFD_AGENT_SOCKET=PATH when it is not the default", F(agent_socket)},
 	[CONF_FLUSH_TIMEOUT] = {"flush-timeout", "DUR", T_DUR, 0, 60000, "500ms", true, NULL,
-		"how long a closing capture waits for collectors", F(flush_timeout_ms)},
+		"how long a closing capture waits for collectors (and in-job agents) to deliver",
+		F(flush_timeout_ms)},
 	[CONF_HOSTNAME] = {"hostname", "NAME", T_OPT, 0, 0, NULL, false, "Other",
 		"name written to XSpace.hostnames (empty: gethostname)", F(hostname)},
 	[CONF_PROC_ROOT] = {"proc-root", "DIR", T_PATH, 0, 0, "/proc", false, NULL,
@@ -283,13 +285,13 @@ static const char *bounds(const struct conf_row *r, char *buf, size_t size)
 	case T_U32:
 	case T_U64:
 		if (r->max == UINT64_MAX)
-			snprintf(buf, size, "a number from %" PRIu64, r->min);
+			snprintf(buf, size, "%" PRIu64 " or more", r->min);
 		else
 			snprintf(buf, size, "%" PRIu64 "-%" PRIu64, r->min, r->max);
 		break;
 	case T_DUR:
 		if (r->min == 0)
-			snprintf(buf, size, "0 (off) or a duration up to %s", fmt_dur(r->max, a, sizeof(a)));
+			snprintf(buf, size, "a duration from 0 to %s", fmt_dur(r->max, a, sizeof(a)));
 		else
 			snprintf(buf, size, "a duration from %s to %s", fmt_dur(r->min, a, sizeof(a)),
 				 fmt_dur(r->max, b, sizeof(b)));

@@ -183,10 +183,13 @@ class Config(unittest.TestCase):
         # The reloadable ones are marked as such in the doc.
         with open(os.path.join(T.SRC, "docs", "config.md")) as f:
             rows = dict(re.findall(r"(?m)^\| `([a-z-]+)` \|.*\| (yes|no) \|$", f.read()))
+        with open(os.path.join(T.SRC, "docs", "config.md")) as f:
+            defaults = dict(re.findall(r"(?m)^\| `([a-z-]+)` \| [^|]* \| `([^`]*)` \|", f.read()))
         help_text = " ".join(run("--help").stdout.split())
         for k in keys:
             m = re.search(rf"--{re.escape(k)} .*?(?= --[a-z]|$)", help_text)
             self.assertEqual(rows.get(k) == "yes", "reloaded on SIGHUP" in m.group(0), k)
+            self.assertIn(f"(default {defaults[k]}", m.group(0), k)
 
     def test_file_settings_reach_the_daemon(self):
         path = self.write("hostname = conf-file-host\nmax-sessions = 2\n")
