@@ -94,7 +94,7 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 	[CONF_REPOSITORY_MAX_DEPTH] = {"repository-max-depth", "N", T_U32, 1, REPO_MAX_DEPTH_LIMIT,
 		"32", false, NULL, "most directories a repository_root may go below an allowed DIR; deeper "
 		"ones get the data in the reply only, the reason in XSpace.errors", F(repository_max_depth)},
-	[CONF_ALLOW_FROM] = {"allow-from", "CIDR", T_CIDR, 0, 0, NULL, false,
+	[CONF_ALLOW_FROM] = {"allow-from", "CIDR", T_CIDR, 0, 0, NULL, true,
 		"Access (docs/security.md; without these anyone who reaches the port may capture, as with "
 		"TensorFlow's own profiler server)",
 		"accept calls only from these addresses (repeatable; 10.0.0.0/8, ::1/128, 192.0.2.7); "

@@ -226,6 +226,34 @@ static void on_signal(uv_signal_t *h, int signum)
 	stop(d);
 }
 
+/* What rpc_server_set_auth() takes, from @c's access keys. */
+static void access_of(const struct profd_conf *c, struct rpc_server_auth *auth)
+{
+	*auth = (struct rpc_server_auth){
+		.allow_from = (const char *const *)c->allow_from.v,
+		.n_allow_from = c->allow_from.n,
+		.tls_cert = c->tls_cert,
+		.tls_key = c->tls_key,
+		.tls_client_ca = c->tls_client_ca,
+		.token_file = c->token_file,
+	};
+}
+
+/*
+ * New address ranges for the running server. The TLS and token keys are not
+ * reloadable, so the current ones are passed: the listening ports were made
+ * with them. First of all reload steps, because it can fail.
+ */
+static int reload_allow_from(struct daemon *d, const struct profd_conf *next, char *err, size_t err_size)
+{
+	struct rpc_server_auth auth;
+
+	access_of(&cfg, &auth);
+	auth.allow_from = (const char *const *)next->allow_from.v;
+	auth.n_allow_from = next->allow_from.n;
+	return rpc_server_reload_auth(d->srv, &auth, err, err_size);
+}
+
 /* The reloadable settings of `cfg`, pushed to their owners. Each takes
  * effect for what starts from now on; open captures keep what they got. */
 static void apply_reloadable(struct daemon *d)
@@ -256,19 +284,29 @@ static void on_sighup(uv_signal_t *h, int signum)
 		notify_status("reload failed: %s", err);
 		return;
 	}
+	if (!conf_key_equal(&cfg, &next, CONF_ALLOW_FROM) && reload_allow_from(d, &next, err, sizeof(err)) < 0) {
+		log_error("reload: %s; keeping the current settings", err);
+		notify_status("reload failed: %s", err);
+		conf_free(&next);
+		return;
+	}
 	for (size_t k = 0; k < conf_n_keys(); k++) {
 		if (conf_key_equal(&cfg, &next, k))
 			continue;
-		conf_format(&cfg, k, a, sizeof(a));
-		conf_format(&next, k, b, sizeof(b));
+		if (!*conf_format(&cfg, k, a, sizeof(a)))
+			snprintf(a, sizeof(a), "(none)");
+		if (!*conf_format(&next, k, b, sizeof(b)))
+			snprintf(b, sizeof(b), "(none)");
 		if (!conf_key_reloadable(k)) {
 			log_warn("reload: %s changed (%s -> %s) but needs a restart; still using %s",
 				 conf_key_name(k), a, b, a);
 			restart++;
 			continue;
 		}
-		/* Reloadable keys are numbers: copying cannot fail. */
-		(void)conf_copy_key(&cfg, &next, k);
+		/* Only a list (allow-from, already applied) can fail, for memory:
+		 * then the log shows the old value while the server has the new. */
+		if (conf_copy_key(&cfg, &next, k) < 0)
+			log_error("reload: %s: out of memory recording the new value", conf_key_name(k));
 		log_info("reload: %s: %s -> %s", conf_key_name(k), a, b);
 		changed++;
 	}
@@ -347,14 +385,7 @@ static int setup_access(struct rpc_server_auth *auth, struct repo_allow *allow, 
 {
 	int r;
 
-	*auth = (struct rpc_server_auth){
-		.allow_from = (const char *const *)cfg.allow_from.v,
-		.n_allow_from = cfg.allow_from.n,
-		.tls_cert = cfg.tls_cert,
-		.tls_key = cfg.tls_key,
-		.tls_client_ca = cfg.tls_client_ca,
-		.token_file = cfg.token_file,
-	};
+	access_of(&cfg, auth);
 	allow->max_depth = cfg.repository_max_depth;
 	for (uint32_t i = 0; i < cfg.repository_allow.n; i++) {
 		r = repo_allow_add(allow, cfg.repository_allow.v[i]);

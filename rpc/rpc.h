@@ -149,6 +149,15 @@ struct rpc_server_auth {
  */
 int rpc_server_set_auth(struct rpc_server *s, const struct rpc_server_auth *a, char *err,
 			size_t err_size);
+/*
+ * SIGHUP (profd): replace the access settings of a running server for calls
+ * that arrive from now on (a call admitted before keeps going). @a must name
+ * the same TLS files the listening ports were made with: only the address
+ * ranges differ (the token file is read again too). 0, or -errno with a
+ * sentence in @err, the old settings kept. [loop thread]
+ */
+int rpc_server_reload_auth(struct rpc_server *s, const struct rpc_server_auth *a, char *err,
+			   size_t err_size);
 /* Whether @s is an --allow-from range rpc_server_set_auth() accepts
  * ("10.0.0.0/8", "::1/128", "192.0.2.7"): lets the config file name its
  * line. 0, or -EINVAL / -ERANGE (host bits set) with the reason in @why. */

@@ -558,6 +558,20 @@ int rpc_server_set_auth(struct rpc_server *s, const struct rpc_server_auth *a, c
 	return rpc_auth_new(a, &s->auth, err, err_size);
 }
 
+/* rpc_auth_check() runs on the loop thread, as this does: no call sees a
+ * half-replaced struct, and none keeps a pointer into the old one. */
+int rpc_server_reload_auth(struct rpc_server *s, const struct rpc_server_auth *a, char *err, size_t err_size)
+{
+	struct rpc_auth *x = NULL;
+	int r = rpc_auth_new(a, &x, err, err_size);
+
+	if (r < 0)
+		return r;
+	rpc_auth_free(s->auth);
+	s->auth = x;
+	return 0;
+}
+
 bool rpc_call_has_token(const struct rpc_call *c) { return c->who.token; }
 bool rpc_call_authenticated(const struct rpc_call *c) { return c->who.token || c->who.cert; }
 bool rpc_call_access_open(const struct rpc_call *c) { return c->who.open; }

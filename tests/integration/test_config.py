@@ -246,6 +246,36 @@ class Reload(unittest.TestCase):
             self.assertEqual(d.stop(), 0, d.log())
 
 
+    def test_sighup_changes_allow_from(self):
+        tmp = tempfile.mkdtemp(prefix="profd-conf-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        path = os.path.join(tmp, "profd.conf")
+
+        def write(text):
+            with open(path, "w") as f:
+                f.write(text)
+
+        def status_code(addr):
+            try:
+                status(addr)
+                return grpc.StatusCode.OK
+            except grpc.RpcError as e:
+                return e.code()
+
+        write("allow-from = 127.0.0.0/8\n")
+        with T.Daemon("--config", path) as d:
+            self.assertEqual(status_code(d.addr), grpc.StatusCode.OK)
+            write("allow-from = 10.0.0.0/8\n")
+            d.proc.send_signal(signal.SIGHUP)
+            self.assertTrue(wait_log(d, "reload: allow-from: 127.0.0.0/8 -> 10.0.0.0/8"), d.log())
+            self.assertEqual(status_code(d.addr), grpc.StatusCode.PERMISSION_DENIED)
+            write("allow-from =\n")  # cleared: open again
+            d.proc.send_signal(signal.SIGHUP)
+            self.assertTrue(wait_log(d, "reload: allow-from: 10.0.0.0/8 -> (none)"), d.log())
+            self.assertEqual(status_code(d.addr), grpc.StatusCode.OK)
+            self.assertEqual(d.stop(), 0, d.log())
+
+
 class FirstHour(unittest.TestCase):
     """The messages a new user meets starting profd by hand."""
 
