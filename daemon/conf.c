@@ -121,9 +121,10 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 		"host counter rate during captures", F(host_sample_hz)},
 	[CONF_NVML_SAMPLE_HZ] = {"nvml-sample-hz", "N", T_U32, 1, 1000, "50", false, NULL,
 		"GPU counter rate during captures", F(nvml_sample_hz)},
-	[CONF_AGENT_SOCKET] = {"agent-socket", "PATH", T_PATH, 0, 0, PROFD_AGENT_SOCKET_DEFAULT, false,
-		NULL, "Unix socket for in-job agents ($PROFD_AGENT_SOCKET moves the default); jobs "
-		"need PROFD_AGENT_SOCKET=PATH when it is not the default", F(agent_socket)},
+	[CONF_AGENT_SOCKET] = {"agent-socket", "PATH", T_OPT, 0, 0, PROFD_AGENT_SOCKET_DEFAULT, false,
+		NULL, "Unix socket for in-job agents ($PROFD_AGENT_SOCKET moves the default; empty: "
+		"none, no GPU data from agents); jobs need PROFD_AGENT_SOCKET=PATH when it is not the "
+		"default", F(agent_socket)},
 	[CONF_FLUSH_TIMEOUT] = {"flush-timeout", "DUR", T_DUR, 0, 60000, "500ms", true, NULL,
 		"how long a closing capture waits for collectors (and in-job agents) to deliver",
 		F(flush_timeout_ms)},

@@ -45,7 +45,7 @@ struct profd_conf {
 	struct conf_list agent_allow_uid;  /* names or numbers, checked to exist */
 	uint32_t host_sample_hz;
 	uint32_t nvml_sample_hz;
-	char *agent_socket;
+	char *agent_socket;                /* NULL: no agent socket */
 	uint64_t flush_timeout_ms;
 	char *hostname;                    /* NULL: gethostname() */
 	char *proc_root, *sys_root;

@@ -484,7 +484,7 @@ int main(int argc, char **argv)
 		.agent_socket = cfg.agent_socket,
 	};
 
-	if (strcmp(cfg.agent_socket, PROFD_AGENT_SOCKET_DEFAULT) != 0)
+	if (cfg.agent_socket && strcmp(cfg.agent_socket, PROFD_AGENT_SOCKET_DEFAULT) != 0)
 		log_notice("agent socket %s is not the default (%s): jobs need PROFD_AGENT_SOCKET=%s in "
 			   "their environment (next to CUDA_INJECTION64_PATH) to find it",
 			   cfg.agent_socket, PROFD_AGENT_SOCKET_DEFAULT, cfg.agent_socket);
