@@ -145,6 +145,21 @@ class Config(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertNotIn("ready on", r.stderr)
 
+    def test_hostile_files_are_refused_not_crashed_on(self):
+        import random
+        rnd = random.Random(16)
+        for i in range(40):
+            data = bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 600)))
+            if i % 2:  # near-valid lines with odd bytes in keys and values
+                data = b"max-sessions = " + data + b"\nlisten=" + data[:40] + b"\n"
+            path = os.path.join(self.tmp, f"hostile-{i}.conf")
+            with open(path, "wb") as f:
+                f.write(data)
+            r = subprocess.run([T.PROFD, "--config", path, "--dump-config"], capture_output=True, timeout=30)
+            self.assertIn(r.returncode, (0, 1), (data, r.stderr))
+            if r.returncode:
+                self.assertIn(path.encode() + b":", r.stderr)
+
     def test_missing_config_is_an_error_only_when_named(self):
         r = run("--config", os.path.join(self.tmp, "absent.conf"), "--dump-config")
         self.assertNotEqual(r.returncode, 0)
