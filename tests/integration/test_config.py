@@ -78,7 +78,7 @@ class Config(unittest.TestCase):
             "token-file": ["/etc/x/token"], "agent-socket-mode": ["660"], "agent-socket-group": ["0"],
             "agent-allow-uid": ["0", "root"], "host-sample-hz": ["11"], "nvml-sample-hz": ["12"],
             "agent-socket": ["/run/x/agent.sock"], "flush-timeout": ["2s"], "hostname": ["conf-host"],
-            "proc-root": ["/tmp/p"], "sys-root": ["/tmp/s"], "nvml-library": ["/opt/libnvml.so"],
+            "proc-root": ["/srv/proc-fixture"], "sys-root": ["/srv/sys-fixture"], "nvml-library": ["/opt/libnvml.so"],
             "log-level": ["debug"],
         }
         self.assertEqual(sorted(given), sorted(self.default_keys()), "the test names every key")
