@@ -24,6 +24,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "agent-path.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "config.h"
@@ -655,6 +656,9 @@ int main(int argc, char **argv)
 	uv_loop_init(&d.loop);
 
 	static struct gpu_map gpus;
+	static struct agent_path agent; /* the agent jobs load, for every hint (agent-path.h) */
+
+	agent_path_resolve(NULL, getenv("PROFD_AGENT_PATH"), &agent);
 	struct collector_cfg ccfg = {
 		.gpus = &gpus,
 		.proc_root = arg_proc_root,
@@ -668,6 +672,7 @@ int main(int argc, char **argv)
 		.agent_socket_gid = arg_agent_socket_gid,
 		.agent_allow_uids = arg_agent_allow_uid,
 		.n_agent_allow_uids = arg_n_agent_allow_uid,
+		.agent_hint = agent.hint,
 		.hostname = hostname,
 	};
 	struct session_mgr_cfg mcfg = {
@@ -680,6 +685,7 @@ int main(int argc, char **argv)
 		.max_duration_ms = arg_max_duration_ms,
 		.allow = &arg_allow,
 		.agent_socket = arg_agent_socket,
+		.agent_hint = agent.hint,
 	};
 
 	r = session_mgr_new(&d.loop, &mcfg, &ccfg, &d.mgr);

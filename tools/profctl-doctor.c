@@ -181,8 +181,8 @@ static void check_cupti(struct doctor *d)
 		free(copy);
 	}
 	report(d, d->have_driver ? V_FAIL : V_WARN,
-	       "the in-job agent needs CUPTI for GPU kernels and copies: install it (Debian: "
-	       "libcupti-dev; NVIDIA: the CUDA toolkit's extras/CUPTI; pip: nvidia-cuda-cupti-cu12) and "
+	       "the in-job agent needs CUPTI for GPU kernels and copies: install it (Debian 12: "
+	       "libcupti12 from non-free; NVIDIA: the CUDA toolkit; pip: nvidia-cuda-cupti-cu12) and "
 	       "set CUDA_HOME or LD_LIBRARY_PATH to its directory",
 	       "CUPTI: libcupti.so not found (looked in $CUDA_HOME, /usr/local/cuda*, /usr/lib, "
 	       "$LD_LIBRARY_PATH)");
@@ -312,13 +312,20 @@ static Profd__StatusResponse *check_remote(struct doctor *d, const char *url, in
 	if (s->n_collectors == 0)
 		report(d, V_WARN, "upgrade profd; this build has no collectors and returns empty traces",
 		       "collectors: the daemon reports none");
-	if (s->n_agents == 0)
-		report(d, V_WARN,
-		       "start GPU jobs with the agent loaded: CUDA_INJECTION64_PATH=<libdir>/libprofd-agent.so "
-		       "(or LD_PRELOAD), with the job able to write the agent socket",
+	if (s->n_agents == 0) {
+		/* The daemon knows where its agent is (daemon/agent-path.h); profctl may
+		 * run on another machine or from another install, so it never guesses. */
+		char fix[1700];
+
+		snprintf(fix, sizeof(fix), "%s, with the job able to write the agent socket",
+			 s->agent_hint && s->agent_hint[0]
+				 ? s->agent_hint
+				 : "start GPU jobs with CUDA_INJECTION64_PATH naming the daemon's libprofd-agent.so "
+				   "(its path is in the daemon's log: \"agents connect to ...\")");
+		report(d, V_WARN, fix,
 		       "agents: none connected to %s (GPU kernels are only traced in jobs that load the agent)",
 		       s->agent_socket && s->agent_socket[0] ? s->agent_socket : "the daemon");
-	else
+	} else
 		report(d, V_OK, NULL, "agents: %zu connected", s->n_agents);
 	return s;
 }
