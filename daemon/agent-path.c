@@ -93,12 +93,19 @@ int agent_path_resolve(const char *exe, const char *env_path, struct agent_path 
 
 	memset(ap, 0, sizeof(*ap));
 	if (env_path && env_path[0]) {
-		if (strlen(env_path) >= sizeof(ap->path)) {
+		/* Jobs resolve a relative path against their own cwd: refuse it. */
+		char why[64] = "not an absolute path";
+		int r = -EINVAL;
+
+		if (env_path[0] == '/' && strlen(env_path) >= sizeof(ap->path)) {
+			snprintf(why, sizeof(why), "longer than %d bytes", AGENT_PATH_MAX - 1);
+			r = -ENAMETOOLONG;
+		}
+		if (r == -ENAMETOOLONG || env_path[0] != '/') {
 			snprintf(ap->hint, sizeof(ap->hint),
-				 "PROFD_AGENT_PATH is longer than %zu bytes and was ignored; start the job "
-				 "with CUDA_INJECTION64_PATH=<path of " AGENT_SO ">",
-				 sizeof(ap->path) - 1);
-			return -ENAMETOOLONG;
+				 "PROFD_AGENT_PATH was ignored (%s); start the job with "
+				 "CUDA_INJECTION64_PATH=<path of " AGENT_SO ">", why);
+			return r;
 		}
 		/* The jobs' view (a container mount): profd may not see it. */
 		set_found(ap, env_path);

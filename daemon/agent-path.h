@@ -30,15 +30,18 @@
  * @hint:  what to tell an operator: "start the job with
  *         CUDA_INJECTION64_PATH=<path>" or why there is no agent to load.
  */
+#define AGENT_PATH_MAX 1024 /* with the NUL */
+
 struct agent_path {
 	bool found;
-	char path[1024];
+	char path[AGENT_PATH_MAX];
 	char hint[1536];
 };
 
 /*
  * Resolve for a profd whose executable is @exe (an absolute path; NULL =
  * /proc/self/exe). @env_path is $PROFD_AGENT_PATH (NULL or "" = unset).
- * 0, or -ENAMETOOLONG when @env_path does not fit (then @ap says so).
+ * 0, or -EINVAL / -ENAMETOOLONG when @env_path is not absolute or does not
+ * fit in @path (then @ap->hint says so and names no path).
  */
 int agent_path_resolve(const char *exe, const char *env_path, struct agent_path *ap);

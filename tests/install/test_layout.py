@@ -100,7 +100,10 @@ class BuildTree(unittest.TestCase):
             self.assertEqual(d.agent_path(), "/run/profd/" + AGENT)
         with Profd(PROFD, env={"PROFD_AGENT_PATH": "/x" * 600}) as d:
             self.assertIsNone(d.agent_path())
-            self.assertIn("PROFD_AGENT_PATH is longer than", d.hint)
+            self.assertIn("PROFD_AGENT_PATH was ignored (longer than 1023 bytes)", d.hint)
+        with Profd(PROFD, env={"PROFD_AGENT_PATH": "lib/" + AGENT}) as d:
+            self.assertIsNone(d.agent_path())
+            self.assertIn("PROFD_AGENT_PATH was ignored (not an absolute path)", d.hint)
 
     def test_doctor_repeats_the_daemons_hint(self):
         with Profd(PROFD) as d:
