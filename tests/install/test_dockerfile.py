@@ -151,6 +151,15 @@ class Dockerfile(unittest.TestCase):
         for step in ("meson setup", "ninja -C", "meson install"):
             self.assertIn(step, joined)
 
+    def test_cuda_stage_provides_what_the_build_stage_copies(self):
+        # This test takes the headers from this machine; the image from the
+        # cuda stage: that stage must make the directory the build copies.
+        (copy,) = [a for st, w, a in self.steps if st == "build" and w == "COPY" and a.startswith("--from=cuda ")]
+        src = copy.split()[1].rstrip("/")
+        runs = [a for st, w, a in self.steps if st == "cuda" and w == "RUN"]
+        self.assertTrue([r for r in runs if "/usr/local/cuda/include" in r and r.rstrip().endswith(src)], runs)
+        self.assertIn("-Dcupti=enabled", "\n".join(a for st, w, a in self.steps if st == "build"))
+
     def test_build_stage_packages_are_those_install_deps_knows(self):
         self.assertTrue(self.build_apt)
         self.assertFalse(self.build_apt - install_deps_packages() - {"ca-certificates"})
