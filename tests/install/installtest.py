@@ -81,7 +81,11 @@ class Profd:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+        text = self.log()
         self.tmp.cleanup()
+        # A clean stop, and no sanitizer report on the way out.
+        if exc[0] is None and self.proc.returncode != 0:
+            raise AssertionError(f"profd exited {self.proc.returncode}:\n{text}")
 
 
 def main():
