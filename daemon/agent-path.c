@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * agent-path.c - the agent jobs should load, from where profd runs (see
- * agent-path.h). Pure apart from realpath()/access(); the loop thread calls
- * it once at start-up.
+ * agent-path.h). Pure apart from readlink()/realpath()/access().
  */
 #include "agent-path.h"
 
@@ -41,7 +40,7 @@ static void strip_last(char *p)
 		p[0] = '\0';
 }
 
-/* Does @dir end with the path component sequence @suffix ("sbin", "usr/sbin")? */
+/* When @dir ends with the path components @suffix ("sbin"), cut them off. */
 static bool strip_suffix(char *dir, const char *suffix)
 {
 	size_t n = strlen(dir), k = strlen(suffix);
@@ -98,7 +97,7 @@ int agent_path_resolve(const char *exe, const char *env_path, struct agent_path 
 		int r = -EINVAL;
 
 		if (env_path[0] == '/' && strlen(env_path) >= sizeof(ap->path)) {
-			snprintf(why, sizeof(why), "longer than %d bytes", AGENT_PATH_MAX - 1);
+			snprintf(why, sizeof(why), "longer than %d bytes", PATH_MAX - 1);
 			r = -ENAMETOOLONG;
 		}
 		if (r == -ENAMETOOLONG || env_path[0] != '/') {

@@ -14,11 +14,12 @@
  *     the running profd>/<libdir>/libprofd-agent.so;
  *   - no agent there: a sentence saying why (not built: no CUPTI headers at
  *     build time; built but not installed) instead of a path.
- * Called once at start-up, before the loop runs; the result is a plain
- * string the caller owns.
+ * main() calls it once at start-up, before the loop runs; the result is
+ * plain strings in a struct the caller owns.
  */
 #pragma once
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -30,12 +31,10 @@
  * @hint:  what to tell an operator: "start the job with
  *         CUDA_INJECTION64_PATH=<path>" or why there is no agent to load.
  */
-#define AGENT_PATH_MAX 1024 /* with the NUL */
-
 struct agent_path {
 	bool found;
-	char path[AGENT_PATH_MAX];
-	char hint[1536];
+	char path[PATH_MAX];
+	char hint[PATH_MAX + 512];
 };
 
 /*

@@ -317,7 +317,7 @@ static Profd__StatusResponse *check_remote(struct doctor *d, const char *url, in
 	if (s->n_agents == 0) {
 		/* The daemon knows where its agent is (daemon/agent-path.h); profctl may
 		 * run on another machine or from another install, so it never guesses. */
-		char fix[1700];
+		char fix[5120];
 
 		snprintf(fix, sizeof(fix), "%s, with the job able to write the agent socket",
 			 s->agent_hint && s->agent_hint[0]

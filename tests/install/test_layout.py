@@ -98,9 +98,10 @@ class BuildTree(unittest.TestCase):
     def test_profd_agent_path_names_the_jobs_view(self):
         with Profd(PROFD, env={"PROFD_AGENT_PATH": "/run/profd/" + AGENT}) as d:
             self.assertEqual(d.agent_path(), "/run/profd/" + AGENT)
-        with Profd(PROFD, env={"PROFD_AGENT_PATH": "/x" * 600}) as d:
+        with Profd(PROFD, env={"PROFD_AGENT_PATH": "/x" * 2100}) as d:
             self.assertIsNone(d.agent_path())
-            self.assertIn("PROFD_AGENT_PATH was ignored (longer than 1023 bytes)", d.hint)
+            self.assertIn(f"PROFD_AGENT_PATH was ignored (longer than {os.pathconf('/', 'PC_PATH_MAX') - 1} bytes)",
+                          d.hint)
         with Profd(PROFD, env={"PROFD_AGENT_PATH": "lib/" + AGENT}) as d:
             self.assertIsNone(d.agent_path())
             self.assertIn("PROFD_AGENT_PATH was ignored (not an absolute path)", d.hint)
