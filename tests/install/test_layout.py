@@ -4,6 +4,7 @@
 path each profd recommends (build tree, install tree, agent missing,
 $PROFD_AGENT_PATH), as its log and `profctl doctor` say it. Also that the
 man pages document every option the binaries' --help lists."""
+import glob
 import json
 import os
 import re
@@ -53,6 +54,10 @@ class InstallTree(unittest.TestCase):
         self.assertEqual(os.path.isfile(self.under("mandir", "man5", "profd.conf.5")),
                          os.path.isfile(os.path.join(SRC, "docs", "man", "profd.conf.5")))
         self.assertEqual(os.path.isfile(self.under("libdir", AGENT)), HAVE_AGENT)
+        # A default config, once the source installs one (systemd/ or daemon/).
+        sources = [p for p in glob.glob(os.path.join(SRC, "*", "profd.conf*")) if not p.endswith(".5")]
+        configs = glob.glob(os.path.join(self.dest, "**", "profd.conf"), recursive=True)
+        self.assertEqual(bool(configs), bool(sources), (sources, configs))
         units = [p for p in self.installed if p.endswith("/profd.service")]
         self.assertEqual(len(units), 1 if HAVE_UNIT else 0, units)
         for u in units:
