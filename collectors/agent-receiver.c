@@ -103,6 +103,14 @@ struct rx {
 
 static struct rx *to_rx(struct collector *c) { return collector_priv(c); }
 
+/* The daemon resolves it (daemon/agent-path.h); a bare cfg (tests) gets the generic form. */
+static const char *agent_hint(const struct collector_cfg *cfg)
+{
+	return cfg->agent_hint && cfg->agent_hint[0]
+		       ? cfg->agent_hint
+		       : "start the job with CUDA_INJECTION64_PATH=<path of libprofd-agent.so>";
+}
+
 /* ---- sending ------------------------------------------------------------ */
 
 struct send_req {
@@ -674,9 +682,9 @@ static int agent_init(struct collector *c)
 
 	if (c->cfg->agent_socket_chgrp)
 		snprintf(group, sizeof(group), ", gid %u", (unsigned)c->cfg->agent_socket_gid);
-	log_info("agents connect to %s (mode %04o%s%s; CUDA_INJECTION64_PATH=%s)", path,
+	log_info("agents connect to %s (mode %04o%s%s); %s", path,
 		 c->cfg->agent_socket_mode ? (unsigned)c->cfg->agent_socket_mode : 0666u, group,
-		 c->cfg->n_agent_allow_uids ? ", only --agent-allow-uid uids" : "", PROFD_AGENT_INSTALL_PATH);
+		 c->cfg->n_agent_allow_uids ? ", only --agent-allow-uid uids" : "", agent_hint(c->cfg));
 	return 0;
 }
 
@@ -750,16 +758,10 @@ static void agent_describe(struct collector *c, struct trace *snap, int64_t star
 		if (c->state == COLLECTOR_UNAVAILABLE)
 			trace_diag(snap, start_ns, false, "no GPU data: the agent receiver is unavailable: %s",
 				   c->reason);
-		else if (HAVE_CUPTI_AGENT)
-			trace_diag(snap, start_ns, false,
-				   "no GPU data: no CUDA process with the profd agent is connected — start "
-				   "the job with CUDA_INJECTION64_PATH=%s",
-				   PROFD_AGENT_INSTALL_PATH);
 		else
 			trace_diag(snap, start_ns, false,
-				   "no GPU data: no CUDA process with the profd agent is connected, and this "
-				   "profd was built without libprofd-agent.so (no CUPTI headers at build time: "
-				   "install the CUDA toolkit and rebuild, or use an agent from another build)");
+				   "no GPU data: no CUDA process with the profd agent is connected — %s",
+				   agent_hint(c->cfg));
 	}
 	for (struct conn *k = rx->conns; k; k = k->next)
 		agent_map_describe_src(&k->src);

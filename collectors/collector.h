@@ -63,6 +63,8 @@ struct collector_set;
  * @agent_socket_chgrp: give the socket the group @agent_socket_gid.
  * @agent_allow_uids:   when @n_agent_allow_uids > 0, the only peer uids the
  *                      agent socket accepts (docs/security.md).
+ * @agent_hint:     how jobs load the agent, or why there is none
+ *                  (daemon/agent-path.h); NULL = a generic hint.
  */
 struct collector_cfg {
 	const char *proc_root;
@@ -76,6 +78,7 @@ struct collector_cfg {
 	gid_t agent_socket_gid;
 	const uid_t *agent_allow_uids;
 	size_t n_agent_allow_uids;
+	const char *agent_hint;
 	const char *hostname;
 	struct gpu_map *gpus; /* shared, mutable: GPU UUID -> plane number */
 };

@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "agent-path.h"
 #include "agent-receiver.h"
 #include "base/log.h"
 #include "base/parse.h"
@@ -403,6 +404,7 @@ static int setup_access(struct rpc_server_auth *auth, struct repo_allow *allow, 
 int main(int argc, char **argv)
 {
 	static struct gpu_map gpus;
+	static struct agent_path agent; /* the agent jobs load, for every hint (agent-path.h) */
 	static uid_t uids[CONF_MAX_LIST];
 	struct daemon d = {0};
 	struct rpc_limits limits = RPC_LIMITS_DEFAULT;
@@ -457,6 +459,7 @@ int main(int argc, char **argv)
 	rpc_global_init();
 	uv_loop_init(&d.loop);
 
+	agent_path_resolve(NULL, getenv("PROFD_AGENT_PATH"), &agent);
 	d.ccfg = (struct collector_cfg){
 		.gpus = &gpus,
 		.proc_root = cfg.proc_root,
@@ -470,6 +473,7 @@ int main(int argc, char **argv)
 		.agent_socket_gid = gid,
 		.agent_allow_uids = uids,
 		.n_agent_allow_uids = cfg.agent_allow_uid.n,
+		.agent_hint = agent.hint,
 		.hostname = hostname,
 	};
 	struct session_mgr_cfg mcfg = {
@@ -482,6 +486,7 @@ int main(int argc, char **argv)
 		.max_duration_ms = cfg.max_duration_ms,
 		.allow = &allow,
 		.agent_socket = cfg.agent_socket,
+		.agent_hint = agent.hint,
 	};
 
 	if (cfg.agent_socket && strcmp(cfg.agent_socket, PROFD_AGENT_SOCKET_DEFAULT) != 0)

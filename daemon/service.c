@@ -609,6 +609,7 @@ static void handle_status(void *userdata, struct rpc_call *call, const ProtobufC
 	resp.max_sessions = session_mgr_max_sessions(svc->mgr);
 	resp.max_duration_ms = svc->cfg.max_duration_ms;
 	resp.agent_socket = (char *)(svc->cfg.agent_socket ? svc->cfg.agent_socket : "");
+	resp.agent_hint = (char *)(svc->cfg.agent_hint ? svc->cfg.agent_hint : "");
 	for (size_t i = 0; i < n; i++) {
 		const struct collector *c = collector_set_get(set, i);
 

@@ -17,6 +17,7 @@ struct service_cfg {
 	uint64_t max_duration_ms;      /* also the longest start delay */
 	const struct repo_allow *allow;
 	const char *agent_socket;      /* reported by Status */
+	const char *agent_hint;        /* likewise (agent-path.h) */
 };
 
 struct service;

@@ -60,7 +60,8 @@ static void check_driver(struct doctor *d)
 
 	if (!f) {
 		report(d, V_WARN,
-		       "install the NVIDIA kernel driver (Debian: apt install nvidia-driver); in a container, "
+		       "install the NVIDIA kernel driver (Debian 12: apt install nvidia-driver, from the non-free "
+		       "component); in a container, "
 		       "run with the NVIDIA container toolkit (docker run --gpus all). Without it only host "
 		       "data is collected.",
 		       "NVIDIA driver: not loaded (/proc/driver/nvidia/version missing)");
@@ -90,7 +91,7 @@ static void check_nvml(struct doctor *d)
 
 	if (!h) {
 		report(d, d->have_driver ? V_FAIL : V_WARN,
-		       "install the driver's NVML library libnvidia-ml.so.1 (Debian: libnvidia-ml1, part of "
+		       "install the driver's NVML library libnvidia-ml.so.1 (Debian 12: libnvidia-ml1 from non-free, part of "
 		       "nvidia-driver); in a container set NVIDIA_DRIVER_CAPABILITIES=compute,utility",
 		       "NVML: cannot load libnvidia-ml.so.1 (%s)", dlerror());
 		return;
@@ -181,8 +182,9 @@ static void check_cupti(struct doctor *d)
 		free(copy);
 	}
 	report(d, d->have_driver ? V_FAIL : V_WARN,
-	       "the in-job agent needs CUPTI for GPU kernels and copies: install it (Debian: "
-	       "libcupti-dev; NVIDIA: the CUDA toolkit's extras/CUPTI; pip: nvidia-cuda-cupti-cu12) and "
+	       "the in-job agent needs CUPTI 12 or 13 for GPU kernels and copies: install NVIDIA's CUDA "
+	       "toolkit, or pip install nvidia-cuda-cupti-cu12 (CUDA 13: nvidia-cuda-cupti; PyTorch's "
+	       "CUDA wheels bring it); Debian 12's libcupti11.8 is too old for the agent; then "
 	       "set CUDA_HOME or LD_LIBRARY_PATH to its directory",
 	       "CUPTI: libcupti.so not found (looked in $CUDA_HOME, /usr/local/cuda*, /usr/lib, "
 	       "$LD_LIBRARY_PATH)");
@@ -312,13 +314,20 @@ static Profd__StatusResponse *check_remote(struct doctor *d, const char *url, in
 	if (s->n_collectors == 0)
 		report(d, V_WARN, "upgrade profd; this build has no collectors and returns empty traces",
 		       "collectors: the daemon reports none");
-	if (s->n_agents == 0)
-		report(d, V_WARN,
-		       "start GPU jobs with the agent loaded: CUDA_INJECTION64_PATH=<libdir>/libprofd-agent.so "
-		       "(or LD_PRELOAD), with the job able to write the agent socket",
+	if (s->n_agents == 0) {
+		/* The daemon knows where its agent is (daemon/agent-path.h); profctl may
+		 * run on another machine or from another install, so it never guesses. */
+		char fix[5120];
+
+		snprintf(fix, sizeof(fix), "%s, with the job able to write the agent socket",
+			 s->agent_hint && s->agent_hint[0]
+				 ? s->agent_hint
+				 : "start GPU jobs with CUDA_INJECTION64_PATH naming the daemon's libprofd-agent.so "
+				   "(its path is in the daemon's log: \"agents connect to ...\")");
+		report(d, V_WARN, fix,
 		       "agents: none connected to %s (GPU kernels are only traced in jobs that load the agent)",
 		       s->agent_socket && s->agent_socket[0] ? s->agent_socket : "the daemon");
-	else
+	} else
 		report(d, V_OK, NULL, "agents: %zu connected", s->n_agents);
 	return s;
 }

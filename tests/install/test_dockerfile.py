@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""docker/Dockerfile without a container engine: run the build stage's RUN
+steps on a copy of the source in a temporary directory (each absolute path
+the stage uses mapped into it), assemble the final stage's files as its
+COPY does, and check the image layout and its entrypoint: profd, profctl,
+the agent when CUPTI 13 headers exist here (the image takes them from the
+CUDA image), the unit, man pages, a default config when the source
+installs one, and the agent the entrypoint shares with jobs."""
+import filecmp
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from installtest import SRC, Profd, main
+
+DOCKERFILE = os.path.join(SRC, "docker", "Dockerfile")
+AGENT = "libprofd-agent.so"
+# Packages Debian's slim image already has (priority required).
+SLIM_BASE = {"libc6", "libgcc-s1", "libstdc++6", "libsystemd0", "zlib1g"}
+
+
+def instructions(path):
+    """[(stage, INSTRUCTION, args)], continuation lines joined, comments dropped."""
+    out, cur, stage = [], "", None
+    with open(path) as f:
+        for line in f:
+            s = line.strip()
+            if not s or s.startswith("#"):
+                continue
+            if s.endswith("\\"):
+                cur += s[:-1].strip() + " "
+                continue
+            cur += s
+            word, _, rest = cur.partition(" ")
+            word = word.upper()
+            if word == "FROM":
+                m = re.search(r"\s+AS\s+(\S+)$", rest, re.I)
+                stage = m.group(1) if m else "final"
+            out.append((stage, word, rest.strip()))
+            cur = ""
+    return out
+
+
+def cuda13_include():
+    for d in [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]:
+        try:
+            with open(os.path.join(d, "include", "cupti_activity.h")) as f:
+                if d and "CUpti_ActivityOverhead3" in f.read():
+                    return os.path.join(d, "include")
+        except OSError:
+            pass
+    return None
+
+
+def apt_packages(cmd):
+    m = re.search(r"apt-get install ([^&]*)", cmd)
+    return {w for w in m.group(1).split() if not w.startswith("-")} if m else set()
+
+
+def install_deps_packages():
+    with open(os.path.join(SRC, "tools", "install-deps")) as f:
+        m = re.search(r'PKGS="([^"]*)"', f.read())
+    return set(m.group(1).replace("\\", " ").split())
+
+
+def copy_source(dst):
+    """The build context: the source tree less VCS data and build directories."""
+    def ignore(d, names):
+        return [n for n in names if n == ".git" or n == "__pycache__" or
+                os.path.isdir(os.path.join(d, n, "meson-private"))]
+    shutil.copytree(SRC, dst, symlinks=True, ignore=ignore, dirs_exist_ok=True)
+
+
+class Dockerfile(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="profd-docker-")
+        t = cls.tmp.name
+        cls.steps = instructions(DOCKERFILE)
+        cls.inc = cuda13_include()
+        cls.expect_agent = cls.inc is not None
+        # Every absolute path the build stage names, mapped into the temp dir;
+        # /opt/profd stays: it is the prefix, installed under DESTDIR=/out.
+        paths = {"/src": "src", "/build": "build", "/out": "out", "/opt/cuda": "cuda"}
+        cls.map = {k: os.path.join(t, v) for k, v in paths.items()}
+        cls.ran, cls.build_apt, cls.final_apt = [], set(), set()
+        cwd = t
+        for stage, word, args in cls.steps:
+            if stage != "build":
+                continue
+            if word == "WORKDIR":
+                cwd = cls.mapped(args)
+                os.makedirs(cwd, exist_ok=True)
+            elif word == "COPY" and args == ". .":
+                copy_source(cwd)
+            elif word == "COPY" and args.startswith("--from=cuda "):
+                dst = cls.mapped(args.split()[-1]).rstrip("/")
+                if cls.inc:
+                    os.makedirs(os.path.dirname(dst), exist_ok=True)
+                    os.symlink(cls.inc, dst)
+            elif word == "RUN" and "apt-get" in args:
+                cls.build_apt |= apt_packages(args)
+            elif word == "RUN":
+                cmd = cls.mapped(args)
+                if not cls.inc:  # the image has the headers; this machine does not
+                    cmd = cmd.replace("-Dcupti=enabled", "-Dcupti=disabled")
+                r = subprocess.run(["sh", "-ec", cmd], cwd=cwd, capture_output=True, text=True, timeout=1100)
+                if r.returncode != 0:
+                    raise AssertionError(f"RUN {cmd} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+                cls.ran.append(cmd)
+            elif word not in ("FROM", "ARG"):
+                raise AssertionError(f"build stage: {word} {args} is not understood by this test")
+        # The final stage, assembled.
+        cls.root = os.path.join(t, "image")
+        cls.env, cls.entrypoint = {}, None
+        for stage, word, args in cls.steps:
+            if stage != "final":
+                continue
+            if word == "COPY":
+                m = re.fullmatch(r"--from=build (\S+) (\S+)", args)
+                assert m, args
+                src = cls.map["/out"] + m.group(1)[len("/out"):]
+                shutil.copytree(src, cls.root + m.group(2), symlinks=True, dirs_exist_ok=True)
+            elif word == "RUN":
+                cls.final_apt |= apt_packages(args)
+            elif word == "ENV":
+                cls.env.update(dict(kv.split("=", 1) for kv in args.split()))
+            elif word == "ENTRYPOINT":
+                cls.entrypoint = json.loads(args)
+
+    @classmethod
+    def mapped(cls, text):
+        return re.sub(r"(?<![\w.-])(/src|/build|/out|/opt/cuda)(?=/|\s|$)",
+                      lambda m: cls.map[m.group(1)], text)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def img(self, *p):
+        return os.path.join(self.root, *[x.lstrip("/") for x in p])
+
+    def test_build_stage_ran_meson_setup_build_and_install(self):
+        joined = "\n".join(self.ran)
+        for step in ("meson setup", "ninja -C", "meson install"):
+            self.assertIn(step, joined)
+
+    def test_cuda_stage_provides_what_the_build_stage_copies(self):
+        # This test takes the headers from this machine; the image from the
+        # cuda stage: that stage must make the directory the build copies.
+        (copy,) = [a for st, w, a in self.steps if st == "build" and w == "COPY" and a.startswith("--from=cuda ")]
+        src = copy.split()[1].rstrip("/")
+        runs = [a for st, w, a in self.steps if st == "cuda" and w == "RUN"]
+        self.assertTrue([r for r in runs if "/usr/local/cuda/include" in r and r.rstrip().endswith(src)], runs)
+        self.assertIn("-Dcupti=enabled", "\n".join(a for st, w, a in self.steps if st == "build"))
+
+    def test_build_stage_packages_are_those_install_deps_knows(self):
+        self.assertTrue(self.build_apt)
+        self.assertFalse(self.build_apt - install_deps_packages() - {"ca-certificates"})
+
+    def test_image_layout(self):
+        for exe in ("/opt/profd/sbin/profd", "/opt/profd/bin/profctl", "/opt/profd/libexec/profd-entrypoint"):
+            self.assertTrue(os.access(self.img(exe), os.X_OK), exe)
+        self.assertEqual(os.path.isfile(self.img("/opt/profd/lib", AGENT)), self.expect_agent)
+        self.assertTrue(os.path.isfile(self.img("/opt/profd/lib/systemd/system/profd.service")))
+        self.assertTrue(os.path.isfile(self.img("/opt/profd/share/man/man8/profd.8")))
+        self.assertTrue(os.path.isfile(self.img("/opt/profd/share/man/man1/profctl.1")))
+        self.assertEqual(self.entrypoint, ["/opt/profd/libexec/profd-entrypoint"])
+        # A default config, once the source installs one (systemd/ or daemon/).
+        sources = [p for p in glob.glob(os.path.join(SRC, "*", "profd.conf*")) if not p.endswith(".5")]
+        configs = [p for p in glob.glob(self.img("/opt/profd/etc/**/profd.conf"), recursive=True)]
+        self.assertEqual(bool(configs), bool(sources), (sources, configs))
+
+    def test_runtime_packages_cover_what_the_binaries_link(self):
+        if not shutil.which("dpkg-query") or not shutil.which("readelf"):
+            self.skipTest("needs dpkg-query and readelf")
+        have = set(self.final_apt) | SLIM_BASE
+        todo = list(have)
+        while todo:  # what apt would pull in with them
+            r = subprocess.run(["dpkg-query", "-W", "-f=${Depends}, ${Pre-Depends}", todo.pop()],
+                               capture_output=True, text=True)
+            for dep in re.split(r"[,|]", r.stdout):
+                name = dep.strip().split(" ")[0].split(":")[0]
+                if name and name not in have:
+                    have.add(name)
+                    todo.append(name)
+        bins = [self.img("/opt/profd/sbin/profd"), self.img("/opt/profd/bin/profctl")]
+        if self.expect_agent:
+            bins.append(self.img("/opt/profd/lib", AGENT))
+        for b in bins:
+            needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", subprocess.run(
+                ["readelf", "-d", b], capture_output=True, text=True, check=True).stdout)
+            ldd = subprocess.run(["ldd", b], capture_output=True, text=True).stdout
+            for lib in needed:
+                if lib.startswith("ld-linux"):
+                    continue  # the dynamic loader: libc6
+                m = re.search(r"^\s*%s => (\S+)" % re.escape(lib), ldd, re.M)
+                self.assertTrue(m, f"{b}: {lib} not found on this machine")
+                owner = subprocess.run(["dpkg-query", "-S", os.path.realpath(m.group(1))],
+                                       capture_output=True, text=True).stdout.split(":")[0]
+                if not owner:  # /lib -> /usr/lib merged paths
+                    owner = subprocess.run(["dpkg-query", "-S", m.group(1)],
+                                           capture_output=True, text=True).stdout.split(":")[0]
+                self.assertIn(owner, have, f"{os.path.basename(b)} needs {lib} from {owner}, "
+                                           "which the final stage does not install")
+
+    def test_header_shows_how_to_run_next_to_jobs(self):
+        with open(DOCKERFILE) as f:
+            header = f.read().split("\nARG ")[0]
+        d = self.env.get("PROFD_AGENT_DIR")
+        self.assertTrue(d)
+        for want in ("--gpus all", "--pid host", "-p 6009:6009", f"-v {d}:{d}",
+                     f"CUDA_INJECTION64_PATH={d}/{AGENT}"):
+            self.assertIn(want, header)
+
+    def test_entrypoint_shares_the_agent_and_profd_recommends_that_copy(self):
+        # The entrypoint with the image's /opt/profd relocated here.
+        with open(self.img("/opt/profd/libexec/profd-entrypoint")) as f:
+            script = f.read().replace("/opt/profd", self.img("/opt/profd"))
+        ep = os.path.join(self.tmp.name, "entrypoint.sh")
+        with open(ep, "w") as f:
+            f.write(script)
+        os.chmod(ep, 0o755)
+        shared = os.path.join(self.tmp.name, "run-profd")
+        with Profd(ep, env={"PROFD_AGENT_DIR": shared}) as d:
+            if self.expect_agent:
+                self.assertEqual(d.agent_path(), os.path.join(shared, AGENT), d.log())
+                self.assertTrue(filecmp.cmp(d.agent_path(), self.img("/opt/profd/lib", AGENT), shallow=False))
+            else:
+                self.assertIsNone(d.agent_path(), d.hint)
+                self.assertIn(f"built without {AGENT}", d.hint)
+        # Without the entrypoint the image's profd finds the image's agent.
+        if self.expect_agent:
+            with Profd(self.img("/opt/profd/sbin/profd")) as d:
+                self.assertEqual(d.agent_path(), self.img("/opt/profd/lib", AGENT))
+
+
+if __name__ == "__main__":
+    main()
