@@ -28,6 +28,9 @@
 #define XN_LINE_STREAM_FMT "Stream #%u("
 /* Host API lines: "<comm> (pid <pid>)/tid <tid>" (§4.6). */
 #define XN_LINE_HOST_THREAD_FMT "%s (pid %u)/tid %u"
+/* Display name of an agent's GPU lines: "<comm> <pid> / <line name>"; the
+ * name stays what XProf parses ("Stream #7(Compute)"). */
+#define XN_LINE_DISPLAY_FMT "%.64s %u / %s"
 #define XN_LINE_CUPTI_OVERHEAD "CUPTI overhead"
 
 /* ---- Task Environment stats (§4.2) --------------------------------------- */
