@@ -4,7 +4,7 @@
  *
  * DESIGN
  * ------
- * Mapping to XSpace (reference/protocol.md §4.4-4.6):
+ * Mapping to XSpace (docs/protocol.md "The XSpace", docs/agent.md):
  *   - device records go to /device:GPU:<n>, n = gpu_map_id(device UUID), so
  *     ranks that each call their GPU "device 0" land on the right plane;
  *   - one line per (process, stream), named "Stream #<id>(Compute,...)"
