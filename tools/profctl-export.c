@@ -497,20 +497,26 @@ struct labels {
 
 static void file_label(struct labels *lb, size_t i, struct xs_str host_name, const char *path)
 {
+	static const char suffix[] = ".xplane.pb";
 	const char *base = strrchr(path, '/');
 	char *l = lb->v[i];
+	size_t n;
 
 	base = base ? base + 1 : path;
+	n = strlen(base);
+	/* "10.0.0.1_6009.xplane.pb" -> "10.0.0.1_6009", as capture names files */
+	if (n > sizeof(suffix) - 1 && !strcmp(base + n - (sizeof(suffix) - 1), suffix))
+		n -= sizeof(suffix) - 1;
 	if (host_name.len)
 		snprintf(l, sizeof(lb->v[i]), "%.*s", (int)(host_name.len > 100 ? 100 : host_name.len), host_name.p);
 	else
-		snprintf(l, sizeof(lb->v[i]), "%.*s", (int)strcspn(base, "."), base);
+		snprintf(l, sizeof(lb->v[i]), "%.*s", (int)(n > 100 ? 100 : n), base);
 	/* Two sessions of one host: keep their processes apart by name too. */
 	for (size_t k = 0; k < i; k++)
 		if (!strcmp(lb->v[k], l)) {
-			size_t n = strlen(l);
+			size_t len = strlen(l);
 
-			snprintf(l + n, sizeof(lb->v[i]) - n, " #%zu", i + 1);
+			snprintf(l + len, sizeof(lb->v[i]) - len, " #%zu", i + 1);
 			break;
 		}
 }

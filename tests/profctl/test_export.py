@@ -268,6 +268,19 @@ class ExportFlowIds(unittest.TestCase):
         ts = {names[e["pid"]]: e["ts"] for e in ev if e["ph"] == "X" and e["name"] == "cudaLaunchKernel"}
         self.assertEqual(ts["w1: /host:CPU"], ts["w2: /host:CPU"])
 
+    def test_files_without_host_name_are_named_by_file(self):
+        sp = big_pid_space(P, "x", [7])
+        del sp.hostnames[:]
+        a = self.write("10.0.0.1_6009.xplane.pb", sp)
+        b = self.write("10.0.0.2_6009.xplane.pb", sp)
+        out = os.path.join(self.tmp, "t.json")
+        r = synth.run("export", a, b, "-o", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        names = {e["args"]["name"] for e in decode(out)["traceEvents"]
+                 if e["ph"] == "M" and e["name"] == "process_name"}
+        self.assertEqual(names, {"10.0.0.1_6009: /host:CPU", "10.0.0.1_6009: /device:GPU:0",
+                                 "10.0.0.2_6009: /host:CPU", "10.0.0.2_6009: /device:GPU:0"})
+
     def test_a_bad_file_among_several_fails(self):
         a = self.write("w1.xplane.pb", big_pid_space(P, "w1", [1]))
         r = synth.run("export", a, os.path.join(self.tmp, "missing.xplane.pb"), "-o",
