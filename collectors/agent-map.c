@@ -4,13 +4,20 @@
  *
  * DESIGN
  * ------
- * Mapping to XSpace (reference/protocol.md §4.4-4.6):
+ * Mapping to XSpace (docs/protocol.md "The XSpace", docs/agent.md):
  *   - device records go to /device:GPU:<n>, n = gpu_map_id(device UUID), so
  *     ranks that each call their GPU "device 0" land on the right plane;
- *   - one line per (process, stream): id = pid << 32 | stream id, named
- *     "Stream #<id>(Compute,MemcpyH2D,...)" from the event types seen;
- *   - host API calls go to /host:CPU, line id = pid << 32 | tid, named
+ *   - one line per (process, stream), named "Stream #<id>(Compute,...)"
+ *     from the event types seen (XProf reads the name: "Compute"), with the
+ *     display name "<comm> <pid> / Stream #<id>(...)" (what the trace
+ *     viewer shows);
+ *   - host API calls go to /host:CPU, one line per (process, thread), named
  *     "<comm> (pid <pid>)/tid <tid>";
+ *   - line ids: 1, 2, ... per plane in order of first appearance. XProf
+ *     keeps only the low 32 bits of a line id as the track id, and takes
+ *     ids from 0xdeadbeef up as its own derived lines, so ids built from
+ *     pid << 32 | tid merged two containers' tid 1 into one track. Whose a
+ *     line is lives in the map's line index (struct line_slot), not in it;
  *   - correlation_id (uint64) = pid << 32 | CUPTI correlation id on both
  *     sides, so launch->kernel flows never cross processes.
  * Lines are found through a small open-addressed cache; kernels repeat, so
@@ -68,6 +75,9 @@ void agent_map_init(struct agent_map *m, struct collector *c)
 
 void agent_map_free(struct agent_map *m)
 {
+	free(m->lines);
+	m->lines = NULL;
+	m->lines_cap = m->n_lines = 0;
 	for (unsigned i = 0; i < m->n_notes; i++)
 		free(m->notes[i]);
 	m->n_notes = 0;
@@ -116,7 +126,8 @@ void agent_map_src_restart(struct agent_src *s) { s->clock_known = false; }
 static void reset_caches(struct agent_map *m)
 {
 	m->resets++;
-	memset(m->lines, 0, sizeof(m->lines));
+	/* The line index follows the hub's generation (line_index_sync()):
+	 * a capture starting beside an open one keeps the hub's lines. */
 	memset(m->gpu_planes, 0, sizeof(m->gpu_planes));
 	memset(m->kcache, 0, sizeof(m->kcache));
 	m->host_plane = NULL;
@@ -142,26 +153,103 @@ static struct trace_plane *gpu_plane(struct agent_map *m, uint32_t n)
 	return m->gpu_planes[n];
 }
 
+/* XProf's derived lines start at kThreadIdDerivedMin = 0xdeadbeef (xla
+ * trace_utils.h); ours stay below, and below 2^32, by far. */
+#define LINE_ID_LIMIT 0xdeadbeefu
+_Static_assert(TRACE_MAX_LINES_PER_PLANE < LINE_ID_LIMIT, "line ids must stay below XProf's derived range");
+
+/* The hub's contents moved out (a new generation): its lines are gone. */
+static void line_index_sync(struct agent_map *m)
+{
+	uint64_t gen = m->c->hub->generation;
+
+	if (m->lines_gen == gen)
+		return;
+	if (m->lines)
+		memset(m->lines, 0, (size_t)m->lines_cap * sizeof(*m->lines));
+	m->n_lines = 0;
+	memset(m->last_line_id, 0, sizeof(m->last_line_id));
+	m->lines_gen = gen;
+}
+
+static uint64_t line_hash(uint64_t k1, uint64_t k2)
+{
+	return (k1 * 0x9e3779b97f4a7c15ull) ^ (k2 * 0xc2b2ae3d27d4eb4full);
+}
+
+static int line_index_grow(struct agent_map *m)
+{
+	uint32_t cap = m->lines_cap ? m->lines_cap * 2 : 256;
+	struct line_slot *t = calloc(cap, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < m->lines_cap; i++) {
+		const struct line_slot *o = &m->lines[i];
+		uint64_t h = line_hash(o->k1, o->k2);
+
+		if (!o->line)
+			continue;
+		for (uint32_t k = 0;; k++)
+			if (!t[(h + k) & (cap - 1)].line) {
+				t[(h + k) & (cap - 1)] = *o;
+				break;
+			}
+	}
+	free(m->lines);
+	m->lines = t;
+	m->lines_cap = cap;
+	return 0;
+}
+
+/*
+ * The index entry of key (@k1, @k2): its line, or an empty entry with the
+ * key set for the caller to fill (line_slot_fill()). NULL when the index is
+ * full (AGENT_MAP_MAX_LINES) or out of memory: the record is dropped.
+ */
 static struct line_slot *line_slot(struct agent_map *m, uint64_t k1, uint64_t k2)
 {
-	uint64_t h = (k1 * 0x9e3779b97f4a7c15ull) ^ (k2 * 0xc2b2ae3d27d4eb4full);
+	uint64_t h = line_hash(k1, k2);
 
-	for (uint32_t i = 0; i < 16; i++) {
-		struct line_slot *s = &m->lines[(h + i) & (AGENT_MAP_LINE_CACHE - 1)];
+	line_index_sync(m);
+	/* At most half full, so a probe always ends on an empty entry. */
+	if ((m->n_lines + 1) * 2 > m->lines_cap && m->n_lines < AGENT_MAP_MAX_LINES && line_index_grow(m) < 0)
+		return NULL;
+	for (uint32_t i = 0; i < m->lines_cap; i++) {
+		struct line_slot *s = &m->lines[(h + i) & (m->lines_cap - 1)];
 
 		if (s->line && s->k1 == k1 && s->k2 == k2)
 			return s;
 		if (!s->line) {
-			s->k1 = k1;
-			s->k2 = k2;
-			s->mask = 0;
+			if (m->n_lines >= AGENT_MAP_MAX_LINES) {
+				agent_map_note(m, "agents created more than %u streams and threads; records on the "
+						  "others were dropped", AGENT_MAP_MAX_LINES);
+				return NULL;
+			}
+			*s = (struct line_slot){.k1 = k1, .k2 = k2};
 			return s;
 		}
 	}
-	return NULL; /* crowded: caller looks the line up without caching */
+	return NULL;
 }
 
-static void name_stream_line(struct trace_line *l, uint32_t stream, uint32_t mask)
+static void line_slot_fill(struct agent_map *m, struct line_slot *slot, struct trace_line *l, uint32_t pid)
+{
+	slot->line = l;
+	slot->pid = pid;
+	m->n_lines++;
+}
+
+/* "<comm> <pid> / <name>": the process in what the trace viewer shows. */
+static void set_display_name(const struct agent_src *s, struct trace_line *l)
+{
+	char display[256];
+
+	snprintf(display, sizeof(display), XN_LINE_DISPLAY_FMT, s->name, s->pid, l->name);
+	(void)trace_line_set_display_name(l, display); /* out of memory: the name still shows */
+}
+
+static void name_stream_line(const struct agent_src *s, struct trace_line *l, uint32_t stream, uint32_t mask)
 {
 	char name[160];
 	size_t n = (size_t)snprintf(name, sizeof(name), XN_LINE_STREAM_FMT, stream);
@@ -175,32 +263,36 @@ static void name_stream_line(struct trace_line *l, uint32_t stream, uint32_t mas
 	}
 	snprintf(name + n, sizeof(name) - n, XN_LINE_STREAM_END);
 	trace_line_set_name(l, name);
+	set_display_name(s, l);
 }
 
-/* Get or create a line on behalf of @s, within its line budget. NULL when
- * refused or out of memory. */
-static struct trace_line *src_line(struct agent_src *s, struct trace_plane *p, int64_t id, const char *name)
+/*
+ * Create the line of index entry @slot on plane @p (@plane_idx: 0 host,
+ * 1 + n GPU n) for @s, within its line budget: the plane's next id.
+ * NULL when refused or out of memory.
+ */
+static struct trace_line *src_line(struct agent_src *s, struct line_slot *slot, struct trace_plane *p,
+				   uint32_t plane_idx, const char *name)
 {
-	uint32_t before = p->n_lines;
+	struct agent_map *m = s->m;
+	uint32_t id = m->last_line_id[plane_idx] + 1;
 	struct trace_line *l;
 
 	if (s->n_lines >= AGENT_MAP_MAX_LINES_PER_SRC) {
 		if (s->lines_refused++ == 0)
-			agent_map_note(s->m, "pid %u (%s) used more than %u streams and threads; records on the "
-					     "others were dropped", s->pid, s->name, AGENT_MAP_MAX_LINES_PER_SRC);
+			agent_map_note(m, "pid %u (%s) used more than %u streams and threads; records on the "
+					  "others were dropped", s->pid, s->name, AGENT_MAP_MAX_LINES_PER_SRC);
 		return NULL;
 	}
+	/* The plane's line limit (TRACE_MAX_LINES_PER_PLANE) ends the ids
+	 * long before LINE_ID_LIMIT. */
 	l = trace_line(p, id, name);
-	if (l && p->n_lines != before)
-		s->n_lines++;
+	if (!l)
+		return NULL;
+	m->last_line_id[plane_idx] = id;
+	s->n_lines++;
+	line_slot_fill(m, slot, l, s->pid);
 	return l;
-}
-
-/* Line ids keep processes apart: pid in the high half (as uint64, then
- * reinterpreted: a pid >= 2^31 must not overflow a signed shift). */
-static int64_t pid_line_id(uint32_t pid, uint32_t low)
-{
-	return (int64_t)(((uint64_t)pid << 32) | low);
 }
 
 static struct trace_line *stream_line(struct agent_src *s, struct trace_plane *p, uint32_t plane_no,
@@ -210,23 +302,20 @@ static struct trace_line *stream_line(struct agent_src *s, struct trace_plane *p
 	struct line_slot *slot = line_slot(s->m, k1, stream);
 	struct trace_line *l;
 
-	if (slot && slot->line) {
+	if (!slot)
+		return NULL;
+	if (slot->line) {
 		if (!(slot->mask & type_bit)) {
 			slot->mask |= type_bit;
-			name_stream_line(slot->line, stream, slot->mask);
+			name_stream_line(s, slot->line, stream, slot->mask);
 		}
 		return slot->line;
 	}
-	l = src_line(s, p, pid_line_id(s->pid, stream), "");
+	l = src_line(s, slot, p, 1 + plane_no, "");
 	if (!l)
 		return NULL;
-	if (slot) {
-		slot->line = l;
-		slot->mask = type_bit;
-		name_stream_line(l, stream, type_bit);
-	} else if (!strstr(l->name, type_names[__builtin_ctz(type_bit)])) {
-		name_stream_line(l, stream, type_bit); /* uncached: at least this type */
-	}
+	slot->mask = type_bit;
+	name_stream_line(s, l, stream, type_bit);
 	return l;
 }
 
@@ -235,21 +324,19 @@ static struct trace_line *host_line(struct agent_src *s, uint32_t tid)
 	struct agent_map *m = s->m;
 	struct line_slot *slot = line_slot(m, s->pid, tid);
 	char name[128];
-	struct trace_line *l;
 
-	if (slot && slot->line)
+	if (!slot)
+		return NULL;
+	if (slot->line)
 		return slot->line;
 	if (!m->host_plane)
 		m->host_plane = trace_plane(m->c->hub, XN_PLANE_HOST, 0);
 	if (!m->host_plane)
 		return NULL;
+	/* Thread ids repeat across pid namespaces: the name carries the pid,
+	 * and the line id is the plane's own. */
 	snprintf(name, sizeof(name), XN_LINE_HOST_THREAD_FMT, s->name, s->pid, tid);
-	/* Thread ids repeat across pid namespaces: the pid keeps them apart; the
-	 * trace viewer shows the low 32 bits, the tid. */
-	l = src_line(s, m->host_plane, pid_line_id(s->pid, tid), name);
-	if (l && slot)
-		slot->line = l;
-	return l;
+	return src_line(s, slot, m->host_plane, 0, name);
 }
 
 /* ---- events ---------------------------------------------------------------- */
@@ -311,18 +398,17 @@ static int64_t corr_sid(struct agent_map *m, struct trace_plane *p)
 }
 
 /* Recount what @s holds in the hub: trace_trim() freed records of
- * unknown owners. Its lines are the ones with its pid in the high half. */
+ * unknown owners. Its lines are the index entries it owns. */
 static uint64_t recount_held(const struct agent_src *s, const struct trace *hub)
 {
+	const struct agent_map *m = s->m;
 	uint64_t n = 0;
 
-	for (uint32_t i = 0; i < hub->n_planes; i++) {
-		const struct trace_plane *p = hub->planes[i];
-
-		for (uint32_t j = 0; j < p->n_lines; j++)
-			if (p->lines[j]->id != INT64_MAX && (uint64_t)p->lines[j]->id >> 32 == s->pid)
-				n += p->lines[j]->count;
-	}
+	if (m->lines_gen != hub->generation)
+		return 0; /* the index describes an older hub: none of its lines */
+	for (uint32_t i = 0; i < m->lines_cap; i++)
+		if (m->lines[i].line && m->lines[i].pid == s->pid)
+			n += m->lines[i].line->count;
 	return n;
 }
 
@@ -556,14 +642,15 @@ static void put_overhead(struct agent_src *s, const struct agent_rec_overhead *r
 
 		if (!d || !(p = gpu_plane(m, d->plane)))
 			return;
-		/* Cached like stream lines, under a key of its own. */
+		/* Indexed like stream lines, under a key of its own. */
 		slot = line_slot(m, (1ull << 62) | ((uint64_t)d->plane << 32) | s->pid, 0);
-		l = slot && slot->line ? slot->line :
-					 src_line(s, p, pid_line_id(s->pid, 0xffffffffu), XN_LINE_CUPTI_OVERHEAD);
+		if (!slot)
+			return;
+		l = slot->line;
+		if (!l && (l = src_line(s, slot, p, 1 + d->plane, XN_LINE_CUPTI_OVERHEAD)))
+			set_display_name(s, l);
 		if (!l)
 			return;
-		if (slot)
-			slot->line = l;
 	} else {
 		if (r->object_kind != 2 /* CUPTI_ACTIVITY_OBJECT_THREAD */ ||
 		    !(l = host_line(s, (uint32_t)r->object_id)))

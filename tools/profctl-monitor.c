@@ -123,7 +123,10 @@ int cmd_monitor(int argc, char **argv)
 				break;
 			if (r < 0)
 				return profctl_err(PROFCTL_EXIT_FAIL, "%s: %s", url, msg[0] ? msg : strerror(-r));
-			return profctl_err(PROFCTL_EXIT_FAIL, "%s: %s: %s", url, rpc_code_name(r), msg);
+			const char *hint = profctl_rpc_hint(r, msg);
+
+			return profctl_err(PROFCTL_EXIT_FAIL, "%s: %s: %s%s%s", url, rpc_code_name(r),
+					   msg[0] ? msg : "(no message)", hint ? "\n  hint: " : "", hint ? hint : "");
 		}
 		Tensorflow__MonitorResponse *resp = (Tensorflow__MonitorResponse *)m;
 

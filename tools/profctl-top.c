@@ -15,8 +15,16 @@
  *      kernel_details (on the event or its metadata, as XProf reads them),
  *      aggregated by name; copies are events carrying memcpy_details;
  *      busy % is the union of a GPU's kernel intervals over the window.
+ * Counter lines ("_counters_") of host and GPU planes are summarized per
+ * (plane, counter): points, min, mean, max, last. XSpace.errors and
+ * .warnings are listed in full: they are where a capture says why a part
+ * (GPU data, a collector) is missing.
  * Memory: one 16-byte interval per kernel of the GPU being walked, and the
  * correlation map (16 bytes per host launch); names stay views into the map.
+ *
+ * Several FILEs (one per host of a multi-host capture, or several sessions)
+ * are summarized one after the other, each on its own; --json then prints
+ * one array with an object per file.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -79,6 +87,12 @@ struct gpu {
 	ps128 first_ps, last_ps;
 };
 
+struct counter {
+	struct xs_str plane, name;
+	uint64_t points;
+	double min, max, sum, last;
+};
+
 struct corr_slot {
 	uint64_t key; /* corr + 1; 0 = empty */
 	uint32_t proc;
@@ -101,6 +115,10 @@ struct top {
 	bool window_from_env;
 	ps128 span_lo, span_hi; /* all device events, ps, fallback window */
 	char host[256];
+	struct counter *cn;
+	size_t ncn, capcn;
+	struct xs_str *notes[2]; /* [0] XSpace.errors, [1] .warnings (views) */
+	size_t nnotes[2], capnotes[2];
 };
 
 static int grow(void **arr, size_t *cap, size_t n, size_t elem)
@@ -337,6 +355,87 @@ static int walk_env(struct xs_file *f, struct top *t)
 	return r;
 }
 
+struct notes_ud {
+	struct top *t;
+	int which;
+	int err;
+};
+
+static void note_cb(struct xs_str s, void *ud)
+{
+	struct notes_ud *u = ud;
+	struct top *t = u->t;
+
+	if (u->err || (u->err = grow((void **)&t->notes[u->which], &t->capnotes[u->which], t->nnotes[u->which],
+				     sizeof(struct xs_str))) < 0)
+		return;
+	t->notes[u->which][t->nnotes[u->which]++] = s;
+}
+
+static int walk_notes(struct xs_file *f, struct top *t)
+{
+	struct notes_ud e = {t, 0, 0}, w = {t, 1, 0};
+	int r;
+
+	if ((r = xs_space_strings(f, XS_SPACE_ERRORS, note_cb, &e)) < 0 ||
+	    (r = xs_space_strings(f, XS_SPACE_WARNINGS, note_cb, &w)) < 0)
+		return r;
+	return e.err < 0 ? e.err : w.err;
+}
+
+/*
+ * Fold one "_counters_" line into the per-(plane, counter) summary. A
+ * point is a zero-length event whose first numeric stat is the value
+ * (docs/counters.md); the counter is the event's metadata name.
+ */
+static int walk_counters(struct top *t, const struct xs_plane *pl, const struct xs_line *ln)
+{
+	struct pb_cursor ei = xs_line_events(ln);
+	struct xs_event ev;
+	int r;
+
+	while ((r = xs_next_event(&ei, &ev)) > 0) {
+		const struct xs_meta *m = xs_plane_event_meta(pl, ev.metadata_id);
+		struct pb_cursor it = ev.raw;
+		struct xs_stat st;
+		struct xs_str name;
+		struct counter *c = NULL;
+		double v;
+		bool have = false;
+
+		if (!m)
+			continue;
+		name = m->display_name.len ? m->display_name : m->name;
+		while (!have && (r = xs_event_next_stat(&it, &st)) > 0)
+			have = xs_stat_number(&st, &v);
+		if (r < 0)
+			return r;
+		if (!have || !isfinite(v))
+			continue;
+		/* A handful of counters per plane: a linear search is enough. */
+		for (size_t i = t->ncn; i-- > 0;)
+			if (t->cn[i].name.len == name.len && !memcmp(t->cn[i].name.p, name.p, name.len) &&
+			    t->cn[i].plane.len == pl->name.len && !memcmp(t->cn[i].plane.p, pl->name.p, pl->name.len)) {
+				c = &t->cn[i];
+				break;
+			}
+		if (!c) {
+			if (t->ncn >= 100000)
+				continue; /* hostile file: a bounded summary */
+			if ((r = grow((void **)&t->cn, &t->capcn, t->ncn, sizeof(*t->cn))) < 0)
+				return r;
+			c = &t->cn[t->ncn++];
+			*c = (struct counter){.plane = pl->name, .name = name, .min = v, .max = v};
+		}
+		c->points++;
+		c->min = v < c->min ? v : c->min;
+		c->max = v > c->max ? v : c->max;
+		c->sum += v;
+		c->last = v;
+	}
+	return r;
+}
+
 static void hostname_cb(struct xs_str s, void *ud)
 {
 	struct top *t = ud;
@@ -365,8 +464,11 @@ static int walk_host(struct xs_file *f, struct top *t)
 			struct xs_event ev;
 			int pi;
 
-			if (xs_str_eq(ln.name, "_counters_"))
+			if (xs_str_eq(ln.name, "_counters_")) {
+				if ((r = walk_counters(t, &pl, &ln)) < 0)
+					break;
 				continue;
+			}
 			pi = proc_index(t, ln.name);
 			if (pi < 0) {
 				r = pi;
@@ -463,8 +565,11 @@ static int walk_gpus(struct xs_file *f, struct top *t)
 			struct pb_cursor ei = xs_line_events(&ln);
 			struct xs_event ev;
 
-			if (xs_str_eq(ln.name, "_counters_"))
+			if (xs_str_eq(ln.name, "_counters_")) {
+				if ((r = walk_counters(t, &pl, &ln)) < 0)
+					break;
 				continue;
+			}
 			while ((r = xs_next_event(&ei, &ev)) > 0) {
 				const struct xs_meta *m = xs_plane_event_meta(&pl, ev.metadata_id);
 				ps128 start = (ps128)ln.timestamp_ns * 1000 + ev.offset_ps;
@@ -613,12 +718,41 @@ static void json_str(struct ow *w, const char *p, size_t n)
 	ow_putc(w, '"');
 }
 
-static void print_json(struct ow *w, const struct top *t, size_t limit)
+static void print_json(struct ow *w, const struct top *t, size_t limit, const char *file)
 {
 	double win = window_ps(t);
 
-	ow_puts(w, "{\"host\":");
+	ow_puts(w, "{\"file\":");
+	json_str(w, file, strlen(file));
+	ow_puts(w, ",\"host\":");
 	json_str(w, t->host, strlen(t->host));
+	for (int k = 0; k < 2; k++) {
+		ow_puts(w, k ? "],\"warnings\":[" : ",\"errors\":[");
+		for (size_t i = 0; i < t->nnotes[k]; i++) {
+			if (i)
+				ow_putc(w, ',');
+			json_str(w, t->notes[k][i].p, t->notes[k][i].len);
+		}
+	}
+	ow_puts(w, "],\"counters\":[");
+	for (size_t i = 0; i < t->ncn; i++) {
+		const struct counter *c = &t->cn[i];
+
+		ow_puts(w, i ? ",{\"plane\":" : "{\"plane\":");
+		json_str(w, c->plane.p, c->plane.len);
+		ow_puts(w, ",\"name\":");
+		json_str(w, c->name.p, c->name.len);
+		ow_printf(w, ",\"points\":%" PRIu64 ",\"min\":", c->points);
+		json_double(w, c->min);
+		ow_puts(w, ",\"mean\":");
+		json_double(w, c->sum / (double)c->points);
+		ow_puts(w, ",\"max\":");
+		json_double(w, c->max);
+		ow_puts(w, ",\"last\":");
+		json_double(w, c->last);
+		ow_putc(w, '}');
+	}
+	ow_putc(w, ']');
 	ow_puts(w, ",\"window_ns\":");
 	json_double(w, win / 1000);
 	ow_printf(w, ",\"window_source\":\"%s\",\"kernels\":[", t->window_from_env ? "task_environment" : "event_span");
@@ -691,7 +825,7 @@ static void print_json(struct ow *w, const struct top *t, size_t limit)
 		json_double(w, (double)p->kernel_ps / 1000);
 		ow_putc(w, '}');
 	}
-	ow_puts(w, "]}\n");
+	ow_puts(w, "]}");
 }
 
 static void print_text(const struct top *t, size_t limit)
@@ -704,6 +838,15 @@ static void print_text(const struct top *t, size_t limit)
 		launches += t->k[i].count;
 	printf("host %s, window %s (%s)\n\n", t->host[0] ? t->host : "?", fmt_ps(win, a, sizeof(a)),
 	       t->window_from_env ? "Task Environment" : "first to last device event");
+	/* First: they say why a section below is empty (no GPU data, a collector off). */
+	for (int k = 0; k < 2; k++) {
+		if (!t->nnotes[k])
+			continue;
+		printf("%s (XSpace.%s):\n", k ? "Warnings" : "Errors", k ? "warnings" : "errors");
+		for (size_t i = 0; i < t->nnotes[k]; i++)
+			printf("  %.*s\n", (int)t->notes[k][i].len, t->notes[k][i].p);
+		printf("\n");
+	}
 	printf("Top kernels by %s (%zu distinct, %" PRIu64 " launches):\n",
 	       sort_by == SORT_COUNT ? "count" : sort_by == SORT_MEAN ? "mean time" : sort_by == SORT_MAX ? "max time" : "total time",
 	       t->nk, launches);
@@ -767,12 +910,22 @@ static void print_text(const struct top *t, size_t limit)
 		       p->host_events, fmt_ps((double)p->host_ps, a, sizeof(a)), p->launches, p->kernels,
 		       fmt_ps((double)p->kernel_ps, e, sizeof(e)));
 	}
+	printf("\nCounters (\"_counters_\" lines: points, min, mean, max, last):\n");
+	if (!t->ncn)
+		printf("  (none)\n");
+	for (size_t i = 0; i < t->ncn; i++) {
+		const struct counter *cn = &t->cn[i];
+
+		printf("  %-12.*s %-32.*s %7" PRIu64 " %12.6g %12.6g %12.6g %12.6g\n", (int)cn->plane.len, cn->plane.p,
+		       (int)cn->name.len, cn->name.p, cn->points, cn->min, cn->sum / (double)cn->points, cn->max,
+		       cn->last);
+	}
 }
 
 static void help(FILE *f)
 {
 	fprintf(f,
-		"Usage: profctl top FILE.xplane.pb [-n N] [--sort total|count|mean|max] [--json]\n"
+		"Usage: profctl top FILE.xplane.pb... [-n N] [--sort total|count|mean|max] [--json]\n"
 		"\n"
 		"Summarize a captured XSpace in the terminal:\n"
 		"  - top kernels (GPU events with kernel_details): count, total, mean, min and\n"
@@ -784,15 +937,70 @@ static void help(FILE *f)
 		"    memcpy events (memcpy_details size:);\n"
 		"  - per process: host events and time, launches, and the GPU kernel time of\n"
 		"    its launches (joined by correlation_id). The process is the part of a\n"
-		"    host line's name before the first '/'.\n"
+		"    host line's name before the first '/';\n"
+		"  - counters (\"_counters_\" lines of host and GPU planes): points, min,\n"
+		"    mean, max and last value;\n"
+		"  - every XSpace error and warning (why GPU data or a collector is missing).\n"
+		"\n"
+		"Several FILEs (e.g. a multi-host capture's DIR/*.xplane.pb) are summarized\n"
+		"one after the other; with --json, as one array of objects.\n"
 		"\n"
 		"Options:\n"
 		"  -n, --limit N       kernels to list (default 20; 0 = all)\n"
 		"  -s, --sort KEY      total (default), count, mean or max\n"
-		"      --json          one JSON object (times in ns) for scripts\n"
+		"      --json          one JSON object per file (times in ns) for scripts;\n"
+		"                      an array of them when several FILEs are given\n"
 		"  -h, --help          this text\n"
 		"\n"
-		"Exit status: 0 ok; 1 the file could not be read; 2 bad usage.\n");
+		"Exit status: 0 ok; 1 a file could not be read (the others are still\n"
+		"summarized); 2 bad usage.\n");
+}
+
+/*
+ * Summarize one file: to @w as JSON, else as text (with a header line when
+ * @several). 0, or 1 after printing why the file could not be read.
+ */
+static int top_one(const char *path, struct ow *w, size_t limit, bool several, size_t *n_json)
+{
+	struct top t = {0};
+	struct xs_file *f = NULL;
+	int r, rc = 0;
+
+	r = xs_file_open(path, &f);
+	if (r < 0)
+		return -profctl_err(PROFCTL_EXIT_FAIL, "cannot read %s: %s", path, strerror(-r));
+	if ((r = walk_env(f, &t)) < 0 || (r = xs_space_strings(f, XS_SPACE_HOSTNAMES, hostname_cb, &t)) < 0 ||
+	    (r = walk_notes(f, &t)) < 0 || (r = walk_host(f, &t)) < 0 || (r = walk_gpus(f, &t)) < 0) {
+		rc = -profctl_err(PROFCTL_EXIT_FAIL, "%s: %s", path,
+				  r == -EBADMSG ? "not a valid XSpace (malformed protobuf)" : strerror(-r));
+		goto out;
+	}
+	if (t.nk)
+		qsort(t.k, t.nk, sizeof(*t.k), kernel_cmp);
+	if (t.np)
+		qsort(t.p, t.np, sizeof(*t.p), proc_cmp);
+	if (w) {
+		if ((*n_json)++)
+			ow_putc(w, ',');
+		print_json(w, &t, limit, path);
+	} else {
+		if (several)
+			printf("==> %s <==\n", path);
+		print_text(&t, limit);
+		if (several)
+			printf("\n");
+	}
+out:
+	free(t.k);
+	free(t.kidx);
+	free(t.p);
+	free(t.corr);
+	free(t.g);
+	free(t.cn);
+	free(t.notes[0]);
+	free(t.notes[1]);
+	xs_file_close(f);
+	return rc;
 }
 
 int cmd_top(int argc, char **argv)
@@ -805,8 +1013,8 @@ int cmd_top(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	struct top t = {0};
-	struct xs_file *f = NULL;
+	struct ow w;
+	size_t n_json = 0;
 	uint32_t limit = 20;
 	bool json = false;
 	int c, r, rc = PROFCTL_EXIT_OK;
@@ -841,40 +1049,20 @@ int cmd_top(int argc, char **argv)
 			return profctl_usage_err("top", "bad option");
 		}
 	}
-	if (optind + 1 != argc)
-		return profctl_usage_err("top", "expected exactly one FILE");
-	r = xs_file_open(argv[optind], &f);
-	if (r < 0)
-		return profctl_err(PROFCTL_EXIT_FAIL, "cannot read %s: %s", argv[optind], strerror(-r));
-	if ((r = walk_env(f, &t)) < 0 || (r = xs_space_strings(f, XS_SPACE_HOSTNAMES, hostname_cb, &t)) < 0 ||
-	    (r = walk_host(f, &t)) < 0 || (r = walk_gpus(f, &t)) < 0) {
-		rc = profctl_err(PROFCTL_EXIT_FAIL, "%s: %s", argv[optind],
-				 r == -EBADMSG ? "not a valid XSpace (malformed protobuf)" : strerror(-r));
-		goto out;
+	if (optind >= argc)
+		return profctl_usage_err("top", "expected at least one FILE");
+	if (json && (r = ow_open(&w, "-", false)) < 0)
+		return profctl_err(PROFCTL_EXIT_FAIL, "%s", strerror(-r));
+	if (json && argc - optind > 1)
+		ow_putc(&w, '[');
+	for (int i = optind; i < argc; i++) {
+		if (top_one(argv[i], json ? &w : NULL, limit ? limit : SIZE_MAX, argc - optind > 1, &n_json) < 0)
+			rc = PROFCTL_EXIT_FAIL;
 	}
-	if (t.nk)
-		qsort(t.k, t.nk, sizeof(*t.k), kernel_cmp);
-	if (t.np)
-		qsort(t.p, t.np, sizeof(*t.p), proc_cmp);
 	if (json) {
-		struct ow w;
-
-		if ((r = ow_open(&w, "-", false)) < 0) {
-			rc = profctl_err(PROFCTL_EXIT_FAIL, "%s", strerror(-r));
-			goto out;
-		}
-		print_json(&w, &t, limit ? limit : SIZE_MAX);
+		ow_puts(&w, argc - optind > 1 ? "]\n" : "\n");
 		if ((r = ow_commit(&w)) < 0)
 			rc = profctl_err(PROFCTL_EXIT_FAIL, "writing stdout: %s", strerror(-r));
-	} else {
-		print_text(&t, limit ? limit : SIZE_MAX);
 	}
-out:
-	free(t.k);
-	free(t.kidx);
-	free(t.p);
-	free(t.corr);
-	free(t.g);
-	xs_file_close(f);
 	return rc;
 }

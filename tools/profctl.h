@@ -46,9 +46,15 @@ int profctl_usage_err(const char *sub, const char *fmt, ...) __attribute__((form
 /* Usage error (2) unless @url is HOST:PORT / [IPV6]:PORT (grpc:// allowed). */
 int profctl_check_url(const char *sub, const char *url);
 /*
+ * Advice for a failed call: @code is the gRPC code (>= 0) and @msg the
+ * status message, which tells a name that does not resolve from a server
+ * that refuses. NULL when there is nothing useful to add.
+ */
+const char *profctl_rpc_hint(int code, const char *msg);
+/*
  * One unary call to @url. 0 with *@ret the decoded reply (free with
  * protobuf_c_message_free_unpacked()), or 1 after printing why it failed,
- * with a hint for UNAVAILABLE.
+ * with profctl_rpc_hint()'s advice.
  */
 int profctl_call(const char *url, const char *path, const ProtobufCMessage *req,
 		 const ProtobufCMessageDescriptor *desc, uint64_t timeout_ms, ProtobufCMessage **ret);

@@ -5,7 +5,8 @@
  *
  * These strings are a contract with readers we do not control: a typo is
  * a silently missing column, so call sites use these macros, never a
- * literal. Sections of ../shared/reference/protocol.md are given as §.
+ * literal. § refers to the project's XSpace notes; docs/protocol.md, docs/agent.md
+ * and docs/counters.md describe what profd writes.
  */
 #pragma once
 
@@ -28,6 +29,9 @@
 #define XN_LINE_STREAM_FMT "Stream #%u("
 /* Host API lines: "<comm> (pid <pid>)/tid <tid>" (§4.6). */
 #define XN_LINE_HOST_THREAD_FMT "%s (pid %u)/tid %u"
+/* Display name of an agent's GPU lines: "<comm> <pid> / <line name>"; the
+ * name stays what XProf parses ("Stream #7(Compute)"). */
+#define XN_LINE_DISPLAY_FMT "%.64s %u / %s"
 #define XN_LINE_CUPTI_OVERHEAD "CUPTI overhead"
 
 /* ---- Task Environment stats (§4.2) --------------------------------------- */
@@ -100,13 +104,13 @@
  * ones back from the window's trace (daemon/monitor.c). */
 
 /* host.proc, on XN_PLANE_HOST (docs/counters.md §2). */
-#define XN_COUNTER_CPU_UTIL "CPU Utilization (%)"
+#define XN_COUNTER_CPU_UTIL "cpu_util_pct"
 /* Per CPU: printf format, the kernel's CPU number as unsigned. */
-#define XN_COUNTER_CPU_N_UTIL_FMT "CPU %u Utilization (%%)"
-#define XN_COUNTER_MEM_USED "Memory Used (bytes)"
-#define XN_COUNTER_MEM_AVAILABLE "Memory Available (bytes)"
-#define XN_COUNTER_LOAD1 "Load Average (1 min)"
-#define XN_COUNTER_CTXT_SWITCHES "Context Switches (/s)"
+#define XN_COUNTER_CPU_N_UTIL_FMT "cpu%u_util_pct"
+#define XN_COUNTER_MEM_USED "memory_used_bytes"
+#define XN_COUNTER_MEM_AVAILABLE "memory_available_bytes"
+#define XN_COUNTER_LOAD1 "load_avg_1m"
+#define XN_COUNTER_CTXT_SWITCHES "context_switches_per_s"
 
 /* host.io, on XN_PLANE_HOST (docs/nvml.md). */
 #define XN_COUNTER_NET_RX "net_rx_bytes_per_s"

@@ -80,6 +80,7 @@ static void line_free(struct trace_line *l)
 		trace__chunk_free(c);
 	}
 	free(l->name);
+	free(l->display_name);
 	free(l);
 }
 
@@ -242,6 +243,20 @@ int trace_line_set_name(struct trace_line *l, const char *name)
 		return -ENOMEM;
 	free(l->name);
 	l->name = s;
+	return 0;
+}
+
+int trace_line_set_display_name(struct trace_line *l, const char *name)
+{
+	char *s;
+
+	if (l->display_name && strcmp(l->display_name, name) == 0)
+		return 0;
+	s = dup_text(name);
+	if (!s)
+		return -ENOMEM;
+	free(l->display_name);
+	l->display_name = s;
 	return 0;
 }
 
@@ -543,7 +558,7 @@ static int snapshot_copy(const struct trace *hub, int64_t start_ns, int64_t stop
 			const struct trace_line *sl = sp->lines[j];
 			struct trace_line *dl = line_new(dp, sl->id, sl->name);
 
-			if (!dl)
+			if (!dl || (sl->display_name && trace_line_set_display_name(dl, sl->display_name) < 0))
 				return -ENOMEM;
 			for (const struct trace_chunk *c = sl->head; c; c = c->next) {
 				if (c->max_end_ns < start_ns)

@@ -152,6 +152,7 @@ struct trace_line {
 	/* read-only */
 	int64_t id;
 	char *name;
+	char *display_name; /* XLine.display_name; NULL: none (readers show @name) */
 	struct trace_plane *plane;
 	uint64_t count;
 	/* private */
@@ -211,6 +212,9 @@ void trace_drop_plane(struct trace *t, uint32_t idx);
  * renames). NULL on allocation failure or past the line limit. */
 struct trace_line *trace_line(struct trace_plane *p, int64_t id, const char *name);
 int trace_line_set_name(struct trace_line *l, const char *name);
+/* What viewers show instead of the name (XLine.display_name), while
+ * readers that parse @name keep reading it. 0 or -ENOMEM. */
+int trace_line_set_display_name(struct trace_line *l, const char *name);
 /* The `_counters_` line (id INT64_MAX), where counter events go. */
 struct trace_line *trace_counter_line(struct trace_plane *p);
 

@@ -5,7 +5,7 @@
  * Field numbers (reference/protocol.md §1.5):
  *   XSpace   1 planes, 2 errors, 3 warnings, 4 hostnames
  *   XPlane   1 id, 2 name, 3 lines, 4 event_metadata, 5 stat_metadata, 6 stats
- *   XLine    1 id, 2 name, 3 timestamp_ns, 4 events, 10 display_id
+ *   XLine    1 id, 2 name, 3 timestamp_ns, 4 events, 10 display_id, 11 display_name
  *   XEvent   1 metadata_id, 2 offset_ps, 3 duration_ps, 4 stats
  *   XStat    1 metadata_id, 2 double, 3 uint64, 4 int64, 5 str, 7 ref
  *   XEventMetadata / XStatMetadata   1 id, 2 name
@@ -121,6 +121,8 @@ static size_t line_header_size(const struct trace_line *l)
 
 	if (l->name[0])
 		n += pb_len_field_size(2, strlen(l->name));
+	if (l->display_name && l->display_name[0])
+		n += pb_len_field_size(11, strlen(l->display_name));
 	/* timestamp_ns (3) is 0 and display_id (10) unset: nothing to write. */
 	return n;
 }
@@ -555,6 +557,8 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 			w = pb_put_varint_field(w, 1, (uint64_t)l->id);
 			if (l->name[0])
 				w = pb_put_bytes_field(w, 2, l->name, strlen(l->name));
+			if (l->display_name && l->display_name[0])
+				w = pb_put_bytes_field(w, 11, l->display_name, strlen(l->display_name));
 			w = put_line_events(w, line_end, p, l, lp, info);
 			if (w != line_end)
 				goto out;

@@ -8,7 +8,7 @@
  *              [--kernels N] [--events N --spread-ms MS] [--captures N]
  *              [--dropped N] [--no-flush-reply] [--error CODE:TEXT]
  *              [--proto-version N] [--stats-v2 CUT,FOREIGN,FLAGS]
- *              [--hostile-times N] [--fake-uuids N]
+ *              [--hostile-times N] [--fake-uuids N] [--tid N]
  *
  * On START it sends a clock anchor (its clock is CLOCK_MONOTONIC, as an
  * unknown agent clock would be) and, per device in the order given (=
@@ -47,6 +47,7 @@
 static const char *arg_socket;
 static char *arg_devices;
 static const char *arg_name;
+static uint32_t arg_tid; /* --tid N: API records claim thread N (as in another pid namespace) */
 static unsigned arg_kernels = 5;
 static unsigned long arg_events;
 static unsigned arg_spread_ms = 1000;
@@ -131,7 +132,7 @@ static void put_api(uint64_t t, uint32_t name, uint32_t c, uint32_t cbid)
 
 	a->start = t;
 	a->end = t + 5000;
-	a->tid = (uint32_t)syscall(SYS_gettid);
+	a->tid = arg_tid ? arg_tid : (uint32_t)syscall(SYS_gettid);
 	a->correlation = c;
 	a->cbid = cbid;
 	a->name_id = name;
@@ -350,7 +351,7 @@ int main(int argc, char **argv)
 		{ "no-flush-reply", no_argument, &arg_no_flush_reply, 1 },
 		{ "error", required_argument, NULL, 'E' },    { "proto-version", required_argument, NULL, 'V' },
 		{ "stats-v2", required_argument, NULL, 'T' }, { "hostile-times", required_argument, NULL, 'H' },
-		{ "fake-uuids", required_argument, NULL, 'U' },
+		{ "fake-uuids", required_argument, NULL, 'U' }, { "tid", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned captures = 0;
@@ -372,6 +373,7 @@ int main(int argc, char **argv)
 			arg_error_text = strchr(optarg, ':') ? strchr(optarg, ':') + 1 : "";
 			break;
 		case 'U': arg_fake_uuids = (unsigned)atoi(optarg); break;
+		case 't': arg_tid = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'H': arg_hostile = strtoul(optarg, NULL, 10); break;
 		case 'V': arg_proto_version = (unsigned)atoi(optarg); break;
 		case 'T':

@@ -140,9 +140,10 @@ class AgentTests(T.AgentDaemonCase):
                 continue
             m = re.fullmatch(r"(\S+) \(pid (\d+)\)/tid (\d+)", line.name)
             self.assertTrue(m, line.name)
-            # id = pid << 32 | tid: thread ids repeat across pid namespaces.
-            self.assertEqual(int(m.group(3)), line.id & 0xffffffff)
-            self.assertEqual(int(m.group(2)), line.id >> 32)
+            # Thread ids repeat across pid namespaces: the name carries the pid;
+            # the id is the plane's own ordinal, below XProf's derived range.
+            self.assertLess(line.id, T.LINE_ID_LIMIT)
+            self.assertEqual(T.line_owner(line), (int(m.group(2)), int(m.group(3))))
             for ev in line.events:
                 st_ = stats_of(host, ev.stats)
                 self.assertEqual(st_["correlation_id"][0], "uint64_value")
@@ -162,8 +163,10 @@ class AgentTests(T.AgentDaemonCase):
             line_names = {}
             pids = set()
             for line in p.lines:
-                line_names[line.id & 0xFFFFFFFF] = line.name
-                pids.add(line.id >> 32)
+                owner = T.line_owner(line)
+                line_names[owner[1]] = line.name
+                pids.add(owner[0])
+                self.assertLess(line.id, T.LINE_ID_LIMIT)
                 for ev in line.events:
                     name = p.event_metadata[ev.metadata_id].name
                     st_ = stats_of(p, ev.stats)
@@ -200,6 +203,41 @@ class AgentTests(T.AgentDaemonCase):
                 for ev in line.events:
                     self.assertLess((line.timestamp_ns * 1000 + ev.offset_ps) / 1e12, 0.6,
                                     (line.name, line.timestamp_ns, ev.offset_ps))
+
+    def test_2b_same_tid_in_two_containers_gives_two_tracks(self):
+        # Two jobs in separate pid namespaces both report thread 1 (and use
+        # stream 7): their lines must stay apart in XProf, which keeps only
+        # the low 32 bits of a line id and derives lines from 0xdeadbeef up.
+        a1 = Agent(self.sock, [UUID_A], "job-a", "--tid", "1")
+        a2 = Agent(self.sock, [UUID_A], "job-b", "--tid", "1")
+        self.wait_agents(2)
+        x = self.capture(500, "sametid")
+        self.assertEqual(a1.finish(), 0)
+        self.assertEqual(a2.finish(), 0)
+        pids = {a1.proc.pid: "job-a", a2.proc.pid: "job-b"}
+        for p in x.planes:
+            if p.name != "/host:CPU" and not p.name.startswith("/device:GPU:"):
+                continue
+            ids = [l.id for l in p.lines if l.name != "_counters_"]
+            self.assertEqual(len(ids), len(set(ids)), p.name)          # unique per plane
+            self.assertTrue(all(0 < i < T.LINE_ID_LIMIT for i in ids), (p.name, ids))
+            # In order of first appearance: 1, 2, ... (no gaps among agent lines).
+            self.assertEqual(sorted(ids), list(range(1, len(ids) + 1)), p.name)
+        host = next(p for p in x.planes if p.name == "/host:CPU")
+        threads = {T.line_owner(l): l for l in host.lines if T.line_owner(l)}
+        self.assertEqual(set(threads), {(pid, 1) for pid in pids})
+        self.assertEqual(len({l.id & 0xffffffff for l in threads.values()}), 2)  # two tracks
+        for (pid, _), l in threads.items():
+            self.assertEqual(l.name, f"{pids[pid]} (pid {pid})/tid 1")
+        gpu = next(p for p in x.planes if p.name.startswith("/device:GPU:"))
+        streams = {T.line_owner(l): l for l in gpu.lines if l.name.startswith("Stream #7(")}
+        self.assertEqual(set(streams), {(pid, 7) for pid in pids})
+        self.assertEqual(len({l.id for l in streams.values()}), 2)
+        for (pid, _), l in streams.items():
+            # The name stays what XProf parses; the display name adds the process.
+            self.assertEqual(l.name, "Stream #7(Compute)")
+            self.assertEqual(l.display_name, f"{pids[pid]} {pid} / Stream #7(Compute)")
+            self.assertTrue(l.events)
 
     def test_3_malformed_frames_are_rejected(self):
         def raw(data, close=True):

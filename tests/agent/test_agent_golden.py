@@ -50,7 +50,7 @@ def canonical(x, pids):
     base = {}
     for p in x.planes:
         for line in p.lines:
-            pid = line.id >> 32
+            pid = T.line_pid(line)
             if pid in pids:
                 for e in line.events:
                     t = line.timestamp_ns * 1000 + e.offset_ps
@@ -62,10 +62,15 @@ def canonical(x, pids):
         out += ["  stat " + stat_text(p, s, sub) for s in sorted(p.stats, key=lambda s: p.stat_metadata[s.metadata_id].name)]
         rows = []
         for line in p.lines:
-            pid = line.id >> 32
-            if pid not in pids:
+            owner = T.line_owner(line)
+            if owner is None or owner[0] not in pids:
                 continue  # host counters: not the agents'
-            head = f"  line {sub(line.name)} id={sub(str(pid))}:{sub(str(line.id & 0xffffffff))}"
+            pid, key = owner
+            # Line ids are per-plane ordinals in order of arrival, which
+            # differs between runs: the text names a line by its owner and
+            # its key (tid or stream; the overhead line's was 2^32 - 1).
+            key = 0xffffffff if key is None else key
+            head = f"  line {sub(line.name)} id={sub(str(pid))}:{sub(str(key))}"
             for e in line.events:
                 t = line.timestamp_ns * 1000 + e.offset_ps - base[pid]
                 st = " ".join(sorted(stat_text(p, s, sub) for s in e.stats))

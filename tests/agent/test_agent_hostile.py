@@ -66,7 +66,7 @@ class Hostile(T.AgentDaemonCase):
         for name in ("/device:GPU:0", "/host:CPU"):
             p = ps[name]
             for line in p.lines:
-                if line.id >> 32 != pid:
+                if T.line_pid(line) != pid:
                     continue
                 for ev in line.events:
                     corr = stat(p, ev, "correlation_id")

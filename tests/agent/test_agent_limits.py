@@ -28,9 +28,9 @@ def capture(d, ms):
 
 
 def kernels_of(x, pid):
-    """Records on GPU planes on the stream lines of @pid (line id = pid << 32 | stream)."""
+    """Records on GPU planes on the stream lines of @pid (named after it)."""
     return sum(len(l.events) for p in x.planes if p.name.startswith("/device:GPU:")
-               for l in p.lines if l.id >> 32 == pid)
+               for l in p.lines if T.line_pid(l) == pid)
 
 
 def fake(sock, name, *args):

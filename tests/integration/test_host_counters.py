@@ -32,8 +32,8 @@ STEP = [(30, 0, 10, 60),   # 40 % busy
         (5, 0, 0, 95),     # 5 %
         (50, 25, 0, 25),   # 75 %
         (0, 0, 0, 100)]    # idle
-UTIL = {f"CPU {i} Utilization (%)": 100.0 * sum(s[:3]) / sum(s) for i, s in enumerate(STEP)}
-UTIL["CPU Utilization (%)"] = 100.0 * sum(sum(s[:3]) for s in STEP) / sum(sum(s) for s in STEP)
+UTIL = {f"cpu{i}_util_pct": 100.0 * sum(s[:3]) / sum(s) for i, s in enumerate(STEP)}
+UTIL["cpu_util_pct"] = 100.0 * sum(sum(s[:3]) for s in STEP) / sum(sum(s) for s in STEP)
 BASE = [(1132, 34, 1441, 11311718), (1123, 0, 849, 11313845), (2050, 12, 770, 11309921),
         (988, 3, 1210, 11312004)]
 CTXT_BASE, CTXT_STEP = 215062148, 1000
@@ -41,8 +41,8 @@ MEM_TOTAL_KB = 16 * 1024 * 1024
 MEM_AVAIL_KB = [8 * 1024 * 1024 + k * 256 * 1024 for k in range(4)]
 LOADS = ["0.25", "0.50", "1.25", "2.00"]
 
-NAMES = set(UTIL) | {"Memory Used (bytes)", "Memory Available (bytes)", "Load Average (1 min)",
-                     "Context Switches (/s)"}
+NAMES = set(UTIL) | {"memory_used_bytes", "memory_available_bytes", "load_avg_1m",
+                     "context_switches_per_s"}
 INT64_MAX = 2**63 - 1
 
 
@@ -160,12 +160,12 @@ class HostCounters(unittest.TestCase):
                 self.assertLess(t, (ms + 100) * 10**9, name)
 
         # The configured rate: gauges get a point on every tick.
-        n = len(pts["Memory Used (bytes)"])
+        n = len(pts["memory_used_bytes"])
         want = HZ * ms / 1000
         self.assertGreaterEqual(n, want * 0.7, n)
         self.assertLessEqual(n, want * 1.3, n)
-        self.assertEqual(len(pts["Load Average (1 min)"]), n)
-        self.assertEqual(len(pts["Context Switches (/s)"]), n)
+        self.assertEqual(len(pts["load_avg_1m"]), n)
+        self.assertEqual(len(pts["context_switches_per_s"]), n)
 
         # Utilisation: exact, whatever the number of steps between samples.
         for name, want_pct in UTIL.items():
@@ -176,20 +176,20 @@ class HostCounters(unittest.TestCase):
         # Memory: one of the fixture's states, used + available = total,
         # and the changes the writer made are seen.
         total = MEM_TOTAL_KB * 1024
-        avail = dict(pts["Memory Available (bytes)"])
+        avail = dict(pts["memory_available_bytes"])
         self.assertTrue(set(avail.values()) <= {kb * 1024.0 for kb in MEM_AVAIL_KB}, avail)
         self.assertGreaterEqual(len(set(avail.values())), 2)
-        for t, used in pts["Memory Used (bytes)"]:
+        for t, used in pts["memory_used_bytes"]:
             self.assertEqual(used + avail[t], total)
 
-        loads = {v for _, v in pts["Load Average (1 min)"]}
+        loads = {v for _, v in pts["load_avg_1m"]}
         self.assertTrue(loads <= {float(x) for x in LOADS}, loads)
         self.assertGreaterEqual(len(loads), 2)
 
         # Context switches/s over the interval between two points is a whole
         # number of writer steps (the first point's interval starts at the
         # baseline taken before the window).
-        ctxt = pts["Context Switches (/s)"]
+        ctxt = pts["context_switches_per_s"]
         steps = 0
         for (t0, _), (t1, rate) in zip(ctxt, ctxt[1:]):
             self.assertGreaterEqual(rate, 0)
@@ -241,8 +241,8 @@ class FileProblems(unittest.TestCase):
             writer.stop()
             shutil.rmtree(root, ignore_errors=True)
         pts = counter_points(space)
-        self.assertEqual(set(pts), NAMES - {"Memory Used (bytes)", "Memory Available (bytes)"})
-        self.assertEqual({v for _, v in pts["CPU 0 Utilization (%)"]}, {40.0})
+        self.assertEqual(set(pts), NAMES - {"memory_used_bytes", "memory_available_bytes"})
+        self.assertEqual({v for _, v in pts["cpu0_util_pct"]}, {40.0})
         warns = [w for w in space.warnings if "host.proc" in w]
         self.assertEqual(len(warns), 1, list(space.warnings))
         self.assertIn("meminfo", warns[0])
@@ -262,7 +262,7 @@ class FileProblems(unittest.TestCase):
         finally:
             writer.stop()
             shutil.rmtree(root, ignore_errors=True)
-        self.assertNotIn("Load Average (1 min)", counter_points(space))
+        self.assertNotIn("load_avg_1m", counter_points(space))
         warns = [w for w in space.warnings if "host.proc" in w]
         self.assertEqual(len(warns), 1, list(space.warnings))
         self.assertIn("loadavg: unexpected contents", warns[0])

@@ -134,7 +134,10 @@ class CaptureRealDaemons(unittest.TestCase):
     def test_progress_line_on_a_terminal(self):
         import pty
         import select
-        master, slave = pty.openpty()
+        try:
+            master, slave = pty.openpty()
+        except OSError as e:  # minimal containers and chroots: no /dev/ptmx or devpts
+            self.skipTest(f"no pseudo-terminal here: {e}")
         p = subprocess.Popen([synth.PROFCTL, "capture", f"{self.a.addr},{self.b.addr}", "--logdir", self.logdir,
                               "--duration-ms", "800", "--delay-ms", "600", "--session-id", "tty",
                               "--allow-empty"], stdout=subprocess.PIPE, stderr=slave)
@@ -243,6 +246,64 @@ class CaptureRequest(unittest.TestCase):
         self.assertEqual(len(fake.requests), 3)
         self.assertEqual(len({q.session_id for q in fake.requests}), 1)
         self.assertIn("empty trace", r.stdout)
+
+    def test_unwritable_logdir_says_why_and_is_not_retried(self):
+        fake = FakeProfiler(P, self.xbytes)
+        self.addCleanup(fake.stop)
+        tmp = tempfile.mkdtemp(prefix="profctl-req-")
+        self.addCleanup(shutil.rmtree, tmp)
+        # A regular file where a directory must be: unwritable even for root.
+        blocker = os.path.join(tmp, "file")
+        with open(blocker, "w") as f:
+            f.write("x")
+        url = f"127.0.0.1:{fake.ports[0]}"
+        r = synth.run("capture", url, "--logdir", blocker, "--duration-ms", 50, "--attempts", 3)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, rf"FAILED {url}: could not write \S+{url.replace(':', '_')}\.xplane\.pb: "
+                                   r"Not a directory")
+        self.assertIn("hint: the host answered, but its data could not be saved", r.stdout)
+        self.assertEqual(len(fake.requests), 1)   # a local failure is not the host's: no retry
+        self.assertNotIn("retrying", r.stderr)
+
+    def test_dns_failure_says_the_name_does_not_resolve(self):
+        logdir = tempfile.mkdtemp(prefix="profctl-req-")
+        self.addCleanup(shutil.rmtree, logdir)
+        r = synth.run("capture", "no-such-host.invalid:6009", "--logdir", logdir, "--duration-ms", 50,
+                      "--attempts", 1)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("FAILED no-such-host.invalid:6009: UNAVAILABLE", r.stdout)
+        self.assertIn("hint: the host name does not resolve", r.stdout)
+        self.assertNotIn("is the profiler server running", r.stdout)
+
+    def test_silent_port_bounded_wait_with_notice(self):
+        # Accepts TCP connections and never says a word.
+        import socket
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        self.addCleanup(s.close)
+        url = f"127.0.0.1:{s.getsockname()[1]}"
+        logdir = tempfile.mkdtemp(prefix="profctl-req-")
+        self.addCleanup(shutil.rmtree, logdir)
+        t0 = time.monotonic()
+        r = synth.run("capture", url, "--logdir", logdir, "--duration-ms", 300, "--grace-ms", 4000)
+        took = time.monotonic() - t0
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertGreater(took, 4.0)
+        self.assertLess(took, 4.3 + 3 * synth.SLOW)     # once, bounded: not 60 s, not 3 attempts
+        self.assertIn(f"still waiting for {url} (giving up in", r.stderr)
+        self.assertIn(f"FAILED {url}: DEADLINE_EXCEEDED: no reply 4.0 s after the capture window ended", r.stdout)
+        self.assertIn("hint: the address accepted the connection but sent no reply", r.stdout)
+        self.assertNotIn("shorter --duration-ms", r.stdout)
+
+    def test_monitor_refused_and_dns_hints(self):
+        r = synth.run("monitor", f"127.0.0.1:{free_port()}", "--duration-ms", 100)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("UNAVAILABLE", r.stderr)
+        self.assertIn("hint: is the profiler server running", r.stderr)
+        r = synth.run("monitor", "no-such-host.invalid:6009", "--duration-ms", 100)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("hint: the host name does not resolve", r.stderr)
 
 
 if __name__ == "__main__":

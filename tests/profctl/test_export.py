@@ -94,10 +94,17 @@ class Export(synth.SynthCase):
         both = self.facts["host_corr"] & self.facts["dev_corr"]
         s = [e for e in self.ev if e["ph"] == "s"]
         f = [e for e in self.ev if e["ph"] == "f"]
-        self.assertEqual({e["id"] for e in s}, both)
+        # Dense ids, 1.. in correlation-id order (they stay below 2^53).
+        dense = {c: i + 1 for i, c in enumerate(sorted(both))}
+        self.assertEqual({e["id"] for e in s}, set(dense.values()))
         self.assertEqual(len(s), len(both))
-        self.assertEqual({e["id"] for e in f}, both)
+        self.assertEqual({e["id"] for e in f}, set(dense.values()))
         self.assertEqual(len(f), len(both))
+        # Each start sits on the launch that carries the correlation id its id stands for.
+        xs = {(e["pid"], e["tid"], e["ts"]): e for e in self.ev if e["ph"] == "X"}
+        for e in s + f:
+            launch = xs[(e["pid"], e["tid"], e["ts"])]
+            self.assertEqual(dense[launch["args"]["correlation_id"]], e["id"])
         self.assertTrue(all(e.get("bp") == "e" for e in f))
         host_pid = 2
         self.assertTrue(all(e["pid"] == host_pid for e in s))
@@ -106,8 +113,8 @@ class Export(synth.SynthCase):
         start = {e["id"]: e["ts"] for e in s}
         for e in f:
             self.assertGreaterEqual(e["ts"], start[e["id"]])
-        self.assertNotIn(999, {e["id"] for e in s})  # launch without a kernel
-        self.assertNotIn(7777, {e["id"] for e in f})  # kernel without a launch
+        self.assertNotIn(999, dense)  # launch without a kernel
+        self.assertNotIn(7777, dense)  # kernel without a launch
 
     def test_gzip_and_chrome_format_same_content(self):
         gz = os.path.join(self.tmp, "trace.json.gz")
@@ -171,6 +178,116 @@ class Export(synth.SynthCase):
         r = synth.run("export", empty, "-o", "-")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads(r.stdout)["traceEvents"], [])
+
+
+def big_pid_space(P, hostname, pids, launches=3):
+    """Host launches and GPU kernels joined by correlation ids pid << 32 | n,
+    as the agent map writes them, with pids above 2^21."""
+    sp = P.xp.XSpace()
+    sp.hostnames.append(hostname)
+    host = synth.Plane(sp.planes.add())
+    host.p.name = "/host:CPU"
+    gpu = synth.Plane(sp.planes.add())
+    gpu.p.name = "/device:GPU:0"
+    stream = gpu.p.lines.add()
+    stream.id = 1
+    stream.name = "Stream #7(Compute)"
+    stream.timestamp_ns = synth.START_NS
+    for k, pid in enumerate(pids):
+        ln = host.p.lines.add()
+        ln.id = k + 1
+        ln.name = f"python ({pid})/main"
+        ln.timestamp_ns = synth.START_NS
+        for n in range(launches):
+            corr = pid << 32 | (n + 1)
+            host.event(ln, "cudaLaunchKernel", 1000 * (k * launches + n), 100, correlation_id=corr)
+            gpu.event(stream, "k", 1000 * (k * launches + n) + 500, 200, correlation_id=corr)
+    return sp
+
+
+class ExportFlowIds(unittest.TestCase):
+    def setUp(self):
+        import tempfile
+        self.tmp = tempfile.mkdtemp(prefix="profctl-flow-")
+
+    def tearDown(self):
+        import shutil
+        shutil.rmtree(self.tmp)
+
+    def write(self, name, sp):
+        path = os.path.join(self.tmp, name)
+        with open(path, "wb") as f:
+            f.write(sp.SerializeToString())
+        return path
+
+    def test_flow_ids_below_2_53_for_pids_above_2_21(self):
+        pids = [3_000_000, 4_194_303, 2**31 - 1]
+        src = self.write("big.xplane.pb", big_pid_space(P, "h", pids))
+        out = os.path.join(self.tmp, "t.json")
+        r = synth.run("export", src, "-o", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # Parse the ids as exact integers: a viewer would round ids above 2^53.
+        with open(out) as f:
+            ev = json.load(f)["traceEvents"]
+        s = [e for e in ev if e["ph"] == "s"]
+        f_ = [e for e in ev if e["ph"] == "f"]
+        self.assertEqual(len(s), 9)
+        self.assertEqual(sorted(e["id"] for e in s), list(range(1, 10)))
+        self.assertEqual(sorted(e["id"] for e in f_), list(range(1, 10)))
+        self.assertTrue(all(e["id"] < 2**53 for e in s + f_))
+        # Every arrow still goes from a launch to the kernel of the same correlation id.
+        xs = {(e["pid"], e["tid"], e["ts"]): e for e in ev if e["ph"] == "X"}
+        corr_of = {}
+        for e in s + f_:
+            c = xs[(e["pid"], e["tid"], e["ts"])]["args"]["correlation_id"]
+            self.assertGreater(c, 2**53)
+            corr_of.setdefault(e["id"], set()).add(c)
+        self.assertTrue(all(len(v) == 1 for v in corr_of.values()))
+
+    def test_several_files_one_timeline(self):
+        a = self.write("w1_6009.xplane.pb", big_pid_space(P, "w1", [3_000_000]))
+        b = self.write("w2_6009.xplane.pb", big_pid_space(P, "w2", [3_000_000]))
+        c = self.write("w2_again.xplane.pb", big_pid_space(P, "w2", [5]))
+        out = os.path.join(self.tmp, "t.json")
+        r = synth.run("export", a, b, c, "-o", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ev = decode(out)["traceEvents"]
+        names = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+        self.assertEqual(sorted(names.values()),
+                         sorted(["w1: /host:CPU", "w1: /device:GPU:0", "w2: /host:CPU", "w2: /device:GPU:0",
+                                 "w2 #3: /host:CPU", "w2 #3: /device:GPU:0"]))
+        self.assertEqual(len(names), 6)  # distinct pids per host
+        s = [e for e in ev if e["ph"] == "s"]
+        # The same correlation ids on two hosts are two arrows each, not one.
+        self.assertEqual(sorted(e["id"] for e in s), list(range(1, 10)))
+        for e in [e for e in ev if e["ph"] in "sf"]:
+            host = names[e["pid"]].split(":")[0]
+            peers = {names[x["pid"]].split(":")[0] for x in ev if x["ph"] in "sf" and x["id"] == e["id"]}
+            self.assertEqual(peers, {host})
+        # One timeline: the same wall-clock instants from both hosts.
+        ts = {names[e["pid"]]: e["ts"] for e in ev if e["ph"] == "X" and e["name"] == "cudaLaunchKernel"}
+        self.assertEqual(ts["w1: /host:CPU"], ts["w2: /host:CPU"])
+
+    def test_files_without_host_name_are_named_by_file(self):
+        sp = big_pid_space(P, "x", [7])
+        del sp.hostnames[:]
+        a = self.write("10.0.0.1_6009.xplane.pb", sp)
+        b = self.write("10.0.0.2_6009.xplane.pb", sp)
+        out = os.path.join(self.tmp, "t.json")
+        r = synth.run("export", a, b, "-o", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        names = {e["args"]["name"] for e in decode(out)["traceEvents"]
+                 if e["ph"] == "M" and e["name"] == "process_name"}
+        self.assertEqual(names, {"10.0.0.1_6009: /host:CPU", "10.0.0.1_6009: /device:GPU:0",
+                                 "10.0.0.2_6009: /host:CPU", "10.0.0.2_6009: /device:GPU:0"})
+
+    def test_a_bad_file_among_several_fails(self):
+        a = self.write("w1.xplane.pb", big_pid_space(P, "w1", [1]))
+        r = synth.run("export", a, os.path.join(self.tmp, "missing.xplane.pb"), "-o",
+                      os.path.join(self.tmp, "t.json"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot read", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "t.json")))
 
 
 if __name__ == "__main__":

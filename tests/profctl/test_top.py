@@ -142,5 +142,86 @@ class Extremes(unittest.TestCase):
         self.assertTrue(all(k["total_ns"] > 0 for k in j["kernels"]))
 
 
+class ReadmeSequence(unittest.TestCase):
+    """README.md's sequence as written: TF's client captures into a logdir,
+    then profctl into the same logdir, then `profctl top DIR/*/HOST.xplane.pb`
+    (the glob matches both sessions) and `profctl export` of the same glob.
+    A host-only daemon: top must show the host counters and every warning."""
+
+    def test_tf_then_profctl_then_top_and_export_on_the_glob(self):
+        import glob
+        import time
+        import tfclient
+
+        d = T.Daemon()
+        self.addCleanup(d.stop)
+        logdir = tempfile.mkdtemp(prefix="profctl-readme-")
+        self.addCleanup(shutil.rmtree, logdir)
+        tfclient.trace(f"grpc://{d.addr}", logdir, 300, protos=P)
+        time.sleep(1.1)  # TF and profctl name sessions by the second
+        r = synth.run("capture", d.addr, "--logdir", logdir, "--duration-ms", 300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        files = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", "*",
+                                              d.addr.replace(":", "_") + ".xplane.pb")))
+        self.assertEqual(len(files), 2)
+
+        r = synth.run("top", *files)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.count("==> "), 2)
+        for f in files:
+            self.assertIn(f"==> {f} <==", r.stdout)
+        # The reason there is no GPU data, and the host counters, not empty sections.
+        self.assertEqual(r.stdout.count("Warnings (XSpace.warnings):"), 2)
+        self.assertIn("no GPU data:", r.stdout)
+        self.assertEqual(r.stdout.count("Counters ("), 2)
+        self.assertNotIn("Counters (\"_counters_\" lines: points, min, mean, max, last):\n  (none)", r.stdout)
+
+        r = synth.run("top", "--json", *files)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        js = json.loads(r.stdout)
+        self.assertEqual([j["file"] for j in js], files)
+        space = P.xp.XSpace.FromString(open(files[1], "rb").read())
+        self.assertEqual(js[1]["warnings"], list(space.warnings))
+        self.assertEqual(js[1]["errors"], list(space.errors))
+        # The counter summary agrees with the points in the file.
+        host = next(p for p in space.planes if p.name == "/host:CPU")
+        ctr = next(l for l in host.lines if l.name == "_counters_")
+        pts = {}
+        for e in ctr.events:
+            pts.setdefault(host.event_metadata[e.metadata_id].name, []).append(e.stats[0].double_value)
+        got = {c["name"]: c for c in js[1]["counters"] if c["plane"] == "/host:CPU"}
+        self.assertEqual(set(got), set(pts))
+        for name, v in pts.items():
+            self.assertEqual(got[name]["points"], len(v), name)
+            self.assertEqual(got[name]["min"], min(v), name)
+            self.assertEqual(got[name]["max"], max(v), name)
+            self.assertEqual(got[name]["last"], v[-1], name)
+
+        out = os.path.join(logdir, "both.json")
+        r = synth.run("export", *files, "-o", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            ev = json.load(f)["traceEvents"]
+        names = [e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"]
+        host_names = [n for n in names if n.endswith(": /host:CPU")]
+        self.assertEqual(len(host_names), 2)     # one per session, told apart
+        self.assertEqual(len(set(host_names)), 2)
+
+    def test_single_file_json_is_one_object(self):
+        sp, _ = synth.build(P)
+        tmp = tempfile.mkdtemp(prefix="profctl-top1-")
+        self.addCleanup(shutil.rmtree, tmp)
+        path = os.path.join(tmp, "a.xplane.pb")
+        with open(path, "wb") as f:
+            f.write(sp.SerializeToString())
+        r = synth.run("top", "--json", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIsInstance(json.loads(r.stdout), dict)
+        r = synth.run("top", path, os.path.join(tmp, "missing.xplane.pb"))
+        self.assertEqual(r.returncode, 1)          # reported, and the good file still summarized
+        self.assertIn("cannot read", r.stderr)
+        self.assertIn("Top kernels", r.stdout)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

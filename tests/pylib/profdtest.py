@@ -300,3 +300,26 @@ def wait_for(cond, timeout=5.0, step=0.05):
 
 def decode_xspace(p, data):
     return p.xp.XSpace.FromString(data)
+
+
+LINE_ID_LIMIT = 0xdeadbeef  # XProf's derived lines (kThreadIdDerivedMin) start here
+
+
+def line_owner(line):
+    """(pid, key) of a line an agent made, from its names: line ids are
+    per-plane ordinals and say nothing of the owner. Host lines are named
+    "<comm> (pid P)/tid T" -> (P, T); GPU lines show "<comm> P / Stream #S(...)"
+    -> (P, S) and "<comm> P / CUPTI overhead" -> (P, None). None otherwise."""
+    m = re.fullmatch(r".* \(pid (\d+)\)/tid (\d+)", line.name)
+    if m:
+        return int(m.group(1)), int(m.group(2))
+    m = re.fullmatch(r".* (\d+) / (?:Stream #(\d+)\(.*\)|CUPTI overhead)", line.display_name)
+    if m:
+        return int(m.group(1)), int(m.group(2)) if m.group(2) is not None else None
+    return None
+
+
+def line_pid(line):
+    """The pid of the agent that made @line, or None."""
+    o = line_owner(line)
+    return o[0] if o else None

@@ -269,6 +269,44 @@ TEST(trace_snapshot_copy_keeps_hub_and_filters_window)
 	trace_free(hub);
 }
 
+/* The display name travels hub -> snapshot -> XLine.display_name (11), next
+ * to the name readers parse. */
+TEST(xspace_line_display_name_survives_snapshot_and_encoding)
+{
+	struct trace *hub, *snap;
+	struct xspace_out out;
+	Tensorflow__Profiler__XSpace *x;
+
+	ASSERT_OK(trace_new(0, &hub));
+	struct trace_plane *p = trace_plane(hub, "/device:GPU:0", 0);
+	struct trace_line *a = trace_line(p, 1, "Stream #7(Compute)");
+	struct trace_line *b = trace_line(p, 2, "Stream #8(Memset)");
+	ASSERT_OK(trace_line_set_display_name(a, "python 1234 / Stream #7(Compute)"));
+	ASSERT_OK(trace_line_set_display_name(a, "python 1234 / Stream #7(Compute)")); /* same: no-op */
+	struct trace_event e = {.start_ns = 100, .meta = (uint32_t)trace_plane_event_id(p, "k")};
+	ASSERT_OK(trace_line_append(a, &e));
+	ASSERT_OK(trace_line_append(b, &e));
+	ASSERT_OK(trace_snapshot(hub, 0, 1000, false, &snap));
+	x = encode(snap, 0, 1000, &out);
+	ASSERT_TRUE(x != NULL);
+	const Tensorflow__Profiler__XPlane *gpu = plane(x, "/device:GPU:0");
+	ASSERT_TRUE(gpu != NULL);
+	ASSERT_EQ(gpu->n_lines, 2);
+	for (size_t i = 0; i < 2; i++) {
+		const Tensorflow__Profiler__XLine *l = gpu->lines[i];
+
+		if (l->id == 1) {
+			ASSERT_TRUE(strcmp(l->name, "Stream #7(Compute)") == 0);
+			ASSERT_TRUE(strcmp(l->display_name, "python 1234 / Stream #7(Compute)") == 0);
+		} else {
+			ASSERT_TRUE(strcmp(l->display_name, "") == 0); /* unset: not written */
+		}
+	}
+	tensorflow__profiler__xspace__free_unpacked(x, NULL);
+	xspace_out_free(&out);
+	trace_free(hub);
+}
+
 TEST(trace_plane_stats_replace_same_name)
 {
 	struct trace *t;
