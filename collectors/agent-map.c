@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "agent-map.h"
+#include "gpu-peaks.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
@@ -586,17 +587,16 @@ static void put_memory_v1(struct agent_src *s, const struct agent_rec_memory *r)
 }
 
 /* MEM_STATE: where this process's memory profile on that GPU starts. An
- * unknown level (source 0) leaves it unknown: describe says so. */
+ * unknown level (source 0), or more in use than the device has, leaves it
+ * unknown: describe says so. */
 static void put_mem_state(struct agent_src *s, const struct agent_rec_mem_state *r)
 {
 	struct agent_map_dev *d = dev_of(s, r->device);
+	bool known = r->source == AGENT_MEMSTATE_DEVICE && r->used_bytes <= r->total_bytes &&
+		     (!d || !d->d.mem_bytes || r->used_bytes <= d->d.mem_bytes);
 
-	if (!d || r->source != AGENT_MEMSTATE_DEVICE)
-		return;
-	/* More in use than the device has is not a level: leave it unknown. */
-	if (r->used_bytes > r->total_bytes || (d->d.mem_bytes && r->used_bytes > d->d.mem_bytes))
-		return;
-	agent_memory_state(&s->m->mem, s->pid, s->name, d->plane, r->used_bytes);
+	if (d)
+		agent_memory_state(&s->m->mem, s->pid, s->name, d->plane, known, known ? r->used_bytes : 0);
 }
 
 static void put_overhead(struct agent_src *s, const struct agent_rec_overhead *r)
@@ -801,6 +801,7 @@ static void set_caps(struct agent_map *m, struct trace_plane *p, const struct ag
 	trace_stat_u64(p, b, XN_STAT_MEMORY_SIZE, d->mem_bytes);
 	trace_stat_i64(p, b, XN_STAT_CC_MAJOR, d->cc_major);
 	trace_stat_i64(p, b, XN_STAT_CC_MINOR, d->cc_minor);
+	gpu_peaks_stats(p, b, d->cc_major, d->cc_minor, d->sm_count, d->sm_clock_khz, d->mem_bandwidth);
 	trace_plane_set_stats(p, b);
 }
 

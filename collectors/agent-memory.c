@@ -142,7 +142,8 @@ void agent_memory_add(struct agent_memory *am, uint32_t pid, const char *comm, u
 	a->records++;
 }
 
-void agent_memory_state(struct agent_memory *am, uint32_t pid, const char *comm, uint32_t plane, uint64_t used)
+void agent_memory_state(struct agent_memory *am, uint32_t pid, const char *comm, uint32_t plane, bool known,
+			uint64_t used)
 {
 	uint32_t idx;
 	struct agent_mem_allocator *a = allocator(am, pid, comm, plane, &idx);
@@ -151,8 +152,9 @@ void agent_memory_state(struct agent_memory *am, uint32_t pid, const char *comm,
 		am->allocs_refused++;
 		return;
 	}
-	a->base = used;
-	a->base_known = true;
+	a->base = known ? used : 0;
+	a->base_known = known;
+	a->base_unknown = !known;
 }
 
 static int rec_cmp(const void *x, const void *y)
@@ -279,7 +281,7 @@ void agent_memory_describe(struct agent_memory *am, struct trace *snap, int64_t 
 	for (uint32_t k = 0; k < am->n_allocs; k++) {
 		const struct agent_mem_allocator *a = &am->allocs[k];
 
-		if (a->records && !a->base_known) {
+		if (a->records && a->base_unknown) {
 			snprintf(text, sizeof(text),
 				 "pid %u (%s): the memory in use on GPU %u when the capture opened is unknown (no "
 				 "active primary CUDA context); its memory profile counts from 0",

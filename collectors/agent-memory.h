@@ -56,6 +56,7 @@ struct agent_mem_allocator {
 	char comm[64];
 	uint64_t base;      /* bytes in use when the capture opened (MEM_STATE) */
 	bool base_known;
+	bool base_unknown;  /* the agent said it could not measure it (v3) */
 	uint64_t records;   /* kept this capture */
 	uint64_t dropped;   /* refused by AGENT_MEMORY_MAX_RECORDS */
 };
@@ -94,8 +95,11 @@ struct agent_mem_event {
  * (counted per allocator, noted by agent_memory_describe()). */
 void agent_memory_add(struct agent_memory *am, uint32_t pid, const char *comm, uint32_t plane,
 		      const struct agent_mem_event *ev);
-/* MEM_STATE: @used bytes were in use on @plane when @pid's capture opened. */
-void agent_memory_state(struct agent_memory *am, uint32_t pid, const char *comm, uint32_t plane, uint64_t used);
+/* MEM_STATE: @used bytes were in use on @plane when @pid's capture opened;
+ * !@known: the agent could not tell (said in the window's warnings). A v1/v2
+ * agent sends none: its profile counts from 0 without a word, as it did. */
+void agent_memory_state(struct agent_memory *am, uint32_t pid, const char *comm, uint32_t plane, bool known,
+			uint64_t used);
 
 /*
  * Write the events of [@start_ns, @stop_ns) into @snap's /host:CPU, one line
