@@ -152,6 +152,23 @@ class MemoryProfile(C.AgentOnFakeCupti):
         levels = {st["bytes_allocated"][1] for k, _, st in ev if k == "MemoryDeallocation"}
         self.assertEqual(levels, {CONTEXT_BYTES})
 
+    def test_gpu_planes_carry_roofline_peaks(self):
+        a, _ = self.app()
+        x, _ = self.capture_while(800, lambda: (a.ask("launch 3 _Z6vecAddPKfS0_Pfi 0 7"),
+                                                a.ask("launch 3 _Z6vecAddPKfS0_Pfi 1 7")), a)
+        planes = [p for p in x.planes if p.name.startswith("/device:GPU:")]
+        self.assertEqual(len(planes), 2)
+        for p in planes:
+            st = {p.stat_metadata[s.metadata_id].name: value(s) for s in p.stats}
+            # fake-cuda.c: cc 9.0, 132 SMs at 1980 MHz, 2619 MHz x 5120-bit memory.
+            # Doubles: XProf reads a peak of another type as 0.
+            kind, tf = st["peak_teraflops_per_second"]
+            self.assertEqual(kind, "double_value")
+            self.assertAlmostEqual(tf, 4096 * 132 * 1.98e9 / 1e12)
+            kind, bw = st["peak_hbm_bw_gigabytes_per_second"]
+            self.assertEqual(kind, "double_value")
+            self.assertAlmostEqual(bw, 2 * 2619e6 * 5120 / 8 / 1e9)
+
 
 def load_tests(loader, tests, pattern):
     """Only this file's tests, not the ones MemoryProfile inherits."""
