@@ -6,6 +6,7 @@ XProf's memory profile reads (xprof/convert/xplane_to_memory_profile.cc),
 every number int64, running totals starting at the level in use when the
 capture opened."""
 import os
+import subprocess
 import sys
 import unittest
 
@@ -52,14 +53,11 @@ def memory_events(x):
 
 class MemoryProfile(C.AgentOnFakeCupti):
     def capture_memory(self, ms, work, app):
-        def run():
-            return work()
-
         # Wait for MEMORY2 as well as kernels before the job allocates.
         old = C.TRACED
         C.TRACED = MEMORY_TRACED
         try:
-            return self.capture_while(ms, run, app)
+            return self.capture_while(ms, work, app)
         finally:
             C.TRACED = old
 
@@ -168,6 +166,41 @@ class MemoryProfile(C.AgentOnFakeCupti):
             kind, bw = st["peak_hbm_bw_gigabytes_per_second"]
             self.assertEqual(kind, "double_value")
             self.assertAlmostEqual(bw, 2 * 2619e6 * 5120 / 8 / 1e9)
+
+    def test_doctor_reads_the_capture_back(self):
+        """profctl doctor FILE on this capture: the tools it fills, and what is missing."""
+        profctl = os.environ.get("PROFCTL")
+        if not profctl:
+            self.skipTest("PROFCTL not set")
+        a, _ = self.app()
+
+        def work():
+            a.ask("launch 20 _Z6vecAddPKfS0_Pfi 0 7")
+            p = a.ask(f"malloc 0 {MIB}")
+            a.ask(f"free {p[1]}")
+            a.ask("busy 1700")
+
+        x, _ = self.capture_memory(1200, work, a)
+        path = os.path.join(self.tmp, "cap.xplane.pb")
+        with open(path, "wb") as f:
+            f.write(x.SerializeToString())
+        out = subprocess.run([profctl, "doctor", path], capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        got = {}
+        for line in out.stdout.splitlines():
+            parts = line.split(None, 2)
+            if line.startswith("  ") and len(parts) == 3 and parts[1] in ("yes", "no"):
+                got[parts[0]] = (parts[1] == "yes", parts[2])
+        self.assertEqual(got["trace_viewer"][0], True, out.stdout)
+        self.assertEqual(got["kernel_stats"], (True, "20 kernels with kernel_details"), out.stdout)
+        self.assertEqual(got["memory_profile"],
+                         (True, "2 MemoryAllocation/MemoryDeallocation events on /host:CPU"), out.stdout)
+        # No NVTX in this job yet: no op names, no steps, and the check says so.
+        self.assertEqual(got["framework_op_stats"][0], False)
+        self.assertIn("tf_op", got["framework_op_stats"][1])
+        self.assertEqual(got["input_pipeline"][0], False)
+        self.assertIn("group_id", got["input_pipeline"][1])
+        self.assertIn("no op metrics", got["roofline"][1])
 
 
 def load_tests(loader, tests, pattern):
