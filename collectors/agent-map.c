@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "agent-map.h"
+#include "gpu-peaks.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
@@ -81,6 +82,7 @@ void agent_map_free(struct agent_map *m)
 	for (unsigned i = 0; i < m->n_notes; i++)
 		free(m->notes[i]);
 	m->n_notes = 0;
+	agent_memory_free(&m->mem);
 	buf_free(&m->sb);
 }
 
@@ -138,6 +140,7 @@ void agent_map_start(struct agent_map *m)
 {
 	collector_hub_changed(m->c, &m->gen_seen);
 	reset_caches(m);
+	agent_memory_start(&m->mem);
 }
 
 /* ---- planes and lines ----------------------------------------------------- */
@@ -602,7 +605,14 @@ static void put_memset(struct agent_src *s, const struct agent_rec_memset *r)
 	append(s, p, l, XN_EVENT_MEMSET, start, dur, trace_plane_statset(p, &m->sb), corr(s, r->correlation));
 }
 
-static void put_memory(struct agent_src *s, const struct agent_rec_memory *r)
+/*
+ * An allocation or release (MEMORY from a v1/v2 agent, MEMORY2 from v3):
+ * an instant on the device plane's stream line (the trace viewer's view,
+ * as upstream's tracer draws it) and a record for the memory profile
+ * (agent-memory.h), which turns it into a MemoryAllocation /
+ * MemoryDeallocation event on /host:CPU when the window is described.
+ */
+static void put_memory(struct agent_src *s, const struct agent_rec_memory2 *r)
 {
 	struct agent_map *m = s->m;
 	struct agent_map_dev *d = dev_of(s, r->device);
@@ -613,8 +623,26 @@ static void put_memory(struct agent_src *s, const struct agent_rec_memory *r)
 	char details[128];
 	int64_t ts, dur;
 
-	if (!d || !place_times(s, r->ts, r->ts, &ts, &dur) || !(p = gpu_plane(m, d->plane)) ||
-	    !(l = stream_line(s, p, d->plane, stream, alloc ? T_ALLOC : T_FREE)))
+	if (!d || !place_times(s, r->ts, r->ts, &ts, &dur))
+		return;
+	if (r->op == AGENT_MEMOP_ALLOC || r->op == AGENT_MEMOP_FREE) {
+		struct agent_mem_event ev = {
+			.ts = ts,
+			.alloc = alloc,
+			.bytes = r->bytes,
+			.address = r->address,
+			.mem_kind = r->mem_kind,
+			.pool_type = r->pool_type,
+			/* NVTX hook: the enclosing range's tf_op and the step's
+			 * group_id go here once NVTX ranges reach the map (the
+			 * allocation's API call has r->correlation). */
+			.tf_op = NULL,
+			.group_id = -1,
+		};
+
+		agent_memory_add(&m->mem, s->pid, s->name, d->plane, &ev);
+	}
+	if (!(p = gpu_plane(m, d->plane)) || !(l = stream_line(s, p, d->plane, stream, alloc ? T_ALLOC : T_FREE)))
 		return;
 	snprintf(details, sizeof(details), "kind:%s num_bytes:%llu", mem_kind(r->mem_kind),
 		 (unsigned long long)r->bytes);
@@ -623,6 +651,38 @@ static void put_memory(struct agent_src *s, const struct agent_rec_memory *r)
 		context_stat(p, &m->sb, r->context);
 	append(s, p, l, alloc ? XN_EVENT_MEMORY_ALLOC : XN_EVENT_MEMORY_FREE, ts, 0,
 	       trace_plane_statset(p, &m->sb), corr(s, r->correlation));
+}
+
+/* MEMORY (v1, v2) as MEMORY2 without a pool. */
+static void put_memory_v1(struct agent_src *s, const struct agent_rec_memory *r)
+{
+	struct agent_rec_memory2 r2 = {
+		.h = r->h,
+		.ts = r->ts,
+		.bytes = r->bytes,
+		.address = r->address,
+		.device = r->device,
+		.context = r->context,
+		.stream = r->stream,
+		.correlation = r->correlation,
+		.op = r->op,
+		.mem_kind = r->mem_kind,
+	};
+
+	put_memory(s, &r2);
+}
+
+/* MEM_STATE: where this process's memory profile on that GPU starts. An
+ * unknown level (source 0), or more in use than the device has, leaves it
+ * unknown: describe says so. */
+static void put_mem_state(struct agent_src *s, const struct agent_rec_mem_state *r)
+{
+	struct agent_map_dev *d = dev_of(s, r->device);
+	bool known = r->source == AGENT_MEMSTATE_DEVICE && r->used_bytes <= r->total_bytes &&
+		     (!d || !d->d.mem_bytes || r->used_bytes <= d->d.mem_bytes);
+
+	if (d)
+		agent_memory_state(&s->m->mem, s->pid, s->name, d->plane, known, known ? r->used_bytes : 0);
 }
 
 static void put_overhead(struct agent_src *s, const struct agent_rec_overhead *r)
@@ -743,7 +803,9 @@ int agent_map_records(struct agent_src *s, const uint8_t *p, size_t len, bool ta
 		case AGENT_REC_KERNEL: if (take) put_kernel(s, &v.r.kernel); break;
 		case AGENT_REC_MEMCPY: if (take) put_memcpy(s, &v.r.memcpy); break;
 		case AGENT_REC_MEMSET: if (take) put_memset(s, &v.r.memset); break;
-		case AGENT_REC_MEMORY: if (take) put_memory(s, &v.r.memory); break;
+		case AGENT_REC_MEMORY: if (take) put_memory_v1(s, &v.r.memory); break;
+		case AGENT_REC_MEMORY2: if (take) put_memory(s, &v.r.memory2); break;
+		case AGENT_REC_MEM_STATE: if (take) put_mem_state(s, &v.r.mem_state); break;
 		case AGENT_REC_OVERHEAD: if (take) put_overhead(s, &v.r.overhead); break;
 		case AGENT_REC_API: if (take) put_api(s, &v.r.api); break;
 		}
@@ -826,6 +888,7 @@ static void set_caps(struct agent_map *m, struct trace_plane *p, const struct ag
 	trace_stat_u64(p, b, XN_STAT_MEMORY_SIZE, d->mem_bytes);
 	trace_stat_i64(p, b, XN_STAT_CC_MAJOR, d->cc_major);
 	trace_stat_i64(p, b, XN_STAT_CC_MINOR, d->cc_minor);
+	gpu_peaks_stats(p, b, d->cc_major, d->cc_minor, d->sm_count, d->sm_clock_khz, d->mem_bandwidth);
 	trace_plane_set_stats(p, b);
 }
 
@@ -881,6 +944,13 @@ void agent_map_describe_src(struct agent_src *s)
 				     "budget (--max-events shared by %u capturing processes) were dropped",
 			       s->pid, s->name, (unsigned long long)s->over_share, s->share_n);
 	s->bad_device = s->bad_time = s->long_dur = s->over_share = 0;
+}
+
+static void memory_note(void *ud, const char *text) { agent_map_note(ud, "%s", text); }
+
+void agent_map_describe_memory(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns)
+{
+	agent_memory_describe(&m->mem, snap, start_ns, stop_ns, memory_note, m);
 }
 
 void agent_map_flush_notes(struct agent_map *m, struct trace *snap, int64_t start_ns)

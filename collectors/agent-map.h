@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent-memory.h"
 #include "agent-parse.h"
 #include "agent-proto.h"
 #include "base/macro.h"
@@ -148,6 +149,8 @@ struct agent_map {
 	/* agent connections capturing now, for the fair share (the receiver
 	 * keeps it) */
 	unsigned n_capturing;
+	/* the capture's memory profile (agent-memory.h) */
+	struct agent_memory mem;
 	/* messages for the next window's warnings */
 	char *notes[AGENT_MAP_MAX_NOTES];
 	unsigned n_notes;
@@ -180,6 +183,9 @@ int agent_map_records(struct agent_src *s, const uint8_t *p, size_t len, bool ta
 
 /* describe: device capabilities on the GPU planes of @snap. */
 void agent_map_describe_caps(struct agent_map *m, struct trace *snap);
+/* describe: the memory profile's events of [@start_ns, @stop_ns) into
+ * @snap's /host:CPU, its notes into the window's warnings. */
+void agent_map_describe_memory(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns);
 /* describe: /host:metadata from @s's versions. */
 void agent_map_describe_metadata(struct agent_map *m, struct trace *snap, const struct agent_src *s);
 /* describe: @s's notes of the window (records naming unknown devices, with

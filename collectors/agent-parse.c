@@ -17,11 +17,12 @@ uint32_t agent_stats_size(uint16_t version)
 {
 	switch (version) {
 	case 1: return AGENT_STATS_V1_SIZE;
-	case 2: return sizeof(struct agent_stats);
+	case 2:
+	case 3: return sizeof(struct agent_stats);
 	default: return 0;
 	}
 }
-_Static_assert(AGENT_PROTO_VERSION == 2, "agent_stats_size() names every version this profd speaks");
+_Static_assert(AGENT_PROTO_VERSION == 3, "agent_stats_size() names every version this profd speaks");
 
 static bool version_known(uint16_t v) { return v >= AGENT_PROTO_VERSION_MIN && v <= AGENT_PROTO_VERSION; }
 
@@ -158,6 +159,8 @@ size_t agent_rec_min_size(uint16_t type)
 	case AGENT_REC_MEMORY: return sizeof(struct agent_rec_memory);
 	case AGENT_REC_OVERHEAD: return sizeof(struct agent_rec_overhead);
 	case AGENT_REC_API: return sizeof(struct agent_rec_api);
+	case AGENT_REC_MEM_STATE: return sizeof(struct agent_rec_mem_state);
+	case AGENT_REC_MEMORY2: return sizeof(struct agent_rec_memory2);
 	default: return 0;
 	}
 }
@@ -206,6 +209,19 @@ int agent_rec_next(struct agent_rec_iter *it, struct agent_rec_view *ret, const 
 			return -EBADMSG;
 		}
 		ret->text = (const char *)at + min;
+	}
+	/* The memory profile's running totals add and subtract these: a
+	 * record that is neither an allocation nor a release, or a state of
+	 * a device no process can have, is a broken agent. */
+	if (h.type == AGENT_REC_MEMORY2 && ret->r.memory2.op != AGENT_MEMOP_ALLOC &&
+	    ret->r.memory2.op != AGENT_MEMOP_FREE) {
+		*why = "bad memory operation";
+		return -EBADMSG;
+	}
+	if (h.type == AGENT_REC_MEM_STATE &&
+	    (ret->r.mem_state.device >= AGENT_MAX_DEVICES || ret->r.mem_state.source > AGENT_MEMSTATE_DEVICE)) {
+		*why = "bad memory state";
+		return -EBADMSG;
 	}
 	it->off += h.size;
 	return 1;

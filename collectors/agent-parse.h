@@ -92,6 +92,8 @@ union agent_rec_any {
 	struct agent_rec_memcpy memcpy;
 	struct agent_rec_memset memset;
 	struct agent_rec_memory memory;
+	struct agent_rec_memory2 memory2;
+	struct agent_rec_mem_state mem_state;
 	struct agent_rec_overhead overhead;
 	struct agent_rec_api api;
 };

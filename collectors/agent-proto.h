@@ -49,13 +49,15 @@
  *   v2  STATS grew (cut_records, foreign_buffers, flags); ERROR codes
  *       FOREIGN, NO_CUPTI, NOTICE (a v1 receiver shows unknown codes as
  *       plain text, so they need no version of their own)
+ *   v3  records MEM_STATE (memory in use per device when a capture opens)
+ *       and MEMORY2 (MEMORY plus the cudaMallocAsync pool it came from)
  */
 #pragma once
 
 #include <stdint.h>
 
 #define AGENT_PROTO_MAGIC 0x41444650u /* "PFDA" little-endian */
-#define AGENT_PROTO_VERSION 2u
+#define AGENT_PROTO_VERSION 3u
 /* The oldest agent protocol this profd still serves. */
 #define AGENT_PROTO_VERSION_MIN 1u
 /* Largest payload of one frame; the agent splits record batches below it. */
@@ -200,6 +202,9 @@ enum agent_rec_type {
 	AGENT_REC_MEMORY = 5,
 	AGENT_REC_OVERHEAD = 6,
 	AGENT_REC_API = 7,
+	/* v3 (type 8 is NVTX's) */
+	AGENT_REC_MEM_STATE = 9,
+	AGENT_REC_MEMORY2 = 10,
 };
 
 struct agent_rec {
@@ -291,6 +296,43 @@ struct agent_rec_memory {
 	uint8_t _pad[6];
 };
 
+/* MEMORY2 (v3): MEMORY plus CUPTI's memoryPoolConfig, so that a
+ * cudaMallocAsync allocation is told from a cudaMalloc one. */
+struct agent_rec_memory2 {
+	struct agent_rec h;
+	uint64_t ts;
+	uint64_t bytes;
+	uint64_t address;
+	uint64_t pool_address;  /* the pool's base; 0 = not from a pool */
+	uint64_t pool_size;     /* memoryPoolConfig.pool.size (local pools), else 0 */
+	uint64_t pool_utilized; /* memoryPoolConfig.utilizedSize */
+	uint32_t device, context, stream, correlation; /* stream UINT32_MAX = none */
+	uint8_t op;        /* enum agent_mem_op */
+	uint8_t mem_kind;  /* enum agent_mem_kind */
+	uint8_t pool_type; /* enum agent_pool_type */
+	uint8_t _pad[5];
+};
+
+enum agent_pool_type { AGENT_POOL_NONE = 0, AGENT_POOL_LOCAL = 1, AGENT_POOL_IMPORTED = 2 };
+
+/* Where MEM_STATE's used_bytes comes from. */
+enum agent_mem_state_source {
+	AGENT_MEMSTATE_UNKNOWN = 0, /* the agent could not ask (no active primary context) */
+	AGENT_MEMSTATE_DEVICE = 1,  /* cuMemGetInfo in the primary context: the whole device */
+};
+
+/* MEM_STATE (v3): device memory in use when a capture opened, sent once per
+ * device right after CLOCK (start); the memory profile's running totals
+ * start at this level instead of 0. */
+struct agent_rec_mem_state {
+	struct agent_rec h;
+	uint64_t ts;         /* agent clock when it was measured */
+	uint64_t used_bytes; /* total - free, as the driver reports it */
+	uint64_t total_bytes;
+	uint32_t device;     /* local ordinal */
+	uint32_t source;     /* enum agent_mem_state_source */
+};
+
 /* OVERHEAD: time CUPTI or the driver spent on an object. */
 struct agent_rec_overhead {
 	struct agent_rec h;
@@ -330,6 +372,8 @@ AGENT_STATIC_SIZE(struct agent_rec_kernel, 88);
 AGENT_STATIC_SIZE(struct agent_rec_memcpy, 56);
 AGENT_STATIC_SIZE(struct agent_rec_memset, 56);
 AGENT_STATIC_SIZE(struct agent_rec_memory, 56);
+AGENT_STATIC_SIZE(struct agent_rec_memory2, 80);
+AGENT_STATIC_SIZE(struct agent_rec_mem_state, 40);
 AGENT_STATIC_SIZE(struct agent_rec_overhead, 48);
 AGENT_STATIC_SIZE(struct agent_rec_api, 48);
 

@@ -16,6 +16,7 @@
 
 #include "base/log.h"
 #include "base/timeutil.h"
+#include "gpu-peaks.h"
 #include "nvml-internal.h"
 #include "xspace/names.h"
 
@@ -137,6 +138,10 @@ void nvml_plane_caps(struct trace *snap, const struct gpu *g, int64_t start_ns, 
 		trace_stat_i64(p, &b, "compute_cap_major", g->cc_major);
 		trace_stat_i64(p, &b, "compute_cap_minor", g->cc_minor);
 	}
+	if (g->cc_major > 0)
+		gpu_peaks_stats(p, &b, (uint32_t)g->cc_major, (uint32_t)g->cc_minor, g->sm_count,
+				g->max_sm_mhz > UINT32_MAX / 1000 ? 0 : g->max_sm_mhz * 1000,
+			2ULL * g->max_mem_mhz * 1000000ULL * g->bus_width / 8);
 	/* Who used this GPU in the window. */
 	char list[2048];
 	size_t off = 0;

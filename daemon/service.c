@@ -63,7 +63,7 @@ struct profile_job {
 	struct rpc_call *call;     /* NULL once the client is gone */
 	struct window_job win;     /* the window, then the encoder (session.h) */
 	bool emit_xspace;
-	uint32_t host_level, device_level;
+	uint32_t host_level, device_level, python_level;
 	/* repository copy (worker) */
 	ssize_t repo_dir;
 	char *repo_rel, *file_session, *file_name;
@@ -111,6 +111,27 @@ static void drop_planes(struct trace *t, uint32_t host_level, uint32_t device_le
 		    (host_level == 0 && strcmp(name, XN_PLANE_HOST) == 0))
 			trace_drop_plane(t, i);
 	}
+}
+
+/*
+ * Tracer levels that ask for what only the in-process profiler sees: one
+ * warning each, with the way to get it (issue "what cannot be had, said
+ * once"). profd sees CUDA API calls, GPU activity and per-process counters
+ * from outside; TraceMe (host level 3 = verbose) and Python calls live
+ * inside the job.
+ */
+static void warn_levels(struct trace *t, int64_t ts, uint32_t host_level, uint32_t python_level)
+{
+	if (python_level > 0)
+		trace_diag(t, ts, false, "python_tracer_level=%u: profd cannot trace Python calls from outside "
+			   "the process; mark the code with NVTX ranges (torch.cuda.nvtx.range, "
+			   "jax.profiler.TraceAnnotation) to see them, or start the framework's in-process "
+			   "profiler server for a Python trace", python_level);
+	if (host_level > 2)
+		trace_diag(t, ts, false, "host_tracer_level=%u: verbose TraceMe events live inside the "
+			   "process and profd cannot collect them; it records CUDA API calls, NVTX ranges and "
+			   "per-process counters — start the framework's in-process profiler server for "
+			   "TraceMe", host_level);
 }
 
 /* Frame the XSpace as a ProfileResponse in the room left in front of it. */
@@ -171,6 +192,7 @@ static void job_work(struct window_job *w)
 	if (j->repo_skip[0])
 		info.extra_errors = skip;
 	drop_planes(snap, j->host_level, j->device_level);
+	warn_levels(snap, w->start_ns, j->host_level, j->python_level);
 	r = xspace_encode(snap, &info, ENCODE_PREFIX, &j->out);
 	if (r < 0) {
 		j->err = RPC_INTERNAL;
@@ -410,6 +432,7 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	/* version 0: upstream replaces the options by its defaults. */
 	j->host_level = o && o->version ? o->host_tracer_level : 2;
 	j->device_level = o && o->version ? o->device_tracer_level : 1;
+	j->python_level = o && o->version ? o->python_tracer_level : 0;
 	j->file_name = file_name_for(host);
 	if (!j->file_name)
 		FAIL(RPC_RESOURCE_EXHAUSTED, "out of memory");

@@ -346,6 +346,12 @@ static void help(FILE *f)
 {
 	fprintf(f,
 		"Usage: profctl doctor [URL] [--agent-socket PATH] [--max-skew-ms N]\n"
+		"       profctl doctor FILE.xplane.pb\n"
+		"\n"
+		"With a FILE (an XSpace, e.g. from profctl capture): which XProf tools would\n"
+		"have content (trace viewer, kernel stats, memory profile, framework op stats,\n"
+		"overview, input pipeline, roofline, pod viewer), and why not, by XProf's own\n"
+		"rules. Exit 1 only when the file cannot be read as an XSpace.\n"
 		"\n"
 		"Check this machine, and the daemon at URL if given, for what keeps profiles\n"
 		"from being complete. Each check prints [ OK ], [WARN], [FAIL] or [SKIP]; every\n"
@@ -387,6 +393,7 @@ int cmd_doctor(int argc, char **argv)
 	uint64_t skew = 50;
 	char host[256];
 	uint16_t port;
+	struct stat sb;
 	int c;
 
 	optind = 1;
@@ -408,6 +415,9 @@ int cmd_doctor(int argc, char **argv)
 	}
 	if (argc - optind > 1)
 		return profctl_usage_err("doctor", "at most one URL");
+	/* An existing file: the XSpace read-back check (profctl-xprofcheck.c). */
+	if (optind < argc && stat(argv[optind], &sb) == 0 && S_ISREG(sb.st_mode))
+		return doctor_xspace_file(argv[optind]);
 	if (optind < argc) {
 		url = argv[optind];
 		if (parse_host_port(url, host, sizeof(host), &port) < 0 || port == 0)

@@ -34,6 +34,8 @@ int cmd_status(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+/* doctor FILE: which XProf tools an XSpace file fills (profctl-xprofcheck.c). */
+int doctor_xspace_file(const char *path);
 
 /* "profctl: <sub>: <message>\n" on stderr; returns @code. */
 int profctl_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

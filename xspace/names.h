@@ -64,6 +64,31 @@
 #define XN_STAT_CC_MAJOR "compute_cap_major"
 #define XN_STAT_CC_MINOR "compute_cap_minor"
 
+/* Roofline peaks (§4.4 optional, §4.9): double; computed per architecture
+ * (docs/agent.md "Roofline"). XProf reads the FLOP peak for GPUs and takes
+ * the bandwidth from memory_bandwidth; the HBM one is written for readers
+ * that prefer it (TPU-style tools, our own check). */
+#define XN_STAT_PEAK_TFLOPS "peak_teraflops_per_second"
+#define XN_STAT_PEAK_HBM_BW "peak_hbm_bw_gigabytes_per_second"
+
+/* ---- memory profile (xprof xplane_to_memory_profile.cc; every number int64,
+ * §4.9) on the first plane named exactly /host:CPU ------------------------- */
+#define XN_EVENT_MEMORY_ALLOCATION "MemoryAllocation"
+#define XN_EVENT_MEMORY_DEALLOCATION "MemoryDeallocation"
+#define XN_LINE_GPU_MEMORY_FMT "%s (pid %u)/GPU memory"
+#define XN_STAT_DEVICE_ORDINAL "device_ordinal"
+#define XN_STAT_ALLOCATOR_NAME "allocator_name"
+#define XN_ALLOCATOR_FMT "GPU:%u pid %u"
+#define XN_STAT_BYTES_RESERVED "bytes_reserved"
+#define XN_STAT_BYTES_ALLOCATED "bytes_allocated"
+#define XN_STAT_PEAK_BYTES_IN_USE "peak_bytes_in_use"
+#define XN_STAT_REQUESTED_BYTES "requested_bytes"
+#define XN_STAT_ALLOCATION_BYTES "allocation_bytes"
+#define XN_STAT_ADDR "addr"
+#define XN_STAT_REGION_TYPE "region_type"
+#define XN_STAT_TF_OP "tf_op"
+#define XN_STAT_GROUP_ID "group_id"
+
 /* ---- /host:metadata stats (§4.8) ------------------------------------------ */
 #define XN_STAT_CUDA_DRIVER_VERSION "cuda_driver_version"
 #define XN_STAT_CUDA_RUNTIME_VERSION "cuda_runtime_version"

@@ -97,6 +97,15 @@
 /* CUPTI fixed cudaGraphLaunch correlation ids after a first session here. */
 #define CUPTI_GRAPH_CORR_FIXED 130101u
 
+/* Driver calls of the agent thread (found with dlsym, take_inventory()). */
+typedef CUresult (*fn_dev_get)(CUdevice *, int);
+typedef CUresult (*fn_pctx_state)(CUdevice, unsigned *, int *);
+typedef CUresult (*fn_pctx_retain)(CUcontext *, CUdevice);
+typedef CUresult (*fn_pctx_release)(CUdevice);
+typedef CUresult (*fn_ctx_push)(CUcontext);
+typedef CUresult (*fn_ctx_pop)(CUcontext *);
+typedef CUresult (*fn_mem_info)(size_t *, size_t *);
+
 enum slab_state { SLAB_FREE, SLAB_CUPTI, SLAB_DONE };
 
 struct slab {
@@ -131,6 +140,16 @@ static struct agent {
 	uint32_t n_devs;
 	struct agent_device devs[AGENT_MAX_DEVICES];
 	uint32_t driver_version, runtime_version;
+	/* for MEM_STATE (send_mem_state()); NULL when the driver lacks one */
+	struct {
+		fn_dev_get get;
+		fn_pctx_state state;
+		fn_pctx_retain retain;
+		fn_pctx_release release;
+		fn_ctx_push push;
+		fn_ctx_pop pop;
+		fn_mem_info info;
+	} mem;
 
 	/* capture */
 	atomic_int capturing;
@@ -217,7 +236,6 @@ static void report_cupti(const char *call, CUptiResult r)
 /* ---- driver inventory (agent thread, after cuInit) ------------------------ */
 
 typedef CUresult (*fn_int)(int *);
-typedef CUresult (*fn_dev_get)(CUdevice *, int);
 typedef CUresult (*fn_attr)(int *, CUdevice_attribute, CUdevice);
 typedef CUresult (*fn_name)(char *, int, CUdevice);
 typedef CUresult (*fn_uuid)(CUuuid *, CUdevice);
@@ -294,6 +312,13 @@ static void take_inventory(void)
 	SYM(h, "cuDeviceGetUuid_v2", guuid);
 	SYM(h, "cuDeviceGetUuid", guuid_v1);
 	SYM(h, "cuDeviceTotalMem_v2", gmem);
+	g.mem.get = get;
+	SYM(h, "cuDevicePrimaryCtxGetState", g.mem.state);
+	SYM(h, "cuDevicePrimaryCtxRetain", g.mem.retain);
+	SYM(h, "cuDevicePrimaryCtxRelease_v2", g.mem.release);
+	SYM(h, "cuCtxPushCurrent_v2", g.mem.push);
+	SYM(h, "cuCtxPopCurrent_v2", g.mem.pop);
+	SYM(h, "cuMemGetInfo_v2", g.mem.info);
 	if (!drv_ver || !count || !get || !ga || !gname || !guuid || !gmem)
 		return;
 	/* cuInit may still be running on the app thread: retry briefly. */
@@ -593,6 +618,58 @@ static void send_clock(uint32_t which)
 	agent_client_send(&g.cl, AGENT_FRAME_CLOCK, &ck, sizeof(ck));
 }
 
+/*
+ * MEM_STATE: device memory in use as a capture opens, so the memory
+ * profile starts at the true level (docs/agent.md "Memory profile"). The
+ * agent is idle between captures (no subscriber, no callbacks), so it has
+ * not seen earlier allocations; it asks the driver instead: cuMemGetInfo in
+ * the device's primary context, only when the job already made that
+ * context active (retaining an inactive one would create a context, and
+ * hundreds of MiB, in the job). That is the whole device's use, other
+ * processes' included. Sent after CLOCK (start), before any kind is enabled,
+ * so these driver calls never show up as the job's API records.
+ */
+static void send_mem_state(void)
+{
+	struct agent_rec_mem_state recs[AGENT_MAX_DEVICES];
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < g.n_devs; i++) {
+		struct agent_rec_mem_state *r = &recs[n++];
+		size_t free_b = 0, total_b = 0;
+		unsigned flags = 0;
+		int active = 0;
+		CUcontext ctx = NULL, popped = NULL;
+		CUdevice dev;
+		uint64_t ts = 0;
+
+		memset(r, 0, sizeof(*r));
+		r->h.type = AGENT_REC_MEM_STATE;
+		r->h.size = sizeof(*r);
+		r->device = g.devs[i].local_ordinal;
+		r->source = AGENT_MEMSTATE_UNKNOWN;
+		if (g.C.cuptiGetTimestamp(&ts) != CUPTI_SUCCESS)
+			ts = 0;
+		r->ts = ts;
+		if (!g.mem.get || !g.mem.state || !g.mem.retain || !g.mem.release || !g.mem.push ||
+		    !g.mem.pop || !g.mem.info || g.mem.get(&dev, (int)r->device) != CUDA_SUCCESS ||
+		    g.mem.state(dev, &flags, &active) != CUDA_SUCCESS || !active ||
+		    g.mem.retain(&ctx, dev) != CUDA_SUCCESS)
+			continue;
+		if (g.mem.push(ctx) == CUDA_SUCCESS) {
+			if (g.mem.info(&free_b, &total_b) == CUDA_SUCCESS && free_b <= total_b) {
+				r->used_bytes = total_b - free_b;
+				r->total_bytes = total_b;
+				r->source = AGENT_MEMSTATE_DEVICE;
+			}
+			g.mem.pop(&popped);
+		}
+		g.mem.release(dev);
+	}
+	if (n)
+		agent_client_send(&g.cl, AGENT_FRAME_RECORDS, recs, (uint32_t)(n * sizeof(recs[0])));
+}
+
 /* Read one completed slab: convert its records while a capture is on
  * (else discard them), then zero it and put it back. The walk needs a live
  * CUPTI; after finalize the records are dropped unread. */
@@ -826,6 +903,7 @@ static void capture_start(void)
 		g.C.cuptiActivityGetNumDroppedRecords(NULL, 0, &before);
 	}
 	send_clock(AGENT_CLOCK_START);
+	send_mem_state();
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		r = g.C.cuptiActivityEnable(kinds[i]);
 		if (r == CUPTI_SUCCESS || kinds[i] != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)

@@ -3,7 +3,7 @@
  * convert.c - CUPTI activity records -> compact records; see convert.h.
  *
  * Struct versions are those of the CUDA 13.0 headers: CUpti_ActivityKernel10,
- * Memcpy6, MemcpyPtoP4, Memset4, Memory4, Overhead3 and ActivityAPI.
+ * Memcpy6, MemcpyPtoP4, Memset4, Memory4 (-> MEMORY2), Overhead3 and ActivityAPI.
  * Kernel names are copied into our own intern table at once: CUPTI's
  * pointers may not outlive a module unload.
  */
@@ -332,14 +332,16 @@ static int memset_rec(struct agent_conv *cv, const CUpti_ActivityMemset4 *m)
 	return 1;
 }
 
+/* Allocations and releases go out as MEMORY2, with the pool a
+ * cudaMallocAsync allocation came from; the memory profile needs both. */
 static int memory(struct agent_conv *cv, const CUpti_ActivityMemory4 *m)
 {
-	struct agent_rec_memory *r;
+	struct agent_rec_memory2 *r;
 
 	if (m->memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION &&
 	    m->memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)
 		return 0;
-	r = rec(cv, AGENT_REC_MEMORY, sizeof(*r));
+	r = rec(cv, AGENT_REC_MEMORY2, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
 	r->ts = m->timestamp;
@@ -352,6 +354,18 @@ static int memory(struct agent_conv *cv, const CUpti_ActivityMemory4 *m)
 	r->op = m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION ?
 			AGENT_MEMOP_ALLOC : AGENT_MEMOP_FREE;
 	r->mem_kind = mem_kind(m->memoryKind);
+	switch (m->memoryPoolConfig.memoryPoolType) {
+	case CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL:
+		r->pool_type = AGENT_POOL_LOCAL;
+		r->pool_size = m->memoryPoolConfig.pool.size;
+		break;
+	case CUPTI_ACTIVITY_MEMORY_POOL_TYPE_IMPORTED: r->pool_type = AGENT_POOL_IMPORTED; break;
+	default: r->pool_type = AGENT_POOL_NONE; break;
+	}
+	if (r->pool_type != AGENT_POOL_NONE) {
+		r->pool_address = m->memoryPoolConfig.address;
+		r->pool_utilized = m->memoryPoolConfig.utilizedSize;
+	}
 	return 1;
 }
 

@@ -245,6 +245,71 @@ sys.stdin.readline()
     check(len(kernels) >= 20, f"torch: {len(kernels)} kernels (e.g. {kernels[:1]})")
 
 
+def torch_memory(d):
+    """The memory profile's growth during a capture equals what PyTorch's
+    caching allocator reserved from the driver (docs/agent.md "Memory
+    profile"): peak - level at start vs max_memory_reserved - reserved at
+    start, within 1 %. (The level includes the CUDA context; PyTorch's
+    numbers do not, so the growth is compared.)"""
+    code = r"""
+import sys, torch
+if not torch.cuda.is_available():
+    sys.exit(77)
+torch.zeros(1, device='cuda')
+torch.cuda.synchronize()
+torch.cuda.reset_peak_memory_stats()
+print('ready', torch.cuda.memory_reserved(), flush=True)
+sys.stdin.readline()
+keep = [torch.empty(n << 20, dtype=torch.uint8, device='cuda') for n in (64, 200, 33, 512)]
+del keep[1]
+keep.append(torch.empty(300 << 20, dtype=torch.uint8, device='cuda'))
+torch.cuda.synchronize()
+print('done', torch.cuda.max_memory_reserved(), flush=True)
+sys.stdin.readline()
+"""
+    env = dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=SOCK)
+    p = subprocess.Popen([os.environ["PYTHON_ML"], "-c", code], env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline().split()
+    if not line or line[0] != "ready":
+        p.wait()
+        print("skip PyTorch memory: not importable or no CUDA", p.stderr.read()[-200:])
+        return
+    reserved0 = int(line[1])
+    check(wait_agent(d, p.pid) is not None, "torch memory: agent registered")
+    out = {}
+    th = threading.Thread(target=lambda: out.setdefault("x", capture(d, 4000, "torch-mem")))
+    th.start()
+    time.sleep(2.0)
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    max_reserved = int(p.stdout.readline().split()[1])
+    th.join()
+    p.stdin.write("exit\n")
+    p.stdin.flush()
+    p.wait(timeout=60)
+    x = T.decode_xspace(P, out["x"])
+    evs = []
+    for pl in x.planes:
+        if pl.name != "/host:CPU":
+            continue
+        for l in pl.lines:
+            for e in l.events:
+                if pl.event_metadata[e.metadata_id].name in ("MemoryAllocation", "MemoryDeallocation"):
+                    st = stats(pl, e.stats)
+                    evs.append((l.timestamp_ns * 1000 + e.offset_ps, pl.event_metadata[e.metadata_id].name, st))
+    evs.sort(key=lambda t: t[0])
+    check(evs and evs[0][1] == "MemoryAllocation", f"torch memory: {len(evs)} memory events, first an allocation")
+    if not evs:
+        return
+    first = evs[0][2]
+    start = first["bytes_allocated"] - first["allocation_bytes"]
+    peak = max(st["peak_bytes_in_use"] for _, _, st in evs)
+    grew, want = peak - start, max_reserved - reserved0
+    print(f"     torch memory: profile grew {grew} bytes, torch reserved {want} more")
+    check(abs(grew - want) <= 0.01 * want, "torch memory: peak growth matches max_memory_reserved within 1 %")
+
+
 def gpu_kernels(x):
     """(name, correlation_id) of every kernel on the GPU planes."""
     out = []
@@ -402,6 +467,7 @@ with T.Daemon("--agent-socket", SOCK, timeout=30) as d:
     check("not finalized" not in log, "agent finalized CUPTI after each capture")
     jax_convert(raw)
     torch_run(d)
+    torch_memory(d)
     torch_profiler_order(d, "before")
     torch_profiler_order(d, "during")
     jax_many(d)

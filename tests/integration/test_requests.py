@@ -55,6 +55,18 @@ class Requests(T.DaemonCase):
 
     # ---- malformed -----------------------------------------------------------
 
+    def test_tracer_levels_profd_cannot_serve_are_said_once(self):
+        x = T.decode_xspace(P, self.profile(self.req(300, python_tracer_level=1, host_tracer_level=3),
+                                             timeout=30).tool_data[0].data)
+        py = [w for w in x.warnings if w.startswith("python_tracer_level=1:")]
+        host = [w for w in x.warnings if w.startswith("host_tracer_level=3:")]
+        self.assertEqual((len(py), len(host)), (1, 1), list(x.warnings))
+        self.assertIn("NVTX", py[0])
+        self.assertIn("in-process profiler", host[0])
+        # The defaults (host 2, python 0) ask for nothing profd lacks: no such warning.
+        x = T.decode_xspace(P, self.profile(self.req(300), timeout=30).tool_data[0].data)
+        self.assertFalse([w for w in x.warnings if "tracer_level" in w], list(x.warnings))
+
     def test_garbage_bytes(self):
         e = rpc_error(self.ch.unary_unary("/tensorflow.ProfilerService/Profile"), b"\x0a\xff\xff", timeout=5)
         self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)

@@ -39,6 +39,9 @@ class Capture(N.JobCase):
             self.assertEqual(s["compute_cap_minor"], 0)
             self.assertEqual(s["gpu_uuid"], f"GPU-fake0000-0000-0000-0000-{i:012d}")
             self.assertEqual(s["gpu_pci_bus_id"], f"00000000:{i + 1:02X}:00.0")
+            # Roofline peaks (collectors/gpu-peaks.c), Hopper: 4096 dense FP16 FLOPs/SM/clock.
+            self.assertAlmostEqual(s["peak_teraflops_per_second"], 4096 * 132 * 1.98e9 / 1e12)
+            self.assertAlmostEqual(s["peak_hbm_bw_gigabytes_per_second"], 2 * 2619e6 * 5120 / 8 / 1e9)
 
     def test_device_counters_have_the_fakes_values(self):
         for i in (0, 1):

@@ -242,7 +242,7 @@ TEST(convert_memset_and_memory)
 	CUpti_ActivityMemset4 s;
 	CUpti_ActivityMemory4 m;
 	const struct agent_rec_memset *rs;
-	const struct agent_rec_memory *rm;
+	const struct agent_rec_memory2 *rm;
 
 	setup();
 	memset(&s, 0, sizeof(s));
@@ -265,6 +265,11 @@ TEST(convert_memset_and_memory)
 	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&m), 1);
 	m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
 	m.isAsync = 1;
+	/* A cudaFreeAsync: the pool it returns to goes along. */
+	m.memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+	m.memoryPoolConfig.address = 0x7e0000000000ull;
+	m.memoryPoolConfig.pool.size = 1ull << 30;
+	m.memoryPoolConfig.utilizedSize = 1ull << 21;
 	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&m), 1);
 	m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_INVALID;
 	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&m), 0);
@@ -274,14 +279,20 @@ TEST(convert_memset_and_memory)
 	ASSERT_EQ(rs->mem_kind, AGENT_MEM_DEVICE);
 	ASSERT_U64_EQ(rs->bytes, 256);
 	ASSERT_EQ(rs->value, 0xff);
-	rm = (const void *)find(AGENT_REC_MEMORY, 0);
+	rm = (const void *)find(AGENT_REC_MEMORY2, 0);
 	ASSERT_EQ(rm->op, AGENT_MEMOP_ALLOC);
 	ASSERT_U64_EQ(rm->stream, UINT32_MAX); /* not async: no stream */
 	ASSERT_U64_EQ(rm->ts, 77);
-	rm = (const void *)find(AGENT_REC_MEMORY, 1);
+	ASSERT_EQ(rm->pool_type, AGENT_POOL_NONE);
+	ASSERT_U64_EQ(rm->pool_address, 0);
+	rm = (const void *)find(AGENT_REC_MEMORY2, 1);
 	ASSERT_EQ(rm->op, AGENT_MEMOP_FREE);
 	ASSERT_EQ(rm->stream, 4);
-	ASSERT_EQ(count(AGENT_REC_MEMORY), 2);
+	ASSERT_EQ(rm->pool_type, AGENT_POOL_LOCAL);
+	ASSERT_U64_EQ(rm->pool_address, 0x7e0000000000ull);
+	ASSERT_U64_EQ(rm->pool_size, 1ull << 30);
+	ASSERT_U64_EQ(rm->pool_utilized, 1ull << 21);
+	ASSERT_EQ(count(AGENT_REC_MEMORY2), 2);
 	agent_conv_free(&cv);
 }
 
@@ -369,7 +380,7 @@ TEST(convert_cuda_12_record_layouts)
 	CUpti_ActivityOverhead2 *o12 = calloc(1, sizeof(*o12));
 	const struct agent_rec_kernel *r13, *r12;
 	const struct agent_rec_memcpy *mr;
-	const struct agent_rec_memory *ar;
+	const struct agent_rec_memory2 *ar;
 	const struct agent_rec_overhead *orr;
 
 	ASSERT_TRUE(k12 && m12 && a12 && o12);
@@ -428,7 +439,7 @@ TEST(convert_cuda_12_record_layouts)
 	ASSERT_U64_EQ(mr->bytes, 4096);
 	ASSERT_EQ(mr->stream, 8);
 	ASSERT_EQ(mr->correlation, 6);
-	ar = (const void *)find(AGENT_REC_MEMORY, 0);
+	ar = (const void *)find(AGENT_REC_MEMORY2, 0);
 	ASSERT_EQ(ar->op, AGENT_MEMOP_ALLOC);
 	ASSERT_U64_EQ(ar->ts, 40);
 	ASSERT_EQ(ar->stream, 9);

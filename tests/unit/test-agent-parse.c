@@ -223,7 +223,8 @@ TEST(agent_parse_stats_size_per_version)
 	ASSERT_EQ(agent_stats_size(1), AGENT_STATS_V1_SIZE);
 	ASSERT_EQ(agent_stats_size(2), sizeof(struct agent_stats));
 	ASSERT_EQ(agent_stats_size(0), 0);
-	ASSERT_EQ(agent_stats_size(3), 0);
+	ASSERT_EQ(agent_stats_size(3), sizeof(struct agent_stats));
+	ASSERT_EQ(agent_stats_size(4), 0);
 }
 
 /* ---- headers ------------------------------------------------------------------- */
@@ -279,7 +280,7 @@ TEST(agent_parse_header_rejects)
 		      "protocol version mismatch");
 	ASSERT_REJECT(header(&ps, AGENT_PROTO_MAGIC, 7, AGENT_FRAME_HELLO, AGENT_FRAME_MAX + 1, &why), -EPROTO,
 		      "protocol version mismatch");
-	ASSERT_REJECT(header(&ps, AGENT_PROTO_MAGIC, 3, AGENT_FRAME_CLOCK, 24, &why), -EPROTO,
+	ASSERT_REJECT(header(&ps, AGENT_PROTO_MAGIC, 4, AGENT_FRAME_CLOCK, 24, &why), -EPROTO,
 		      "protocol version mismatch");
 	/* STATS size is the version's. */
 	ps.hello = true;
@@ -404,6 +405,54 @@ TEST(agent_parse_record_sizes)
 	ASSERT_REJECT(one_record(b, rec(b, 0xffff, 16, 0), &v, &why), -EBADMSG, "unknown record type");
 	ASSERT_REJECT(one_record(b, 4, &v, &why), -EBADMSG, "truncated record header");
 	ASSERT_EQ(one_record(b, 0, &v, &why), 0);
+}
+
+/* MEMORY2 and MEM_STATE (v3): sized like the others, and the fields the
+ * memory profile adds and subtracts are checked. */
+TEST(agent_parse_memory_records)
+{
+	static uint8_t b[512];
+	struct agent_rec_memory2 m;
+	struct agent_rec_mem_state st;
+	struct agent_rec_view v;
+	const char *why;
+
+	ASSERT_EQ(agent_rec_min_size(AGENT_REC_MEMORY2), sizeof(m));
+	ASSERT_EQ(agent_rec_min_size(AGENT_REC_MEM_STATE), sizeof(st));
+	memset(&m, 0, sizeof(m));
+	m.h.type = AGENT_REC_MEMORY2;
+	m.h.size = sizeof(m);
+	m.op = AGENT_MEMOP_FREE;
+	m.pool_type = AGENT_POOL_LOCAL;
+	m.bytes = 1234;
+	memcpy(b, &m, sizeof(m));
+	ASSERT_EQ(one_record(b, sizeof(m), &v, &why), 1);
+	ASSERT_EQ(v.type, AGENT_REC_MEMORY2);
+	ASSERT_U64_EQ(v.r.memory2.bytes, 1234);
+	ASSERT_EQ(v.r.memory2.pool_type, AGENT_POOL_LOCAL);
+	for (unsigned op = 0; op < 256; op += 3) {
+		if (op == AGENT_MEMOP_ALLOC || op == AGENT_MEMOP_FREE)
+			continue;
+		m.op = (uint8_t)op;
+		memcpy(b, &m, sizeof(m));
+		ASSERT_REJECT(one_record(b, sizeof(m), &v, &why), -EBADMSG, "bad memory operation");
+	}
+	memset(&st, 0, sizeof(st));
+	st.h.type = AGENT_REC_MEM_STATE;
+	st.h.size = sizeof(st);
+	st.device = AGENT_MAX_DEVICES - 1;
+	st.source = AGENT_MEMSTATE_DEVICE;
+	st.used_bytes = 5;
+	memcpy(b, &st, sizeof(st));
+	ASSERT_EQ(one_record(b, sizeof(st), &v, &why), 1);
+	ASSERT_U64_EQ(v.r.mem_state.used_bytes, 5);
+	st.device = AGENT_MAX_DEVICES;
+	memcpy(b, &st, sizeof(st));
+	ASSERT_REJECT(one_record(b, sizeof(st), &v, &why), -EBADMSG, "bad memory state");
+	st.device = 0;
+	st.source = AGENT_MEMSTATE_DEVICE + 1;
+	memcpy(b, &st, sizeof(st));
+	ASSERT_REJECT(one_record(b, sizeof(st), &v, &why), -EBADMSG, "bad memory state");
 }
 
 static size_t string_rec(uint8_t *b, uint32_t id, uint32_t aux, uint16_t size)

@@ -17,6 +17,13 @@
  *   threads T K NAME DEV      T threads, each launching K kernels on its own
  *                             stream (100 + thread) -> "threads <T*K>"
  *   memcpy N DEV BYTES        N cuMemcpyHtoDAsync_v2 + H2D copies -> "copied N"
+ *   malloc DEV BYTES          cuMemAlloc_v2 + its MEMORY2 record -> "ptr 0x<hex>"
+ *   mallocasync DEV BYTES     cuMemAllocAsync from the device's pool, on
+ *                             stream 7 -> "ptr 0x<hex>"
+ *   free 0x<hex>              cuMemFree_v2 -> "freed <bytes>"
+ *   freeasync 0x<hex>         cuMemFreeAsync -> "freed <bytes>"
+ *                             (both "error ..." for an address not live)
+ *   memchurn N DEV BYTES      N malloc + free pairs, for budgets -> "churned N"
  *   busy MS                   cheap API calls (cuCtxGetCurrent) for MS ms,
  *                             as a training loop makes them -> "busy <calls>"
  *   sleep MS                  -> "slept"
@@ -57,6 +64,7 @@ static struct {
 	__typeof__(fakecupti_api) *api;
 	__typeof__(fakecupti_kernel) *kernel;
 	__typeof__(fakecupti_memcpy) *memcpy_;
+	__typeof__(fakecupti_memory) *memory;
 	__typeof__(fakecupti_fatal) *fatal;
 	__typeof__(fakecupti_get_state) *get_state;
 	__typeof__(cuptiActivityRegisterCallbacks) *register_cb;
@@ -78,6 +86,7 @@ static void bind_cupti(void *h)
 	SYM("fakecupti_api", cu.api);
 	SYM("fakecupti_kernel", cu.kernel);
 	SYM("fakecupti_memcpy", cu.memcpy_);
+	SYM("fakecupti_memory", cu.memory);
 	SYM("fakecupti_fatal", cu.fatal);
 	SYM("fakecupti_get_state", cu.get_state);
 	SYM("cuptiActivityRegisterCallbacks", cu.register_cb);
@@ -180,6 +189,92 @@ static void *thread_main(void *arg)
 
 	launch(j->k, j->name, j->dev, j->stream, 3000);
 	return NULL;
+}
+
+/* ---- device memory ----------------------------------------------------------- */
+
+/* fake-cuda.c's allocator (the app links the fake driver). */
+uint64_t fakecuda_mem_alloc(int d, uint64_t bytes);
+int fakecuda_mem_free(uint64_t addr, int *d, uint64_t *bytes);
+
+#define ASYNC_STREAM 7u
+/* Where a device's cudaMallocAsync pool lives, and how much it holds. */
+#define POOL_OF(dev) (0x7e0000000000ull + ((uint64_t)(dev) << 32))
+#define POOL_SIZE (1ull << 30)
+
+/* malloc / mallocasync / free / freeasync (the top comment); false: not
+ * one of them. */
+static bool mem_command(const char *line)
+{
+	unsigned dev;
+	unsigned long long bytes, addr;
+	char word[16];
+	bool async;
+
+	if (sscanf(line, "%15s", word) != 1)
+		return false;
+	async = strcmp(word, "mallocasync") == 0 || strcmp(word, "freeasync") == 0;
+	if (strcmp(word, "malloc") == 0 || strcmp(word, "mallocasync") == 0) {
+		uint32_t c;
+		uint64_t a;
+
+		if (sscanf(line, "%*s %u %llu", &dev, &bytes) != 2) {
+			printf("error usage: %s DEV BYTES\n", word);
+			return true;
+		}
+		c = api(CUPTI_CB_DOMAIN_DRIVER_API,
+			async ? CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync : CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,
+			async ? "cuMemAllocAsync" : "cuMemAlloc_v2");
+		a = fakecuda_mem_alloc((int)dev, bytes);
+		if (!a) {
+			printf("error out of memory\n");
+			return true;
+		}
+		if (have_cupti())
+			cu.memory(c, dev, ASYNC_STREAM, true, a, bytes, async ? POOL_OF(dev) : 0, POOL_SIZE);
+		printf("ptr 0x%llx\n", (unsigned long long)a);
+		return true;
+	}
+	if (strcmp(word, "free") == 0 || strcmp(word, "freeasync") == 0) {
+		uint64_t b;
+		uint32_t c;
+		int d;
+
+		if (sscanf(line, "%*s %llx", &addr) != 1) {
+			printf("error usage: %s 0x<hex>\n", word);
+			return true;
+		}
+		c = api(CUPTI_CB_DOMAIN_DRIVER_API,
+			async ? CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync : CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,
+			async ? "cuMemFreeAsync" : "cuMemFree_v2");
+		if (fakecuda_mem_free(addr, &d, &b) < 0) {
+			printf("error not allocated\n");
+			return true;
+		}
+		if (have_cupti())
+			cu.memory(c, (uint32_t)d, ASYNC_STREAM, false, addr, b, async ? POOL_OF(d) : 0, POOL_SIZE);
+		printf("freed %llu\n", (unsigned long long)b);
+		return true;
+	}
+	if (strcmp(word, "memchurn") == 0 && sscanf(line, "%*s %llu %u %llu", &addr, &dev, &bytes) == 3) {
+		for (unsigned long long i = 0; i < addr; i++) {
+			uint32_t c = api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,
+					 "cuMemAlloc_v2");
+			uint64_t a = fakecuda_mem_alloc((int)dev, bytes), b;
+			int d;
+
+			if (!a)
+				break;
+			if (have_cupti())
+				cu.memory(c, dev, 0, true, a, bytes, 0, 0);
+			c = api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, "cuMemFree_v2");
+			if (fakecuda_mem_free(a, &d, &b) == 0 && have_cupti())
+				cu.memory(c, dev, 0, false, a, b, 0, 0);
+		}
+		printf("churned %llu\n", addr);
+		return true;
+	}
+	return false;
 }
 
 /* ---- a framework's own profiler (Kineto's pattern) ------------------------ */
@@ -310,7 +405,9 @@ int main(void)
 	fflush(stdout);
 	while (fgets(line, sizeof(line), stdin)) {
 		dur = 3000;
-		if ((got = sscanf(line, "launch %u %255s %u %u %llu", &n, name, &dev, &stream, &dur)) >= 4) {
+		if (mem_command(line)) {
+			/* answered */
+		} else if ((got = sscanf(line, "launch %u %255s %u %u %llu", &n, name, &dev, &stream, &dur)) >= 4) {
 			uint64_t t0 = now_ns(CLOCK_REALTIME);
 
 			launch(n, keep_name(name), dev, stream, dur);

@@ -7,8 +7,16 @@
  * process's "device 0" can be physical GPU 1. FAKE_CUDA_MIG=1 puts them in
  * MIG mode: cuDeviceGetUuid_v2 then names the MIG instance (first byte
  * 0xee), cuDeviceGetUuid still the GPU.
+ *
+ * Memory: each device's primary context is active and holds
+ * FAKECUDA_CONTEXT_BYTES; fakecuda_mem_alloc/free (the app's malloc
+ * commands) add to and take from what cuMemGetInfo reports in that context,
+ * as the agent asks when a capture opens. FAKE_CUDA_NO_CONTEXT=1: no
+ * primary context is active (a job that made none yet).
  */
+#include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,4 +146,119 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d)
 	(void)d;
 	*bytes = 80ull << 30;
 	return CUDA_SUCCESS;
+}
+
+/* ---- memory (see the top) ---------------------------------------------------- */
+
+#define FAKECUDA_CONTEXT_BYTES (300ull << 20)
+#define FAKECUDA_TOTAL_BYTES (80ull << 30)
+#define MAX_ALLOCS 4096
+
+static struct {
+	pthread_mutex_t lock;
+	uint64_t used[N_DEV]; /* by allocations, per physical device */
+	uint64_t next[N_DEV]; /* bump allocator: next address */
+	struct { uint64_t addr, bytes; int dev; } live[MAX_ALLOCS];
+	unsigned n_live;
+} mem = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static __thread CUcontext current;
+
+static bool no_context(void) { return getenv("FAKE_CUDA_NO_CONTEXT") != NULL; }
+static CUcontext ctx_of(int p) { return (CUcontext)(uintptr_t)(0x1000u + (unsigned)p); }
+
+EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned int *flags, int *active)
+{
+	if (phys(d) < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*flags = 0;
+	*active = !no_context();
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d)
+{
+	if (phys(d) < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*ctx = ctx_of(phys(d));
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
+{
+	return phys(d) < 0 ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+	current = ctx;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *ctx)
+{
+	if (ctx)
+		*ctx = current;
+	current = NULL;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total)
+{
+	uintptr_t c = (uintptr_t)current;
+	int p = (int)(c - 0x1000u);
+
+	if (!current || p < 0 || p >= N_DEV)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&mem.lock);
+	*total = FAKECUDA_TOTAL_BYTES;
+	*free_b = FAKECUDA_TOTAL_BYTES - FAKECUDA_CONTEXT_BYTES - mem.used[p];
+	pthread_mutex_unlock(&mem.lock);
+	return CUDA_SUCCESS;
+}
+
+/* An allocation of @bytes on ordinal @d: its address, 0 when refused. */
+EXPORT uint64_t fakecuda_mem_alloc(int d, uint64_t bytes);
+EXPORT uint64_t fakecuda_mem_alloc(int d, uint64_t bytes)
+{
+	int p = phys(d);
+	uint64_t a = 0;
+
+	if (p < 0 || bytes == 0 || bytes > FAKECUDA_TOTAL_BYTES)
+		return 0;
+	pthread_mutex_lock(&mem.lock);
+	if (mem.n_live < MAX_ALLOCS && mem.used[p] + bytes <= FAKECUDA_TOTAL_BYTES - FAKECUDA_CONTEXT_BYTES) {
+		if (!mem.next[p])
+			mem.next[p] = 0x7f0000000000ull + ((uint64_t)p << 40);
+		a = mem.next[p];
+		mem.next[p] += (bytes + 511) & ~511ull;
+		mem.live[mem.n_live].addr = a;
+		mem.live[mem.n_live].bytes = bytes;
+		mem.live[mem.n_live].dev = d;
+		mem.n_live++;
+		mem.used[p] += bytes;
+	}
+	pthread_mutex_unlock(&mem.lock);
+	return a;
+}
+
+/* Release @addr: 0 with its ordinal and size, -1 when it is not live. */
+EXPORT int fakecuda_mem_free(uint64_t addr, int *d, uint64_t *bytes);
+EXPORT int fakecuda_mem_free(uint64_t addr, int *d, uint64_t *bytes)
+{
+	int r = -1;
+
+	pthread_mutex_lock(&mem.lock);
+	for (unsigned i = 0; i < mem.n_live; i++) {
+		if (mem.live[i].addr != addr)
+			continue;
+		*d = mem.live[i].dev;
+		*bytes = mem.live[i].bytes;
+		mem.used[phys(*d)] -= *bytes;
+		mem.live[i] = mem.live[--mem.n_live];
+		r = 0;
+		break;
+	}
+	pthread_mutex_unlock(&mem.lock);
+	return r;
 }

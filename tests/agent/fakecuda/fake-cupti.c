@@ -686,6 +686,38 @@ EXPORT void fakecupti_memcpy(uint32_t corr, uint32_t device, uint32_t stream, ui
 	pthread_mutex_unlock(&f.lock);
 }
 
+EXPORT void fakecupti_memory(uint32_t corr, uint32_t device, uint32_t stream, bool alloc, uint64_t address,
+			     uint64_t bytes, uint64_t pool, uint64_t pool_size)
+{
+	uint64_t t = mono_ns();
+	CUpti_ActivityMemory4 *m;
+
+	pthread_mutex_lock(&f.lock);
+	if (!kind_on(CUPTI_ACTIVITY_KIND_MEMORY2) || !(m = reserve(sizeof(*m), t))) {
+		pthread_mutex_unlock(&f.lock);
+		return;
+	}
+	m->kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+	m->memoryOperationType = alloc ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION :
+					 CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+	m->memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+	m->correlationId = corr;
+	m->address = address;
+	m->bytes = bytes;
+	m->timestamp = t;
+	m->processId = (uint32_t)getpid();
+	m->deviceId = device;
+	m->contextId = 1;
+	m->streamId = pool ? stream : 0;
+	m->isAsync = pool ? 1 : 0;
+	if (pool) {
+		m->memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+		m->memoryPoolConfig.address = pool;
+		m->memoryPoolConfig.pool.size = pool_size;
+	}
+	pthread_mutex_unlock(&f.lock);
+}
+
 EXPORT void fakecupti_fatal(void)
 {
 	CUpti_CallbackFunc cb;

@@ -44,6 +44,12 @@ void fakecupti_kernel(uint32_t corr, uint32_t device, uint32_t stream, const cha
 		      uint64_t dur_ns, uint32_t graph);
 void fakecupti_memcpy(uint32_t corr, uint32_t device, uint32_t stream, uint64_t bytes,
 		      uint64_t dur_ns);
+/* An allocation (@alloc) or release of @bytes at @address on @device,
+ * recorded as a CUPTI_ACTIVITY_KIND_MEMORY2 record when that kind is on.
+ * @pool: the cudaMallocAsync pool's address (a local pool of @pool_size),
+ * 0 for cudaMalloc; @stream: the stream of an async one. */
+void fakecupti_memory(uint32_t corr, uint32_t device, uint32_t stream, bool alloc, uint64_t address,
+		      uint64_t bytes, uint64_t pool, uint64_t pool_size);
 /* CUPTI hits a fatal error: the subscriber's STATE callback, then CUPTI
  * is gone (calls after it are counted). */
 void fakecupti_fatal(void);
