@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "agent-map.h"
+#include "agent-nvtx.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
@@ -100,6 +101,7 @@ void agent_map_src_init(struct agent_map *m, struct agent_src *s)
 
 void agent_map_src_free(struct agent_src *s)
 {
+	agent_nvtx_src_free(s);
 	for (uint32_t i = 0; i <= s->n_strings && s->strings; i++)
 		free(s->strings[i]);
 	free(s->strings);
@@ -179,7 +181,7 @@ static void name_stream_line(struct trace_line *l, uint32_t stream, uint32_t mas
 
 /* Get or create a line on behalf of @s, within its line budget. NULL when
  * refused or out of memory. */
-static struct trace_line *src_line(struct agent_src *s, struct trace_plane *p, int64_t id, const char *name)
+struct trace_line *agent_map_src_line(struct agent_src *s, struct trace_plane *p, int64_t id, const char *name)
 {
 	uint32_t before = p->n_lines;
 	struct trace_line *l;
@@ -217,7 +219,7 @@ static struct trace_line *stream_line(struct agent_src *s, struct trace_plane *p
 		}
 		return slot->line;
 	}
-	l = src_line(s, p, pid_line_id(s->pid, stream), "");
+	l = agent_map_src_line(s, p, pid_line_id(s->pid, stream), "");
 	if (!l)
 		return NULL;
 	if (slot) {
@@ -246,7 +248,7 @@ static struct trace_line *host_line(struct agent_src *s, uint32_t tid)
 	snprintf(name, sizeof(name), XN_LINE_HOST_THREAD_FMT, s->name, s->pid, tid);
 	/* Thread ids repeat across pid namespaces: the pid keeps them apart; the
 	 * trace viewer shows the low 32 bits, the tid. */
-	l = src_line(s, m->host_plane, pid_line_id(s->pid, tid), name);
+	l = agent_map_src_line(s, m->host_plane, pid_line_id(s->pid, tid), name);
 	if (l && slot)
 		slot->line = l;
 	return l;
@@ -271,8 +273,8 @@ static bool to_wall(const struct agent_src *s, uint64_t ts, int64_t *ret)
  * is cut there and counted in s->long_dur). The XSpace writer then fits
  * the event to the capture window (trace_clamp()).
  */
-static bool place_times(struct agent_src *s, uint64_t start, uint64_t end, int64_t *ret_start,
-			int64_t *ret_dur)
+bool agent_map_place_times(struct agent_src *s, uint64_t start, uint64_t end, int64_t *ret_start,
+			   int64_t *ret_dur)
 {
 	int64_t w, max_dur;
 	uint64_t d;
@@ -294,7 +296,7 @@ static bool place_times(struct agent_src *s, uint64_t start, uint64_t end, int64
 	return true;
 }
 
-static const char *str_of(const struct agent_src *s, uint32_t id, const char *dflt)
+const char *agent_map_str(const struct agent_src *s, uint32_t id, const char *dflt)
 {
 	return id && id <= s->n_strings && s->strings[id] ? s->strings[id] : dflt;
 }
@@ -441,7 +443,7 @@ static void put_kernel(struct agent_src *s, const struct agent_rec_kernel *r)
 	char details[256], occ[32];
 	int64_t start, dur;
 
-	if (!d || !place_times(s, r->start, r->end, &start, &dur) || !(p = gpu_plane(m, d->plane)) ||
+	if (!d || !agent_map_place_times(s, r->start, r->end, &start, &dur) || !(p = gpu_plane(m, d->plane)) ||
 	    !(l = stream_line(s, p, d->plane, r->stream, T_COMPUTE)))
 		return;
 	memset(&key, 0, sizeof(key));
@@ -467,12 +469,13 @@ static void put_kernel(struct agent_src *s, const struct agent_rec_kernel *r)
 		if (r->occ_pct_e4 != UINT32_MAX)
 			trace_stat_double(p, &m->sb, XN_STAT_THEORETICAL_OCCUPANCY, r->occ_pct_e4 / 10000.0);
 		e->key = key;
-		e->meta = trace_plane_event_id(p, str_of(s, r->name_id, XN_EVENT_UNKNOWN_KERNEL));
+		e->meta = trace_plane_event_id(p, agent_map_str(s, r->name_id, XN_EVENT_UNKNOWN_KERNEL));
 		e->statset = trace_plane_statset(p, &m->sb);
 		if (e->meta < 0 || e->statset < 0)
 			e->key.p = NULL; /* do not cache a failure */
 	}
-	append_id(s, p, l, e->meta, start, dur, e->statset, corr(s, r->correlation));
+	append_id(s, p, l, e->meta, start, dur, agent_nvtx_statset(s, p, &m->sb, e->statset, r->correlation),
+		  corr(s, r->correlation));
 }
 
 static void put_memcpy(struct agent_src *s, const struct agent_rec_memcpy *r)
@@ -485,7 +488,7 @@ static void put_memcpy(struct agent_src *s, const struct agent_rec_memcpy *r)
 	char details[192];
 	int64_t start, dur;
 
-	if (!d || !place_times(s, r->start, r->end, &start, &dur) || !(p = gpu_plane(m, d->plane)) ||
+	if (!d || !agent_map_place_times(s, r->start, r->end, &start, &dur) || !(p = gpu_plane(m, d->plane)) ||
 	    !(l = stream_line(s, p, d->plane, r->stream, copy_bits[ck])))
 		return;
 	dst = r->dst_device < AGENT_MAX_DEVICES && s->dev[r->dst_device].known ? &s->dev[r->dst_device] : d;
@@ -494,7 +497,9 @@ static void put_memcpy(struct agent_src *s, const struct agent_rec_memcpy *r)
 		 r->async ? 1 : 0);
 	trace_stat_str_ref(p, &m->sb, XN_STAT_MEMCPY_DETAILS, details);
 	context_stat(p, &m->sb, r->context);
-	append(s, p, l, copy_names[ck], start, dur, trace_plane_statset(p, &m->sb), corr(s, r->correlation));
+	append(s, p, l, copy_names[ck], start, dur,
+	       agent_nvtx_statset(s, p, &m->sb, trace_plane_statset(p, &m->sb), r->correlation),
+	       corr(s, r->correlation));
 }
 
 static void put_memset(struct agent_src *s, const struct agent_rec_memset *r)
@@ -506,14 +511,16 @@ static void put_memset(struct agent_src *s, const struct agent_rec_memset *r)
 	char details[128];
 	int64_t start, dur;
 
-	if (!d || !place_times(s, r->start, r->end, &start, &dur) || !(p = gpu_plane(m, d->plane)) ||
+	if (!d || !agent_map_place_times(s, r->start, r->end, &start, &dur) || !(p = gpu_plane(m, d->plane)) ||
 	    !(l = stream_line(s, p, d->plane, r->stream, T_MEMSET)))
 		return;
 	snprintf(details, sizeof(details), "kind:%s num_bytes:%llu async:%d", mem_kind(r->mem_kind),
 		 (unsigned long long)r->bytes, r->async ? 1 : 0);
 	trace_stat_str_ref(p, &m->sb, XN_STAT_MEMSET_DETAILS, details);
 	context_stat(p, &m->sb, r->context);
-	append(s, p, l, XN_EVENT_MEMSET, start, dur, trace_plane_statset(p, &m->sb), corr(s, r->correlation));
+	append(s, p, l, XN_EVENT_MEMSET, start, dur,
+	       agent_nvtx_statset(s, p, &m->sb, trace_plane_statset(p, &m->sb), r->correlation),
+	       corr(s, r->correlation));
 }
 
 static void put_memory(struct agent_src *s, const struct agent_rec_memory *r)
@@ -527,7 +534,7 @@ static void put_memory(struct agent_src *s, const struct agent_rec_memory *r)
 	char details[128];
 	int64_t ts, dur;
 
-	if (!d || !place_times(s, r->ts, r->ts, &ts, &dur) || !(p = gpu_plane(m, d->plane)) ||
+	if (!d || !agent_map_place_times(s, r->ts, r->ts, &ts, &dur) || !(p = gpu_plane(m, d->plane)) ||
 	    !(l = stream_line(s, p, d->plane, stream, alloc ? T_ALLOC : T_FREE)))
 		return;
 	snprintf(details, sizeof(details), "kind:%s num_bytes:%llu", mem_kind(r->mem_kind),
@@ -547,7 +554,7 @@ static void put_overhead(struct agent_src *s, const struct agent_rec_overhead *r
 	char name[48];
 	int64_t start, dur;
 
-	if (!place_times(s, r->start, r->end, &start, &dur))
+	if (!agent_map_place_times(s, r->start, r->end, &start, &dur))
 		return;
 	snprintf(name, sizeof(name), XN_EVENT_CUPTI_OVERHEAD_FMT, r->kind);
 	if (r->device != UINT32_MAX) {
@@ -559,7 +566,7 @@ static void put_overhead(struct agent_src *s, const struct agent_rec_overhead *r
 		/* Cached like stream lines, under a key of its own. */
 		slot = line_slot(m, (1ull << 62) | ((uint64_t)d->plane << 32) | s->pid, 0);
 		l = slot && slot->line ? slot->line :
-					 src_line(s, p, pid_line_id(s->pid, 0xffffffffu), XN_LINE_CUPTI_OVERHEAD);
+					 agent_map_src_line(s, p, pid_line_id(s->pid, 0xffffffffu), XN_LINE_CUPTI_OVERHEAD);
 		if (!l)
 			return;
 		if (slot)
@@ -578,10 +585,10 @@ static void put_api(struct agent_src *s, const struct agent_rec_api *r)
 	struct trace_line *l;
 	int64_t start, dur;
 
-	if (!place_times(s, r->start, r->end, &start, &dur) || !(l = host_line(s, r->tid)))
+	if (!agent_map_place_times(s, r->start, r->end, &start, &dur) || !(l = host_line(s, r->tid)))
 		return;
-	append(s, s->m->host_plane, l, str_of(s, r->name_id, XN_EVENT_UNKNOWN_API), start, dur, 0,
-	       corr(s, r->correlation));
+	append(s, s->m->host_plane, l, agent_map_str(s, r->name_id, XN_EVENT_UNKNOWN_API), start, dur,
+	       agent_nvtx_statset(s, s->m->host_plane, &s->m->sb, 0, r->correlation), corr(s, r->correlation));
 }
 
 /* ---- inputs ------------------------------------------------------------------ */
@@ -659,6 +666,7 @@ int agent_map_records(struct agent_src *s, const uint8_t *p, size_t len, bool ta
 		case AGENT_REC_MEMORY: if (take) put_memory(s, &v.r.memory); break;
 		case AGENT_REC_OVERHEAD: if (take) put_overhead(s, &v.r.overhead); break;
 		case AGENT_REC_API: if (take) put_api(s, &v.r.api); break;
+		case AGENT_REC_NVTX: agent_nvtx_record(s, &v, take); break;
 		}
 	}
 	return r;
@@ -794,6 +802,7 @@ void agent_map_describe_src(struct agent_src *s)
 				     "budget (--max-events shared by %u capturing processes) were dropped",
 			       s->pid, s->name, (unsigned long long)s->over_share, s->share_n);
 	s->bad_device = s->bad_time = s->long_dur = s->over_share = 0;
+	agent_nvtx_describe(s);
 }
 
 void agent_map_flush_notes(struct agent_map *m, struct trace *snap, int64_t start_ns)

@@ -43,6 +43,8 @@
  * between CUPTI and CLOCK_REALTIME, never a real event. */
 #define AGENT_MAP_TIME_SLACK_NS (10ll * 1000 * 1000 * 1000)
 
+struct agent_nvtx_src;
+
 struct agent_map_dev {
 	bool known;
 	uint32_t plane; /* n of /device:GPU:<n> */
@@ -85,6 +87,7 @@ struct agent_src {
 	uint64_t over_share; /* records dropped beyond the fair share, this window */
 	unsigned share_n;    /* capturing connections when the last one was dropped */
 	uint32_t new_gpus;   /* UUIDs this connection added to the GPU map */
+	struct agent_nvtx_src *nvtx; /* agent-nvtx.c's, NULL until the first NVTX record */
 	uint64_t gpus_refused;
 };
 
@@ -139,6 +142,14 @@ struct agent_map {
 	char *notes[AGENT_MAP_MAX_NOTES];
 	unsigned n_notes;
 };
+
+/* For agent-nvtx.c: the time rules of one record (agent ns -> wall ns,
+ * bounded; false: dropped), a line within @s's line budget, the text of
+ * string @id (or @dflt). */
+bool agent_map_place_times(struct agent_src *s, uint64_t start, uint64_t end, int64_t *ret_start,
+			   int64_t *ret_dur);
+struct trace_line *agent_map_src_line(struct agent_src *s, struct trace_plane *p, int64_t id, const char *name);
+const char *agent_map_str(const struct agent_src *s, uint32_t id, const char *dflt);
 
 void agent_map_init(struct agent_map *m, struct collector *c);
 void agent_map_free(struct agent_map *m);

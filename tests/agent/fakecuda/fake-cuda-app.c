@@ -29,6 +29,10 @@
  *                             with the number of cuptiFinalize calls they
  *                             caused (must be 0) -> "child <that number>"
  *   fatal                     CUPTI hits a fatal error -> "fatal"
+ *   nvtx push TEXT            nvtxRangePushA(TEXT), TEXT to the end of the
+ *                             line, through the real NVTX3 headers -> "pushed <level>"
+ *   nvtx pop                  nvtxRangePop() -> "popped <level>"
+ *   nvtx bench N              N push+pop pairs -> "nvtx-bench <ns per pair>"
  *   state                     fake CUPTI's state, key=value pairs
  *   exit                      exit(0) at once (atexit handlers run)
  * FAKE_APP_PRELOAD=1 loads $FAKE_APP_CUPTI before cuInit (a framework that
@@ -47,6 +51,7 @@
 #include <unistd.h>
 
 #include <cuda.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include "fake-cupti.h"
 
@@ -165,6 +170,36 @@ static void launch(unsigned n, const char *name, unsigned dev, unsigned stream, 
 				 "cudaLaunchKernel_v7000");
 
 		kernel(c, dev, stream, name, dur, 0);
+	}
+}
+
+/* The NVTX commands: the real NVTX3 API (header-only, its own function
+ * table in this binary), so NVTX reaches the agent the way a job's does:
+ * through NVTX_INJECTION64_PATH, read at the first NVTX call. */
+static void nvtx_command(const char *args)
+{
+	unsigned long long n;
+
+	if (strncmp(args, "push ", 5) == 0) {
+		char text[512];
+		size_t len;
+
+		snprintf(text, sizeof(text), "%s", args + 5);
+		len = strcspn(text, "\n");
+		text[len] = 0;
+		printf("pushed %d\n", nvtxRangePushA(text));
+	} else if (strncmp(args, "pop", 3) == 0) {
+		printf("popped %d\n", nvtxRangePop());
+	} else if (sscanf(args, "bench %llu", &n) == 1 && n > 0) {
+		uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+
+		for (unsigned long long i = 0; i < n; i++) {
+			nvtxRangePushA("bench");
+			nvtxRangePop();
+		}
+		printf("nvtx-bench %.1f\n", (double)(now_ns(CLOCK_MONOTONIC) - t0) / (double)n);
+	} else {
+		printf("error unknown nvtx command\n");
 	}
 }
 
@@ -388,6 +423,8 @@ int main(void)
 			if (have_cupti())
 				cu.fatal();
 			printf("fatal\n");
+		} else if (strncmp(line, "nvtx ", 5) == 0) {
+			nvtx_command(line + 5);
 		} else if (strncmp(line, "state", 5) == 0) {
 			print_state();
 		} else if (strncmp(line, "exit", 4) == 0) {
