@@ -63,6 +63,7 @@ struct agent_src {
 	uint32_t pid;
 	char name[64];
 	uint32_t driver_version, runtime_version, cupti_version;
+	uint32_t hello_flags; /* HELLO's enum agent_hello_flag */
 	/* read-only */
 	struct agent_map_dev dev[AGENT_MAX_DEVICES];
 	uint32_t n_devices;

@@ -102,9 +102,13 @@ struct agent_hello {
 	uint32_t cuda_driver_version;  /* cuDriverGetVersion, 13000 = 13.0 */
 	uint32_t cuda_runtime_version; /* 0 when unknown */
 	uint32_t cupti_version;        /* cuptiGetVersion, 0 when unknown */
-	uint32_t flags;
+	uint32_t flags;    /* enum agent_hello_flag */
 	char name[64];     /* comm */
 	char cmdline[512]; /* argv joined by spaces, truncated */
+};
+
+enum agent_hello_flag {
+	AGENT_HELLO_NVTX = 1u << 0, /* v3: the agent collects NVTX (sends NVTX records) */
 };
 
 /* DEVICE: identity and capabilities of one device the process sees. */

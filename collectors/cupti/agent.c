@@ -1095,6 +1095,7 @@ static void on_connected(void)
 	h.cuda_driver_version = g.driver_version;
 	h.cuda_runtime_version = g.runtime_version;
 	h.cupti_version = g.cupti_ok ? g.C.version : 0;
+	h.flags |= AGENT_HELLO_NVTX;
 	agent_conv_reset(&g.cv);
 	agent_nvtx_forget_ids();
 	g.cv.devs = g.devs;
