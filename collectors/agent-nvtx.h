@@ -25,7 +25,9 @@
 #define AGENT_NVTX_MAX_RANGES (1u << 20)
 
 /* Default --step-pattern: range names that mark a training step. */
-#define AGENT_NVTX_STEP_PATTERNS "train_step,training_step,train_batch,run_training_batch,train_function,step,iteration"
+#define AGENT_NVTX_STEP_PATTERNS_1 "train_step,training_step,train_batch,run_training_batch,"
+#define AGENT_NVTX_STEP_PATTERNS_2 "train_function,step,iteration"
+#define AGENT_NVTX_STEP_PATTERNS AGENT_NVTX_STEP_PATTERNS_1 AGENT_NVTX_STEP_PATTERNS_2
 
 /* One validated NVTX record (@take: it belongs in the capture). */
 void agent_nvtx_record(struct agent_src *s, const struct agent_rec_view *v, bool take);

@@ -26,6 +26,7 @@
 
 #include "base/log.h"
 #include "base/parse.h"
+#include "collectors/agent-nvtx.h"
 #include "config.h"
 #include "delivery.h"
 #include "monitor.h"
@@ -99,6 +100,59 @@ enum {
 	"\n"
 
 #define MAX_AGENT_ALLOW_UID 64
+
+/* ---- steps from NVTX ranges (collectors/agent-nvtx.h; docs/agent.md, Steps) --
+ * Kept in one block: --step-pattern is parsed here and handed to the agent
+ * mapping once, at start-up.
+ */
+enum { OPT_STEP_PATTERN = 600 };
+
+#define STEP_LONG_OPTIONS {"step-pattern", required_argument, NULL, OPT_STEP_PATTERN}
+
+#define STEP_HELP                                                                              \
+	"Steps (docs/agent.md, Steps):\n"                                                      \
+	"      --step-pattern NAMES   NVTX range names that mark a training step, comma-\n"  \
+	"                             separated (up to 32 names of [A-Za-z0-9_.-], each\n"   \
+	"                             matched at the start of a range's name or its last\n"  \
+	"                             part, any case). Default:\n"                            \
+	"                             " AGENT_NVTX_STEP_PATTERNS_1 "\n"                      \
+	"                             " AGENT_NVTX_STEP_PATTERNS_2 "\n"                      \
+	"\n"
+
+static const char *arg_step_pattern;
+
+/* 1: taken, 0: not a step option, -EINVAL: bad value (said on stderr). */
+static int parse_step_option(int c, const char *v)
+{
+	unsigned names = 1;
+	size_t len = 0;
+
+	if (c != OPT_STEP_PATTERN)
+		return 0;
+	for (const char *p = v; *p; p++) {
+		if (*p == ',') {
+			if (!len)
+				break;
+			names++;
+			len = 0;
+		} else if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+			   strchr("_.-", *p)) {
+			len++;
+			if (len > 63)
+				break;
+		} else {
+			len = 0;
+			break;
+		}
+	}
+	if (!len || names > 32) {
+		fprintf(stderr, "profd: invalid value \"%s\" for --step-pattern: expected up to 32 comma-"
+			"separated names of [A-Za-z0-9_.-], 1-63 characters each\n", v);
+		return -EINVAL;
+	}
+	arg_step_pattern = v;
+	return 1;
+}
 
 static uint32_t arg_agent_socket_mode; /* 0: the receiver's default, 0666 */
 static bool arg_agent_socket_chgrp;
@@ -263,7 +317,7 @@ static void help(void)
 	       "\n",
 	       REPO_MAX_DEPTH_DEFAULT, REPO_MAX_DEPTH_LIMIT);
 	/* In parts: ISO C compilers need take no string literal over 4095 bytes. */
-	printf(ACCESS_HELP AGENT_ACCESS_HELP);
+	printf(ACCESS_HELP AGENT_ACCESS_HELP STEP_HELP);
 	printf("Collectors:\n"
 	       "      --host-sample-hz N     host counter rate during captures (default 10, 1-1000)\n"
 	       "      --nvml-sample-hz N     GPU counter rate during captures (default 50, 1-1000)\n"
@@ -363,6 +417,7 @@ static int parse_args(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		ACCESS_LONG_OPTIONS,
+		STEP_LONG_OPTIONS,
 		{NULL, 0, NULL, 0},
 	};
 	int c, r;
@@ -372,6 +427,8 @@ static int parse_args(int argc, char **argv)
 		arg_agent_socket = getenv("PROFD_AGENT_SOCKET");
 	while ((c = getopt_long(argc, argv, "l:h", opts, NULL)) >= 0) {
 		r = parse_access_option(c, optarg);
+		if (r == 0)
+			r = parse_step_option(c, optarg);
 		if (r < 0)
 			return r;
 		if (r > 0)
@@ -645,6 +702,7 @@ int main(int argc, char **argv)
 	log_open();
 	if (parse_args(argc, argv) < 0)
 		return EXIT_FAILURE;
+	agent_nvtx_set_step_patterns(arg_step_pattern);
 	signal(SIGPIPE, SIG_IGN);
 	if (arg_hostname)
 		snprintf(hostname, sizeof(hostname), "%s", arg_hostname);

@@ -9,6 +9,7 @@ stats on the GPU work launched inside them, steps (group_id), the warnings,
 and what XProf's own rules then do with the space (IsXSpaceGrouped).
 """
 import os
+import subprocess
 import unittest
 
 import profdtest as T
@@ -146,6 +147,33 @@ class NvtxOnFakeCupti(unittest.TestCase):
         # takes these steps as they are and skips its own grouping, flows and
         # derived lines (docs/agent.md, "Steps").
         self.assertTrue(is_xspace_grouped(x))
+        self.assertEqual(a.finish(), 0)
+
+    def test_step_pattern_flag(self):
+        bad = subprocess.run([T.PROFD, "--step-pattern", "a,,b"], capture_output=True, text=True, timeout=10)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("--step-pattern", bad.stderr)
+        # A daemon that knows this job's step name.
+        self.stubs.close()
+        self.assertEqual(self.d.stop(), 0)
+        self.d = T.Daemon("--agent-socket", self.sock, "--flush-timeout", "2s", "--step-pattern", "my_iter")
+        self.stubs = T.Stubs(self.d.addr)
+        self.profile, self.status = self.stubs.profile, self.stubs.status
+        a, _ = self.app()
+
+        def work():
+            for i in range(2):
+                a.ask(f"nvtx push my_iter {i}")
+                a.ask("launch 1 k 0 7")
+                a.ask("nvtx pop")
+                a.ask("nvtx push train_step")  # not a step for this daemon
+                a.ask("launch 1 k2 0 7")
+                a.ask("nvtx pop")
+            a.ask("busy 1500")
+        x, _ = self.capture_while(1000, work, a)
+        g = {n: sorted(st["group_id"].int64_value for _, nn, _, st in kernels(x) if nn == n and "group_id" in st)
+             for n in ("k", "k2")}
+        self.assertEqual(g, {"k": [1, 2], "k2": []})
         self.assertEqual(a.finish(), 0)
 
     def test_job_without_nvtx_is_told_how_to_get_op_names_and_steps(self):
