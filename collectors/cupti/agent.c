@@ -882,6 +882,7 @@ static void capture_start(void)
 	g.nvtx_domains = false;
 	agent_nvtx_capture(g.C.cuptiGetTimestamp);
 	atomic_store(&g.capturing, 1);
+	nvtx_follow();
 }
 
 static void send_stats(void)
@@ -1234,6 +1235,7 @@ static void init_once(void)
 	if (g.efd < 0)
 		return;
 	pthread_atfork(NULL, NULL, on_fork_child);
+	agent_nvtx_on_attach(wake);
 	atexit(on_exit_hook);
 	/* The agent thread takes no signals: the application's handlers keep
 	 * running on its own threads. */

@@ -65,6 +65,7 @@ static struct {
 	atomic_ullong gen;
 	atomic_uint serial;
 	CUptiResult (*clock)(uint64_t *);
+	void (*on_attach)(void);
 
 	pthread_mutex_t qlock;
 	struct qev *q; /* AGENT_NVTX_QUEUE, allocated at the first capture */
@@ -511,6 +512,8 @@ EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get)
 		set_slot(t, n, NVTX_CBID_CORE2_DomainCreateW, FP(d_create_w));
 	}
 	atomic_store(&N.attached, 1);
+	if (N.on_attach)
+		N.on_attach();
 	return 1;
 }
 
@@ -529,6 +532,8 @@ void agent_nvtx_setup(void)
 }
 
 bool agent_nvtx_attached(void) { return atomic_load(&N.attached) != 0; }
+
+void agent_nvtx_on_attach(void (*fn)(void)) { N.on_attach = fn; }
 
 void agent_nvtx_capture(CUptiResult (*clock)(uint64_t *ts))
 {

@@ -49,6 +49,10 @@ struct agent_nvtx_counts {
 void agent_nvtx_setup(void);
 /* Whether some NVTX copy in the process attached to us. */
 bool agent_nvtx_attached(void);
+/* @fn runs (on the attaching application thread) each time an NVTX copy
+ * attaches: the agent thread wakes to switch on launch stacks mid-capture.
+ * Set once, before the agent thread starts. */
+void agent_nvtx_on_attach(void (*fn)(void));
 /* Agent thread: a capture opens (@clock stamps ranges in CUPTI's clock) or
  * closes (@clock NULL). */
 void agent_nvtx_capture(CUptiResult (*clock)(uint64_t *ts));

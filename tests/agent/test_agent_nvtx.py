@@ -171,7 +171,7 @@ class NvtxOnFakeCupti(unittest.TestCase):
                 a.ask("nvtx pop")
             a.ask("busy 1500")
         x, _ = self.capture_while(1000, work, a)
-        g = {n: sorted(st["group_id"].int64_value for _, nn, _, st in kernels(x) if nn == n and "group_id" in st)
+        g = {n: sorted(st["group_id"].int64_value for _, _, nn, st in kernels(x) if nn == n and "group_id" in st)
              for n in ("k", "k2")}
         self.assertEqual(g, {"k": [1, 2], "k2": []})
         self.assertEqual(a.finish(), 0)
