@@ -20,7 +20,7 @@
  *     also `_r` = 1 and step_num (int64), everything inside a step
  *     group_id (int64);
  *   - GPU work and API calls inside ranges: tf_op = the outermost range's
- *     name, nvtx_range = the innermost range's text, every `key=value`
+ *     name, or for an XLA op "<hlo_op>:<its kind>", nvtx_range = the innermost range's text, every `key=value`
  *     pair of the stack (innermost wins; digits as int64, else a string),
  *     except that hlo_op is written as hlo_op_name (XProf's op metrics
  *     drop an event whose hlo_op has no HLO proto), and group_id.
@@ -225,6 +225,32 @@ static void put_name(struct trace_plane *p, struct buf *b, const char *stat, con
 	trace_stat_str_ref(p, b, stat, name);
 }
 
+/* tf_op: an XLA op's "<hlo_op>:<its kind>" (fusion.3 -> "fusion.3:fusion"),
+ * since hlo_op itself cannot be written (see the top); else the outermost
+ * range's name, "name:type" when it has that form. */
+static void put_tf_op(struct trace_plane *p, struct buf *b, const char *outer, const struct kv *kv, unsigned n)
+{
+	char op[sizeof(kv[0].v) * 2 + 2];
+
+	for (unsigned i = 0; i < n; i++) {
+		size_t len;
+
+		if (strcmp(kv[i].k, XN_STAT_HLO_OP) != 0 || !kv[i].v[0])
+			continue;
+		len = strlen(kv[i].v);
+		while (len > 1 && isdigit((unsigned char)kv[i].v[len - 1]))
+			len--;
+		if (len > 1 && kv[i].v[len - 1] == '.')
+			len--;
+		else
+			len = strlen(kv[i].v);
+		snprintf(op, sizeof(op), "%s:%.*s", kv[i].v, (int)len, kv[i].v);
+		trace_stat_str_ref(p, b, XN_STAT_TF_OP, op);
+		return;
+	}
+	put_name(p, b, XN_STAT_TF_OP, outer);
+}
+
 int64_t agent_nvtx_statset(struct agent_src *s, struct trace_plane *p, struct buf *b, int64_t base, uint32_t corr)
 {
 	struct agent_nvtx_src *ns = state(s);
@@ -255,14 +281,14 @@ int64_t agent_nvtx_statset(struct agent_src *s, struct trace_plane *p, struct bu
 
 		buf_put(b, bytes, len);
 	}
-	put_name(p, b, XN_STAT_TF_OP, outer);
-	trace_stat_str_ref(p, b, XN_STAT_NVTX_RANGE, inner);
 	for (uint32_t i = 0; i < e->n; i++) {
 		const char *t = agent_map_str(s, e->text[i], NULL);
 
 		if (t)
 			nkv = parse_pairs(t, kv, nkv, 16);
 	}
+	put_tf_op(p, b, outer, kv, nkv);
+	trace_stat_str_ref(p, b, XN_STAT_NVTX_RANGE, inner);
 	put_pairs(p, b, kv, nkv);
 	if (e->step)
 		trace_stat_i64(p, b, XN_STAT_GROUP_ID, e->step);

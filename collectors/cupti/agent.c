@@ -861,12 +861,16 @@ static void capture_start(void)
 		g.C.cuptiActivityGetNumDroppedRecords(NULL, 0, &before);
 	}
 	send_clock(AGENT_CLOCK_START);
+	/* NVTX on before the kinds: GPU work traced from here on finds its ranges. */
+	g.nvtx_domains = false;
+	agent_nvtx_capture(g.C.cuptiGetTimestamp);
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		r = g.C.cuptiActivityEnable(kinds[i]);
 		if (r == CUPTI_SUCCESS || kinds[i] != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
 			continue; /* a missing optional kind only narrows the trace */
 		/* Without kernels there is no point: undo everything. */
 		report_cupti("cuptiActivityEnable(CONCURRENT_KERNEL)", r);
+		agent_nvtx_capture(NULL);
 		for (size_t j = 0; j < i; j++)
 			g.C.cuptiActivityDisable(kinds[j]);
 		settle(UINT64_MAX, STOP_SETTLE_MS);
@@ -879,8 +883,6 @@ static void capture_start(void)
 		return;
 	}
 	filter_api_records();
-	g.nvtx_domains = false;
-	agent_nvtx_capture(g.C.cuptiGetTimestamp);
 	atomic_store(&g.capturing, 1);
 	nvtx_follow();
 }

@@ -103,6 +103,8 @@ class NvtxOnFakeCupti(unittest.TestCase):
         self.assertEqual(groups, set(range(1, STEPS + 1)))
         for st in by_name["fusion_kernel"]:
             self.assertEqual(ref(plane0, st["hlo_op_name"]), "fusion.3")
+            # XLA ops: the op and its kind, as op stats group them.
+            self.assertEqual(ref(plane0, st["tf_op"]), "fusion.3:fusion")
             self.assertEqual(ref(plane0, st["hlo_module"]), "jit_train_step")
             self.assertEqual(st["program_id"].WhichOneof("value"), "int64_value")
             self.assertEqual(st["program_id"].int64_value, 12)
@@ -112,7 +114,7 @@ class NvtxOnFakeCupti(unittest.TestCase):
         copies = [(p, st) for p, n, st in device_events(x) if n == "MemcpyH2D"]
         self.assertEqual(len(copies), STEPS)
         self.assertEqual(sorted(st["group_id"].int64_value for _, st in copies), list(range(1, STEPS + 1)))
-        self.assertTrue(all(ref(p, st["tf_op"]) == "train_step" for p, st in copies))
+        self.assertTrue(all(ref(p, st["tf_op"]) == "fusion.3:fusion" for p, st in copies))
 
         # Host: a /NVTX line for the thread, step ranges as XProf root events.
         h = host_plane(x)
