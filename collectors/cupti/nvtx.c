@@ -31,6 +31,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 /* Push/pop levels a thread keeps; deeper ones are counted, not kept. */
+_Static_assert((AGENT_NVTX_MAX_STRINGS & (AGENT_NVTX_MAX_STRINGS - 1)) == 0, "the slot table masks by it");
 #define TSTACK_MAX 64u
 /* Open start/end ranges at once (they may end on another thread). */
 #define OPEN_MAX 4096u
@@ -75,6 +76,7 @@ static struct {
 	pthread_mutex_t slock;
 	char *texts[AGENT_NVTX_MAX_STRINGS + 1]; /* [id], 1-based */
 	uint64_t hashes[AGENT_NVTX_MAX_STRINGS + 1];
+	uint32_t slots[AGENT_NVTX_MAX_STRINGS * 2]; /* open addressing by hash: id, 0 = empty */
 	uint32_t n_texts;
 	size_t text_bytes;
 	uint32_t conv_id[AGENT_NVTX_MAX_STRINGS + 1]; /* agent thread: converter id, 0 = not sent */
@@ -119,23 +121,26 @@ static uint64_t fnv(const char *s, size_t n)
 }
 
 /* The id of @s (@n bytes), interned; the placeholder's id when the table
- * is full; 0 when not even that fits. Linear scan of a hash column: the
- * table is small and texts repeat, so the common case is a hit found by
- * hash compare. */
+ * is full; 0 when not even that fits. The slot table is twice the id
+ * space, so a probe ends at an empty slot within a few steps. */
 static uint32_t intern_n(const char *s, size_t n)
 {
+	const uint32_t mask = AGENT_NVTX_MAX_STRINGS * 2 - 1;
 	uint64_t h;
-	uint32_t id = 0;
+	uint32_t id = 0, j;
 
 	if (n > AGENT_NVTX_MAX_TEXT)
 		n = AGENT_NVTX_MAX_TEXT;
 	h = fnv(s, n);
 	pthread_mutex_lock(&N.slock);
-	for (uint32_t i = N.n_texts; i >= 1; i--)
+	for (j = (uint32_t)h & mask; N.slots[j]; j = (j + 1) & mask) {
+		uint32_t i = N.slots[j];
+
 		if (N.hashes[i] == h && strlen(N.texts[i]) == n && memcmp(N.texts[i], s, n) == 0) {
 			id = i;
 			break;
 		}
+	}
 	if (!id && N.n_texts + 1 < AGENT_NVTX_MAX_STRINGS && N.text_bytes + n <= AGENT_NVTX_MAX_STRING_BYTES) {
 		char *c = strndup(s, n);
 
@@ -143,6 +148,7 @@ static uint32_t intern_n(const char *s, size_t n)
 			id = ++N.n_texts;
 			N.texts[id] = c;
 			N.hashes[id] = h;
+			N.slots[j] = id;
 			N.text_bytes += n;
 		}
 	}
