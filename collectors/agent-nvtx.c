@@ -101,7 +101,7 @@ static size_t name_len(const char *t) { return strcspn(t, "#"); }
 
 /* A step: the name, or its last part after '.', ']', '/', ':' or ' ',
  * starts with a pattern (any case) not followed by a letter. */
-static bool is_step(const char *t)
+bool agent_nvtx_is_step(const char *t)
 {
 	size_t n = name_len(t), from = 0;
 
@@ -132,7 +132,7 @@ static uint32_t step_of(struct agent_src *s, struct agent_nvtx_src *ns, const st
 	for (uint32_t i = 0; i < n; i++) {
 		const char *t = agent_map_str(s, lv[i].text_id, NULL);
 
-		if (!t || !lv[i].serial || !is_step(t))
+		if (!t || !lv[i].serial || !agent_nvtx_is_step(t))
 			continue;
 		*is_self = i == n - 1;
 		for (uint32_t j = ns->n_steps; j-- > 0;)

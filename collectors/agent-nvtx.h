@@ -40,6 +40,8 @@ int64_t agent_nvtx_statset(struct agent_src *s, struct trace_plane *p, struct bu
  * steps); counts start over. */
 void agent_nvtx_describe(struct agent_src *s);
 void agent_nvtx_src_free(struct agent_src *s);
+/* Whether the range @text names a step under the current patterns. */
+bool agent_nvtx_is_step(const char *text);
 /* The step patterns (comma-separated names), for every source; NULL = the
  * default. Loop thread, at start-up. */
 void agent_nvtx_set_step_patterns(const char *csv);
