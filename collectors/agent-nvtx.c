@@ -52,11 +52,22 @@ struct agent_nvtx_src {
 		uint32_t serial, no;
 	} steps[AGENT_NVTX_MAX_STEPS];
 	uint32_t n_steps;
+	uint64_t steps_gen; /* the map's resets when steps were numbered: per capture */
+	/* XLA modules seen (steps from the first one to run twice, unless
+	 * step-pattern ranges exist) */
+	struct {
+		uint64_t hash;
+		uint32_t last_serial, runs;
+	} mods[AGENT_NVTX_MAX_MODULES];
+	uint32_t n_mods;
+	uint64_t step_module; /* its hash, 0 = none chosen */
+	char step_module_name[64];
+	bool pattern_seen; /* step-pattern ranges: module steps stay off */
 	uint64_t ranges; /* put in the current hub */
 	uint64_t gen;    /* the map's resets when ranges was counted */
 	bool any;        /* NVTX records ever came from this process */
 	/* this window */
-	uint64_t gpu, annotated, in_step, dropped, steps_seen;
+	uint64_t gpu, annotated, in_step, dropped, steps_seen, module_steps;
 };
 
 #define MAX_PATTERNS 32
@@ -124,30 +135,6 @@ bool agent_nvtx_is_step(const char *t)
 	return false;
 }
 
-/* The group_id of a stack (outermost step range), numbering a new step;
- * 0 when none. *@is_self: the step is the last level. */
-static uint32_t step_of(struct agent_src *s, struct agent_nvtx_src *ns, const struct agent_nvtx_level *lv,
-			uint32_t n, bool *is_self)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		const char *t = agent_map_str(s, lv[i].text_id, NULL);
-
-		if (!t || !lv[i].serial || !agent_nvtx_is_step(t))
-			continue;
-		*is_self = i == n - 1;
-		for (uint32_t j = ns->n_steps; j-- > 0;)
-			if (ns->steps[j].serial == lv[i].serial)
-				return ns->steps[j].no;
-		if (ns->n_steps >= AGENT_NVTX_MAX_STEPS)
-			return 0;
-		ns->steps[ns->n_steps].serial = lv[i].serial;
-		ns->steps[ns->n_steps].no = ns->n_steps + 1;
-		ns->steps_seen++;
-		return ++ns->n_steps;
-	}
-	return 0;
-}
-
 /* Digits (an optional '-' first, at most 18) read as int64. */
 static bool as_i64(const char *v, size_t n, int64_t *ret)
 {
@@ -200,6 +187,106 @@ static unsigned parse_pairs(const char *t, struct kv *kv, unsigned n, unsigned m
 			p++;
 	}
 	return n;
+}
+
+/* The step number of range @serial, numbering it if new (0: over the
+ * budget). Steps are numbered per capture. */
+static uint32_t step_no(struct agent_src *s, struct agent_nvtx_src *ns, uint32_t serial)
+{
+	if (ns->steps_gen != s->m->resets) {
+		ns->n_steps = 0;
+		ns->steps_gen = s->m->resets;
+	}
+	for (uint32_t j = ns->n_steps; j-- > 0;)
+		if (ns->steps[j].serial == serial)
+			return ns->steps[j].no;
+	if (ns->n_steps >= AGENT_NVTX_MAX_STEPS)
+		return 0;
+	ns->steps[ns->n_steps].serial = serial;
+	ns->steps[ns->n_steps].no = ns->n_steps + 1;
+	ns->steps_seen++;
+	return ++ns->n_steps;
+}
+
+static uint64_t hash_str(const char *t)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; *t; t++)
+		h = (h ^ (uint8_t)*t) * 0x100000001b3ull;
+	return h | 1;
+}
+
+/* An execution of an XLA module (XlaModule:#hlo_module=M,...#, range
+ * @serial): counted per module; the first module seen in two executions
+ * becomes the step module. Whether this execution is one of its steps. */
+static bool module_step(struct agent_nvtx_src *ns, const char *t, uint32_t serial)
+{
+	struct kv kv[16];
+	unsigned n;
+	uint64_t h;
+	uint32_t i;
+
+	if (strncmp(t, "XlaModule", 9) != 0)
+		return false;
+	n = parse_pairs(t, kv, 0, 16);
+	for (i = 0; i < n && strcmp(kv[i].k, "hlo_module") != 0; i++)
+		;
+	if (i == n)
+		return false;
+	h = hash_str(kv[i].v);
+	if (!ns->step_module) {
+		uint32_t m;
+
+		for (m = 0; m < ns->n_mods && ns->mods[m].hash != h; m++)
+			;
+		if (m == ns->n_mods) {
+			if (m >= AGENT_NVTX_MAX_MODULES)
+				return false;
+			ns->mods[m].hash = h;
+			ns->n_mods++;
+		}
+		if (ns->mods[m].last_serial != serial) {
+			ns->mods[m].last_serial = serial;
+			if (++ns->mods[m].runs >= 2) {
+				ns->step_module = h;
+				snprintf(ns->step_module_name, sizeof(ns->step_module_name), "%s", kv[i].v);
+			}
+		}
+	}
+	return ns->step_module == h;
+}
+
+/* The group_id of a stack, numbering a new step; 0 when none. The
+ * outermost range matching a step pattern; failing any such range in the
+ * process, the execution of the step module (module_step()). *@is_self:
+ * the step is the last level. */
+static uint32_t step_of(struct agent_src *s, struct agent_nvtx_src *ns, const struct agent_nvtx_level *lv,
+			uint32_t n, bool *is_self)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		const char *t = agent_map_str(s, lv[i].text_id, NULL);
+
+		if (!t || !lv[i].serial || !agent_nvtx_is_step(t))
+			continue;
+		*is_self = i == n - 1;
+		ns->pattern_seen = true;
+		return step_no(s, ns, lv[i].serial);
+	}
+	if (ns->pattern_seen)
+		return 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const char *t = agent_map_str(s, lv[i].text_id, NULL);
+		uint32_t no;
+
+		if (!t || !lv[i].serial || !module_step(ns, t, lv[i].serial))
+			continue;
+		*is_self = i == n - 1;
+		no = step_no(s, ns, lv[i].serial);
+		ns->module_steps += no != 0;
+		return no;
+	}
+	return 0;
 }
 
 static void put_pairs(struct trace_plane *p, struct buf *b, const struct kv *kv, unsigned n)
@@ -421,9 +508,14 @@ void agent_nvtx_describe(struct agent_src *s)
 				     "(--step-pattern) enclosed its GPU work; wrap each step in one, e.g. "
 				     "torch.cuda.nvtx.range(\"train_step\")",
 			       s->pid, s->name);
-	else if (ns->in_step)
+	else if (ns->in_step && ns->pattern_seen)
 		agent_map_note(s->m, "pid %u (%s): steps from NVTX ranges matching the step pattern: %llu new "
 				     "this window; host and GPU events inside carry group_id",
 			       s->pid, s->name, (unsigned long long)ns->steps_seen);
-	ns->gpu = ns->annotated = ns->in_step = ns->dropped = ns->steps_seen = 0;
+	else if (ns->in_step)
+		agent_map_note(s->m, "pid %u (%s): steps from the executions of XLA module %s (the first module "
+				     "it ran twice; no NVTX range matched the step pattern): %llu new this window; "
+				     "host and GPU events inside carry group_id",
+			       s->pid, s->name, ns->step_module_name, (unsigned long long)ns->steps_seen);
+	ns->gpu = ns->annotated = ns->in_step = ns->dropped = ns->steps_seen = ns->module_steps = 0;
 }

@@ -21,6 +21,8 @@
 #define AGENT_NVTX_CORR_SLOTS 8192u
 /* Step ranges a process may number in one capture. */
 #define AGENT_NVTX_MAX_STEPS 4096u
+/* XLA modules told apart per process when looking for the step module. */
+#define AGENT_NVTX_MAX_MODULES 32u
 /* Ranges one process may put in one capture. */
 #define AGENT_NVTX_MAX_RANGES (1u << 20)
 

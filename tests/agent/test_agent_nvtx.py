@@ -178,6 +178,55 @@ class NvtxOnFakeCupti(unittest.TestCase):
         self.assertEqual(g, {"k": [1, 2], "k2": []})
         self.assertEqual(a.finish(), 0)
 
+    def test_xla_modules_give_op_names_and_steps_without_a_flag(self):
+        # XLA emits NVTX only when nvtxDomainCreateA("TSL") is non-NULL: without
+        # a tool it is NULL ...
+        bare = subprocess.Popen([APP], env={k: v for k, v in os.environ.items() if k != "CUDA_INJECTION64_PATH"},
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        out, _ = bare.communicate("nvtx domain TSL\nexit\n", timeout=20)
+        self.assertEqual(out.split("\n")[1], "domain 0", out)
+        # ... and under the agent it is a handle: XLA's annotations flow.
+        a, _ = self.app()
+        self.assertEqual(a.ask("nvtx domain TSL"), ["domain", "1"])
+
+        def run(module, op, kernel):
+            a.ask(f"nvtx dpush XlaModule:#hlo_module={module},program_id=5#")
+            a.ask(f"nvtx dpush Thunk:#hlo_op={op}#")
+            a.ask(f"launch 1 {kernel} 0 7")
+            a.ask("nvtx dpop")
+            a.ask("nvtx dpop")
+
+        def work():
+            run("jit_init", "broadcast.1", "init_kernel")
+            for _ in range(4):
+                run("jit_train_step", "fusion.7", "step_kernel")
+            a.ask("busy 1500")
+        x, _ = self.capture_while(1000, work, a)
+        plane0 = [p for p in x.planes if p.name.startswith("/device:GPU:")][0]
+        ks = {}
+        for _, _, name, st in kernels(x):
+            ks.setdefault(name, []).append(st)
+        self.assertEqual(len(ks["step_kernel"]), 4)
+        for st in ks["step_kernel"]:
+            self.assertEqual(ref(plane0, st["hlo_module"]), "jit_train_step")
+            self.assertEqual(st["program_id"].int64_value, 5)
+            self.assertEqual(ref(plane0, st["hlo_op_name"]), "fusion.7")
+            self.assertEqual(ref(plane0, st["tf_op"]), "fusion.7:fusion")
+        # Steps: the executions of the first module run twice; its first run
+        # came before it was known to repeat.
+        self.assertEqual(sorted(st["group_id"].int64_value for st in ks["step_kernel"] if "group_id" in st),
+                         [1, 2, 3])
+        self.assertNotIn("group_id", ks["init_kernel"][0])
+        h = host_plane(x)
+        doms = {ref(h, stats_of(h, e)["nvtx_domain"]) for l in h.lines if l.name.endswith("/NVTX")
+                for e in l.events}
+        self.assertEqual(doms, {"TSL"})
+        mine = [s for s in x.warnings if f"pid {a.pid}" in s]
+        self.assertEqual(len([s for s in mine if "steps from the executions of XLA module jit_train_step" in s]),
+                         1, mine)
+        self.assertFalse([s for s in mine if "no op names" in s or "no steps" in s], mine)
+        self.assertEqual(a.finish(), 0)
+
     def test_job_without_nvtx_is_told_how_to_get_op_names_and_steps(self):
         a, _ = self.app()
 

@@ -33,6 +33,13 @@
  *                             line, through the real NVTX3 headers -> "pushed <level>"
  *   nvtx pop                  nvtxRangePop() -> "popped <level>"
  *   nvtx bench N              N push+pop pairs -> "nvtx-bench <ns per pair>"
+ *   nvtx domain NAME          nvtxDomainCreateA(NAME), as XLA decides whether
+ *                             to emit ranges -> "domain 1" (a tool gave a
+ *                             handle) or "domain 0" (NULL: no tool)
+ *   nvtx dpush TEXT           in that domain, XLA's way: TEXT registered
+ *                             (nvtxDomainRegisterStringA), then
+ *                             nvtxDomainRangePushEx -> "pushed <level>"
+ *   nvtx dpop                 nvtxDomainRangePop -> "popped <level>"
  *   state                     fake CUPTI's state, key=value pairs
  *   exit                      exit(0) at once (atexit handlers run)
  * FAKE_APP_PRELOAD=1 loads $FAKE_APP_CUPTI before cuInit (a framework that
@@ -178,15 +185,31 @@ static void launch(unsigned n, const char *name, unsigned dev, unsigned stream, 
  * through NVTX_INJECTION64_PATH, read at the first NVTX call. */
 static void nvtx_command(const char *args)
 {
+	static nvtxDomainHandle_t domain;
 	unsigned long long n;
+	char text[512];
+
+	snprintf(text, sizeof(text), "%s", strchr(args, ' ') ? strchr(args, ' ') + 1 : "");
+	text[strcspn(text, "\n")] = 0;
+	if (strncmp(args, "domain ", 7) == 0) {
+		domain = nvtxDomainCreateA(text);
+		printf("domain %d\n", domain != NULL);
+		return;
+	}
+	if (strncmp(args, "dpush ", 6) == 0) {
+		nvtxEventAttributes_t a = { .version = NVTX_VERSION, .size = NVTX_EVENT_ATTRIB_STRUCT_SIZE,
+					    .messageType = NVTX_MESSAGE_TYPE_REGISTERED };
+
+		a.message.registered = nvtxDomainRegisterStringA(domain, text);
+		printf("pushed %d\n", nvtxDomainRangePushEx(domain, &a));
+		return;
+	}
+	if (strncmp(args, "dpop", 4) == 0) {
+		printf("popped %d\n", nvtxDomainRangePop(domain));
+		return;
+	}
 
 	if (strncmp(args, "push ", 5) == 0) {
-		char text[512];
-		size_t len;
-
-		snprintf(text, sizeof(text), "%s", args + 5);
-		len = strcspn(text, "\n");
-		text[len] = 0;
 		printf("pushed %d\n", nvtxRangePushA(text));
 	} else if (strncmp(args, "pop", 3) == 0) {
 		printf("popped %d\n", nvtxRangePop());
