@@ -65,7 +65,9 @@ static struct {
 	atomic_int attached;
 	atomic_ullong gen;
 	atomic_uint serial;
-	CUptiResult (*clock)(uint64_t *);
+	/* cuptiGetTimestamp while a capture is open, NULL otherwise: after the
+	 * capture CUPTI is finalized, and a call would start it again. */
+	_Atomic(CUptiResult (*)(uint64_t *)) clock;
 	void (*on_attach)(void);
 
 	pthread_mutex_t qlock;
@@ -102,10 +104,11 @@ static bool on(void) { return atomic_load_explicit(&N.capturing, memory_order_re
 
 static uint64_t now(void)
 {
+	CUptiResult (*clock)(uint64_t *) = atomic_load_explicit(&N.clock, memory_order_acquire);
 	uint64_t t = 0;
 
-	if (N.clock)
-		N.clock(&t);
+	if (clock)
+		clock(&t);
 	return t;
 }
 
@@ -373,9 +376,11 @@ static void end(nvtxRangeId_t id)
 	bool found = false;
 	uint64_t e;
 
-	if (!on() || !id)
+	/* Only a start made during a capture has an id: free its slot even
+	 * when the capture has closed since, else it would stay taken. */
+	if (!id)
 		return;
-	e = now();
+	e = on() ? now() : 0;
 	pthread_mutex_lock(&N.olock);
 	if (N.open_key[j] == id) {
 		l = N.open[j];
@@ -384,7 +389,7 @@ static void end(nvtxRangeId_t id)
 		found = true;
 	}
 	pthread_mutex_unlock(&N.olock);
-	if (found)
+	if (found && on())
 		queue_range(&l, e, t, 0, AGENT_NVTX_START_END, NULL);
 }
 
@@ -550,11 +555,15 @@ void agent_nvtx_capture(CUptiResult (*clock)(uint64_t *ts))
 		N.q_head = N.q_n = 0;
 		memset(&N.counts, 0, sizeof(N.counts));
 		pthread_mutex_unlock(&N.qlock);
-		N.clock = clock;
+		atomic_store(&N.clock, clock);
+		pthread_mutex_lock(&N.olock);
+		memset(N.open_key, 0, sizeof(N.open_key)); /* never ended: forgotten */
+		pthread_mutex_unlock(&N.olock);
 		atomic_fetch_add(&N.gen, 1); /* stacks of an earlier capture are void */
 		atomic_store(&N.capturing, 1);
 	} else {
 		atomic_store(&N.capturing, 0);
+		atomic_store(&N.clock, NULL);
 	}
 }
 
