@@ -659,6 +659,7 @@ static void nvtx_follow(void)
 	g.C.cuptiEnableDomain(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API);
 	g.C.cuptiEnableDomain(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
 	g.nvtx_domains = true;
+	agent_nvtx_following(1);
 }
 
 /* Convert and send every completed slab. NVTX first: a launch's range
@@ -863,6 +864,7 @@ static void capture_start(void)
 	send_clock(AGENT_CLOCK_START);
 	/* NVTX on before the kinds: GPU work traced from here on finds its ranges. */
 	g.nvtx_domains = false;
+	agent_nvtx_following(0);
 	agent_nvtx_capture(g.C.cuptiGetTimestamp);
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		r = g.C.cuptiActivityEnable(kinds[i]);

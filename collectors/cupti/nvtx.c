@@ -69,6 +69,7 @@ static struct {
 	 * capture CUPTI is finalized, and a call would start it again. */
 	_Atomic(CUptiResult (*)(uint64_t *)) clock;
 	void (*on_attach)(void);
+	atomic_int following;
 
 	pthread_mutex_t qlock;
 	struct qev *q; /* AGENT_NVTX_QUEUE, allocated at the first capture */
@@ -523,8 +524,12 @@ EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get)
 		set_slot(t, n, NVTX_CBID_CORE2_DomainCreateW, FP(d_create_w));
 	}
 	atomic_store(&N.attached, 1);
-	if (N.on_attach)
+	if (N.on_attach) {
 		N.on_attach();
+		/* Once per NVTX copy, and only mid-capture: bounded, never a hang. */
+		for (int i = 0; i < 100 && on() && !atomic_load(&N.following); i++)
+			usleep(1000);
+	}
 	return 1;
 }
 
@@ -545,6 +550,8 @@ void agent_nvtx_setup(void)
 bool agent_nvtx_attached(void) { return atomic_load(&N.attached) != 0; }
 
 void agent_nvtx_on_attach(void (*fn)(void)) { N.on_attach = fn; }
+
+void agent_nvtx_following(int v) { atomic_store(&N.following, v); }
 
 void agent_nvtx_capture(CUptiResult (*clock)(uint64_t *ts))
 {

@@ -53,6 +53,10 @@ bool agent_nvtx_attached(void);
  * attaches: the agent thread wakes to switch on launch stacks mid-capture.
  * Set once, before the agent thread starts. */
 void agent_nvtx_on_attach(void (*fn)(void));
+/* Agent thread: launch stacks are on (1) or off (0) for this capture. An
+ * NVTX copy attaching mid-capture waits (at most 100 ms) for 1, so that
+ * the launches right after its first range carry it. */
+void agent_nvtx_following(int on);
 /* Agent thread: a capture opens (@clock stamps ranges in CUPTI's clock) or
  * closes (@clock NULL). */
 void agent_nvtx_capture(CUptiResult (*clock)(uint64_t *ts));
