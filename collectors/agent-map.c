@@ -181,7 +181,7 @@ static void name_stream_line(struct trace_line *l, uint32_t stream, uint32_t mas
 
 /* Get or create a line on behalf of @s, within its line budget. NULL when
  * refused or out of memory. */
-struct trace_line *agent_map_src_line(struct agent_src *s, struct trace_plane *p, int64_t id, const char *name)
+static struct trace_line *src_line(struct agent_src *s, struct trace_plane *p, int64_t id, const char *name)
 {
 	uint32_t before = p->n_lines;
 	struct trace_line *l;
@@ -219,7 +219,7 @@ static struct trace_line *stream_line(struct agent_src *s, struct trace_plane *p
 		}
 		return slot->line;
 	}
-	l = agent_map_src_line(s, p, pid_line_id(s->pid, stream), "");
+	l = src_line(s, p, pid_line_id(s->pid, stream), "");
 	if (!l)
 		return NULL;
 	if (slot) {
@@ -248,7 +248,7 @@ static struct trace_line *host_line(struct agent_src *s, uint32_t tid)
 	snprintf(name, sizeof(name), XN_LINE_HOST_THREAD_FMT, s->name, s->pid, tid);
 	/* Thread ids repeat across pid namespaces: the pid keeps them apart; the
 	 * trace viewer shows the low 32 bits, the tid. */
-	l = agent_map_src_line(s, m->host_plane, pid_line_id(s->pid, tid), name);
+	l = src_line(s, m->host_plane, pid_line_id(s->pid, tid), name);
 	if (l && slot)
 		slot->line = l;
 	return l;
@@ -273,8 +273,8 @@ static bool to_wall(const struct agent_src *s, uint64_t ts, int64_t *ret)
  * is cut there and counted in s->long_dur). The XSpace writer then fits
  * the event to the capture window (trace_clamp()).
  */
-bool agent_map_place_times(struct agent_src *s, uint64_t start, uint64_t end, int64_t *ret_start,
-			   int64_t *ret_dur)
+static bool place_times(struct agent_src *s, uint64_t start, uint64_t end, int64_t *ret_start,
+			int64_t *ret_dur)
 {
 	int64_t w, max_dur;
 	uint64_t d;
@@ -296,7 +296,7 @@ bool agent_map_place_times(struct agent_src *s, uint64_t start, uint64_t end, in
 	return true;
 }
 
-const char *agent_map_str(const struct agent_src *s, uint32_t id, const char *dflt)
+static const char *str_of(const struct agent_src *s, uint32_t id, const char *dflt)
 {
 	return id && id <= s->n_strings && s->strings[id] ? s->strings[id] : dflt;
 }
@@ -443,7 +443,7 @@ static void put_kernel(struct agent_src *s, const struct agent_rec_kernel *r)
 	char details[256], occ[32];
 	int64_t start, dur;
 
-	if (!d || !agent_map_place_times(s, r->start, r->end, &start, &dur) || !(p = gpu_plane(m, d->plane)) ||
+	if (!d || !place_times(s, r->start, r->end, &start, &dur) || !(p = gpu_plane(m, d->plane)) ||
 	    !(l = stream_line(s, p, d->plane, r->stream, T_COMPUTE)))
 		return;
 	memset(&key, 0, sizeof(key));
@@ -469,7 +469,7 @@ static void put_kernel(struct agent_src *s, const struct agent_rec_kernel *r)
 		if (r->occ_pct_e4 != UINT32_MAX)
 			trace_stat_double(p, &m->sb, XN_STAT_THEORETICAL_OCCUPANCY, r->occ_pct_e4 / 10000.0);
 		e->key = key;
-		e->meta = trace_plane_event_id(p, agent_map_str(s, r->name_id, XN_EVENT_UNKNOWN_KERNEL));
+		e->meta = trace_plane_event_id(p, str_of(s, r->name_id, XN_EVENT_UNKNOWN_KERNEL));
 		e->statset = trace_plane_statset(p, &m->sb);
 		if (e->meta < 0 || e->statset < 0)
 			e->key.p = NULL; /* do not cache a failure */
@@ -488,7 +488,7 @@ static void put_memcpy(struct agent_src *s, const struct agent_rec_memcpy *r)
 	char details[192];
 	int64_t start, dur;
 
-	if (!d || !agent_map_place_times(s, r->start, r->end, &start, &dur) || !(p = gpu_plane(m, d->plane)) ||
+	if (!d || !place_times(s, r->start, r->end, &start, &dur) || !(p = gpu_plane(m, d->plane)) ||
 	    !(l = stream_line(s, p, d->plane, r->stream, copy_bits[ck])))
 		return;
 	dst = r->dst_device < AGENT_MAX_DEVICES && s->dev[r->dst_device].known ? &s->dev[r->dst_device] : d;
@@ -511,7 +511,7 @@ static void put_memset(struct agent_src *s, const struct agent_rec_memset *r)
 	char details[128];
 	int64_t start, dur;
 
-	if (!d || !agent_map_place_times(s, r->start, r->end, &start, &dur) || !(p = gpu_plane(m, d->plane)) ||
+	if (!d || !place_times(s, r->start, r->end, &start, &dur) || !(p = gpu_plane(m, d->plane)) ||
 	    !(l = stream_line(s, p, d->plane, r->stream, T_MEMSET)))
 		return;
 	snprintf(details, sizeof(details), "kind:%s num_bytes:%llu async:%d", mem_kind(r->mem_kind),
@@ -534,7 +534,7 @@ static void put_memory(struct agent_src *s, const struct agent_rec_memory *r)
 	char details[128];
 	int64_t ts, dur;
 
-	if (!d || !agent_map_place_times(s, r->ts, r->ts, &ts, &dur) || !(p = gpu_plane(m, d->plane)) ||
+	if (!d || !place_times(s, r->ts, r->ts, &ts, &dur) || !(p = gpu_plane(m, d->plane)) ||
 	    !(l = stream_line(s, p, d->plane, stream, alloc ? T_ALLOC : T_FREE)))
 		return;
 	snprintf(details, sizeof(details), "kind:%s num_bytes:%llu", mem_kind(r->mem_kind),
@@ -554,7 +554,7 @@ static void put_overhead(struct agent_src *s, const struct agent_rec_overhead *r
 	char name[48];
 	int64_t start, dur;
 
-	if (!agent_map_place_times(s, r->start, r->end, &start, &dur))
+	if (!place_times(s, r->start, r->end, &start, &dur))
 		return;
 	snprintf(name, sizeof(name), XN_EVENT_CUPTI_OVERHEAD_FMT, r->kind);
 	if (r->device != UINT32_MAX) {
@@ -566,7 +566,7 @@ static void put_overhead(struct agent_src *s, const struct agent_rec_overhead *r
 		/* Cached like stream lines, under a key of its own. */
 		slot = line_slot(m, (1ull << 62) | ((uint64_t)d->plane << 32) | s->pid, 0);
 		l = slot && slot->line ? slot->line :
-					 agent_map_src_line(s, p, pid_line_id(s->pid, 0xffffffffu), XN_LINE_CUPTI_OVERHEAD);
+					 src_line(s, p, pid_line_id(s->pid, 0xffffffffu), XN_LINE_CUPTI_OVERHEAD);
 		if (!l)
 			return;
 		if (slot)
@@ -585,11 +585,26 @@ static void put_api(struct agent_src *s, const struct agent_rec_api *r)
 	struct trace_line *l;
 	int64_t start, dur;
 
-	if (!agent_map_place_times(s, r->start, r->end, &start, &dur) || !(l = host_line(s, r->tid)))
+	if (!place_times(s, r->start, r->end, &start, &dur) || !(l = host_line(s, r->tid)))
 		return;
-	append(s, s->m->host_plane, l, agent_map_str(s, r->name_id, XN_EVENT_UNKNOWN_API), start, dur,
+	append(s, s->m->host_plane, l, str_of(s, r->name_id, XN_EVENT_UNKNOWN_API), start, dur,
 	       agent_nvtx_statset(s, s->m->host_plane, &s->m->sb, 0, r->correlation), corr(s, r->correlation));
 }
+
+/* ---- for agent-nvtx.c (agent-map.h) ------------------------------------------- */
+
+bool agent_map_place_times(struct agent_src *s, uint64_t start, uint64_t end, int64_t *ret_start,
+			   int64_t *ret_dur)
+{
+	return place_times(s, start, end, ret_start, ret_dur);
+}
+
+struct trace_line *agent_map_src_line(struct agent_src *s, struct trace_plane *p, int64_t id, const char *name)
+{
+	return src_line(s, p, id, name);
+}
+
+const char *agent_map_str(const struct agent_src *s, uint32_t id, const char *dflt) { return str_of(s, id, dflt); }
 
 /* ---- inputs ------------------------------------------------------------------ */
 
