@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "agent-map.h"
+#include "agent-nvtx.h"
 #include "gpu-peaks.h"
 #include "base/log.h"
 #include "base/macro.h"
@@ -112,6 +113,7 @@ void agent_map_src_init(struct agent_map *m, struct agent_src *s)
 
 void agent_map_src_free(struct agent_src *s)
 {
+	agent_nvtx_src_free(s);
 	for (uint32_t i = 0; i <= s->n_strings && s->strings; i++)
 		free(s->strings[i]);
 	free(s->strings);
@@ -561,7 +563,8 @@ static void put_kernel(struct agent_src *s, const struct agent_rec_kernel *r)
 		if (e->meta < 0 || e->statset < 0)
 			e->key.p = NULL; /* do not cache a failure */
 	}
-	append_id(s, p, l, e->meta, start, dur, e->statset, corr(s, r->correlation));
+	append_id(s, p, l, e->meta, start, dur, agent_nvtx_statset(s, p, &m->sb, e->statset, r->correlation),
+		  corr(s, r->correlation));
 }
 
 static void put_memcpy(struct agent_src *s, const struct agent_rec_memcpy *r)
@@ -583,7 +586,9 @@ static void put_memcpy(struct agent_src *s, const struct agent_rec_memcpy *r)
 		 r->async ? 1 : 0);
 	trace_stat_str_ref(p, &m->sb, XN_STAT_MEMCPY_DETAILS, details);
 	context_stat(p, &m->sb, r->context);
-	append(s, p, l, copy_names[ck], start, dur, trace_plane_statset(p, &m->sb), corr(s, r->correlation));
+	append(s, p, l, copy_names[ck], start, dur,
+	       agent_nvtx_statset(s, p, &m->sb, trace_plane_statset(p, &m->sb), r->correlation),
+	       corr(s, r->correlation));
 }
 
 static void put_memset(struct agent_src *s, const struct agent_rec_memset *r)
@@ -602,7 +607,9 @@ static void put_memset(struct agent_src *s, const struct agent_rec_memset *r)
 		 (unsigned long long)r->bytes, r->async ? 1 : 0);
 	trace_stat_str_ref(p, &m->sb, XN_STAT_MEMSET_DETAILS, details);
 	context_stat(p, &m->sb, r->context);
-	append(s, p, l, XN_EVENT_MEMSET, start, dur, trace_plane_statset(p, &m->sb), corr(s, r->correlation));
+	append(s, p, l, XN_EVENT_MEMSET, start, dur,
+	       agent_nvtx_statset(s, p, &m->sb, trace_plane_statset(p, &m->sb), r->correlation),
+	       corr(s, r->correlation));
 }
 
 /*
@@ -727,9 +734,24 @@ static void put_api(struct agent_src *s, const struct agent_rec_api *r)
 
 	if (!place_times(s, r->start, r->end, &start, &dur) || !(l = host_line(s, r->tid)))
 		return;
-	append(s, s->m->host_plane, l, str_of(s, r->name_id, XN_EVENT_UNKNOWN_API), start, dur, 0,
-	       corr(s, r->correlation));
+	append(s, s->m->host_plane, l, str_of(s, r->name_id, XN_EVENT_UNKNOWN_API), start, dur,
+	       agent_nvtx_statset(s, s->m->host_plane, &s->m->sb, 0, r->correlation), corr(s, r->correlation));
 }
+
+/* ---- for agent-nvtx.c (agent-map.h) ------------------------------------------- */
+
+bool agent_map_place_times(struct agent_src *s, uint64_t start, uint64_t end, int64_t *ret_start,
+			   int64_t *ret_dur)
+{
+	return place_times(s, start, end, ret_start, ret_dur);
+}
+
+struct trace_line *agent_map_src_line(struct agent_src *s, struct trace_plane *p, int64_t id, const char *name)
+{
+	return src_line(s, p, id, name);
+}
+
+const char *agent_map_str(const struct agent_src *s, uint32_t id, const char *dflt) { return str_of(s, id, dflt); }
 
 /* ---- inputs ------------------------------------------------------------------ */
 
@@ -808,6 +830,7 @@ int agent_map_records(struct agent_src *s, const uint8_t *p, size_t len, bool ta
 		case AGENT_REC_MEM_STATE: if (take) put_mem_state(s, &v.r.mem_state); break;
 		case AGENT_REC_OVERHEAD: if (take) put_overhead(s, &v.r.overhead); break;
 		case AGENT_REC_API: if (take) put_api(s, &v.r.api); break;
+		case AGENT_REC_NVTX: agent_nvtx_record(s, &v, take); break;
 		}
 	}
 	return r;
@@ -944,6 +967,7 @@ void agent_map_describe_src(struct agent_src *s)
 				     "budget (--max-events shared by %u capturing processes) were dropped",
 			       s->pid, s->name, (unsigned long long)s->over_share, s->share_n);
 	s->bad_device = s->bad_time = s->long_dur = s->over_share = 0;
+	agent_nvtx_describe(s);
 }
 
 static void memory_note(void *ud, const char *text) { agent_map_note(ud, "%s", text); }

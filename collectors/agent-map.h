@@ -45,6 +45,8 @@
  * between CUPTI and CLOCK_REALTIME, never a real event. */
 #define AGENT_MAP_TIME_SLACK_NS (10ll * 1000 * 1000 * 1000)
 
+struct agent_nvtx_src;
+
 struct agent_map_dev {
 	bool known;
 	uint32_t plane; /* n of /device:GPU:<n> */
@@ -63,6 +65,7 @@ struct agent_src {
 	uint32_t pid;
 	char name[64];
 	uint32_t driver_version, runtime_version, cupti_version;
+	uint32_t hello_flags; /* HELLO's enum agent_hello_flag */
 	/* read-only */
 	struct agent_map_dev dev[AGENT_MAX_DEVICES];
 	uint32_t n_devices;
@@ -87,6 +90,7 @@ struct agent_src {
 	uint64_t over_share; /* records dropped beyond the fair share, this window */
 	unsigned share_n;    /* capturing connections when the last one was dropped */
 	uint32_t new_gpus;   /* UUIDs this connection added to the GPU map */
+	struct agent_nvtx_src *nvtx; /* agent-nvtx.c's, NULL until the first NVTX record */
 	uint64_t gpus_refused;
 };
 
@@ -155,6 +159,14 @@ struct agent_map {
 	char *notes[AGENT_MAP_MAX_NOTES];
 	unsigned n_notes;
 };
+
+/* For agent-nvtx.c: the time rules of one record (agent ns -> wall ns,
+ * bounded; false: dropped), a line within @s's line budget, the text of
+ * string @id (or @dflt). */
+bool agent_map_place_times(struct agent_src *s, uint64_t start, uint64_t end, int64_t *ret_start,
+			   int64_t *ret_dur);
+struct trace_line *agent_map_src_line(struct agent_src *s, struct trace_plane *p, int64_t id, const char *name);
+const char *agent_map_str(const struct agent_src *s, uint32_t id, const char *dflt);
 
 void agent_map_init(struct agent_map *m, struct collector *c);
 void agent_map_free(struct agent_map *m);

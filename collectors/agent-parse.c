@@ -159,6 +159,7 @@ size_t agent_rec_min_size(uint16_t type)
 	case AGENT_REC_MEMORY: return sizeof(struct agent_rec_memory);
 	case AGENT_REC_OVERHEAD: return sizeof(struct agent_rec_overhead);
 	case AGENT_REC_API: return sizeof(struct agent_rec_api);
+	case AGENT_REC_NVTX: return sizeof(struct agent_rec_nvtx);
 	case AGENT_REC_MEM_STATE: return sizeof(struct agent_rec_mem_state);
 	case AGENT_REC_MEMORY2: return sizeof(struct agent_rec_memory2);
 	default: return 0;
@@ -170,6 +171,30 @@ void agent_rec_iter_init(struct agent_rec_iter *it, const uint8_t *p, size_t len
 	it->p = p;
 	it->len = len;
 	it->off = 0;
+}
+
+/* NVTX: aux levels (1..AGENT_NVTX_MAX_LEVELS) must fit in the record, its
+ * kind be known, and a RANGE end no earlier than it starts. */
+static int check_nvtx(const struct agent_rec_nvtx *n, const uint8_t *at, struct agent_rec_view *ret,
+		      const char **why)
+{
+	uint32_t k = n->h.aux;
+
+	if (k == 0 || k > AGENT_NVTX_MAX_LEVELS || sizeof(*n) + k * sizeof(struct agent_nvtx_level) > n->h.size) {
+		*why = "bad NVTX level count";
+		return -EBADMSG;
+	}
+	if (n->kind != AGENT_NVTX_RANGE && n->kind != AGENT_NVTX_LAUNCH) {
+		*why = "unknown NVTX record kind";
+		return -EBADMSG;
+	}
+	if (n->end < n->start) {
+		*why = "NVTX range ends before it starts";
+		return -EBADMSG;
+	}
+	memcpy(ret->levels, at + sizeof(*n), k * sizeof(struct agent_nvtx_level));
+	ret->n_levels = k;
+	return 0;
 }
 
 int agent_rec_next(struct agent_rec_iter *it, struct agent_rec_view *ret, const char **why)
@@ -197,7 +222,10 @@ int agent_rec_next(struct agent_rec_iter *it, struct agent_rec_view *ret, const 
 	}
 	ret->type = h.type;
 	ret->text = NULL;
+	ret->n_levels = 0;
 	memcpy(&ret->r, at, min);
+	if (h.type == AGENT_REC_NVTX && check_nvtx(&ret->r.nvtx, at, ret, why) < 0)
+		return -EBADMSG;
 	if (h.type == AGENT_REC_STRING) {
 		/* aux <= AGENT_MAX_STRING_LEN first: then min + aux cannot wrap. */
 		if (h.aux > AGENT_MAX_STRING_LEN || min + h.aux > h.size) {

@@ -96,6 +96,7 @@ union agent_rec_any {
 	struct agent_rec_mem_state mem_state;
 	struct agent_rec_overhead overhead;
 	struct agent_rec_api api;
+	struct agent_rec_nvtx nvtx;
 };
 
 /**
@@ -106,11 +107,17 @@ union agent_rec_any {
  * @text: STRING: @r.string.h.aux bytes of text (no NUL), borrowed from the
  *        payload; id is 1..AGENT_MAX_STRINGS and the length at most
  *        AGENT_MAX_STRING_LEN. NULL for other types.
+ * @levels, @n_levels: NVTX: its n_levels (1..AGENT_NVTX_MAX_LEVELS = aux)
+ *        levels, outermost first, copied; kind known, end >= start.
+ *        Text ids are not checked here (the mapping treats an unknown id
+ *        as no text).
  */
 struct agent_rec_view {
 	uint16_t type;
 	union agent_rec_any r;
 	const char *text;
+	struct agent_nvtx_level levels[AGENT_NVTX_MAX_LEVELS];
+	uint32_t n_levels;
 };
 
 /**

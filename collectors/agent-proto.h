@@ -49,8 +49,9 @@
  *   v2  STATS grew (cut_records, foreign_buffers, flags); ERROR codes
  *       FOREIGN, NO_CUPTI, NOTICE (a v1 receiver shows unknown codes as
  *       plain text, so they need no version of their own)
- *   v3  records MEM_STATE (memory in use per device when a capture opens)
- *       and MEMORY2 (MEMORY plus the cudaMallocAsync pool it came from)
+ *   v3  records NVTX (ranges and the range stack at each CUDA launch),
+ *       MEM_STATE (memory in use per device when a capture opens) and
+ *       MEMORY2 (MEMORY plus the cudaMallocAsync pool it came from)
  */
 #pragma once
 
@@ -103,9 +104,13 @@ struct agent_hello {
 	uint32_t cuda_driver_version;  /* cuDriverGetVersion, 13000 = 13.0 */
 	uint32_t cuda_runtime_version; /* 0 when unknown */
 	uint32_t cupti_version;        /* cuptiGetVersion, 0 when unknown */
-	uint32_t flags;
+	uint32_t flags;    /* enum agent_hello_flag */
 	char name[64];     /* comm */
 	char cmdline[512]; /* argv joined by spaces, truncated */
+};
+
+enum agent_hello_flag {
+	AGENT_HELLO_NVTX = 1u << 0, /* v3: the agent collects NVTX (sends NVTX records) */
 };
 
 /* DEVICE: identity and capabilities of one device the process sees. */
@@ -202,9 +207,9 @@ enum agent_rec_type {
 	AGENT_REC_MEMORY = 5,
 	AGENT_REC_OVERHEAD = 6,
 	AGENT_REC_API = 7,
-	/* v3 (type 8 is NVTX's) */
-	AGENT_REC_MEM_STATE = 9,
-	AGENT_REC_MEMORY2 = 10,
+	AGENT_REC_NVTX = 8, /* v3 */
+	AGENT_REC_MEM_STATE = 9, /* v3 */
+	AGENT_REC_MEMORY2 = 10, /* v3 */
 };
 
 struct agent_rec {
@@ -359,6 +364,47 @@ struct agent_rec_api {
 	int32_t ret;
 };
 
+/* NVTX: one finished range, or the NVTX range stack of the thread at a CUDA
+ * API call (a launch, copy, memset ...) that CUPTI will report under
+ * @correlation. aux = number of struct agent_nvtx_level entries that
+ * follow (1..AGENT_NVTX_MAX_LEVELS), outermost first: a RANGE's ancestors
+ * then the range itself; a LAUNCH's whole stack. Deeper stacks keep the
+ * outermost AGENT_NVTX_MAX_LEVELS - 1 levels and the innermost one. */
+enum agent_nvtx_kind { AGENT_NVTX_RANGE = 1, AGENT_NVTX_LAUNCH = 2 };
+#define AGENT_NVTX_MAX_LEVELS 8u
+
+enum agent_nvtx_payload {
+	AGENT_NVTX_PAYLOAD_NONE = 0,
+	AGENT_NVTX_PAYLOAD_U64 = 1,
+	AGENT_NVTX_PAYLOAD_I64 = 2,
+	AGENT_NVTX_PAYLOAD_DOUBLE = 3,
+};
+
+enum agent_nvtx_flag {
+	AGENT_NVTX_START_END = 1u << 0, /* a start/end range (may end on another thread) */
+};
+
+struct agent_nvtx_level {
+	uint32_t serial;  /* per process, in push order; 0 = unknown */
+	uint32_t text_id; /* STRING id of the range's message */
+};
+
+struct agent_rec_nvtx {
+	struct agent_rec h;
+	uint64_t start, end; /* RANGE: the range; LAUNCH: the call's entry, twice */
+	uint64_t payload;    /* bits of the payload, read as @payload_type says */
+	uint32_t tid;
+	uint32_t correlation; /* LAUNCH: CUPTI's correlation id of the call; RANGE: 0 */
+	uint32_t domain_id;   /* STRING id of the domain's name, 0 = the default domain */
+	uint32_t category;
+	uint8_t kind;         /* enum agent_nvtx_kind */
+	uint8_t payload_type; /* enum agent_nvtx_payload */
+	uint8_t flags;        /* enum agent_nvtx_flag */
+	uint8_t _pad;
+	uint32_t depth;       /* nesting depth of the innermost level, 0 = outermost */
+	/* struct agent_nvtx_level levels[aux]; */
+};
+
 #define AGENT_STATIC_SIZE(type, n) _Static_assert(sizeof(type) == (n), #type " is part of the wire format")
 AGENT_STATIC_SIZE(struct agent_frame_hdr, 16);
 AGENT_STATIC_SIZE(struct agent_hello, 608);
@@ -376,6 +422,8 @@ AGENT_STATIC_SIZE(struct agent_rec_memory2, 80);
 AGENT_STATIC_SIZE(struct agent_rec_mem_state, 40);
 AGENT_STATIC_SIZE(struct agent_rec_overhead, 48);
 AGENT_STATIC_SIZE(struct agent_rec_api, 48);
+AGENT_STATIC_SIZE(struct agent_nvtx_level, 8);
+AGENT_STATIC_SIZE(struct agent_rec_nvtx, 56);
 
 /* Round a record size up to the 8-byte record alignment. */
 static inline uint32_t agent_rec_align(uint32_t n) { return (n + 7u) & ~7u; }

@@ -187,6 +187,7 @@ static void handle_hello(struct conn *k, const struct agent_hello *h)
 	k->src.driver_version = h->cuda_driver_version;
 	k->src.runtime_version = h->cuda_runtime_version;
 	k->src.cupti_version = h->cupti_version;
+	k->src.hello_flags = h->flags;
 	/* The parser NUL-terminated both. */
 	snprintf(k->src.name, sizeof(k->src.name), "%s", h->name);
 	snprintf(k->cmdline, sizeof(k->cmdline), "%s", h->cmdline);

@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "base/parse.h"
 #include "config.h"
+#include "collectors/agent-nvtx.h"
 #include "conf.h"
 #include "delivery.h"
 #include "rpc.h"
@@ -33,6 +34,7 @@ enum conf_type {
 	T_SIZE,  /* "65536", "64K", "1M"; min..max bytes */
 	T_PATH,  /* a non-empty string */
 	T_OPT,   /* a string; empty = unset */
+	T_STEPS, /* comma-separated step names (agent_nvtx_check_step_patterns()) */
 	T_LEVEL, /* err, warn, notice, info, debug */
 	T_MODE,  /* octal permission bits */
 	T_GROUP, /* group name or gid; empty = unset */
@@ -136,6 +138,10 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 		"read /sys from DIR (testing)", F(sys_root)},
 	[CONF_NVML_LIBRARY] = {"nvml-library", "PATH", T_OPT, 0, 0, NULL, false, NULL,
 		"load NVML from PATH (testing; empty: libnvidia-ml.so.1)", F(nvml_library)},
+	[CONF_STEP_PATTERN] = {"step-pattern", "NAMES", T_STEPS, 0, 0, AGENT_NVTX_STEP_PATTERNS, true,
+		"Steps (docs/agent.md, Steps)", "NVTX range names that mark a training step, comma-"
+		"separated (up to 32 names of [A-Za-z0-9_.-], 1-63 characters each), each matched at the "
+		"start of a range's name or its last part, any case", F(step_pattern)},
 	[CONF_LOG_LEVEL] = {"log-level", "LEVEL", T_LEVEL, 0, 0, "info", true, NULL,
 		"err, warn, notice, info or debug", F(log_level)},
 };
@@ -312,6 +318,7 @@ static const char *bounds(const struct conf_row *r, char *buf, size_t size)
 	case T_GROUP: snprintf(buf, size, "a group of this machine (name or gid)"); break;
 	case T_USER: snprintf(buf, size, "a user of this machine (name or uid)"); break;
 	case T_OPT: snprintf(buf, size, "any text"); break;
+	case T_STEPS: snprintf(buf, size, "up to 32 comma-separated names of [A-Za-z0-9_.-], 1-63 characters each"); break;
 	}
 	return buf;
 }
@@ -392,6 +399,9 @@ int conf_set(struct profd_conf *c, size_t key, const char *v, char *why, size_t 
 		e = set_str((char **)p, v);
 		break;
 	case T_OPT: e = set_str((char **)p, v); break;
+	case T_STEPS:
+		e = agent_nvtx_check_step_patterns(v) < 0 ? -EINVAL : set_str((char **)p, v);
+		break;
 	case T_LISTEN: case T_CIDR: case T_DIR: case T_USER: {
 		struct conf_list *l = p;
 
@@ -468,7 +478,7 @@ void conf_free(struct profd_conf *c)
 
 		if (is_list(t))
 			list_clear(field(c, k));
-		else if (t == T_PATH || t == T_OPT || t == T_GROUP) {
+		else if (t == T_PATH || t == T_OPT || t == T_GROUP || t == T_STEPS) {
 			free(*(char **)field(c, k));
 			*(char **)field(c, k) = NULL;
 		}
@@ -564,7 +574,7 @@ const char *conf_format(const struct profd_conf *c, size_t key, char *buf, size_
 		snprintf(buf, size, "%s", l >= LOG_LEVEL_ERR && l <= LOG_LEVEL_DEBUG ? level_names[l] : "info");
 		break;
 	}
-	case T_PATH: case T_OPT: case T_GROUP: {
+	case T_PATH: case T_OPT: case T_GROUP: case T_STEPS: {
 		const char *s = *(char *const *)p;
 
 		snprintf(buf, size, "%s", s ? s : "");

@@ -50,6 +50,7 @@ struct profd_conf {
 	char *hostname;                    /* NULL: gethostname() */
 	char *proc_root, *sys_root;
 	char *nvml_library;                /* NULL: libnvidia-ml.so.1 */
+	char *step_pattern;                /* NVTX step names, csv (agent-nvtx.h) */
 	int log_level;
 	uint64_t set;                      /* bit i: key i was given (flag or file line) */
 };
@@ -62,7 +63,7 @@ enum conf_key {
 	CONF_REPOSITORY_MAX_DEPTH, CONF_ALLOW_FROM, CONF_TLS_CERT, CONF_TLS_KEY, CONF_TLS_CLIENT_CA,
 	CONF_TOKEN_FILE, CONF_AGENT_SOCKET_MODE, CONF_AGENT_SOCKET_GROUP, CONF_AGENT_ALLOW_UID,
 	CONF_HOST_SAMPLE_HZ, CONF_NVML_SAMPLE_HZ, CONF_AGENT_SOCKET, CONF_FLUSH_TIMEOUT,
-	CONF_HOSTNAME, CONF_PROC_ROOT, CONF_SYS_ROOT, CONF_NVML_LIBRARY, CONF_LOG_LEVEL,
+	CONF_HOSTNAME, CONF_PROC_ROOT, CONF_SYS_ROOT, CONF_NVML_LIBRARY, CONF_STEP_PATTERN, CONF_LOG_LEVEL,
 	CONF_N_KEYS
 };
 

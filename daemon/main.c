@@ -25,6 +25,7 @@
 #include "agent-receiver.h"
 #include "base/log.h"
 #include "base/parse.h"
+#include "collectors/agent-nvtx.h"
 #include "conf.h"
 #include "config.h"
 #include "delivery.h"
@@ -260,6 +261,7 @@ static int reload_allow_from(struct daemon *d, const struct profd_conf *next, ch
 static void apply_reloadable(struct daemon *d)
 {
 	log_max_level = cfg.log_level;
+	agent_nvtx_set_step_patterns(cfg.step_pattern);
 	session_mgr_set_limits(d->mgr, cfg.max_sessions, cfg.flush_timeout_ms);
 	service_set_max_duration(d->svc, cfg.max_duration_ms);
 	d->ccfg.host_sample_hz = cfg.host_sample_hz;
@@ -437,6 +439,7 @@ int main(int argc, char **argv)
 		goto out_conf;
 	}
 	log_max_level = cfg.log_level;
+	agent_nvtx_set_step_patterns(cfg.step_pattern);
 	if (cfg.agent_socket_group && conf_resolve_group(cfg.agent_socket_group, &gid) < 0) {
 		log_error("agent-socket-group: no group \"%s\" on this machine", cfg.agent_socket_group);
 		goto out_conf;

@@ -175,3 +175,17 @@
 #define XN_PROCESS_CPU "cpu_pct"
 #define XN_PROCESS_RSS "rss_mib"
 #define XN_PROCESS_THREADS "threads"
+
+/* NVTX ranges through the agent (collectors/agent-nvtx.c, docs/agent.md "NVTX"). */
+#define XN_LINE_NVTX_FMT XN_LINE_HOST_THREAD_FMT "/NVTX"
+#define XN_STAT_TF_OP "tf_op"
+#define XN_STAT_NVTX_RANGE "nvtx_range"
+#define XN_STAT_NVTX_DOMAIN "nvtx_domain"
+#define XN_STAT_NVTX_PAYLOAD "marker_payload"
+#define XN_STAT_GROUP_ID "group_id"
+#define XN_STAT_STEP_NUM "step_num"
+#define XN_STAT_IS_ROOT "_r"
+/* hlo_op is written under this name: XProf's op metrics drop an event whose
+ * hlo_op has no HLO proto, and a daemon has none. */
+#define XN_STAT_HLO_OP_NAME "hlo_op_name"
+#define XN_STAT_HLO_OP "hlo_op"

@@ -76,6 +76,7 @@
 #include "agent-proto.h"
 #include "convert.h"
 #include "cupti-load.h"
+#include "nvtx.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -163,7 +164,8 @@ static struct agent {
 	unsigned sessions;        /* captures started in this process */
 	struct agent_stats stats;
 	uint64_t cut;             /* buffers a forced flush handed over unfinished */
-	unsigned told_foreign, told_graph; /* notices of this capture already sent */
+	unsigned told_foreign, told_graph, told_nvtx; /* notices of this capture already sent */
+	bool nvtx_domains;        /* API callbacks on for NVTX launch stacks (nvtx_follow()) */
 	bool api_filter_known;
 	uint8_t api_off[2][API_CBID_MAX / 8 + 1]; /* driver, runtime: records switched off */
 
@@ -515,6 +517,18 @@ static unsigned slabs_held(uint64_t seq)
 
 /* ---- CUPTI callbacks (application threads) -------------------------------- */
 
+/* The NVTX range stack of this thread under the call's correlation id, for
+ * the calls whose records we keep (api_off is written before the domains
+ * are switched on and not after). */
+static void nvtx_launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, uint32_t correlation)
+{
+	int d = domain == CUPTI_CB_DOMAIN_DRIVER_API ? 0 : 1;
+
+	if (cbid < API_CBID_MAX && (g.api_off[d][cbid / 8] & (1u << (cbid % 8))))
+		return;
+	agent_nvtx_launch(correlation);
+}
+
 /* The detach, on the exit side of an API call: the one place the CUPTI
  * guide allows cuptiFinalize without the caller synchronising everything.
  * Armed by the agent thread only after its own enable calls. */
@@ -534,8 +548,13 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain domain, CUpti_C
 		wake();
 		return;
 	}
-	if ((domain != CUPTI_CB_DOMAIN_DRIVER_API && domain != CUPTI_CB_DOMAIN_RUNTIME_API) ||
-	    cb->callbackSite != CUPTI_API_EXIT)
+	if (domain != CUPTI_CB_DOMAIN_DRIVER_API && domain != CUPTI_CB_DOMAIN_RUNTIME_API)
+		return;
+	if (cb->callbackSite == CUPTI_API_ENTER) {
+		nvtx_launch(domain, cbid, cb->correlationId);
+		return;
+	}
+	if (cb->callbackSite != CUPTI_API_EXIT)
 		return;
 	if (!atomic_compare_exchange_strong(&g.detach, &armed, DETACH_CLAIMED))
 		return;
@@ -706,9 +725,26 @@ static void drain_slab(uint32_t i, size_t valid)
 	pthread_mutex_unlock(&g.lock);
 }
 
-/* Convert and send every completed slab. */
+/* NVTX attached (now or since the capture started): API enter callbacks,
+ * so that each launch inside a range is sent with its range stack. Only
+ * then: a job without NVTX pays nothing per CUDA call. Agent thread. */
+static void nvtx_follow(void)
+{
+	if (g.nvtx_domains || !atomic_load(&g.capturing) || !agent_nvtx_attached() || !g.subscribed ||
+	    atomic_load(&g.detach) != DETACH_IDLE)
+		return;
+	g.C.cuptiEnableDomain(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API);
+	g.C.cuptiEnableDomain(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+	g.nvtx_domains = true;
+	agent_nvtx_following(1);
+}
+
+/* Convert and send every completed slab. NVTX first: a launch's range
+ * stack is queued at the launch, so it reaches profd before the kernel. */
 static void drain(void)
 {
+	nvtx_follow();
+	agent_nvtx_drain(&g.cv);
 	for (;;) {
 		uint32_t i;
 		size_t valid;
@@ -881,7 +917,7 @@ static void capture_start(void)
 	set_buffer_attributes();
 	memset(&g.stats, 0, sizeof(g.stats));
 	g.cut = 0;
-	g.told_foreign = g.told_graph = 0;
+	g.told_foreign = g.told_graph = g.told_nvtx = 0;
 	atomic_store(&g.foreign, 0);
 	g.cv.records = g.cv.converted = g.cv.skipped = g.cv.unknown = g.cv.emit_failed = 0;
 	g.cv.graph_kernels = 0;
@@ -904,12 +940,17 @@ static void capture_start(void)
 	}
 	send_clock(AGENT_CLOCK_START);
 	send_mem_state();
+	/* NVTX on before the kinds: GPU work traced from here on finds its ranges. */
+	g.nvtx_domains = false;
+	agent_nvtx_following(0);
+	agent_nvtx_capture(g.C.cuptiGetTimestamp);
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		r = g.C.cuptiActivityEnable(kinds[i]);
 		if (r == CUPTI_SUCCESS || kinds[i] != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
 			continue; /* a missing optional kind only narrows the trace */
 		/* Without kernels there is no point: undo everything. */
 		report_cupti("cuptiActivityEnable(CONCURRENT_KERNEL)", r);
+		agent_nvtx_capture(NULL);
 		for (size_t j = 0; j < i; j++)
 			g.C.cuptiActivityDisable(kinds[j]);
 		settle(UINT64_MAX, STOP_SETTLE_MS);
@@ -923,6 +964,7 @@ static void capture_start(void)
 	}
 	filter_api_records();
 	atomic_store(&g.capturing, 1);
+	nvtx_follow();
 }
 
 static void send_stats(void)
@@ -966,7 +1008,18 @@ static void capture_flush(uint64_t token)
  * FLUSH (so that window shows them) and at STOP; each said once a capture. */
 static void send_notices(unsigned held)
 {
+	struct agent_nvtx_counts nc;
 	char ver[48];
+
+	agent_nvtx_counts(&nc);
+	if ((nc.dropped || nc.strings_dropped) && !g.told_nvtx++)
+		send_error(AGENT_ERR_NOTICE, 0,
+			   "NVTX: %llu ranges or launch stacks beyond the budget (%u queued per 100 ms, %u a "
+			   "capture) were dropped; %llu range names beyond the string budget (%u names, %u "
+			   "MiB) are shown as a placeholder",
+			   (unsigned long long)nc.dropped, AGENT_NVTX_QUEUE, AGENT_NVTX_MAX_PER_CAPTURE,
+			   (unsigned long long)nc.strings_dropped, AGENT_NVTX_MAX_STRINGS,
+			   AGENT_NVTX_MAX_STRING_BYTES >> 20);
 
 	if (g.cut)
 		send_error(AGENT_ERR_NOTICE, 0,
@@ -1107,6 +1160,7 @@ static void capture_stop(bool connected, bool do_detach)
 		send_notices(held);
 	}
 	atomic_store(&g.capturing, 0);
+	agent_nvtx_capture(NULL);
 	if (do_detach)
 		detach();
 }
@@ -1124,7 +1178,9 @@ static void on_connected(void)
 	h.cuda_driver_version = g.driver_version;
 	h.cuda_runtime_version = g.runtime_version;
 	h.cupti_version = g.cupti_ok ? g.C.version : 0;
+	h.flags |= AGENT_HELLO_NVTX;
 	agent_conv_reset(&g.cv);
+	agent_nvtx_forget_ids();
 	g.cv.devs = g.devs;
 	g.cv.n_devs = g.n_devs;
 	if (agent_client_send(&g.cl, AGENT_FRAME_HELLO, &h, sizeof(h)) < 0)
@@ -1261,6 +1317,7 @@ static void init_once(void)
 	if (g.efd < 0)
 		return;
 	pthread_atfork(NULL, NULL, on_fork_child);
+	agent_nvtx_on_attach(wake);
 	atexit(on_exit_hook);
 	/* The agent thread takes no signals: the application's handlers keep
 	 * running on its own threads. */
@@ -1279,6 +1336,8 @@ static void init_once(void)
 EXPORT int InitializeInjection(void);
 EXPORT int InitializeInjection(void)
 {
+	/* Before the job's first NVTX call, with luck: see nvtx.h. */
+	agent_nvtx_setup();
 	pthread_once(&g.once, init_once);
 	return 1;
 }

@@ -196,6 +196,10 @@ static void *rec(struct agent_conv *cv, uint16_t type, size_t size)
 	return h;
 }
 
+uint32_t agent_conv_intern(struct agent_conv *cv, const char *s) { return intern(cv, s, false); }
+
+void *agent_conv_rec(struct agent_conv *cv, uint16_t type, size_t size) { return rec(cv, type, size); }
+
 bool agent_conv_api_wanted(const char *n)
 {
 	static const char *const keep[] = {

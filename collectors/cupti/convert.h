@@ -75,6 +75,13 @@ int agent_conv_record(struct agent_conv *cv, const CUpti_Activity *rec);
 /* Emit what is batched. 0 or the emit callback's error. */
 int agent_conv_flush(struct agent_conv *cv);
 
+/* For other record sources of the agent (nvtx.c): the STRING id of @s
+ * (defined on first use; 0 on failure), and room for one record of @type
+ * and @size bytes (8-aligned, zeroed, header set; NULL on failure). Intern
+ * first: a STRING may hand the batch over and move earlier records. */
+uint32_t agent_conv_intern(struct agent_conv *cv, const char *s);
+void *agent_conv_rec(struct agent_conv *cv, uint16_t type, size_t size);
+
 /* Whether an API call by this name belongs in the trace (launches, copies,
  * memsets, allocations, synchronisation). */
 bool agent_conv_api_wanted(const char *name);

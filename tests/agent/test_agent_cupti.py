@@ -187,7 +187,9 @@ class AgentOnFakeCupti(unittest.TestCase):
         copies = [e for p in x.planes if p.name.startswith("/device:GPU:") for l in p.lines
                   for e in l.events if p.event_metadata[e.metadata_id].name == "MemcpyH2D"]
         self.assertEqual(len(copies), 4)
-        self.assertEqual([w for w in x.warnings if "pid" in w and str(a.pid) in w], [], list(x.warnings))
+        # No NVTX in this job: only the op-name and step hints (test_agent_nvtx).
+        self.assertEqual([w for w in x.warnings if "pid" in w and str(a.pid) in w and "no op names" not in w
+                          and "no steps found" not in w], [], list(x.warnings))
         # Versions as the in-process tracer reports them; the runtime was loaded RTLD_LOCAL.
         meta = [p for p in x.planes if p.name == "/host:metadata"]
         self.assertEqual(len(meta), 1)

@@ -63,7 +63,9 @@ class AgentUnderValgrind(unittest.TestCase):
                 return sum(1 for p in x.planes if p.name.startswith("/device:GPU:") for line in p.lines
                            for e in line.events if p.event_metadata[e.metadata_id].name.startswith("vecAdd"))
 
-            x = capture(3000, lambda: (ask("launch 20 _Z6vecAddPKfS0_Pfi 0 7"), ask("busy 4000")))
+            # NVTX too: the agent as the job's NVTX tool (nvtx.c) under the same gate.
+            x = capture(3000, lambda: (ask("nvtx push train_step"), ask("launch 20 _Z6vecAddPKfS0_Pfi 0 7"),
+                                       ask("nvtx pop"), ask("busy 4000")))
             self.assertEqual(kernels(x), 20, list(x.warnings))
             x = capture(3000, lambda: ask("launch 5 _Z6vecAddPKfS0_Pfi 1 7"))
             self.assertEqual(kernels(x), 5, list(x.warnings))

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Seed corpus for a fuzz target (argv[2], fuzz-agent-parse when absent),
 one file each, into argv[1]. fuzz-agent-parse: valid agent connections
-(every frame kind and record type, protocol v1 and v2); layouts follow
+(every frame kind and record type, protocol v1 to v3); layouts follow
 collectors/agent-proto.h (little-endian, sizes pinned there).
 fuzz-xspace: event stores as fuzz-xspace.c reads them, with a sane window
 and records in it, some of them hostile."""
@@ -30,6 +30,13 @@ def record(rtype, fill):
     return struct.pack("<HHI", rtype, size, 0) + bytes([fill]) * (size - 8)
 
 
+def nvtx_rec(kind, levels, corr):
+    """An NVTX record (v3): kind 1 RANGE / 2 LAUNCH, levels (serial, text id), outermost first."""
+    size = 56 + 8 * len(levels)
+    return (struct.pack("<HHIQQQIIIIBBBBI", 8, size, len(levels), 5000, 9000, 0, 77, corr, 0, 0, kind, 0, 0, 0,
+                        len(levels) - 1) + b"".join(struct.pack("<II", s, t) for s, t in levels))
+
+
 def connection(version, n_records):
     hello = struct.pack("<8I64s512s", 4242, version, 1, 1, 13000, 12040, 130001, 0, b"trainer", b"python train.py")
     device = struct.pack("<18I2Q48s32s96s", 0, 9, 0, 132, *([1] * 14), 80 << 30, 3 << 40,
@@ -37,6 +44,9 @@ def connection(version, n_records):
     recs = string_rec(1, "gemm(float*, float*, int)") + string_rec(2, "cuLaunchKernel")
     for i in range(n_records):
         recs += record(2 + i % 6, i & 0xff)
+    if version >= 3:
+        recs += string_rec(3, "train_step") + string_rec(4, "fusion.1#hlo_op=fusion.1,program_id=3#")
+        recs += nvtx_rec(2, [(1, 3), (2, 4)], 9) + nvtx_rec(1, [(1, 3), (2, 4)], 0) + nvtx_rec(1, [(1, 3)], 0)
     stats = struct.pack("<7QII", 100, 2, 0, 0, 0, 3, 1, 1, 0)[:40 if version == 1 else 64]
     return b"".join([
         frame(version, HELLO, hello),
@@ -75,7 +85,7 @@ def main():
                 with open(os.path.join(out, f"store-{n}-{int(hostile)}"), "wb") as f:
                     f.write(xspace_seed(n, hostile))
         return
-    for version in (1, 2):
+    for version in (1, 2, 3):
         for n in (0, 6, 60):
             with open(os.path.join(out, f"v{version}-{n}"), "wb") as f:
                 f.write(connection(version, n))

@@ -397,6 +397,19 @@ print('torch-ok', sum(1 for e in prof.events() if 'gemm' in e.name.lower() or 'm
           f"torch profiler {order}: the capture says who had CUPTI")
 
 
+def xla_annotated(x):
+    """Kernels with XLA's NVTX annotations (hlo_module) and with a step (group_id)."""
+    n = [0, 0]
+    for pl in x.planes:
+        if pl.name.startswith("/device:GPU:"):
+            for l in pl.lines:
+                for e in l.events:
+                    st = stats(pl, e.stats)
+                    n[0] += "kernel_details" in st and "hlo_module" in st
+                    n[1] += "kernel_details" in st and isinstance(st.get("group_id"), int)
+    return n
+
+
 def jax_many(d, n=100):
     code = r"""
 import sys, threading
@@ -430,9 +443,11 @@ t.join()
     check(wait_agent(d, p.pid) is not None, "jax: agent registered")
     bad = []
     totals = [0, 0]
+    xla = [0, 0]
     t0 = time.time()
     for i in range(n):
         x = T.decode_xspace(P, capture(d, 200, f"jax-{i}"))
+        xla = [a + b for a, b in zip(xla, xla_annotated(x))]
         ks = gpu_kernels(x)
         launches = host_launches(x)
         unlinked = sum(1 for _, c in ks if c not in launches)
@@ -448,6 +463,9 @@ t.join()
     print(f"     jax: {n} captures in {time.time() - t0:.1f} s, {totals[0]} kernels, {totals[1]} launches, "
           f"{steps[1:] if steps else '?'} steps; bad: {bad[:5]}")
     check(not bad, f"jax: {n} captures in a row, each with kernels linked to launches and no drops")
+    # No JAX flag: the agent is XLA's NVTX tool (docs/agent.md, NVTX, "XLA and JAX").
+    check(xla[0] > 0, f"jax: kernels carry hlo_module from XLA's NVTX ranges ({xla[0]} kernels)")
+    check(xla[1] > 0, f"jax: steps from the jitted module's executions give group_id ({xla[1]} kernels)")
     check(rc == 0, f"jax: the job exited 0 (rc {rc})")
     check("not finalized" not in d.log(), "jax: finalized after each capture (the job was busy)")
 

@@ -222,8 +222,8 @@ TEST(agent_parse_stats_size_per_version)
 {
 	ASSERT_EQ(agent_stats_size(1), AGENT_STATS_V1_SIZE);
 	ASSERT_EQ(agent_stats_size(2), sizeof(struct agent_stats));
-	ASSERT_EQ(agent_stats_size(0), 0);
 	ASSERT_EQ(agent_stats_size(3), sizeof(struct agent_stats));
+	ASSERT_EQ(agent_stats_size(0), 0);
 	ASSERT_EQ(agent_stats_size(4), 0);
 }
 
@@ -280,7 +280,7 @@ TEST(agent_parse_header_rejects)
 		      "protocol version mismatch");
 	ASSERT_REJECT(header(&ps, AGENT_PROTO_MAGIC, 7, AGENT_FRAME_HELLO, AGENT_FRAME_MAX + 1, &why), -EPROTO,
 		      "protocol version mismatch");
-	ASSERT_REJECT(header(&ps, AGENT_PROTO_MAGIC, 4, AGENT_FRAME_CLOCK, 24, &why), -EPROTO,
+	ASSERT_REJECT(header(&ps, AGENT_PROTO_MAGIC, AGENT_PROTO_VERSION + 1, AGENT_FRAME_CLOCK, 24, &why), -EPROTO,
 		      "protocol version mismatch");
 	/* STATS size is the version's. */
 	ps.hello = true;
@@ -401,7 +401,7 @@ TEST(agent_parse_record_sizes)
 		ASSERT_REJECT(one_record(b, sizeof(b), &v, &why), -EBADMSG, "bad record size");
 	}
 	ASSERT_REJECT(one_record(b, rec(b, 0, 16, 0), &v, &why), -EBADMSG, "unknown record type");
-	ASSERT_REJECT(one_record(b, rec(b, 8, 16, 0), &v, &why), -EBADMSG, "unknown record type");
+	ASSERT_REJECT(one_record(b, rec(b, 64, 16, 0), &v, &why), -EBADMSG, "unknown record type");
 	ASSERT_REJECT(one_record(b, rec(b, 0xffff, 16, 0), &v, &why), -EBADMSG, "unknown record type");
 	ASSERT_REJECT(one_record(b, 4, &v, &why), -EBADMSG, "truncated record header");
 	ASSERT_EQ(one_record(b, 0, &v, &why), 0);
@@ -488,6 +488,61 @@ TEST(agent_parse_string_records)
 	ASSERT_REJECT(one_record(b, string_rec(b, 1, UINT32_MAX - 7, 24), &v, &why), -EBADMSG,
 		      "bad string length");
 	ASSERT_REJECT(one_record(b, string_rec(b, 1, 0, 8), &v, &why), -EBADMSG, "bad record size");
+}
+
+/* An NVTX record of @n levels (serial i + 1, text 10 + i) in @size bytes. */
+static size_t nvtx_rec(uint8_t *b, uint32_t n, uint16_t size, uint8_t kind, uint64_t start, uint64_t end)
+{
+	struct agent_rec_nvtx r;
+
+	rec(b, AGENT_REC_NVTX, size, n);
+	memcpy(&r, b, sizeof(r));
+	r.kind = kind;
+	r.start = start;
+	r.end = end;
+	r.correlation = 77;
+	memcpy(b, &r, sizeof(r));
+	for (uint32_t i = 0; i < n && sizeof(r) + (i + 1) * 8 <= size; i++) {
+		struct agent_nvtx_level l = { .serial = i + 1, .text_id = 10 + i };
+
+		memcpy(b + sizeof(r) + i * 8, &l, sizeof(l));
+	}
+	return size;
+}
+
+TEST(agent_parse_nvtx_records)
+{
+	static uint8_t b[8192];
+	struct agent_rec_view v;
+	const char *why;
+
+	ASSERT_EQ(one_record(b, nvtx_rec(b, 2, 56 + 16, AGENT_NVTX_RANGE, 5, 9), &v, &why), 1);
+	ASSERT_EQ(v.type, AGENT_REC_NVTX);
+	ASSERT_EQ(v.n_levels, 2);
+	ASSERT_EQ(v.levels[0].serial, 1);
+	ASSERT_EQ(v.levels[1].text_id, 11);
+	ASSERT_EQ(v.r.nvtx.correlation, 77);
+	ASSERT_EQ(one_record(b, nvtx_rec(b, AGENT_NVTX_MAX_LEVELS, 56 + 8 * AGENT_NVTX_MAX_LEVELS,
+					 AGENT_NVTX_LAUNCH, 5, 5), &v, &why), 1);
+	ASSERT_EQ(v.n_levels, AGENT_NVTX_MAX_LEVELS);
+	/* Room for more levels than it claims is fine (a newer agent's record). */
+	ASSERT_EQ(one_record(b, nvtx_rec(b, 1, 56 + 64, AGENT_NVTX_RANGE, 1, 2), &v, &why), 1);
+	ASSERT_EQ(v.n_levels, 1);
+	ASSERT_REJECT(one_record(b, nvtx_rec(b, 0, 64, AGENT_NVTX_RANGE, 1, 2), &v, &why), -EBADMSG,
+		      "bad NVTX level count");
+	ASSERT_REJECT(one_record(b, nvtx_rec(b, AGENT_NVTX_MAX_LEVELS + 1, 56 + 8 * 9, AGENT_NVTX_RANGE, 1, 2),
+				 &v, &why), -EBADMSG, "bad NVTX level count");
+	ASSERT_REJECT(one_record(b, nvtx_rec(b, 3, 56 + 16, AGENT_NVTX_RANGE, 1, 2), &v, &why), -EBADMSG,
+		      "bad NVTX level count");
+	ASSERT_REJECT(one_record(b, nvtx_rec(b, UINT32_MAX, 56 + 16, AGENT_NVTX_RANGE, 1, 2), &v, &why),
+		      -EBADMSG, "bad NVTX level count");
+	ASSERT_REJECT(one_record(b, nvtx_rec(b, 1, 64, 0, 1, 2), &v, &why), -EBADMSG, "unknown NVTX record kind");
+	ASSERT_REJECT(one_record(b, nvtx_rec(b, 1, 64, 3, 1, 2), &v, &why), -EBADMSG, "unknown NVTX record kind");
+	ASSERT_REJECT(one_record(b, nvtx_rec(b, 1, 64, AGENT_NVTX_RANGE, 9, 2), &v, &why), -EBADMSG,
+		      "NVTX range ends before it starts");
+	/* The fixed part alone, without a level, is too short for any valid record. */
+	ASSERT_REJECT(one_record(b, nvtx_rec(b, 1, 56, AGENT_NVTX_RANGE, 1, 2), &v, &why), -EBADMSG,
+		      "bad NVTX level count");
 }
 
 /* ---- mutations ------------------------------------------------------------------- */

@@ -36,6 +36,17 @@
  *                             with the number of cuptiFinalize calls they
  *                             caused (must be 0) -> "child <that number>"
  *   fatal                     CUPTI hits a fatal error -> "fatal"
+ *   nvtx push TEXT            nvtxRangePushA(TEXT), TEXT to the end of the
+ *                             line, through the real NVTX3 headers -> "pushed <level>"
+ *   nvtx pop                  nvtxRangePop() -> "popped <level>"
+ *   nvtx bench N              N push+pop pairs -> "nvtx-bench <ns per pair>"
+ *   nvtx domain NAME          nvtxDomainCreateA(NAME), as XLA decides whether
+ *                             to emit ranges -> "domain 1" (a tool gave a
+ *                             handle) or "domain 0" (NULL: no tool)
+ *   nvtx dpush TEXT           in that domain, XLA's way: TEXT registered
+ *                             (nvtxDomainRegisterStringA), then
+ *                             nvtxDomainRangePushEx -> "pushed <level>"
+ *   nvtx dpop                 nvtxDomainRangePop -> "popped <level>"
  *   state                     fake CUPTI's state, key=value pairs
  *   exit                      exit(0) at once (atexit handlers run)
  * FAKE_APP_PRELOAD=1 loads $FAKE_APP_CUPTI before cuInit (a framework that
@@ -54,6 +65,7 @@
 #include <unistd.h>
 
 #include <cuda.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include "fake-cupti.h"
 
@@ -174,6 +186,52 @@ static void launch(unsigned n, const char *name, unsigned dev, unsigned stream, 
 				 "cudaLaunchKernel_v7000");
 
 		kernel(c, dev, stream, name, dur, 0);
+	}
+}
+
+/* The NVTX commands: the real NVTX3 API (header-only, its own function
+ * table in this binary), so NVTX reaches the agent the way a job's does:
+ * through NVTX_INJECTION64_PATH, read at the first NVTX call. */
+static void nvtx_command(const char *args)
+{
+	static nvtxDomainHandle_t domain;
+	unsigned long long n;
+	char text[512];
+
+	snprintf(text, sizeof(text), "%s", strchr(args, ' ') ? strchr(args, ' ') + 1 : "");
+	text[strcspn(text, "\n")] = 0;
+	if (strncmp(args, "domain ", 7) == 0) {
+		domain = nvtxDomainCreateA(text);
+		printf("domain %d\n", domain != NULL);
+		return;
+	}
+	if (strncmp(args, "dpush ", 6) == 0) {
+		nvtxEventAttributes_t a = { .version = NVTX_VERSION, .size = NVTX_EVENT_ATTRIB_STRUCT_SIZE,
+					    .messageType = NVTX_MESSAGE_TYPE_REGISTERED };
+
+		a.message.registered = nvtxDomainRegisterStringA(domain, text);
+		printf("pushed %d\n", nvtxDomainRangePushEx(domain, &a));
+		return;
+	}
+	if (strncmp(args, "dpop", 4) == 0) {
+		printf("popped %d\n", nvtxDomainRangePop(domain));
+		return;
+	}
+
+	if (strncmp(args, "push ", 5) == 0) {
+		printf("pushed %d\n", nvtxRangePushA(text));
+	} else if (strncmp(args, "pop", 3) == 0) {
+		printf("popped %d\n", nvtxRangePop());
+	} else if (sscanf(args, "bench %llu", &n) == 1 && n > 0) {
+		uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+
+		for (unsigned long long i = 0; i < n; i++) {
+			nvtxRangePushA("bench");
+			nvtxRangePop();
+		}
+		printf("nvtx-bench %.1f\n", (double)(now_ns(CLOCK_MONOTONIC) - t0) / (double)n);
+	} else {
+		printf("error unknown nvtx command\n");
 	}
 }
 
@@ -485,6 +543,8 @@ int main(void)
 			if (have_cupti())
 				cu.fatal();
 			printf("fatal\n");
+		} else if (strncmp(line, "nvtx ", 5) == 0) {
+			nvtx_command(line + 5);
 		} else if (strncmp(line, "state", 5) == 0) {
 			print_state();
 		} else if (strncmp(line, "exit", 4) == 0) {

@@ -1,0 +1,542 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent-nvtx.c - NVTX records -> the trace store (agent-nvtx.h).
+ *
+ * DESIGN
+ * ------
+ * The agent sends two kinds of NVTX record (agent-proto.h): a finished
+ * RANGE with its ancestors, and at each kept CUDA call made inside a range
+ * a LAUNCH with the thread's stack under the call's correlation id. The
+ * agent queues a LAUNCH at the call and sends it before the CUPTI buffer
+ * that holds the call's GPU work, so the stack is known here when the
+ * kernel, copy or memset arrives: agent-map.c asks agent_nvtx_statset()
+ * for its stats. Nothing waits or is rewritten later.
+ *
+ * What goes where (docs/agent.md "NVTX", reference protocol §4.4, §4.9):
+ *   - a range: /host:CPU, line "<comm> (pid P)/tid T/NVTX" (id: pid in the
+ *     high half, tid | 2^30 low, so it never shares a trace-viewer track
+ *     with the thread's API line), event = the text before '#', stats =
+ *     its `key=value` pairs, nvtx_domain, marker_payload; a step range
+ *     also `_r` = 1 and step_num (int64), everything inside a step
+ *     group_id (int64);
+ *   - GPU work and API calls inside ranges: tf_op = the outermost range's
+ *     name, or for an XLA op "<hlo_op>:<its kind>", nvtx_range = the innermost range's text, every `key=value`
+ *     pair of the stack (innermost wins; digits as int64, else a string),
+ *     except that hlo_op is written as hlo_op_name (XProf's op metrics
+ *     drop an event whose hlo_op has no HLO proto), and group_id.
+ * Steps: the outermost range of the stack whose name
+ * matches a step pattern; numbered per process in the order they are first
+ * seen (ranges of a thread arrive in push order).
+ */
+#define LOG_TOPIC "collector.agent"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent-nvtx.h"
+#include "base/strtab.h"
+#include "xspace/names.h"
+
+struct corr_ent {
+	uint32_t corr; /* 0 = empty */
+	uint32_t step; /* group_id, 0 = none */
+	uint32_t n;
+	uint32_t text[AGENT_NVTX_MAX_LEVELS];
+};
+
+struct agent_nvtx_src {
+	struct corr_ent *corr; /* AGENT_NVTX_CORR_SLOTS, at the first NVTX record */
+	struct {
+		uint32_t serial, no;
+	} steps[AGENT_NVTX_MAX_STEPS];
+	uint32_t n_steps;
+	uint64_t steps_gen; /* the map's resets when steps were numbered: per capture */
+	/* XLA modules seen (steps from the first one to run twice, unless
+	 * step-pattern ranges exist) */
+	struct {
+		uint64_t hash;
+		uint32_t last_serial, runs;
+	} mods[AGENT_NVTX_MAX_MODULES];
+	uint32_t n_mods;
+	uint64_t step_module; /* its hash, 0 = none chosen */
+	char step_module_name[64];
+	bool pattern_seen; /* step-pattern ranges: module steps stay off */
+	uint64_t ranges; /* put in the current hub */
+	uint64_t gen;    /* the map's resets when ranges was counted */
+	bool any;        /* NVTX records ever came from this process */
+	/* this window */
+	uint64_t gpu, annotated, in_step, dropped, steps_seen, module_steps;
+};
+
+#define MAX_PATTERNS 32
+static char *patterns[MAX_PATTERNS];
+static unsigned n_patterns;
+
+int agent_nvtx_check_step_patterns(const char *csv)
+{
+	unsigned names = 1;
+	size_t len = 0;
+
+	for (const char *p = csv; *p; p++) {
+		if (*p == ',') {
+			if (!len)
+				return -EINVAL;
+			names++;
+			len = 0;
+		} else if (isalnum((unsigned char)*p) || strchr("_.-", *p)) {
+			if (++len > 63)
+				return -EINVAL;
+		} else {
+			return -EINVAL;
+		}
+	}
+	return len && names <= MAX_PATTERNS ? 0 : -EINVAL;
+}
+
+void agent_nvtx_set_step_patterns(const char *csv)
+{
+	const char *p = csv ? csv : AGENT_NVTX_STEP_PATTERNS;
+
+	for (unsigned i = 0; i < n_patterns; i++)
+		free(patterns[i]);
+	n_patterns = 0;
+	while (*p && n_patterns < MAX_PATTERNS) {
+		size_t n = strcspn(p, ",");
+
+		if (n && (patterns[n_patterns] = strndup(p, n)))
+			n_patterns++;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+}
+
+static struct agent_nvtx_src *state(struct agent_src *s)
+{
+	if (!s->nvtx)
+		s->nvtx = calloc(1, sizeof(*s->nvtx));
+	return s->nvtx;
+}
+
+void agent_nvtx_src_free(struct agent_src *s)
+{
+	if (s->nvtx)
+		free(s->nvtx->corr);
+	free(s->nvtx);
+	s->nvtx = NULL;
+}
+
+/* The name part of a range text: up to the first '#'. */
+static size_t name_len(const char *t) { return strcspn(t, "#"); }
+
+/* A step: the name, or its last part after '.', ']', '/', ':' or ' ',
+ * starts with a pattern (any case) not followed by a letter. */
+bool agent_nvtx_is_step(const char *t)
+{
+	size_t n = name_len(t), from = 0;
+
+	if (!n_patterns)
+		agent_nvtx_set_step_patterns(NULL);
+	for (size_t i = 0; i < n; i++)
+		if (strchr(".]/: ", t[i]) && i + 1 < n)
+			from = i + 1;
+	for (unsigned k = 0; k < n_patterns; k++) {
+		size_t pl = strlen(patterns[k]);
+
+		for (size_t at = 0; at <= from; at += from ? from : 1) {
+			if (n - at >= pl && strncasecmp(t + at, patterns[k], pl) == 0 &&
+			    (n - at == pl || !isalpha((unsigned char)t[at + pl])))
+				return true;
+			if (!from)
+				break;
+		}
+	}
+	return false;
+}
+
+/* Digits (an optional '-' first, at most 18) read as int64. */
+static bool as_i64(const char *v, size_t n, int64_t *ret)
+{
+	size_t i = v[0] == '-' ? 1 : 0;
+	int64_t x = 0;
+
+	if (n <= i || n - i > 18)
+		return false;
+	for (; i < n; i++) {
+		if (!isdigit((unsigned char)v[i]))
+			return false;
+		x = x * 10 + (v[i] - '0');
+	}
+	*ret = v[0] == '-' ? -x : x;
+	return true;
+}
+
+struct kv {
+	char k[64], v[256];
+};
+
+/* The `key=value` pairs of "name#k=v,k2=v2#" into @kv (a key seen again
+ * is replaced: callers go outermost first, so the innermost wins). */
+static unsigned parse_pairs(const char *t, struct kv *kv, unsigned n, unsigned max)
+{
+	const char *p = t + name_len(t);
+
+	if (*p != '#')
+		return n;
+	p++;
+	while (*p && *p != '#') {
+		size_t len = strcspn(p, ",#"), eq = strcspn(p, "=");
+		unsigned at = n;
+
+		if (eq < len && eq > 0 && eq < sizeof(kv[0].k) && len - eq - 1 < sizeof(kv[0].v)) {
+			for (unsigned i = 0; i < n; i++)
+				if (strlen(kv[i].k) == eq && strncmp(kv[i].k, p, eq) == 0)
+					at = i;
+			if (at < max) {
+				memcpy(kv[at].k, p, eq);
+				kv[at].k[eq] = 0;
+				memcpy(kv[at].v, p + eq + 1, len - eq - 1);
+				kv[at].v[len - eq - 1] = 0;
+				if (at == n)
+					n++;
+			}
+		}
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return n;
+}
+
+/* The step number of range @serial, numbering it if new (0: over the
+ * budget). Steps are numbered per capture. */
+static uint32_t step_no(struct agent_src *s, struct agent_nvtx_src *ns, uint32_t serial)
+{
+	if (ns->steps_gen != s->m->resets) {
+		ns->n_steps = 0;
+		ns->steps_gen = s->m->resets;
+	}
+	for (uint32_t j = ns->n_steps; j-- > 0;)
+		if (ns->steps[j].serial == serial)
+			return ns->steps[j].no;
+	if (ns->n_steps >= AGENT_NVTX_MAX_STEPS)
+		return 0;
+	ns->steps[ns->n_steps].serial = serial;
+	ns->steps[ns->n_steps].no = ns->n_steps + 1;
+	ns->steps_seen++;
+	return ++ns->n_steps;
+}
+
+static uint64_t hash_str(const char *t)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; *t; t++)
+		h = (h ^ (uint8_t)*t) * 0x100000001b3ull;
+	return h | 1;
+}
+
+/* An execution of an XLA module (XlaModule:#hlo_module=M,...#, range
+ * @serial): counted per module; the first module seen in two executions
+ * becomes the step module. Whether this execution is one of its steps. */
+static bool module_step(struct agent_nvtx_src *ns, const char *t, uint32_t serial)
+{
+	struct kv kv[16];
+	unsigned n;
+	uint64_t h;
+	uint32_t i;
+
+	if (strncmp(t, "XlaModule", 9) != 0)
+		return false;
+	n = parse_pairs(t, kv, 0, 16);
+	for (i = 0; i < n && strcmp(kv[i].k, "hlo_module") != 0; i++)
+		;
+	if (i == n)
+		return false;
+	h = hash_str(kv[i].v);
+	if (!ns->step_module) {
+		uint32_t m;
+
+		for (m = 0; m < ns->n_mods && ns->mods[m].hash != h; m++)
+			;
+		if (m == ns->n_mods) {
+			if (m >= AGENT_NVTX_MAX_MODULES)
+				return false;
+			ns->mods[m].hash = h;
+			ns->n_mods++;
+		}
+		if (ns->mods[m].last_serial != serial) {
+			ns->mods[m].last_serial = serial;
+			if (++ns->mods[m].runs >= 2) {
+				ns->step_module = h;
+				snprintf(ns->step_module_name, sizeof(ns->step_module_name), "%s", kv[i].v);
+			}
+		}
+	}
+	return ns->step_module == h;
+}
+
+/* The group_id of a stack, numbering a new step; 0 when none. The
+ * outermost range matching a step pattern; failing any such range in the
+ * process, the execution of the step module (module_step()). *@is_self:
+ * the step is the last level. */
+static uint32_t step_of(struct agent_src *s, struct agent_nvtx_src *ns, const struct agent_nvtx_level *lv,
+			uint32_t n, bool *is_self)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		const char *t = agent_map_str(s, lv[i].text_id, NULL);
+
+		if (!t || !lv[i].serial || !agent_nvtx_is_step(t))
+			continue;
+		*is_self = i == n - 1;
+		ns->pattern_seen = true;
+		return step_no(s, ns, lv[i].serial);
+	}
+	if (ns->pattern_seen)
+		return 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const char *t = agent_map_str(s, lv[i].text_id, NULL);
+		uint32_t no;
+
+		if (!t || !lv[i].serial || !module_step(ns, t, lv[i].serial))
+			continue;
+		*is_self = i == n - 1;
+		no = step_no(s, ns, lv[i].serial);
+		ns->module_steps += no != 0;
+		return no;
+	}
+	return 0;
+}
+
+static void put_pairs(struct trace_plane *p, struct buf *b, const struct kv *kv, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		const char *k = strcmp(kv[i].k, XN_STAT_HLO_OP) == 0 ? XN_STAT_HLO_OP_NAME : kv[i].k;
+		int64_t x;
+
+		if (as_i64(kv[i].v, strlen(kv[i].v), &x))
+			trace_stat_i64(p, b, k, x);
+		else
+			trace_stat_str_ref(p, b, k, kv[i].v);
+	}
+}
+
+static void put_name(struct trace_plane *p, struct buf *b, const char *stat, const char *t)
+{
+	char name[AGENT_MAX_STRING_LEN + 1];
+	size_t n = name_len(t);
+
+	memcpy(name, t, n);
+	name[n] = 0;
+	trace_stat_str_ref(p, b, stat, name);
+}
+
+/* tf_op: an XLA op's "<hlo_op>:<its kind>" (fusion.3 -> "fusion.3:fusion"),
+ * since hlo_op itself cannot be written (see the top); else the outermost
+ * range's name, "name:type" when it has that form. */
+static void put_tf_op(struct trace_plane *p, struct buf *b, const char *outer, const struct kv *kv, unsigned n)
+{
+	char op[sizeof(kv[0].v) * 2 + 2];
+
+	for (unsigned i = 0; i < n; i++) {
+		size_t len;
+
+		if (strcmp(kv[i].k, XN_STAT_HLO_OP) != 0 || !kv[i].v[0])
+			continue;
+		len = strlen(kv[i].v);
+		while (len > 1 && isdigit((unsigned char)kv[i].v[len - 1]))
+			len--;
+		if (len > 1 && kv[i].v[len - 1] == '.')
+			len--;
+		else
+			len = strlen(kv[i].v);
+		snprintf(op, sizeof(op), "%s:%.*s", kv[i].v, (int)len, kv[i].v);
+		trace_stat_str_ref(p, b, XN_STAT_TF_OP, op);
+		return;
+	}
+	put_name(p, b, XN_STAT_TF_OP, outer);
+}
+
+int64_t agent_nvtx_statset(struct agent_src *s, struct trace_plane *p, struct buf *b, int64_t base, uint32_t corr)
+{
+	struct agent_nvtx_src *ns = state(s);
+	bool host = p == s->m->host_plane;
+	const struct corr_ent *e;
+	struct kv kv[16];
+	unsigned nkv = 0;
+	const char *outer, *inner;
+
+	if (!ns || base < 0)
+		return base;
+	if (!host)
+		ns->gpu++;
+	e = ns->corr ? &ns->corr[corr % AGENT_NVTX_CORR_SLOTS] : NULL;
+	if (!e || !corr || e->corr != corr || !e->n)
+		return base;
+	outer = agent_map_str(s, e->text[0], NULL);
+	inner = agent_map_str(s, e->text[e->n - 1], NULL);
+	if (!outer || !inner)
+		return base;
+	if (!host) {
+		ns->annotated++;
+		ns->in_step += e->step != 0;
+	}
+	if (base > 0) {
+		size_t len;
+		const char *bytes = strtab_get(&p->statsets, (uint32_t)base, &len);
+
+		buf_put(b, bytes, len);
+	}
+	for (uint32_t i = 0; i < e->n; i++) {
+		const char *t = agent_map_str(s, e->text[i], NULL);
+
+		if (t)
+			nkv = parse_pairs(t, kv, nkv, 16);
+	}
+	put_tf_op(p, b, outer, kv, nkv);
+	trace_stat_str_ref(p, b, XN_STAT_NVTX_RANGE, inner);
+	put_pairs(p, b, kv, nkv);
+	if (e->step)
+		trace_stat_i64(p, b, XN_STAT_GROUP_ID, e->step);
+	return trace_plane_statset(p, b);
+}
+
+static void put_launch(struct agent_nvtx_src *ns, struct agent_src *s, const struct agent_rec_view *v)
+{
+	struct corr_ent *e;
+	bool self;
+
+	if (!ns->corr && !(ns->corr = calloc(AGENT_NVTX_CORR_SLOTS, sizeof(*ns->corr))))
+		return;
+	e = &ns->corr[v->r.nvtx.correlation % AGENT_NVTX_CORR_SLOTS];
+	e->corr = v->r.nvtx.correlation;
+	e->n = v->n_levels;
+	for (uint32_t i = 0; i < v->n_levels; i++)
+		e->text[i] = v->levels[i].text_id;
+	e->step = step_of(s, ns, v->levels, v->n_levels, &self);
+}
+
+static void put_range(struct agent_nvtx_src *ns, struct agent_src *s, const struct agent_rec_view *v)
+{
+	const struct agent_rec_nvtx *r = &v->r.nvtx;
+	struct agent_map *m = s->m;
+	const char *t = agent_map_str(s, v->levels[v->n_levels - 1].text_id, "(unnamed NVTX range)");
+	char name[AGENT_MAX_STRING_LEN + 1], lname[160];
+	struct trace_event ev = { 0 };
+	struct trace_line *l;
+	struct kv kv[16];
+	unsigned nkv;
+	int64_t meta, set;
+	bool self = false;
+	uint32_t step = step_of(s, ns, v->levels, v->n_levels, &self);
+
+	if (ns->gen != m->resets) {
+		ns->ranges = 0;
+		ns->gen = m->resets;
+	}
+	if (ns->ranges >= AGENT_NVTX_MAX_RANGES) {
+		ns->dropped++;
+		return;
+	}
+	if (!agent_map_place_times(s, r->start, r->end, &ev.start_ns, &ev.dur_ns))
+		return;
+	if (!m->host_plane)
+		m->host_plane = trace_plane(m->c->hub, XN_PLANE_HOST, 0);
+	if (!m->host_plane)
+		return;
+	snprintf(lname, sizeof(lname), XN_LINE_NVTX_FMT, s->name, s->pid, r->tid);
+	l = agent_map_src_line(s, m->host_plane, (int64_t)(((uint64_t)s->pid << 32) | (r->tid | (1u << 30))),
+			       lname);
+	if (!l)
+		return;
+	memcpy(name, t, name_len(t));
+	name[name_len(t)] = 0;
+	meta = trace_plane_event_id(m->host_plane, name[0] ? name : t);
+	nkv = parse_pairs(t, kv, 0, 16);
+	put_pairs(m->host_plane, &m->sb, kv, nkv);
+	if (r->domain_id)
+		trace_stat_str_ref(m->host_plane, &m->sb, XN_STAT_NVTX_DOMAIN, agent_map_str(s, r->domain_id, "?"));
+	switch (r->payload_type) {
+	case AGENT_NVTX_PAYLOAD_U64: trace_stat_u64(m->host_plane, &m->sb, XN_STAT_NVTX_PAYLOAD, r->payload); break;
+	case AGENT_NVTX_PAYLOAD_I64:
+		trace_stat_i64(m->host_plane, &m->sb, XN_STAT_NVTX_PAYLOAD, (int64_t)r->payload);
+		break;
+	case AGENT_NVTX_PAYLOAD_DOUBLE: {
+		double d;
+
+		memcpy(&d, &r->payload, sizeof(d));
+		trace_stat_double(m->host_plane, &m->sb, XN_STAT_NVTX_PAYLOAD, d);
+		break;
+	}
+	default: break;
+	}
+	if (step) {
+		/* XProf's own root-event convention, and the group it heads. */
+		if (self) {
+			trace_stat_i64(m->host_plane, &m->sb, XN_STAT_IS_ROOT, 1);
+			trace_stat_i64(m->host_plane, &m->sb, XN_STAT_STEP_NUM, step);
+		}
+		trace_stat_i64(m->host_plane, &m->sb, XN_STAT_GROUP_ID, step);
+	}
+	set = trace_plane_statset(m->host_plane, &m->sb);
+	if (meta < 0 || set < 0)
+		return;
+	ev.meta = (uint32_t)meta;
+	ev.statset = (uint32_t)set;
+	if (trace_line_append(l, &ev) == 0)
+		ns->ranges++;
+}
+
+void agent_nvtx_record(struct agent_src *s, const struct agent_rec_view *v, bool take)
+{
+	struct agent_nvtx_src *ns = state(s);
+
+	if (!ns)
+		return;
+	ns->any = true;
+	/* Launch stacks are kept even outside a capture's records: they are
+	 * small, and the GPU work they name may arrive once it is taken. */
+	if (v->r.nvtx.kind == AGENT_NVTX_LAUNCH)
+		put_launch(ns, s, v);
+	else if (take)
+		put_range(ns, s, v);
+}
+
+void agent_nvtx_describe(struct agent_src *s)
+{
+	struct agent_nvtx_src *ns = s->nvtx;
+
+	if (!ns)
+		return;
+	if (ns->dropped)
+		agent_map_note(s->m, "pid %u (%s): %llu NVTX ranges beyond the budget of %u a capture were dropped",
+			       s->pid, s->name, (unsigned long long)ns->dropped, AGENT_NVTX_MAX_RANGES);
+	if (!(s->hello_flags & AGENT_HELLO_NVTX)) {
+		/* An agent that cannot collect NVTX: the hints would mislead. */
+		ns->gpu = ns->annotated = ns->in_step = ns->dropped = ns->steps_seen = 0;
+		return;
+	}
+	if (ns->gpu && !ns->annotated)
+		agent_map_note(s->m, "pid %u (%s): no op names: its GPU work ran outside any NVTX range, so "
+				     "XProf's overview, framework op stats and op profile stay empty; wrap ops and "
+				     "steps in NVTX ranges (PyTorch: torch.cuda.nvtx.range or "
+				     "torch.autograd.profiler.emit_nvtx(); docs/agent.md, NVTX)",
+			       s->pid, s->name);
+	if (ns->gpu && !ns->in_step)
+		agent_map_note(s->m, "pid %u (%s): no steps found: no NVTX range named like a training step "
+				     "(--step-pattern) enclosed its GPU work; wrap each step in one, e.g. "
+				     "torch.cuda.nvtx.range(\"train_step\")",
+			       s->pid, s->name);
+	else if (ns->in_step && ns->pattern_seen)
+		agent_map_note(s->m, "pid %u (%s): steps from NVTX ranges matching the step pattern: %llu new "
+				     "this window; host and GPU events inside carry group_id",
+			       s->pid, s->name, (unsigned long long)ns->steps_seen);
+	else if (ns->in_step)
+		agent_map_note(s->m, "pid %u (%s): steps from the executions of XLA module %s (the first module "
+				     "it ran twice; no NVTX range matched the step pattern): %llu new this window; "
+				     "host and GPU events inside carry group_id",
+			       s->pid, s->name, ns->step_module_name, (unsigned long long)ns->steps_seen);
+	ns->gpu = ns->annotated = ns->in_step = ns->dropped = ns->steps_seen = ns->module_steps = 0;
+}

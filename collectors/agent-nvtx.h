@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent-nvtx.h - NVTX records of an agent (agent-proto.h AGENT_REC_NVTX)
+ * -> the trace store: ranges on the host plane, annotation stats and steps
+ * on the GPU work launched inside them. [loop thread]
+ *
+ * Called by agent-map.c only; each process's state hangs off its
+ * struct agent_src (s->nvtx), created at its first NVTX record and freed
+ * with the source. See docs/agent.md "NVTX" for what is written and why.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent-map.h"
+#include "agent-parse.h"
+
+/* Launch stacks remembered per process, by correlation id (a ring: the
+ * oldest are forgotten; GPU records arrive within a flush period). */
+#define AGENT_NVTX_CORR_SLOTS 8192u
+/* Step ranges a process may number in one capture. */
+#define AGENT_NVTX_MAX_STEPS 4096u
+/* XLA modules told apart per process when looking for the step module. */
+#define AGENT_NVTX_MAX_MODULES 32u
+/* Ranges one process may put in one capture. */
+#define AGENT_NVTX_MAX_RANGES (1u << 20)
+
+/* Default --step-pattern: range names that mark a training step. */
+#define AGENT_NVTX_STEP_PATTERNS_1 "train_step,training_step,train_batch,run_training_batch,"
+#define AGENT_NVTX_STEP_PATTERNS_2 "train_function,step,iteration"
+#define AGENT_NVTX_STEP_PATTERNS AGENT_NVTX_STEP_PATTERNS_1 AGENT_NVTX_STEP_PATTERNS_2
+
+/* One validated NVTX record (@take: it belongs in the capture). */
+void agent_nvtx_record(struct agent_src *s, const struct agent_rec_view *v, bool take);
+/* The stat set of a GPU or API event of correlation @corr: @base (a stat
+ * set id of @p, 0 = none) plus the annotation stats of the launch's range
+ * stack and its step's group_id; @base itself when the launch was outside
+ * every range. @b is scratch. */
+int64_t agent_nvtx_statset(struct agent_src *s, struct trace_plane *p, struct buf *b, int64_t base, uint32_t corr);
+/* describe: this window's NVTX warnings of @s (drops, no op names, no
+ * steps); counts start over. */
+void agent_nvtx_describe(struct agent_src *s);
+void agent_nvtx_src_free(struct agent_src *s);
+/* Whether the range @text names a step under the current patterns. */
+bool agent_nvtx_is_step(const char *text);
+/* The step patterns (comma-separated names), for every source; NULL = the
+ * default. Loop thread, at start-up. */
+void agent_nvtx_set_step_patterns(const char *csv);
+/* Whether @csv is a valid step-pattern value: 1-32 comma-separated names of
+ * [A-Za-z0-9_.-], 1-63 characters each. 0, -EINVAL. */
+int agent_nvtx_check_step_patterns(const char *csv);

@@ -1,0 +1,270 @@
+# SPDX-License-Identifier: MIT
+"""NVTX through the real agent on the fake CUPTI, into a real profd.
+
+fake-cuda-app's `nvtx push TEXT` / `nvtx pop` call the real NVTX3 API from
+the toolkit headers; the only variable set is CUDA_INJECTION64_PATH, as for
+a user: the agent makes NVTX load it as its tool (NVTX_INJECTION64_PATH).
+Checked in the decoded XSpace: ranges on /host:CPU NVTX lines, annotation
+stats on the GPU work launched inside them, steps (group_id), the warnings,
+and what XProf's own rules then do with the space (IsXSpaceGrouped).
+"""
+import os
+import subprocess
+import unittest
+
+import profdtest as T
+import test_agent_cupti as C
+from test_agent_cupti import AGENT, APP, kernels
+
+P = T.protos()
+STEPS = 3
+FUSION = "fusion.3#hlo_op=fusion.3,hlo_module=jit_train_step,program_id=12#"
+
+
+def stats_of(p, e):
+    return {p.stat_metadata[s.metadata_id].name: s for s in e.stats}
+
+
+def value(s):
+    kind = s.WhichOneof("value")
+    return getattr(s, kind) if kind != "ref_value" else ("ref", s.ref_value)
+
+
+def ref(p, s):
+    """A string stat's text, whether str_value or ref_value."""
+    return s.str_value if s.WhichOneof("value") == "str_value" else p.stat_metadata[s.ref_value].name
+
+
+def device_events(x):
+    """(plane, event name, stats) of every event on GPU planes."""
+    return [(p, p.event_metadata[e.metadata_id].name, stats_of(p, e))
+            for p in x.planes if p.name.startswith("/device:GPU:") for l in p.lines for e in l.events]
+
+
+def host_plane(x):
+    return [p for p in x.planes if p.name == "/host:CPU"][0]
+
+
+def is_xspace_grouped(x):
+    """XProf's IsXSpaceGrouped: a group_id stat metadata on every host and
+    device plane (then XProf skips its grouping, flows and derived lines)."""
+    planes = [p for p in x.planes if p.name == "/host:CPU" or p.name.startswith("/device:GPU:")]
+    return bool(planes) and all(any(m.name == "group_id" for m in p.stat_metadata.values()) for p in planes)
+
+
+@unittest.skipUnless(AGENT and os.path.exists(APP), "libprofd-agent.so or the fake CUDA app not built")
+class NvtxOnFakeCupti(unittest.TestCase):
+    # The daemon and job plumbing of test_agent_cupti, without its tests.
+    setUp = C.AgentOnFakeCupti.setUp
+    tearDown = C.AgentOnFakeCupti.tearDown
+    app = C.AgentOnFakeCupti.app
+    capture_while = C.AgentOnFakeCupti.capture_while
+
+    def test_fake_training_loop(self):
+        a, _ = self.app()
+        # Before any capture: NVTX attaches to the agent, and costs no record.
+        self.assertEqual(a.ask("nvtx push warmup"), ["pushed", "0"])
+        self.assertEqual(a.ask("nvtx pop"), ["popped", "0"])
+
+        def work():
+            a.ask("launch 2 outside_kernel 0 7")
+            for _ in range(STEPS):
+                self.assertEqual(a.ask("nvtx push train_step"), ["pushed", "0"])
+                a.ask("nvtx push dense:MatMul")
+                a.ask("launch 2 gemm_kernel 0 7")
+                a.ask("nvtx pop")
+                a.ask("nvtx push " + FUSION)
+                a.ask("launch 1 fusion_kernel 0 7")
+                a.ask("memcpy 1 0 4096")
+                a.ask("nvtx pop")
+                a.ask("nvtx pop")
+            a.ask("busy 1500")
+        x, _ = self.capture_while(1200, work, a)
+        w = list(x.warnings)
+        mine = [s for s in w if f"pid {a.pid}" in s]
+
+        ks = kernels(x)
+        by_name = {}
+        for _, _, name, st in ks:
+            by_name.setdefault(name, []).append(st)
+        self.assertEqual({n: len(v) for n, v in by_name.items()},
+                         {"outside_kernel": 2, "gemm_kernel": 2 * STEPS, "fusion_kernel": STEPS}, w)
+        # Outside every range: no annotation, no step.
+        for st in by_name["outside_kernel"]:
+            self.assertNotIn("tf_op", st)
+            self.assertNotIn("group_id", st)
+        plane0 = [p for p in x.planes if p.name.startswith("/device:GPU:")][0]
+        groups = set()
+        for st in by_name["gemm_kernel"]:
+            self.assertEqual(ref(plane0, st["tf_op"]), "train_step")  # the outermost range
+            self.assertEqual(ref(plane0, st["nvtx_range"]), "dense:MatMul")  # the innermost
+            self.assertEqual(st["group_id"].WhichOneof("value"), "int64_value")
+            groups.add(st["group_id"].int64_value)
+        self.assertEqual(groups, set(range(1, STEPS + 1)))
+        for st in by_name["fusion_kernel"]:
+            self.assertEqual(ref(plane0, st["hlo_op_name"]), "fusion.3")
+            # XLA ops: the op and its kind, as op stats group them.
+            self.assertEqual(ref(plane0, st["tf_op"]), "fusion.3:fusion")
+            self.assertEqual(ref(plane0, st["hlo_module"]), "jit_train_step")
+            self.assertEqual(st["program_id"].WhichOneof("value"), "int64_value")
+            self.assertEqual(st["program_id"].int64_value, 12)
+            # hlo_op itself would make XProf's op metrics drop the kernel (no HLO proto).
+            self.assertNotIn("hlo_op", st)
+            self.assertEqual(ref(plane0, st["nvtx_range"]), FUSION)
+        copies = [(p, st) for p, n, st in device_events(x) if n == "MemcpyH2D"]
+        self.assertEqual(len(copies), STEPS)
+        self.assertEqual(sorted(st["group_id"].int64_value for _, st in copies), list(range(1, STEPS + 1)))
+        self.assertTrue(all(ref(p, st["tf_op"]) == "fusion.3:fusion" for p, st in copies))
+
+        # Host: a /NVTX line for the thread, step ranges as XProf root events.
+        h = host_plane(x)
+        nv = [l for l in h.lines if l.name.endswith(f"(pid {a.pid})/tid {a.main_tid}/NVTX")]
+        self.assertEqual(len(nv), 1, [l.name for l in h.lines])
+        evs = [(h.event_metadata[e.metadata_id].name, stats_of(h, e), e) for e in nv[0].events]
+        names = [n for n, _, _ in evs]
+        self.assertEqual(names.count("train_step"), STEPS, names)
+        self.assertEqual(names.count("dense:MatMul"), STEPS)
+        self.assertEqual(names.count("fusion.3"), STEPS)  # the name before '#'
+        self.assertNotIn("warmup", names)  # before the capture
+        steps = sorted((st["step_num"].int64_value, st["_r"].int64_value, st["group_id"].int64_value)
+                       for n, st, _ in evs if n == "train_step")
+        self.assertEqual(steps, [(i, 1, i) for i in range(1, STEPS + 1)])
+        inner = [st for n, st, _ in evs if n == "fusion.3"]
+        self.assertTrue(all(st["group_id"].int64_value in range(1, STEPS + 1) for st in inner))
+        self.assertTrue(all(ref(h, st["hlo_module"]) == "jit_train_step" for st in inner))
+        # Each step range encloses its children in time.
+        for n, st, e in evs:
+            if n == "train_step":
+                self.assertGreater(e.duration_ps, 0)
+        # The launches on the thread's API line carry the step too.
+        api = [stats_of(h, e) for l in h.lines if not l.name.endswith("/NVTX") for e in l.events
+               if h.event_metadata[e.metadata_id].name == "cudaLaunchKernel_v7000"]
+        self.assertEqual(sorted(st["group_id"].int64_value for st in api if "group_id" in st),
+                         sorted(list(range(1, STEPS + 1)) * 3))
+
+        # Warnings: where the steps came from; no "no op names", no "no steps".
+        self.assertEqual(len([s for s in mine if "steps from NVTX ranges" in s]), 1, w)
+        self.assertFalse([s for s in mine if "no op names" in s or "no steps" in s], w)
+        # XProf's rule: every host and device plane declares group_id, so XProf
+        # takes these steps as they are and skips its own grouping, flows and
+        # derived lines (docs/agent.md, "Steps").
+        self.assertTrue(is_xspace_grouped(x))
+        self.assertEqual(a.finish(), 0)
+
+    def test_step_pattern_flag(self):
+        bad = subprocess.run([T.PROFD, "--step-pattern", "a,,b"], capture_output=True, text=True, timeout=10)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("--step-pattern", bad.stderr)
+        # A daemon that knows this job's step name.
+        self.stubs.close()
+        self.assertEqual(self.d.stop(), 0)
+        self.d = T.Daemon("--agent-socket", self.sock, "--flush-timeout", "2s", "--step-pattern", "my_iter")
+        self.stubs = T.Stubs(self.d.addr)
+        self.profile, self.status = self.stubs.profile, self.stubs.status
+        a, _ = self.app()
+
+        def work():
+            for i in range(2):
+                a.ask(f"nvtx push my_iter {i}")
+                a.ask("launch 1 k 0 7")
+                a.ask("nvtx pop")
+                a.ask("nvtx push train_step")  # not a step for this daemon
+                a.ask("launch 1 k2 0 7")
+                a.ask("nvtx pop")
+            a.ask("busy 1500")
+        x, _ = self.capture_while(1000, work, a)
+        g = {n: sorted(st["group_id"].int64_value for _, _, nn, st in kernels(x) if nn == n and "group_id" in st)
+             for n in ("k", "k2")}
+        self.assertEqual(g, {"k": [1, 2], "k2": []})
+        self.assertEqual(a.finish(), 0)
+
+    def test_xla_modules_give_op_names_and_steps_without_a_flag(self):
+        # XLA emits NVTX only when nvtxDomainCreateA("TSL") is non-NULL: without
+        # a tool it is NULL ...
+        bare = subprocess.Popen([APP], env={k: v for k, v in os.environ.items() if k != "CUDA_INJECTION64_PATH"},
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        out, _ = bare.communicate("nvtx domain TSL\nexit\n", timeout=20)
+        self.assertEqual(out.split("\n")[1], "domain 0", out)
+        # ... and under the agent it is a handle: XLA's annotations flow.
+        a, _ = self.app()
+        self.assertEqual(a.ask("nvtx domain TSL"), ["domain", "1"])
+
+        def run(module, op, kernel):
+            a.ask(f"nvtx dpush XlaModule:#hlo_module={module},program_id=5#")
+            a.ask(f"nvtx dpush Thunk:#hlo_op={op}#")
+            a.ask(f"launch 1 {kernel} 0 7")
+            a.ask("nvtx dpop")
+            a.ask("nvtx dpop")
+
+        def work():
+            run("jit_init", "broadcast.1", "init_kernel")
+            for _ in range(4):
+                run("jit_train_step", "fusion.7", "step_kernel")
+            a.ask("busy 1500")
+        x, _ = self.capture_while(1000, work, a)
+        plane0 = [p for p in x.planes if p.name.startswith("/device:GPU:")][0]
+        ks = {}
+        for _, _, name, st in kernels(x):
+            ks.setdefault(name, []).append(st)
+        self.assertEqual(len(ks["step_kernel"]), 4)
+        for st in ks["step_kernel"]:
+            self.assertEqual(ref(plane0, st["hlo_module"]), "jit_train_step")
+            self.assertEqual(st["program_id"].int64_value, 5)
+            self.assertEqual(ref(plane0, st["hlo_op_name"]), "fusion.7")
+            self.assertEqual(ref(plane0, st["tf_op"]), "fusion.7:fusion")
+        # Steps: the executions of the first module run twice; its first run
+        # came before it was known to repeat.
+        self.assertEqual(sorted(st["group_id"].int64_value for st in ks["step_kernel"] if "group_id" in st),
+                         [1, 2, 3])
+        self.assertNotIn("group_id", ks["init_kernel"][0])
+        h = host_plane(x)
+        doms = {ref(h, stats_of(h, e)["nvtx_domain"]) for l in h.lines if l.name.endswith("/NVTX")
+                for e in l.events}
+        self.assertEqual(doms, {"TSL"})
+        mine = [s for s in x.warnings if f"pid {a.pid}" in s]
+        self.assertEqual(len([s for s in mine if "steps from the executions of XLA module jit_train_step" in s]),
+                         1, mine)
+        self.assertFalse([s for s in mine if "no op names" in s or "no steps" in s], mine)
+        self.assertEqual(a.finish(), 0)
+
+    def test_job_without_nvtx_is_told_how_to_get_op_names_and_steps(self):
+        a, _ = self.app()
+
+        def work():
+            a.ask("launch 5 plain_kernel 0 7")
+            a.ask("busy 1500")
+        x, _ = self.capture_while(1000, work, a)
+        self.assertEqual(len(kernels(x)), 5)
+        mine = [s for s in x.warnings if f"pid {a.pid}" in s]
+        ops = [s for s in mine if "no op names" in s]
+        steps = [s for s in mine if "no steps found" in s]
+        self.assertEqual(len(ops), 1, mine)
+        self.assertIn("torch.cuda.nvtx", ops[0])
+        self.assertEqual(len(steps), 1, mine)
+        self.assertIn("--step-pattern", steps[0])
+        self.assertFalse(is_xspace_grouped(x))  # XProf groups (and derives lines) itself
+        self.assertEqual(a.finish(), 0)
+
+    def test_ranges_beyond_the_budget_are_counted(self):
+        a, _ = self.app()
+
+        def work():
+            # Far more push/pop pairs than the agent queues between two drains.
+            out = a.ask("nvtx bench 200000")
+            a.ask("busy 1500")
+            return out
+        x, out = self.capture_while(1000, work, a)
+        self.assertEqual(out[0], "nvtx-bench")
+        notes = [s for s in x.warnings if f"pid {a.pid}" in s and "NVTX:" in s and "dropped" in s]
+        self.assertEqual(len(notes), 1, list(x.warnings))
+        dropped = int(notes[0].split("NVTX: ")[1].split()[0])
+        h = host_plane(x)
+        kept = sum(1 for l in h.lines if l.name.endswith("/NVTX") for _ in l.events)
+        self.assertGreater(dropped, 0)
+        self.assertGreater(kept, 0)
+        self.assertLessEqual(kept + dropped, 200000)
+        self.assertEqual(a.finish(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
