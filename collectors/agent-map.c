@@ -158,10 +158,7 @@ static struct trace_plane *gpu_plane(struct agent_map *m, uint32_t n)
 	return m->gpu_planes[n];
 }
 
-/* XProf's derived lines start at kThreadIdDerivedMin = 0xdeadbeef (xla
- * trace_utils.h); ours stay below, and below 2^32, by far. */
-#define LINE_ID_LIMIT 0xdeadbeefu
-_Static_assert(TRACE_MAX_LINES_PER_PLANE < LINE_ID_LIMIT, "line ids must stay below XProf's derived range");
+_Static_assert(TRACE_MAX_LINES_PER_PLANE < XN_LINE_ID_LIMIT, "line ids must stay below XProf's derived range");
 
 /* The hub's contents moved out (a new generation): its lines are gone. */
 static void line_index_sync(struct agent_map *m)
@@ -290,7 +287,7 @@ static struct trace_line *src_line(struct agent_src *s, struct line_slot *slot, 
 		return NULL;
 	}
 	/* The plane's line limit (TRACE_MAX_LINES_PER_PLANE) ends the ids
-	 * long before LINE_ID_LIMIT. */
+	 * long before XN_LINE_ID_LIMIT. */
 	l = trace_line(p, id, name);
 	if (!l)
 		return NULL;
@@ -746,9 +743,18 @@ bool agent_map_place_times(struct agent_src *s, uint64_t start, uint64_t end, in
 	return place_times(s, start, end, ret_start, ret_dur);
 }
 
-struct trace_line *agent_map_src_line(struct agent_src *s, struct trace_plane *p, int64_t id, const char *name)
+struct trace_line *agent_map_aux_line(struct agent_src *s, uint64_t kind, uint32_t key, const char *name)
 {
-	return src_line(s, p, id, name);
+	struct agent_map *m = s->m;
+	struct line_slot *slot = line_slot(m, kind | s->pid, key);
+
+	if (!slot)
+		return NULL;
+	if (slot->line)
+		return slot->line;
+	if (!m->host_plane)
+		m->host_plane = trace_plane(m->c->hub, XN_PLANE_HOST, 0);
+	return m->host_plane ? src_line(s, slot, m->host_plane, 0, name) : NULL;
 }
 
 const char *agent_map_str(const struct agent_src *s, uint32_t id, const char *dflt) { return str_of(s, id, dflt); }

@@ -165,7 +165,11 @@ struct agent_map {
  * string @id (or @dflt). */
 bool agent_map_place_times(struct agent_src *s, uint64_t start, uint64_t end, int64_t *ret_start,
 			   int64_t *ret_dur);
-struct trace_line *agent_map_src_line(struct agent_src *s, struct trace_plane *p, int64_t id, const char *name);
+/* A host-plane line of @s's own besides its thread lines (@kind: one of
+ * AGENT_MAP_LINE_*, @key: e.g. the thread id), named @name at creation, with
+ * the plane's next small id. NULL when refused or out of memory. */
+#define AGENT_MAP_LINE_NVTX (UINT64_C(1) << 61)
+struct trace_line *agent_map_aux_line(struct agent_src *s, uint64_t kind, uint32_t key, const char *name);
 const char *agent_map_str(const struct agent_src *s, uint32_t id, const char *dflt);
 
 void agent_map_init(struct agent_map *m, struct collector *c);

@@ -235,6 +235,25 @@ static void put_event(struct agent_memory *am, struct trace_plane *p, struct tra
 	trace_line_append(l, &ev); /* past the snapshot's budget: counted there */
 }
 
+/*
+ * The window's "GPU memory" line of a process (one for all its GPUs):
+ * found by name, else a new line with the plane's next free id. XProf keeps
+ * only the low 32 bits of a line id and derives lines of its own from
+ * 0xdeadbeef up, so ids stay small and unique per plane (agent-map.c).
+ */
+static struct trace_line *memory_line(struct trace_plane *p, const char *name)
+{
+	int64_t next = 1;
+
+	for (uint32_t i = 0; i < p->n_lines; i++) {
+		if (strcmp(p->lines[i]->name, name) == 0)
+			return p->lines[i];
+		if (p->lines[i]->id >= next && p->lines[i]->id < (int64_t)XN_LINE_ID_LIMIT)
+			next = p->lines[i]->id + 1;
+	}
+	return next < (int64_t)XN_LINE_ID_LIMIT ? trace_line(p, next, name) : NULL;
+}
+
 void agent_memory_describe(struct agent_memory *am, struct trace *snap, int64_t start_ns, int64_t stop_ns,
 			   void (*note)(void *ud, const char *text), void *ud)
 {
@@ -270,8 +289,7 @@ void agent_memory_describe(struct agent_memory *am, struct trace *snap, int64_t 
 				if (!p && !(p = trace_plane(snap, XN_PLANE_HOST, 0)))
 					return;
 				snprintf(lname, sizeof(lname), XN_LINE_GPU_MEMORY_FMT, a->comm, a->pid);
-				/* Low half 0xfffffffd: never a tid (tids stay below 2^22). */
-				l = trace_line(p, (int64_t)(((uint64_t)a->pid << 32) | 0xfffffffdu), lname);
+				l = memory_line(p, lname);
 				if (!l)
 					return;
 			}

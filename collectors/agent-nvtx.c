@@ -442,13 +442,8 @@ static void put_range(struct agent_nvtx_src *ns, struct agent_src *s, const stru
 	}
 	if (!agent_map_place_times(s, r->start, r->end, &ev.start_ns, &ev.dur_ns))
 		return;
-	if (!m->host_plane)
-		m->host_plane = trace_plane(m->c->hub, XN_PLANE_HOST, 0);
-	if (!m->host_plane)
-		return;
 	snprintf(lname, sizeof(lname), XN_LINE_NVTX_FMT, s->name, s->pid, r->tid);
-	l = agent_map_src_line(s, m->host_plane, (int64_t)(((uint64_t)s->pid << 32) | (r->tid | (1u << 30))),
-			       lname);
+	l = agent_map_aux_line(s, AGENT_MAP_LINE_NVTX, r->tid, lname);
 	if (!l)
 		return;
 	memcpy(name, t, name_len(t));

@@ -31,6 +31,9 @@
 #define XN_LINE_HOST_THREAD_FMT "%s (pid %u)/tid %u"
 /* Display name of an agent's GPU lines: "<comm> <pid> / <line name>"; the
  * name stays what XProf parses ("Stream #7(Compute)"). */
+/* XProf keeps the low 32 bits of a line id and derives lines of its own from
+ * kThreadIdDerivedMin = 0xdeadbeef up (xla trace_utils.h): ids stay below. */
+#define XN_LINE_ID_LIMIT 0xdeadbeefu
 #define XN_LINE_DISPLAY_FMT "%.64s %u / %s"
 #define XN_LINE_CUPTI_OVERHEAD "CUPTI overhead"
 
