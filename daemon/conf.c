@@ -130,6 +130,10 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 	[CONF_FLUSH_TIMEOUT] = {"flush-timeout", "DUR", T_DUR, 0, 60000, "500ms", true, NULL,
 		"how long a closing capture waits for collectors (and in-job agents) to deliver",
 		F(flush_timeout_ms)},
+	[CONF_STEP_PATTERN] = {"step-pattern", "NAMES", T_STEPS, 0, 0, AGENT_NVTX_STEP_PATTERNS, true,
+		NULL, "NVTX range names that mark a training step, comma-"
+		"separated (up to 32 names of [A-Za-z0-9_.-], 1-63 characters each), each matched at the "
+		"start of a range's name or its last part, any case (docs/agent.md, Steps)", F(step_pattern)},
 	[CONF_HOSTNAME] = {"hostname", "NAME", T_OPT, 0, 0, NULL, false, "Other",
 		"name written to XSpace.hostnames (empty: gethostname)", F(hostname)},
 	[CONF_PROC_ROOT] = {"proc-root", "DIR", T_PATH, 0, 0, "/proc", false, NULL,
@@ -138,10 +142,6 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 		"read /sys from DIR (testing)", F(sys_root)},
 	[CONF_NVML_LIBRARY] = {"nvml-library", "PATH", T_OPT, 0, 0, NULL, false, NULL,
 		"load NVML from PATH (testing; empty: libnvidia-ml.so.1)", F(nvml_library)},
-	[CONF_STEP_PATTERN] = {"step-pattern", "NAMES", T_STEPS, 0, 0, AGENT_NVTX_STEP_PATTERNS, true,
-		"Steps (docs/agent.md, Steps)", "NVTX range names that mark a training step, comma-"
-		"separated (up to 32 names of [A-Za-z0-9_.-], 1-63 characters each), each matched at the "
-		"start of a range's name or its last part, any case", F(step_pattern)},
 	[CONF_LOG_LEVEL] = {"log-level", "LEVEL", T_LEVEL, 0, 0, "info", true, NULL,
 		"err, warn, notice, info or debug", F(log_level)},
 };

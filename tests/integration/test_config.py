@@ -79,7 +79,7 @@ class Config(unittest.TestCase):
             "agent-allow-uid": ["0", "root"], "host-sample-hz": ["11"], "nvml-sample-hz": ["12"],
             "agent-socket": ["/run/x/agent.sock"], "flush-timeout": ["2s"], "hostname": ["conf-host"],
             "proc-root": ["/srv/proc-fixture"], "sys-root": ["/srv/sys-fixture"], "nvml-library": ["/opt/libnvml.so"],
-            "log-level": ["debug"],
+            "step-pattern": ["my_step,iter.x"], "log-level": ["debug"],
         }
         self.assertEqual(sorted(given), sorted(self.default_keys()), "the test names every key")
         text = "".join(f"{k} = {v}\n" for k, vs in given.items() for v in vs)

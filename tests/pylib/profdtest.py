@@ -309,10 +309,19 @@ def line_owner(line):
     """(pid, key) of a line an agent made, from its names: line ids are
     per-plane ordinals and say nothing of the owner. Host lines are named
     "<comm> (pid P)/tid T" -> (P, T); GPU lines show "<comm> P / Stream #S(...)"
-    -> (P, S) and "<comm> P / CUPTI overhead" -> (P, None). None otherwise."""
+    -> (P, S) and "<comm> P / CUPTI overhead" -> (P, None); NVTX and GPU
+    memory lines below. None otherwise."""
     m = re.fullmatch(r".* \(pid (\d+)\)/tid (\d+)", line.name)
     if m:
         return int(m.group(1)), int(m.group(2))
+    # "<comm> (pid P)/tid T/NVTX" -> (P, T + 2^30); "<comm> (pid P)/GPU memory"
+    # -> (P, 2^32 - 3): keys no thread or stream has.
+    m = re.fullmatch(r".* \(pid (\d+)\)/tid (\d+)/NVTX", line.name)
+    if m:
+        return int(m.group(1)), int(m.group(2)) + (1 << 30)
+    m = re.fullmatch(r".* \(pid (\d+)\)/GPU memory", line.name)
+    if m:
+        return int(m.group(1)), 0xfffffffd
     m = re.fullmatch(r".* (\d+) / (?:Stream #(\d+)\(.*\)|CUPTI overhead)", line.display_name)
     if m:
         return int(m.group(1)), int(m.group(2)) if m.group(2) is not None else None
