@@ -224,7 +224,8 @@ class AgentTests(T.AgentDaemonCase):
             # In order of first appearance: 1, 2, ... (no gaps among agent lines).
             self.assertEqual(sorted(ids), list(range(1, len(ids) + 1)), p.name)
         host = next(p for p in x.planes if p.name == "/host:CPU")
-        threads = {T.line_owner(l): l for l in host.lines if T.line_owner(l)}
+        # Thread lines only (NVTX and GPU memory lines have keys >= 2^30).
+        threads = {o: l for l in host.lines if (o := T.line_owner(l)) and o[1] < (1 << 30)}
         self.assertEqual(set(threads), {(pid, 1) for pid in pids})
         self.assertEqual(len({l.id & 0xffffffff for l in threads.values()}), 2)  # two tracks
         for (pid, _), l in threads.items():
