@@ -151,6 +151,47 @@ class NvtxOnFakeCupti(unittest.TestCase):
         self.assertTrue(is_xspace_grouped(x))
         self.assertEqual(a.finish(), 0)
 
+    def test_doctor_says_the_training_loop_fills_the_tools(self):
+        """issue: the read-back check on the fake training loop (NVTX steps and
+        op ranges, kernels, a copy, allocations): overview, framework op stats,
+        memory profile, kernel stats and trace viewer have content."""
+        profctl = os.environ.get("PROFCTL")
+        if not profctl:
+            self.skipTest("PROFCTL not set")
+        a, _ = self.app()
+
+        def work():
+            for _ in range(STEPS):
+                a.ask("nvtx push train_step")
+                a.ask("nvtx push dense:MatMul")
+                ptr = a.ask("malloc 0 1048576")[1]
+                a.ask("launch 2 gemm_kernel 0 7")
+                a.ask("nvtx pop")
+                a.ask("memcpy 1 0 4096")
+                a.ask("free " + ptr)
+                a.ask("nvtx pop")
+            a.ask("busy 1500")
+
+        old = C.TRACED
+        C.TRACED = 1 << 10 | 1 << 4 | 1 << 49  # kernels, driver API, MEMORY2
+        try:
+            x, _ = self.capture_while(1200, work, a)
+        finally:
+            C.TRACED = old
+        path = os.path.join(self.tmp, "loop.xplane.pb")
+        with open(path, "wb") as f:
+            f.write(x.SerializeToString())
+        out = subprocess.run([profctl, "doctor", path], capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        got = {}
+        for line in out.stdout.splitlines():
+            parts = line.split(None, 2)
+            if line.startswith("  ") and len(parts) == 3 and parts[1] in ("yes", "no"):
+                got[parts[0]] = parts[1] == "yes"
+        for tool in ("overview_page", "framework_op_stats", "memory_profile", "kernel_stats", "trace_viewer"):
+            self.assertTrue(got.get(tool), (tool, out.stdout))
+        self.assertEqual(a.finish(), 0)
+
     def test_step_pattern_flag(self):
         bad = subprocess.run([T.PROFD, "--step-pattern", "a,,b"], capture_output=True, text=True, timeout=10)
         self.assertNotEqual(bad.returncode, 0)
