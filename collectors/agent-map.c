@@ -630,6 +630,9 @@ static void put_memory(struct agent_src *s, const struct agent_rec_memory2 *r)
 	if (!d || !place_times(s, r->ts, r->ts, &ts, &dur))
 		return;
 	if (r->op == AGENT_MEMOP_ALLOC || r->op == AGENT_MEMOP_FREE) {
+		char op[AGENT_MAX_STRING_LEN + 1];
+		int64_t group_id;
+		bool annotated = agent_nvtx_op_of(s, r->correlation, op, sizeof(op), &group_id);
 		struct agent_mem_event ev = {
 			.ts = ts,
 			.alloc = alloc,
@@ -637,11 +640,10 @@ static void put_memory(struct agent_src *s, const struct agent_rec_memory2 *r)
 			.address = r->address,
 			.mem_kind = r->mem_kind,
 			.pool_type = r->pool_type,
-			/* NVTX hook: the enclosing range's tf_op and the step's
-			 * group_id go here once NVTX ranges reach the map (the
-			 * allocation's API call has r->correlation). */
-			.tf_op = NULL,
-			.group_id = -1,
+			/* The enclosing NVTX range of the allocation's API call
+			 * (r->correlation), when the agent sent its stack. */
+			.tf_op = annotated ? op : NULL,
+			.group_id = group_id,
 		};
 
 		agent_memory_add(&m->mem, s->pid, s->name, d->plane, &ev);

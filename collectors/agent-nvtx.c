@@ -323,23 +323,11 @@ static void put_pairs(struct trace_plane *p, struct buf *b, const struct kv *kv,
 	}
 }
 
-static void put_name(struct trace_plane *p, struct buf *b, const char *stat, const char *t)
-{
-	char name[AGENT_MAX_STRING_LEN + 1];
-	size_t n = name_len(t);
-
-	memcpy(name, t, n);
-	name[n] = 0;
-	trace_stat_str_ref(p, b, stat, name);
-}
-
 /* tf_op: an XLA op's "<hlo_op>:<its kind>" (fusion.3 -> "fusion.3:fusion"),
  * since hlo_op itself cannot be written (see the top); else the outermost
- * range's name, "name:type" when it has that form. */
-static void put_tf_op(struct trace_plane *p, struct buf *b, const char *outer, const struct kv *kv, unsigned n)
+ * range's name, "name:type" when it has that form. Into @op (@size). */
+static void tf_op_text(const char *outer, const struct kv *kv, unsigned n, char *op, size_t size)
 {
-	char op[sizeof(kv[0].v) * 2 + 2];
-
 	for (unsigned i = 0; i < n; i++) {
 		size_t len;
 
@@ -352,11 +340,58 @@ static void put_tf_op(struct trace_plane *p, struct buf *b, const char *outer, c
 			len--;
 		else
 			len = strlen(kv[i].v);
-		snprintf(op, sizeof(op), "%s:%.*s", kv[i].v, (int)len, kv[i].v);
-		trace_stat_str_ref(p, b, XN_STAT_TF_OP, op);
+		snprintf(op, size, "%s:%.*s", kv[i].v, (int)len, kv[i].v);
 		return;
 	}
-	put_name(p, b, XN_STAT_TF_OP, outer);
+	snprintf(op, size, "%.*s", (int)name_len(outer), outer);
+}
+
+/* The launch stack remembered for correlation @corr of @s, or NULL. */
+static const struct corr_ent *launch_of(struct agent_src *s, uint32_t corr)
+{
+	struct agent_nvtx_src *ns = s->nvtx;
+	const struct corr_ent *e;
+
+	if (!ns || !ns->corr || !corr)
+		return NULL;
+	e = &ns->corr[corr % AGENT_NVTX_CORR_SLOTS];
+	return e->corr == corr && e->n ? e : NULL;
+}
+
+/* The kv pairs of every level of @e; the outermost and innermost texts. */
+static unsigned launch_pairs(struct agent_src *s, const struct corr_ent *e, struct kv *kv, unsigned max,
+			     const char **outer, const char **inner)
+{
+	unsigned nkv = 0;
+
+	*outer = agent_map_str(s, e->text[0], NULL);
+	*inner = agent_map_str(s, e->text[e->n - 1], NULL);
+	for (uint32_t i = 0; i < e->n; i++) {
+		const char *t = agent_map_str(s, e->text[i], NULL);
+
+		if (t)
+			nkv = parse_pairs(t, kv, nkv, max);
+	}
+	return nkv;
+}
+
+bool agent_nvtx_op_of(struct agent_src *s, uint32_t corr, char *tf_op, size_t size, int64_t *group_id)
+{
+	const struct corr_ent *e = launch_of(s, corr);
+	const char *outer, *inner;
+	struct kv kv[16];
+	unsigned nkv;
+
+	*group_id = -1;
+	if (!e)
+		return false;
+	nkv = launch_pairs(s, e, kv, 16, &outer, &inner);
+	if (!outer || !inner)
+		return false;
+	tf_op_text(outer, kv, nkv, tf_op, size);
+	if (e->step)
+		*group_id = e->step;
+	return true;
 }
 
 int64_t agent_nvtx_statset(struct agent_src *s, struct trace_plane *p, struct buf *b, int64_t base, uint32_t corr)
@@ -365,18 +400,17 @@ int64_t agent_nvtx_statset(struct agent_src *s, struct trace_plane *p, struct bu
 	bool host = p == s->m->host_plane;
 	const struct corr_ent *e;
 	struct kv kv[16];
-	unsigned nkv = 0;
+	char op[sizeof(kv[0].v) * 2 + 2];
+	unsigned nkv;
 	const char *outer, *inner;
 
 	if (!ns || base < 0)
 		return base;
 	if (!host)
 		ns->gpu++;
-	e = ns->corr ? &ns->corr[corr % AGENT_NVTX_CORR_SLOTS] : NULL;
-	if (!e || !corr || e->corr != corr || !e->n)
+	if (!(e = launch_of(s, corr)))
 		return base;
-	outer = agent_map_str(s, e->text[0], NULL);
-	inner = agent_map_str(s, e->text[e->n - 1], NULL);
+	nkv = launch_pairs(s, e, kv, 16, &outer, &inner);
 	if (!outer || !inner)
 		return base;
 	if (!host) {
@@ -389,13 +423,8 @@ int64_t agent_nvtx_statset(struct agent_src *s, struct trace_plane *p, struct bu
 
 		buf_put(b, bytes, len);
 	}
-	for (uint32_t i = 0; i < e->n; i++) {
-		const char *t = agent_map_str(s, e->text[i], NULL);
-
-		if (t)
-			nkv = parse_pairs(t, kv, nkv, 16);
-	}
-	put_tf_op(p, b, outer, kv, nkv);
+	tf_op_text(outer, kv, nkv, op, sizeof(op));
+	trace_stat_str_ref(p, b, XN_STAT_TF_OP, op);
 	trace_stat_str_ref(p, b, XN_STAT_NVTX_RANGE, inner);
 	put_pairs(p, b, kv, nkv);
 	if (e->step)

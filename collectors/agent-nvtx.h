@@ -38,6 +38,10 @@ void agent_nvtx_record(struct agent_src *s, const struct agent_rec_view *v, bool
  * stack and its step's group_id; @base itself when the launch was outside
  * every range. @b is scratch. */
 int64_t agent_nvtx_statset(struct agent_src *s, struct trace_plane *p, struct buf *b, int64_t base, uint32_t corr);
+/* The tf_op text (as agent_nvtx_statset() writes it) and step of the
+ * launch stack remembered for correlation @corr of @s, e.g. for a memory
+ * event's allocation call; false (and *@group_id -1) when there is none. */
+bool agent_nvtx_op_of(struct agent_src *s, uint32_t corr, char *tf_op, size_t size, int64_t *group_id);
 /* describe: this window's NVTX warnings of @s (drops, no op names, no
  * steps); counts start over. */
 void agent_nvtx_describe(struct agent_src *s);

@@ -178,6 +178,14 @@ class NvtxOnFakeCupti(unittest.TestCase):
             x, _ = self.capture_while(1200, work, a)
         finally:
             C.TRACED = old
+        # Allocations inside a range carry its op and step (memory profile).
+        h = host_plane(x)
+        allocs = [stats_of(h, e) for l in h.lines for e in l.events
+                  if h.event_metadata[e.metadata_id].name == "MemoryAllocation"]
+        self.assertEqual(len(allocs), STEPS, [l.name for l in h.lines])
+        self.assertEqual([ref(h, st["tf_op"]) if "tf_op" in st else None for st in allocs], ["train_step"] * STEPS,
+                         [sorted(st) for st in allocs])
+        self.assertEqual(sorted(st["group_id"].int64_value for st in allocs), list(range(1, STEPS + 1)))
         path = os.path.join(self.tmp, "loop.xplane.pb")
         with open(path, "wb") as f:
             f.write(x.SerializeToString())
