@@ -346,7 +346,7 @@ static void help(FILE *f)
 {
 	fprintf(f,
 		"Usage: profctl doctor [URL] [--agent-socket PATH] [--max-skew-ms N]\n"
-		"       profctl doctor FILE.xplane.pb\n"
+		"       profctl doctor FILE.xplane.pb...\n"
 		"\n"
 		"With a FILE (an XSpace, e.g. from profctl capture): which XProf tools would\n"
 		"have content (trace viewer, kernel stats, memory profile, framework op stats,\n"
@@ -413,11 +413,21 @@ int cmd_doctor(int argc, char **argv)
 			return profctl_usage_err("doctor", "bad option");
 		}
 	}
+	/* Existing files (a glob over a multi-host capture): the XSpace
+	 * read-back check of each (profctl-xprofcheck.c). */
+	if (optind < argc && stat(argv[optind], &sb) == 0 && S_ISREG(sb.st_mode)) {
+		int ret = PROFCTL_EXIT_OK;
+
+		for (int i = optind; i < argc; i++) {
+			if (i > optind)
+				putchar('\n');
+			if (doctor_xspace_file(argv[i]) != PROFCTL_EXIT_OK)
+				ret = PROFCTL_EXIT_FAIL;
+		}
+		return ret;
+	}
 	if (argc - optind > 1)
 		return profctl_usage_err("doctor", "at most one URL");
-	/* An existing file: the XSpace read-back check (profctl-xprofcheck.c). */
-	if (optind < argc && stat(argv[optind], &sb) == 0 && S_ISREG(sb.st_mode))
-		return doctor_xspace_file(argv[optind]);
 	if (optind < argc) {
 		url = argv[optind];
 		if (parse_host_port(url, host, sizeof(host), &port) < 0 || port == 0)

@@ -52,6 +52,26 @@ class XprofCheck(synth.SynthCase):
         g = self.rebind(self.plane(space, f"/device:GPU:{n}"))
         return g, next(l for l in g.p.lines if l.name.startswith("Stream"))
 
+    def test_several_files_each_get_a_report(self):
+        """A glob over a multi-host capture: one report per file, in order;
+        a file that is not an XSpace fails the run but not the others."""
+        paths = []
+        for name in ("w1_6009", "w2_6009"):
+            paths.append(os.path.join(self.tmp, name + ".xplane.pb"))
+            with open(paths[-1], "wb") as f:
+                f.write(self.space.SerializeToString())
+        r = synth.run("doctor", *paths)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        heads = [l for l in r.stdout.splitlines() if l.startswith("XProf tools with content in")]
+        self.assertEqual(heads, [f"XProf tools with content in {p}:" for p in paths])
+        bad = os.path.join(self.tmp, "bad.xplane.pb")
+        with open(bad, "wb") as f:
+            f.write(b"\xff" * 64)
+        r = synth.run("doctor", paths[0], bad, paths[1])
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("bad.xplane.pb", r.stderr)
+        self.assertEqual(r.stdout.count("XProf tools with content in"), 2)
+
     def test_plain_kernels_fill_trace_viewer_and_kernel_stats_only(self):
         v = self.check(self.space, "plain")
         self.assertEqual(v["trace_viewer"][0], True)
