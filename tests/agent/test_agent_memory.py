@@ -186,11 +186,7 @@ class MemoryProfile(C.AgentOnFakeCupti):
             f.write(x.SerializeToString())
         out = subprocess.run([profctl, "doctor", path], capture_output=True, text=True, timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)
-        got = {}
-        for line in out.stdout.splitlines():
-            parts = line.split(None, 2)
-            if line.startswith("  ") and len(parts) == 3 and parts[1] in ("yes", "no"):
-                got[parts[0]] = (parts[1] == "yes", parts[2])
+        got = T.doctor_verdicts(out.stdout)
         self.assertEqual(got["trace_viewer"][0], True, out.stdout)
         self.assertEqual(got["kernel_stats"], (True, "20 kernels with kernel_details"), out.stdout)
         self.assertEqual(got["memory_profile"],

@@ -191,13 +191,9 @@ class NvtxOnFakeCupti(unittest.TestCase):
             f.write(x.SerializeToString())
         out = subprocess.run([profctl, "doctor", path], capture_output=True, text=True, timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)
-        got = {}
-        for line in out.stdout.splitlines():
-            parts = line.split(None, 2)
-            if line.startswith("  ") and len(parts) == 3 and parts[1] in ("yes", "no"):
-                got[parts[0]] = parts[1] == "yes"
+        got = T.doctor_verdicts(out.stdout)
         for tool in ("overview_page", "framework_op_stats", "memory_profile", "kernel_stats", "trace_viewer"):
-            self.assertTrue(got.get(tool), (tool, out.stdout))
+            self.assertTrue(got.get(tool, (False,))[0], (tool, out.stdout))
         self.assertEqual(a.finish(), 0)
 
     def test_step_pattern_flag(self):

@@ -11,16 +11,6 @@ import synth
 P = T.protos()
 
 
-def verdicts(out):
-    """{tool: (yes?, reason)} from doctor FILE's report."""
-    v = {}
-    for line in out.splitlines():
-        parts = line.split(None, 2)
-        if len(parts) >= 2 and parts[1] in ("yes", "no") and line.startswith("  "):
-            v[parts[0]] = (parts[1] == "yes", parts[2] if len(parts) > 2 else "")
-    return v
-
-
 class XprofCheck(synth.SynthCase):
     def check(self, space, name):
         path = os.path.join(self.tmp, name + ".xplane.pb")
@@ -28,7 +18,7 @@ class XprofCheck(synth.SynthCase):
             f.write(space.SerializeToString())
         r = synth.run("doctor", path)
         self.assertEqual(r.returncode, 0, r.stderr)
-        v = verdicts(r.stdout)
+        v = T.doctor_verdicts(r.stdout)
         self.assertEqual(len(v), 8, r.stdout)
         return v
 

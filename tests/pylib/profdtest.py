@@ -332,3 +332,13 @@ def line_pid(line):
     """The pid of the agent that made @line, or None."""
     o = line_owner(line)
     return o[0] if o else None
+
+
+def doctor_verdicts(out):
+    """{tool: (yes?, reason)} from `profctl doctor FILE`'s report."""
+    v = {}
+    for line in out.splitlines():
+        parts = line.split(None, 2)
+        if line.startswith("  ") and len(parts) >= 2 and parts[1] in ("yes", "no"):
+            v[parts[0]] = (parts[1] == "yes", parts[2] if len(parts) > 2 else "")
+    return v
