@@ -15,14 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
+#include "base/pagepool.h"
 #include "base/pbwire.h"
 #include "xspace.h"
 
 #define MAX_MESSAGE ((size_t)INT32_MAX)
 #define MERGE_MAX 64
-#define OUT_HUGEPAGE_MIN ((size_t)8 << 20)
 
 /* An upper bound on one XEvent entry's bytes other than its stat set:
  * tag, length, metadata_id, offset_ps, duration_ps and the value stat. */
@@ -502,18 +501,14 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 	}
 
 	out->size = prefix + total;
-	out->base = mmap(NULL, out->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (out->base == MAP_FAILED) {
-		out->base = NULL;
+	/* From the page pool: after the first capture the output lands in
+	 * pages already resident (the last output's, or ones a worker
+	 * pre-faulted while the window was open), not in fresh ones. */
+	out->base = pagepool_get(out->size, &out->map_len);
+	if (!out->base) {
 		r = -ENOMEM;
 		goto out;
 	}
-#ifdef MADV_HUGEPAGE
-	/* Written once, front to back: huge pages save a fault per 4 KiB and
-	 * add at most one partly written huge page to the resident set. */
-	if (out->size >= OUT_HUGEPAGE_MIN)
-		(void)madvise(out->base, out->size, MADV_HUGEPAGE);
-#endif
 	out->prefix = prefix;
 	out->xspace = w = out->base + prefix;
 	out->xspace_len = total;
@@ -599,6 +594,6 @@ out:
 void xspace_out_free(struct xspace_out *out)
 {
 	if (out->base)
-		munmap(out->base, out->size);
+		pagepool_put(out->base, out->map_len);
 	memset(out, 0, sizeof(*out));
 }

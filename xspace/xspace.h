@@ -37,8 +37,9 @@ struct xspace_info {
 };
 
 /**
- * struct xspace_out - an encoded XSpace in one exact-size allocation.
- * @base, @size:  the allocation (free with xspace_out_free()).
+ * struct xspace_out - an encoded XSpace in one allocation.
+ * @base, @size:  the bytes in use (free with xspace_out_free()).
+ * @map_len:      the mapping's length (a reused one may be longer than @size).
  * @xspace:       the XSpace bytes: @base + @prefix, @xspace_len long.
  * @prefix:       room left in front so a caller can frame the bytes (a
  *                ProfileResponse header) without copying them.
@@ -47,6 +48,7 @@ struct xspace_info {
 struct xspace_out {
 	uint8_t *base;
 	size_t size;
+	size_t map_len;
 	size_t prefix;
 	uint8_t *xspace;
 	size_t xspace_len;
