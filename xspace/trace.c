@@ -276,13 +276,18 @@ int trace_counter_append(struct trace_line *l, struct trace_counter *cache, cons
 }
 
 /* Intern @name as valid UTF-8 (see base/utf8.h): names from outside go
- * into proto3 string fields. */
+ * into proto3 string fields. A name already in the table is valid (the
+ * table only holds valid text), so it is found without validating it
+ * again; only a new name is checked (and mended). */
 static int64_t intern_text(struct strtab *t, const char *name)
 {
 	size_t n = strlen(name);
+	uint32_t known = strtab_find(t, name, n);
 	char *fixed;
 	int64_t id;
 
+	if (known)
+		return known;
 	if (utf8_valid(name, n))
 		return strtab_intern(t, name, n);
 	fixed = strndup(name, n);

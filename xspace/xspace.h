@@ -34,6 +34,11 @@ struct xspace_info {
 	int64_t stop_ns;
 	const char *const *extra_errors; /* NULL-terminated, may be NULL */
 	const char *const *extra_warnings;
+	/* The most the message (with @prefix) may take: 0 = 2 GiB, protobuf's
+	 * limit (tests set less). Past it the newest events are dropped, with
+	 * a warning that counts them; only when the metadata alone would not
+	 * fit does the encoder fail (-EFBIG). */
+	size_t max_bytes;
 };
 
 /**
@@ -55,8 +60,9 @@ struct xspace_out {
 	uint64_t n_events;
 };
 
-/* Consumes @snap (freed, also on failure). 0, -ENOMEM or -EFBIG (over 2 GiB,
- * the most a protobuf message may hold). */
+/* Consumes @snap (freed, also on failure). 0, -ENOMEM or -EFBIG (even
+ * without events over info->max_bytes: 2 GiB, the most a protobuf message
+ * may hold). */
 int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t prefix,
 		  struct xspace_out *out);
 void xspace_out_free(struct xspace_out *out);
