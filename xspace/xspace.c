@@ -45,13 +45,14 @@ struct plane_plan {
  * The window as the passes see it: records start in [@start, @stop) and
  * before @cut (the newest ones are cut off when the message would pass the
  * size limit; else @cut == @stop). Pass 1 also adds each record's bytes to
- * @hist by start time (HIST_BUCKETS of @hist_width ns), from which the cut
+ * @hist by start time (buckets of 2^@hist_shift ns; a shift, not a division,
+ * per record), from which the cut
  * is chosen.
  */
 #define HIST_BUCKETS 4096
 struct win {
 	int64_t start, stop, cut;
-	int64_t hist_width;
+	unsigned hist_shift;
 	uint64_t hist[HIST_BUCKETS];
 };
 
@@ -209,7 +210,7 @@ static void plan_chunk(const struct trace_plane *p, struct trace_chunk *c, struc
 
 		body += 1 + vsize(eb) + eb;
 		/* start is in [win->start, win->stop): the bucket is in range */
-		win->hist[((uint64_t)e->start_ns - (uint64_t)win->start) / (uint64_t)win->hist_width] += 1 + vsize(eb) + eb;
+		win->hist[((uint64_t)e->start_ns - (uint64_t)win->start) >> win->hist_shift] += 1 + vsize(eb) + eb;
 		n_in++;
 		clamped += r == TRACE_CLAMPED;
 	}
@@ -282,6 +283,25 @@ static uint8_t *put_table(uint8_t *w, const struct strtab *t, uint32_t field)
 	return w;
 }
 
+/* memcpy() for the few bytes of a stat set, without a library call per
+ * event: fixed-size pieces (the compiler turns them into moves) that may
+ * overlap, so nothing outside [src, src + n) or [dst, dst + n) is touched. */
+static inline void copy_small(uint8_t *dst, const char *src, size_t n)
+{
+	if (n >= 16 && n <= 32) {
+		memcpy(dst, src, 16);
+		memcpy(dst + n - 16, src + n - 16, 16);
+	} else if (n >= 8 && n < 16) {
+		memcpy(dst, src, 8);
+		memcpy(dst + n - 8, src + n - 8, 8);
+	} else if (n >= 4 && n < 8) {
+		memcpy(dst, src, 4);
+		memcpy(dst + n - 4, src + n - 4, 4);
+	} else {
+		memcpy(dst, src, n);
+	}
+}
+
 /* Writes one XEvent entry. Its body is written first behind a one-byte
  * length and the length filled in after (moving the body up in the rare
  * case of a body of 128 bytes or more), so sizes are not computed twice;
@@ -300,7 +320,7 @@ static uint8_t *put_event(uint8_t *w, const struct trace_plane *p, const struct 
 	if (e->statset) {
 		const struct strtab_entry *se = &p->statsets.ent[e->statset];
 
-		memcpy(q, p->statsets.pool + se->off, se->len);
+		copy_small(q, p->statsets.pool + se->off, se->len);
 		q += se->len;
 	}
 	/* Same test as value_stat_size(): a type of NONE means no value stat. */
@@ -498,7 +518,7 @@ static int64_t choose_cut(const struct win *win, size_t planes, size_t other, si
 	for (int b = HIST_BUCKETS; b-- > 0;) {
 		freed += win->hist[b];
 		if (freed >= over)
-			return (int64_t)((uint64_t)win->start + (uint64_t)b * (uint64_t)win->hist_width);
+			return (int64_t)((uint64_t)win->start + ((uint64_t)b << win->hist_shift));
 	}
 	return INT64_MIN;
 }
@@ -525,11 +545,13 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 	}
 	win->start = info->start_ns;
 	win->stop = win->cut = info->stop_ns;
-	/* width >= 1 and HIST_BUCKETS * width > stop - start (no overflow:
-	 * for an empty or inverted window place() drops everything) */
-	win->hist_width = info->stop_ns > info->start_ns
-				  ? (int64_t)(((uint64_t)info->stop_ns - (uint64_t)info->start_ns) / HIST_BUCKETS + 1)
-				  : 1;
+	/* The smallest shift with (stop - start) >> shift < HIST_BUCKETS, so
+	 * every in-window start has a bucket (an empty or inverted window
+	 * holds nothing: place() drops every record). */
+	win->hist_shift = 0;
+	if (info->stop_ns > info->start_ns)
+		while ((((uint64_t)info->stop_ns - (uint64_t)info->start_ns) >> win->hist_shift) >= HIST_BUCKETS)
+			win->hist_shift++;
 	r = add_task_env(snap, info);
 	if (r < 0)
 		goto out;
