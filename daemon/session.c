@@ -541,6 +541,7 @@ struct session_mgr *session_mgr_free(struct session_mgr *m)
 		m->prefault->m = NULL;
 	collector_set_free(m->collectors);
 	trace_free(m->hub);
+	pagepool_release(); /* what the pool still caches, before exit */
 	free(m);
 	return NULL;
 }
