@@ -622,8 +622,9 @@ int main(int argc, char **argv)
 	       2 * pairs, pairs, pairs, WL_KERNELS, runs);
 	printf("mode: %s\n", warm_mode ? "warm (each child ran its side once untimed first)"
 				       : "cold (each side's first build and encode in a fresh process)");
-	printf("peak RSS: VmHWM %s minus VmRSS before building; includes store/objects and output\n",
-	       res[0][0].peak_reset ? "(reset via clear_refs)" : "(NOT reset: clear_refs unavailable)");
+	printf("peak RSS: VmHWM %s minus VmRSS before building; includes store/objects and output%s\n",
+	       res[0][0].peak_reset ? "(reset via clear_refs)" : "(NOT reset: clear_refs unavailable)",
+	       warm_mode ? " (warm: only what the untimed round did not leave behind)" : "");
 	printf("\n%-34s %9s %9s %9s %12s %10s\n", "side", "build", "encode", "total", "output", "peak RSS");
 	printf("%-34s %9s %9s %9s %12s %10s\n", "", "ns/event", "ns/event", "ns/event", "bytes", "B/event");
 	for (int s = 0; s < n_sides; s++)
@@ -671,8 +672,12 @@ int main(int argc, char **argv)
 	bool speed_ok = pb->total_ns / o->total_ns >= 3.0 && pb->encode_ns / o->encode_ns >= 3.0;
 	bool rss_ok = o->rss_per_ev <= 48.0;
 
-	printf("targets: >= 3x faster than protobuf C++ (heap): %s; <= 48 B peak RSS/event: %s\n",
-	       speed_ok ? "met" : "MISSED", rss_ok ? "met" : "MISSED");
+	if (warm_mode) /* the first, untimed round's memory is in the baseline */
+		printf("targets: >= 3x faster than protobuf C++ (heap): %s; peak RSS: see a cold run\n",
+		       speed_ok ? "met" : "MISSED");
+	else
+		printf("targets: >= 3x faster than protobuf C++ (heap): %s; <= 48 B peak RSS/event: %s\n",
+		       speed_ok ? "met" : "MISSED", rss_ok ? "met" : "MISSED");
 #else
 	printf("\n(protobuf C++ peer not built: configure with -Dbench_peer=enabled and libprotobuf-dev)\n");
 #endif
