@@ -609,7 +609,7 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 	total += tail;
 	/* The caller frames the XSpace in @prefix bytes; the whole reply must
 	 * stay within what a protobuf message (and the TF client) takes. */
-	if (total > limit || total > limit - MIN(prefix, limit)) {
+	if (total > limit - MIN(prefix, limit)) {
 		r = -EFBIG;
 		goto out;
 	}
