@@ -5,7 +5,7 @@
  * Used per XPlane for event metadata names, stat metadata names (which also
  * serve as ref_value targets) and pre-encoded stat sets. Ids never change
  * and entries are never removed, so an id handed to a collector stays valid
- * for the table's life. Lookups hash the bytes (FNV-1a) into an
+ * for the table's life. Lookups hash the bytes (8 at a time) into an
  * open-addressing index; the bytes live in one growing pool.
  *
  * Not thread-safe: the owner of the table (the loop thread, or the encoder

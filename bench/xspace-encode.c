@@ -335,6 +335,7 @@ static const char *const side_names[N_SIDES] = {
 struct child_res {
 	int ok;
 	double build_s, encode_s;
+	double memcpy_s;    /* ours: memcpy of the output bytes, resident to resident */
 	uint64_t out_bytes, n_events;
 	int64_t base_rss, peak_rss;
 	int peak_reset;
@@ -343,6 +344,31 @@ struct child_res {
 	uint64_t parsed_events;
 	char err[96];
 };
+
+/* The physical floor for writing @len output bytes: one memcpy of them
+ * from resident memory into resident memory (the destination is touched
+ * first, so no page is faulted in while timing). Best of three. */
+static double time_memcpy(const uint8_t *src, size_t len)
+{
+	uint8_t *dst = malloc(len);
+	double best = 0;
+
+	if (!dst)
+		return 0;
+	memset(dst, 1, len);
+	for (int i = 0; i < 3; i++) {
+		double t0 = now_s();
+
+		memcpy(dst, src, len);
+		__asm__ volatile("" : : "r"(dst) : "memory"); /* keep the copy */
+		double t = now_s() - t0;
+
+		if (i == 0 || t < best)
+			best = t;
+	}
+	free(dst);
+	return best;
+}
 
 static void run_ours(const struct wl *w, int check, struct child_res *cr)
 {
@@ -371,6 +397,7 @@ static void run_ours(const struct wl *w, int check, struct child_res *cr)
 	cr->out_bytes = out.xspace_len;
 	cr->n_events = out.n_events;
 	cr->parsed = -1;
+	cr->memcpy_s = time_memcpy(out.xspace, out.xspace_len);
 	if (check) {
 		cr->hash = fnv1a64(out.xspace, out.xspace_len);
 #ifdef PROFD_BENCH_PEER
@@ -381,8 +408,25 @@ static void run_ours(const struct wl *w, int check, struct child_res *cr)
 	cr->ok = 1;
 }
 
+/* --warm: each child first runs its side once untimed, as a long-running
+ * server would have (profd: the page pool then holds the store's chunks and
+ * the output mapping; protobuf: glibc's heap keeps its freed objects). */
+static int warm_mode;
+
 static void run_side(const struct wl *w, enum side side, int check, struct child_res *cr)
 {
+	if (warm_mode) {
+		memset(cr, 0, sizeof(*cr));
+		if (side == SIDE_OURS)
+			run_ours(w, 0, cr);
+#ifdef PROFD_BENCH_PEER
+		else {
+			struct pb_peer_result pr;
+
+			(void)pb_peer_run(w, side == SIDE_PB_ARENA, 0, &pr);
+		}
+#endif
+	}
 	memset(cr, 0, sizeof(*cr));
 	rss_reset_peak();
 	cr->peak_reset = peak_reset_ok;
@@ -505,6 +549,8 @@ static void usage(const char *argv0)
 		"  --pairs N  kernel events and as many API events (default 1000000)\n"
 		"  --runs R   children per side; the table shows medians (default 3, max %d)\n"
 		"  --profd-only  run profd's side alone, in this process (for profilers)\n"
+		"  --warm     each child runs its side once untimed first (a server's steady\n"
+		"             state: reused memory); peak RSS then counts only what is new\n"
 		"Exit status: 0 when the checks pass (targets are reported, not enforced).\n",
 		argv0, MAX_RUNS);
 }
@@ -524,6 +570,8 @@ int main(int argc, char **argv)
 			runs = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--profd-only") == 0)
 			only = SIDE_OURS;
+		else if (strcmp(argv[i], "--warm") == 0)
+			warm_mode = 1;
 		else {
 			usage(argv[0]);
 			return 2;
@@ -572,8 +620,11 @@ int main(int argc, char **argv)
 	printf("xspace-encode: %" PRIu64 " events (%" PRIu64 " kernel + %" PRIu64
 	       " API), %d kernel names, 2 s window; median of %d run(s), each side in its own process\n",
 	       2 * pairs, pairs, pairs, WL_KERNELS, runs);
-	printf("peak RSS: VmHWM %s minus VmRSS before building; includes store/objects and output\n",
-	       res[0][0].peak_reset ? "(reset via clear_refs)" : "(NOT reset: clear_refs unavailable)");
+	printf("mode: %s\n", warm_mode ? "warm (each child ran its side once untimed first)"
+				       : "cold (each side's first build and encode in a fresh process)");
+	printf("peak RSS: VmHWM %s minus VmRSS before building; includes store/objects and output%s\n",
+	       res[0][0].peak_reset ? "(reset via clear_refs)" : "(NOT reset: clear_refs unavailable)",
+	       warm_mode ? " (warm: only what the untimed round did not leave behind)" : "");
 	printf("\n%-34s %9s %9s %9s %12s %10s\n", "side", "build", "encode", "total", "output", "peak RSS");
 	printf("%-34s %9s %9s %9s %12s %10s\n", "", "ns/event", "ns/event", "ns/event", "bytes", "B/event");
 	for (int s = 0; s < n_sides; s++)
@@ -581,6 +632,20 @@ int main(int argc, char **argv)
 		       sum[s].encode_ns, sum[s].total_ns, sum[s].out_bytes, sum[s].rss_per_ev);
 	printf("%-34s %9.1f   (event generator alone, included in both builds)\n", "generator",
 	       gen_only_ns(&w));
+	{
+		double mc[MAX_RUNS], enc[MAX_RUNS];
+
+		for (int r = 0; r < runs; r++) {
+			mc[r] = res[SIDE_OURS][r].memcpy_s;
+			enc[r] = res[SIDE_OURS][r].encode_s;
+		}
+		double mcm = median(mc, runs), encm = median(enc, runs);
+
+		printf("memcpy of profd's %" PRIu64 " output bytes (resident to resident, best of 3, median): "
+		       "%.1f ms = %.1f ns/event, %.1f GB/s; profd encode %.1f ms = x%.1f memcpy\n",
+		       sum[SIDE_OURS].out_bytes, mcm * 1e3, mcm * 1e9 / (double)sum[SIDE_OURS].n_events,
+		       (double)sum[SIDE_OURS].out_bytes / mcm / 1e9, encm * 1e3, encm / mcm);
+	}
 
 #ifdef PROFD_BENCH_PEER
 	const struct summary *o = &sum[SIDE_OURS];
@@ -607,8 +672,12 @@ int main(int argc, char **argv)
 	bool speed_ok = pb->total_ns / o->total_ns >= 3.0 && pb->encode_ns / o->encode_ns >= 3.0;
 	bool rss_ok = o->rss_per_ev <= 48.0;
 
-	printf("targets: >= 3x faster than protobuf C++ (heap): %s; <= 48 B peak RSS/event: %s\n",
-	       speed_ok ? "met" : "MISSED", rss_ok ? "met" : "MISSED");
+	if (warm_mode) /* the first, untimed round's memory is in the baseline */
+		printf("targets: >= 3x faster than protobuf C++ (heap): %s; peak RSS: see a cold run\n",
+		       speed_ok ? "met" : "MISSED");
+	else
+		printf("targets: >= 3x faster than protobuf C++ (heap): %s; <= 48 B peak RSS/event: %s\n",
+		       speed_ok ? "met" : "MISSED", rss_ok ? "met" : "MISSED");
 #else
 	printf("\n(protobuf C++ peer not built: configure with -Dbench_peer=enabled and libprotobuf-dev)\n");
 #endif

@@ -135,7 +135,7 @@ static void reset_caches(struct agent_map *m)
 	memset(m->gpu_planes, 0, sizeof(m->gpu_planes));
 	memset(m->kcache, 0, sizeof(m->kcache));
 	m->host_plane = NULL;
-	m->sid_plane = NULL;
+	memset(m->sid_cache, 0, sizeof(m->sid_cache));
 }
 
 void agent_map_start(struct agent_map *m)
@@ -392,11 +392,18 @@ static uint64_t corr(const struct agent_src *s, uint32_t c) { return ((uint64_t)
 
 static int64_t corr_sid(struct agent_map *m, struct trace_plane *p)
 {
-	if (m->sid_plane != p) {
-		m->sid = trace_plane_stat_id(p, XN_STAT_CORRELATION_ID);
-		m->sid_plane = p;
+	uintptr_t h = (uintptr_t)p;
+	size_t i = (size_t)((h >> 4) ^ (h >> 12)) & (AGENT_MAP_SID_CACHE - 1);
+
+	if (m->sid_cache[i].p != p) {
+		int64_t sid = trace_plane_stat_id(p, XN_STAT_CORRELATION_ID);
+
+		if (sid < 0)
+			return sid; /* not cached: tried again next time */
+		m->sid_cache[i].p = p;
+		m->sid_cache[i].sid = sid;
 	}
-	return m->sid;
+	return m->sid_cache[i].sid;
 }
 
 /* Recount what @s holds in the hub: trace_trim() freed records of

@@ -107,6 +107,8 @@ struct kshape {
 	int32_t grid[3], block[3];
 };
 
+#define AGENT_MAP_SID_CACHE 16 /* a power of two */
+
 struct kcache_ent {
 	struct kshape key; /* key.p == NULL: empty */
 	int64_t meta, statset;
@@ -144,8 +146,13 @@ struct agent_map {
 	uint64_t resets; /* reset_caches() calls: a new hub or capture */
 	struct kcache_ent kcache[AGENT_MAP_KCACHE];
 	uint64_t next_epoch;
-	struct trace_plane *sid_plane; /* 1-entry cache of the correlation_id stat id */
-	int64_t sid;
+	/* The correlation_id stat id per plane, direct-mapped by plane pointer:
+	 * records alternate GPUs, so a last-plane cache missed on most of them
+	 * (and interned the name again each time). Cleared with the hub. */
+	struct {
+		const struct trace_plane *p;
+		int64_t sid;
+	} sid_cache[AGENT_MAP_SID_CACHE];
 	size_t string_bytes; /* held by all sources */
 	/* device capabilities by plane number, for the plane stats */
 	struct agent_device caps[GPU_MAP_MAX];

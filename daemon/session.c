@@ -6,10 +6,35 @@
 
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "base/log.h"
+#include "base/macro.h"
+#include "base/pagepool.h"
 #include "base/timeutil.h"
 #include "session.h"
+
+/*
+ * The page pool (base/pagepool.h) while captures run and after:
+ *   - every POOL_TICK_OPEN_MS while a window is open, the output the open
+ *     windows will need is estimated from the events so far (the rate so
+ *     far times the window length, PREFAULT_BYTES_PER_EVENT each) and, when
+ *     the pool holds no mapping that big, a worker pre-faults one, so the
+ *     encoder writes into resident pages on the capture tail, also on a
+ *     fresh daemon's first capture;
+ *   - once no window is open and nothing is handed out (the last reply has
+ *     been sent), the pool is released after POOL_IDLE_RELEASE_MS, and
+ *     malloc_trim() returns the heap's free pages: the idle daemon stays
+ *     small. The timer then stops (an idle daemon does not wake up).
+ */
+#define POOL_TICK_OPEN_MS 100
+#define POOL_TICK_IDLE_MS 1000
+#define POOL_IDLE_RELEASE_MS 4000
+/* XSpace bytes per device event: 53 for agent kernel records with their
+ * correlation_id (bench/agent-stream), fewer for host events. */
+#define PREFAULT_BYTES_PER_EVENT 56
 
 enum session_state { S_WAITING, S_OPEN, S_CLOSING };
 
@@ -45,6 +70,15 @@ struct session_mgr {
 	void (*shutdown_cb)(void *);
 	void *shutdown_ud;
 	int pending_closes; /* session timers being closed */
+	uv_timer_t pool_timer;           /* see POOL_TICK_OPEN_MS */
+	int64_t pool_idle_since;         /* CLOCK_MONOTONIC; 0: in use */
+	struct prefault_job *prefault;   /* on a worker, at most one */
+};
+
+struct prefault_job {
+	uv_work_t req;
+	size_t bytes;
+	struct session_mgr *m; /* NULL once the manager is gone */
 };
 
 static void process_close_queue(struct session_mgr *m);
@@ -84,6 +118,8 @@ static void session_destroy(struct session *s)
 	uv_close((uv_handle_t *)&s->timer, on_timer_closed);
 }
 
+static void pool_timer_set(struct session_mgr *m, uint64_t ms);
+
 /* The last window is gone: stop collectors and drop what the hub holds. */
 static void windows_gone(struct session_mgr *m)
 {
@@ -92,6 +128,7 @@ static void windows_gone(struct session_mgr *m)
 	collector_set_stop(m->collectors);
 	if (trace_snapshot(m->hub, 0, 0, true, &tmp) == 0)
 		trace_free(tmp);
+	pool_timer_set(m, POOL_TICK_IDLE_MS);
 }
 
 /* @gone is leaving (it may still be linked); it no longer holds data back. */
@@ -112,6 +149,109 @@ static void window_leaves(struct session_mgr *m, const struct session *gone)
 
 static void on_stop_timer(uv_timer_t *t);
 
+/* ---- the page pool: warm while captures run, released when idle ------------ */
+
+static void prefault_work(uv_work_t *req)
+{
+	struct prefault_job *j = container_of(req, struct prefault_job, req);
+
+	(void)pagepool_prefault(j->bytes); /* best effort: the encoder maps what is missing */
+}
+
+static void prefault_after(uv_work_t *req, int status)
+{
+	struct prefault_job *j = container_of(req, struct prefault_job, req);
+
+	(void)status;
+	if (j->m)
+		j->m->prefault = NULL;
+	free(j);
+}
+
+/* The output the open windows will need, pre-faulted on a worker when the
+ * pool holds no mapping that big. Hub counts are the daemon's own; the
+ * arithmetic is in double so that no count can overflow it. */
+static void prefault_ahead(struct session_mgr *m)
+{
+	struct pagepool_stats st;
+	struct prefault_job *j;
+	int64_t now = mono_ns();
+	double events = 0, bytes;
+
+	if (m->prefault)
+		return;
+	for (struct session *s = m->all; s; s = s->next) {
+		int64_t elapsed = now - s->start_mono;
+
+		if (s->state != S_OPEN || s->aborted || elapsed < (int64_t)(POOL_TICK_OPEN_MS * NSEC_PER_MSEC) / 2)
+			continue;
+		events = MAX(events, (double)m->hub->n_events * ((double)s->duration_ms * NSEC_PER_MSEC) /
+					     (double)elapsed);
+	}
+	if (m->hub->max_events)
+		events = MIN(events, (double)m->hub->max_events);
+	bytes = events * PREFAULT_BYTES_PER_EVENT;
+	if (bytes < (double)PAGEPOOL_BIG || bytes > (double)INT32_MAX)
+		return;
+	pagepool_stats(&st);
+	if ((double)st.largest >= bytes)
+		return;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return;
+	j->bytes = (size_t)bytes;
+	j->m = m;
+	if (uv_queue_work(m->loop, &j->req, prefault_work, prefault_after) < 0) {
+		free(j);
+		return;
+	}
+	m->prefault = j;
+}
+
+static void pool_tick(uv_timer_t *t)
+{
+	struct session_mgr *m = t->data;
+	struct pagepool_stats st;
+	int64_t now = mono_ns();
+
+	if (m->n_windows) {
+		m->pool_idle_since = 0;
+		prefault_ahead(m);
+		return;
+	}
+	pagepool_stats(&st);
+	if (st.outstanding || m->prefault || !m->pool_idle_since) {
+		m->pool_idle_since = now; /* a reply still holds its output */
+		return;
+	}
+	if (now - m->pool_idle_since < (int64_t)(POOL_IDLE_RELEASE_MS * NSEC_PER_MSEC))
+		return;
+	pagepool_release();
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
+	log_debug("idle: page pool (%zu bytes) and free heap returned to the kernel", st.cached);
+	uv_timer_stop(t);
+}
+
+/* (Re)arm the pool timer at @ms a tick. It is unreferenced: it never keeps
+ * the loop alive on its own. */
+static void pool_timer_set(struct session_mgr *m, uint64_t ms)
+{
+	if (m->shutting_down)
+		return;
+	m->pool_idle_since = 0;
+	uv_timer_start(&m->pool_timer, pool_tick, ms, ms);
+}
+
+static void on_pool_timer_closed(uv_handle_t *h)
+{
+	struct session_mgr *m = h->data;
+
+	m->pending_closes--;
+	maybe_shutdown_done(m);
+}
+
 static void open_window(struct session *s)
 {
 	struct session_mgr *m = s->mgr;
@@ -122,8 +262,10 @@ static void open_window(struct session *s)
 	s->start_ns = wall_ns();
 	s->start_mono = mono_ns();
 	s->dropped_at_open = m->hub->dropped;
-	if (m->n_windows++ == 0)
+	if (m->n_windows++ == 0) {
 		collector_set_start(m->collectors);
+		pool_timer_set(m, POOL_TICK_OPEN_MS);
+	}
 	uv_timer_start(&s->timer, on_stop_timer, s->duration_ms, 0);
 	log_debug("session '%s': window open for %llu ms", s->id, (unsigned long long)s->duration_ms);
 }
@@ -236,6 +378,9 @@ int session_mgr_new(uv_loop_t *loop, const struct session_mgr_cfg *cfg,
 		free(m);
 		return r;
 	}
+	uv_timer_init(loop, &m->pool_timer);
+	m->pool_timer.data = m;
+	uv_unref((uv_handle_t *)&m->pool_timer);
 	*ret = m;
 	return 0;
 }
@@ -372,6 +517,10 @@ void session_mgr_shutdown(struct session_mgr *m, void (*cb)(void *), void *userd
 	m->shutting_down = true;
 	m->shutdown_cb = cb;
 	m->shutdown_ud = userdata;
+	if (!uv_is_closing((uv_handle_t *)&m->pool_timer)) {
+		m->pending_closes++;
+		uv_close((uv_handle_t *)&m->pool_timer, on_pool_timer_closed);
+	}
 	for (s = m->all; s; s = next) {
 		next = s->next;
 		/* The callback may not touch @s again: it is released below. */
@@ -394,8 +543,11 @@ struct session_mgr *session_mgr_free(struct session_mgr *m)
 {
 	if (!m)
 		return NULL;
+	if (m->prefault)
+		m->prefault->m = NULL;
 	collector_set_free(m->collectors);
 	trace_free(m->hub);
+	pagepool_release(); /* what the pool still caches, before exit */
 	free(m);
 	return NULL;
 }

@@ -90,7 +90,14 @@ struct rpc_call {
 	uint64_t accepted_ms;
 	struct rpc_call *wait_prev, *wait_next;
 	struct tag t_new, t_recv, t_send, t_close;
+	/* The reply message: its size and when it was handed to gRPC, so the
+	 * time to send a large one is logged (bench/agent-stream reads it). */
+	size_t reply_len;
+	int64_t reply_mono;
 };
+
+/* Replies from this size on log how long they took to send, at info. */
+#define REPLY_LOG_MIN ((size_t)1 << 20)
 
 struct ev_node {
 	struct tag *tag;
@@ -228,6 +235,16 @@ static int request_call(struct rpc_server *s)
 	return 0;
 }
 
+/* The reply batch is done: gRPC wrote the message to the connection (or
+ * gave up on it, @ok false). */
+static void on_sent(struct rpc_call *c, int ok)
+{
+	if (c->reply_len >= REPLY_LOG_MIN)
+		log_info("reply to %s: %zu bytes %s in %.1f ms", c->peer ? c->peer : "?", c->reply_len,
+			 ok ? "sent" : "not sent", (double)(mono_ns() - c->reply_mono) / 1e6);
+	call_unref(c);
+}
+
 static void payload_release(struct rpc_payload *p)
 {
 	if (p && p->free)
@@ -252,6 +269,8 @@ static int send_reply(struct rpc_call *c, int code, const char *msg, struct rpc_
 
 		bb = grpc_raw_byte_buffer_create(&sl, 1);
 		grpc_slice_unref(sl); /* the byte buffer holds its own reference */
+		c->reply_len = payload->len;
+		c->reply_mono = mono_ns();
 		ops[n].op = GRPC_OP_SEND_MESSAGE;
 		ops[n++].data.send_message.send_message = bb;
 	}
@@ -618,7 +637,7 @@ static void on_async(uv_async_t *a)
 			switch (n->tag->kind) {
 			case TAG_NEW_CALL: on_new_call(c, n->ok); break;
 			case TAG_RECV: on_recv(c, n->ok); break;
-			case TAG_SEND: call_unref(c); break;
+			case TAG_SEND: on_sent(c, n->ok); break;
 			case TAG_CLOSE: on_close(c); break;
 			case TAG_SHUTDOWN:
 				s->shutdown_tag_seen = true;

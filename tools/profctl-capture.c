@@ -81,6 +81,7 @@ struct capture {
 	struct host *hosts;
 	size_t n_hosts;
 	pthread_mutex_t lock;
+	pthread_cond_t changed; /* a host left HOST_WAITING (signalled under lock) */
 };
 
 static volatile sig_atomic_t got_sigint;
@@ -107,6 +108,7 @@ static void set_failed(struct host *h, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(h->msg, sizeof(h->msg), fmt, ap);
 	va_end(ap);
+	pthread_cond_signal(&h->cap->changed);
 	pthread_mutex_unlock(&h->cap->lock);
 }
 
@@ -298,6 +300,7 @@ static void *host_thread(void *arg)
 		if (!h->n_files)
 			snprintf(h->msg, sizeof(h->msg), "the reply carried no tool data to save");
 	}
+	pthread_cond_signal(&cap->changed);
 	pthread_mutex_unlock(&cap->lock);
 out:
 	free(bytes);
@@ -421,27 +424,47 @@ static size_t run_attempt(struct capture *cap, bool *local)
 			continue;
 		}
 	}
+	/*
+	 * Wait for the hosts without polling: each host thread signals
+	 * cap->changed when it is done, which wakes this thread at once. The
+	 * wait still times out now and then, for what no host can signal: the
+	 * progress line's countdown (on a terminal) and a Ctrl-C (the handler
+	 * only sets a flag; a condition variable cannot be signalled from it).
+	 */
+	pthread_mutex_lock(&cap->lock);
 	for (;;) {
 		size_t waiting = 0;
+		struct timespec until;
 
-		pthread_mutex_lock(&cap->lock);
 		for (size_t i = 0; i < cap->n_hosts; i++)
 			waiting += cap->hosts[i].state == HOST_WAITING;
-		pthread_mutex_unlock(&cap->lock);
 		if (!waiting)
 			break;
 		if (got_sigint && !terminated) {
 			terminated = true;
+			pthread_mutex_unlock(&cap->lock);
 			if (cap->progress)
 				fprintf(stderr, "\r\033[Kinterrupted: asking the hosts to stop early "
 					"(Ctrl-C again to abort)\n");
 			signal(SIGINT, SIG_DFL);
 			send_terminate(cap);
+			pthread_mutex_lock(&cap->lock);
+			continue;
 		}
-		draw_progress(cap, false);
-		notice_waiting(cap);
-		usleep(100 * 1000);
+		pthread_mutex_unlock(&cap->lock);
+		if (cap->progress)
+			draw_progress(cap, false);
+		notice_waiting(cap); /* takes the lock itself */
+		pthread_mutex_lock(&cap->lock);
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += (cap->progress ? 200 : 500) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		(void)pthread_cond_timedwait(&cap->changed, &cap->lock, &until);
 	}
+	pthread_mutex_unlock(&cap->lock);
 	for (size_t i = 0; i < cap->n_hosts; i++)
 		if (cap->hosts[i].thread)
 			pthread_join(cap->hosts[i].thread, NULL);
@@ -624,6 +647,7 @@ int cmd_capture(int argc, char **argv)
 	if (!cap.hosts)
 		return profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
 	pthread_mutex_init(&cap.lock, NULL);
+	pthread_cond_init(&cap.changed, NULL);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
 		switch (c) {
@@ -759,6 +783,7 @@ out:
 	}
 	free(cap.hosts);
 	free(cap.repo_root);
+	pthread_cond_destroy(&cap.changed);
 	pthread_mutex_destroy(&cap.lock);
 	return rc;
 }

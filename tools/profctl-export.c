@@ -180,27 +180,29 @@ static int collect_flows(struct xs_file *f, struct u64vec *flows)
 	return r < 0 ? r : 0;
 }
 
-/* ps -> microseconds as an exact decimal. */
+/* ps -> microseconds as an exact decimal (trailing zeros dropped). */
 static void put_us(struct ow *w, ps128 ps)
 {
-	char tmp[64];
-	uint64_t us, frac;
-	int n;
+	char frac_s[7];
+	uint64_t frac;
+	int n = 6;
 
 	if (ps < 0) {
 		ow_putc(w, '-');
 		ps = -ps;
 	}
-	us = (uint64_t)(ps / 1000000);
+	ow_u64(w, (uint64_t)(ps / 1000000));
 	frac = (uint64_t)(ps % 1000000);
-	if (!frac) {
-		n = snprintf(tmp, sizeof(tmp), "%" PRIu64, us);
-	} else {
-		n = snprintf(tmp, sizeof(tmp), "%" PRIu64 ".%06" PRIu64, us, frac);
-		while (tmp[n - 1] == '0')
-			n--;
+	if (!frac)
+		return;
+	frac_s[0] = '.';
+	for (int i = 6; i >= 1; i--) {
+		frac_s[i] = (char)('0' + frac % 10);
+		frac /= 10;
 	}
-	ow_write(w, tmp, (size_t)n);
+	while (frac_s[n] == '0')
+		n--;
+	ow_write(w, frac_s, (size_t)n + 1);
 }
 
 static void put_str(struct ow *w, struct xs_str s)
@@ -219,22 +221,25 @@ static void put_stat_value(struct ow *w, const struct xs_plane *pl, const struct
 		json_double(w, st->d);
 		break;
 	case XS_STAT_UINT64:
-		ow_printf(w, "%" PRIu64, st->u);
+		ow_u64(w, st->u);
 		break;
 	case XS_STAT_INT64:
-		ow_printf(w, "%" PRId64, st->i);
+		ow_i64(w, st->i);
 		break;
 	case XS_STAT_STR:
 		put_str(w, st->s);
 		break;
 	case XS_STAT_BYTES:
-		ow_printf(w, "\"<%zu bytes>\"", st->s.len);
+		ow_putc(w, '"');
+		ow_putc(w, '<');
+		ow_u64(w, st->s.len);
+		ow_puts(w, " bytes>\"");
 		break;
 	case XS_STAT_REF:
 		if (xs_stat_str(pl, st, &s))
 			put_str(w, s);
 		else
-			ow_printf(w, "%" PRIu64, st->u);
+			ow_u64(w, st->u);
 		break;
 	default:
 		ow_puts(w, "null");
@@ -245,10 +250,13 @@ static void put_stat_key(struct ow *w, const struct xs_plane *pl, const struct x
 {
 	const struct xs_meta *m = xs_plane_stat_meta(pl, st->metadata_id);
 
-	if (m && m->name.len)
+	if (m && m->name.len) {
 		put_str(w, m->name);
-	else
-		ow_printf(w, "\"stat_%" PRId64 "\"", st->metadata_id);
+	} else {
+		ow_puts(w, "\"stat_");
+		ow_i64(w, st->metadata_id);
+		ow_putc(w, '"');
+	}
 }
 
 static bool event_has_stat(const struct xs_event *ev, int64_t id)
@@ -295,12 +303,15 @@ static void put_args(struct ow *w, const struct xs_plane *pl, const struct xs_me
 
 static void put_event_name(struct ow *w, const struct xs_meta *m, const struct xs_event *ev)
 {
-	if (m && m->name.len)
+	if (m && m->name.len) {
 		put_str(w, m->name);
-	else if (m && m->display_name.len)
+	} else if (m && m->display_name.len) {
 		put_str(w, m->display_name);
-	else
-		ow_printf(w, "\"event %" PRId64 "\"", ev->metadata_id);
+	} else {
+		ow_puts(w, "\"event ");
+		ow_i64(w, ev->metadata_id);
+		ow_putc(w, '"');
+	}
 }
 
 struct export_stats {
@@ -402,7 +413,9 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct 
 						continue;
 					if (!any) {
 						sep(w);
-						ow_printf(w, "{\"ph\":\"C\",\"pid\":%u,\"ts\":", pid);
+						ow_puts(w, "{\"ph\":\"C\",\"pid\":");
+						ow_u64(w, pid);
+						ow_puts(w, ",\"ts\":");
 						put_us(w, ts);
 						ow_puts(w, ",\"name\":");
 						put_event_name(w, m, &ev);
@@ -422,7 +435,11 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct 
 				continue;
 			}
 			sep(w);
-			ow_printf(w, "{\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"ts\":", pid, tid);
+			ow_puts(w, "{\"ph\":\"X\",\"pid\":");
+			ow_u64(w, pid);
+			ow_puts(w, ",\"tid\":");
+			ow_u64(w, tid);
+			ow_puts(w, ",\"ts\":");
 			put_us(w, ts);
 			ow_puts(w, ",\"dur\":");
 			put_us(w, ev.duration_ps > 0 ? ev.duration_ps : 0);
@@ -433,9 +450,13 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct 
 			es->complete++;
 			if (corr >= 0 && event_corr(&ev, corr, &c) && u64vec_find(flows, c, &fi)) {
 				sep(w);
-				ow_printf(w, "{\"ph\":\"%s\",%s\"id\":%" PRIu64 ",\"cat\":\"launch\",\"name\":\"launch\","
-					  "\"pid\":%u,\"tid\":%u,\"ts\":", host ? "s" : "f", host ? "" : "\"bp\":\"e\",",
-					  flow_base + fi + 1, pid, tid);
+				ow_puts(w, host ? "{\"ph\":\"s\",\"id\":" : "{\"ph\":\"f\",\"bp\":\"e\",\"id\":");
+				ow_u64(w, flow_base + fi + 1);
+				ow_puts(w, ",\"cat\":\"launch\",\"name\":\"launch\",\"pid\":");
+				ow_u64(w, pid);
+				ow_puts(w, ",\"tid\":");
+				ow_u64(w, tid);
+				ow_puts(w, ",\"ts\":");
 				put_us(w, ts);
 				ow_putc(w, '}');
 				if (host)

@@ -535,19 +535,42 @@ static ps128 union_len(struct ival *v, size_t n)
 	return total + (hi - lo);
 }
 
+/*
+ * What one kernel shape (an event name and its kernel_details string) gives,
+ * parsed once: kernel launches repeat a few shapes millions of times, and
+ * hashing the ~120-byte name and parsing the details per event was most of
+ * `top`'s time. Keyed by the metadata and the details' place in the file
+ * (a ref_value points at one stat metadata name; an inline string is
+ * somewhere else each time and simply misses), so valid for one plane.
+ */
+struct shape_memo {
+	const struct xs_meta *m; /* NULL: empty */
+	const char *dp;
+	size_t dl;
+	size_t kernel; /* index into top.k */
+	bool has_occ;
+	double occ;
+	char grid[48], block[48];
+};
+#define SHAPE_MEMO 1024 /* a power of two */
+
 static int walk_gpus(struct xs_file *f, struct top *t)
 {
+	struct shape_memo *memo = calloc(SHAPE_MEMO, sizeof(*memo));
 	struct xs_space_iter si = XS_SPACE_ITER_INIT;
 	struct xs_plane pl;
 	struct ival *iv = NULL;
 	size_t niv = 0, capiv = 0;
 	int r;
 
+	if (!memo)
+		return -ENOMEM;
 	t->span_lo = INT64_MAX;
 	t->span_hi = INT64_MIN;
 	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
 		if (!xs_str_has_prefix(pl.name, "/device:GPU:"))
 			continue;
+		memset(memo, 0, SHAPE_MEMO * sizeof(*memo)); /* the keys are this plane's */
 		if ((r = xs_plane_index(&pl)) < 0)
 			break;
 		if ((r = grow((void **)&t->g, &t->capg, t->ng, sizeof(*t->g))) < 0)
@@ -585,32 +608,42 @@ static int walk_gpus(struct xs_file *f, struct top *t)
 					t->span_hi = start + dur;
 				if (kd >= 0 && (r = xs_event_find_stat(&pl, &ev, m, "kernel_details", &st)) > 0 &&
 				    xs_stat_str(&pl, &st, &details)) {
-					struct kernel *k = kernel_get(t, name);
-					char grid[48], block[48];
-					double occ;
+					uintptr_t h = ((uintptr_t)m >> 4) ^ ((uintptr_t)details.p >> 3) ^ details.len;
+					struct shape_memo *sm = &memo[(h ^ (h >> 11)) & (SHAPE_MEMO - 1)];
 
-					if (!k) {
-						r = -ENOMEM;
-						break;
+					if (!m || sm->m != m || sm->dp != details.p || sm->dl != details.len) {
+						struct kernel *nk = kernel_get(t, name);
+
+						if (!nk) {
+							r = -ENOMEM;
+							break;
+						}
+						sm->m = m;
+						sm->dp = details.p;
+						sm->dl = details.len;
+						sm->kernel = (size_t)(nk - t->k);
+						sm->has_occ = detail_double(details, "occ_pct", &sm->occ);
+						detail_copy(details, "grid", sm->grid, sizeof(sm->grid), "1,1,1");
+						detail_copy(details, "block", sm->block, sizeof(sm->block), "1,1,1");
 					}
+					struct kernel *k = &t->k[sm->kernel];
+
 					k->count++;
 					k->total_ps += dur;
 					if (dur < k->min_ps)
 						k->min_ps = dur;
 					if (dur > k->max_ps)
 						k->max_ps = dur;
-					if (detail_double(details, "occ_pct", &occ)) {
-						k->occ_sum += occ;
+					if (sm->has_occ) {
+						k->occ_sum += sm->occ;
 						k->occ_n++;
 					}
-					detail_copy(details, "grid", grid, sizeof(grid), "1,1,1");
-					detail_copy(details, "block", block, sizeof(block), "1,1,1");
 					if (k->count == 1) {
-						memcpy(k->grid, grid, sizeof(grid));
-						memcpy(k->block, block, sizeof(block));
+						memcpy(k->grid, sm->grid, sizeof(sm->grid));
+						memcpy(k->block, sm->block, sizeof(sm->block));
 					} else {
-						k->grid_varies |= strcmp(k->grid, grid) != 0;
-						k->block_varies |= strcmp(k->block, block) != 0;
+						k->grid_varies |= strcmp(k->grid, sm->grid) != 0;
+						k->block_varies |= strcmp(k->block, sm->block) != 0;
 					}
 					if ((r = grow((void **)&iv, &capiv, niv, sizeof(*iv))) < 0)
 						break;
@@ -665,6 +698,7 @@ static int walk_gpus(struct xs_file *f, struct top *t)
 			break;
 	}
 	free(iv);
+	free(memo);
 	return r;
 }
 

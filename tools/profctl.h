@@ -85,8 +85,7 @@ struct ow {
 	char *tmp_path;
 	uint8_t *buf;
 	size_t len, cap;
-	void *z;      /* z_stream * when gzip */
-	uint8_t *zbuf;
+	void *z;      /* the gzip stage (profctl-gzip.c) when gzip */
 	uint64_t bytes_out;
 	int err;
 };
@@ -102,6 +101,9 @@ static inline void ow_putc(struct ow *w, char c)
 }
 static inline void ow_puts(struct ow *w, const char *s);
 void ow_printf(struct ow *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Decimal integers, without printf (the export's hot path). */
+void ow_u64(struct ow *w, uint64_t v);
+void ow_i64(struct ow *w, int64_t v);
 /* Flush, finish gzip, fsync, rename into place. 0 or -errno; frees. */
 int ow_commit(struct ow *w);
 /* Drop the temporary file; frees. Safe after a failed commit. */

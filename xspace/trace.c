@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
+#include "base/pagepool.h"
 #include "base/pbwire.h"
 #include "base/utf8.h"
 #include "trace.h"
@@ -36,15 +36,17 @@ static size_t chunk_bytes(uint32_t cap)
 	return sizeof(struct trace_chunk) + (size_t)cap * sizeof(struct trace_event);
 }
 
+/* Big chunks come from the page pool (base/pagepool.h): the next capture
+ * reuses their resident pages instead of faulting in fresh ones, and the
+ * pool returns them to the kernel once the daemon is idle. */
 struct trace_chunk *trace__chunk_new(uint32_t cap)
 {
-	size_t bytes = chunk_bytes(cap);
+	size_t bytes = chunk_bytes(cap), map_len = 0;
 	struct trace_chunk *c;
-	bool mapped = bytes >= CHUNK_MMAP_BYTES;
 
-	if (mapped) {
-		c = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (c == MAP_FAILED)
+	if (bytes >= CHUNK_MMAP_BYTES) {
+		c = pagepool_get(bytes, &map_len);
+		if (!c)
 			return NULL;
 	} else {
 		c = malloc(bytes);
@@ -55,7 +57,7 @@ struct trace_chunk *trace__chunk_new(uint32_t cap)
 	c->n = 0;
 	c->cap = cap;
 	c->max_end_ns = INT64_MIN;
-	c->mapped = mapped;
+	c->map_len = map_len;
 	return c;
 }
 
@@ -63,8 +65,8 @@ void trace__chunk_free(struct trace_chunk *c)
 {
 	if (!c)
 		return;
-	if (c->mapped)
-		munmap(c, chunk_bytes(c->cap));
+	if (c->map_len)
+		pagepool_put(c, c->map_len);
 	else
 		free(c);
 }
@@ -289,13 +291,18 @@ int trace_counter_append(struct trace_line *l, struct trace_counter *cache, cons
 }
 
 /* Intern @name as valid UTF-8 (see base/utf8.h): names from outside go
- * into proto3 string fields. */
+ * into proto3 string fields. A name already in the table is valid (the
+ * table only holds valid text), so it is found without validating it
+ * again; only a new name is checked (and mended). */
 static int64_t intern_text(struct strtab *t, const char *name)
 {
 	size_t n = strlen(name);
+	uint32_t known = strtab_find(t, name, n);
 	char *fixed;
 	int64_t id;
 
+	if (known)
+		return known;
 	if (utf8_valid(name, n))
 		return strtab_intern(t, name, n);
 	fixed = strndup(name, n);

@@ -9,7 +9,8 @@
  * event metadata names, stat metadata names (also the targets of ref_value
  * string stats) and "stat sets". A line holds fixed 40-byte records
  * (struct trace_event) in a list of chunks that double in size up to 64 Ki
- * records; big chunks are mmap()ed so freeing them returns memory at once.
+ * records; big chunks come from the page pool (base/pagepool.h), which keeps
+ * them warm for the next capture and returns them to the kernel when idle.
  *
  * Per-event stats are split in two so that a record stays fixed-size:
  *   - one numeric "value" stat that changes on every event (correlation_id,
@@ -309,7 +310,7 @@ struct trace_chunk {
 	struct trace_chunk *next;
 	uint32_t n, cap;
 	int64_t max_end_ns;
-	bool mapped;
+	size_t map_len; /* from pagepool_get(); 0: malloc()ed */
 	struct trace_event ev[];
 };
 struct trace_chunk *trace__chunk_new(uint32_t cap);

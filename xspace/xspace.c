@@ -15,14 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
+#include "base/pagepool.h"
 #include "base/pbwire.h"
 #include "xspace.h"
 
 #define MAX_MESSAGE ((size_t)INT32_MAX)
 #define MERGE_MAX 64
-#define OUT_HUGEPAGE_MIN ((size_t)8 << 20)
 
 /* An upper bound on one XEvent entry's bytes other than its stat set:
  * tag, length, metadata_id, offset_ps, duration_ps and the value stat. */
@@ -40,6 +39,21 @@ struct plane_plan {
 	struct line_plan *lines;
 	size_t body;       /* XPlane body bytes */
 	size_t tail;       /* of which metadata tables and plane stats */
+};
+
+/*
+ * The window as the passes see it: records start in [@start, @stop) and
+ * before @cut (the newest ones are cut off when the message would pass the
+ * size limit; else @cut == @stop). Pass 1 also adds each record's bytes to
+ * @hist by start time (buckets of 2^@hist_shift ns; a shift, not a division,
+ * per record), from which the cut
+ * is chosen.
+ */
+#define HIST_BUCKETS 4096
+struct win {
+	int64_t start, stop, cut;
+	unsigned hist_shift;
+	uint64_t hist[HIST_BUCKETS];
 };
 
 /* What pass 2 writes for one record, from the same function pass 1 sized
@@ -89,14 +103,17 @@ static inline size_t value_stat_size(const struct trace_event *e)
 /* Places a record in the window (trace_clamp(): records are hostile, see
  * trace.h): TRACE_DROP when it starts outside, else its offset and its
  * (possibly shortened) duration in ps, both saturated. */
-static inline enum trace_clamp_result place(const struct trace_event *e, const struct xspace_info *info,
+static inline enum trace_clamp_result place(const struct trace_event *e, const struct win *win,
 					    struct ev_times *t)
 {
 	int64_t dur = e->dur_ns;
-	enum trace_clamp_result r = trace_clamp(e->start_ns, &dur, info->start_ns, info->stop_ns);
+	enum trace_clamp_result r;
 
+	if (e->start_ns >= win->cut)
+		return TRACE_DROP;
+	r = trace_clamp(e->start_ns, &dur, win->start, win->stop);
 	if (r != TRACE_DROP) {
-		t->off_ps = trace_ns_to_ps(trace_sat_sub(e->start_ns, info->start_ns));
+		t->off_ps = trace_ns_to_ps(trace_sat_sub(e->start_ns, win->start));
 		t->dur_ps = trace_ns_to_ps(dur);
 	}
 	return r;
@@ -172,8 +189,8 @@ static int coalesce(struct trace_line *l)
 /* Pass 1 for one chunk, in a single read of its records: sizes the
  * in-window events (sizes do not depend on order) and sorts the chunk if
  * it is not sorted yet. */
-static void plan_chunk(const struct trace_plane *p, struct trace_chunk *c,
-		       const struct xspace_info *info, struct line_plan *lp)
+static void plan_chunk(const struct trace_plane *p, struct trace_chunk *c, struct win *win,
+		       struct line_plan *lp)
 {
 	const struct trace_event *ev = c->ev;
 	size_t body = 0;
@@ -187,13 +204,15 @@ static void plan_chunk(const struct trace_plane *p, struct trace_chunk *c,
 		if (i && e->start_ns <= ev[i - 1].start_ns && ev_before(e, &ev[i - 1]))
 			sorted = false;
 		struct ev_times t;
-		enum trace_clamp_result r = place(e, info, &t);
+		enum trace_clamp_result r = place(e, win, &t);
 
 		if (r == TRACE_DROP)
 			continue;
 		size_t eb = event_body_size(p, e, &t);
 
 		body += 1 + vsize(eb) + eb;
+		/* start is in [win->start, win->stop): the bucket is in range */
+		win->hist[((uint64_t)e->start_ns - (uint64_t)win->start) >> win->hist_shift] += 1 + vsize(eb) + eb;
 		n_in++;
 		clamped += r == TRACE_CLAMPED;
 	}
@@ -206,8 +225,8 @@ static void plan_chunk(const struct trace_plane *p, struct trace_chunk *c,
 	lp->clamped += clamped;
 }
 
-static int plan_line(const struct trace_plane *p, struct trace_line *l,
-		     const struct xspace_info *info, struct line_plan *lp)
+static int plan_line(const struct trace_plane *p, struct trace_line *l, struct win *win,
+		     struct line_plan *lp)
 {
 	const struct trace_event *prev_last = NULL;
 	uint32_t n_chunks = 0;
@@ -217,7 +236,7 @@ static int plan_line(const struct trace_plane *p, struct trace_line *l,
 	lp->n_in = 0;
 	lp->clamped = 0;
 	for (struct trace_chunk *c = l->head; c; c = c->next) {
-		plan_chunk(p, c, info, lp);
+		plan_chunk(p, c, win, lp);
 		if (c->n && prev_last && ev_before(&c->ev[0], prev_last))
 			lp->sequential = false;
 		if (c->n)
@@ -266,6 +285,25 @@ static uint8_t *put_table(uint8_t *w, const struct strtab *t, uint32_t field)
 	return w;
 }
 
+/* memcpy() for the few bytes of a stat set, without a library call per
+ * event: fixed-size pieces (the compiler turns them into moves) that may
+ * overlap, so nothing outside [src, src + n) or [dst, dst + n) is touched. */
+static inline void copy_small(uint8_t *dst, const char *src, size_t n)
+{
+	if (n >= 16 && n <= 32) {
+		memcpy(dst, src, 16);
+		memcpy(dst + n - 16, src + n - 16, 16);
+	} else if (n >= 8 && n < 16) {
+		memcpy(dst, src, 8);
+		memcpy(dst + n - 8, src + n - 8, 8);
+	} else if (n >= 4 && n < 8) {
+		memcpy(dst, src, 4);
+		memcpy(dst + n - 4, src + n - 4, 4);
+	} else {
+		memcpy(dst, src, n);
+	}
+}
+
 /* Writes one XEvent entry. Its body is written first behind a one-byte
  * length and the length filled in after (moving the body up in the rare
  * case of a body of 128 bytes or more), so sizes are not computed twice;
@@ -284,7 +322,7 @@ static uint8_t *put_event(uint8_t *w, const struct trace_plane *p, const struct 
 	if (e->statset) {
 		const struct strtab_entry *se = &p->statsets.ent[e->statset];
 
-		memcpy(q, p->statsets.pool + se->off, se->len);
+		copy_small(q, p->statsets.pool + se->off, se->len);
 		q += se->len;
 	}
 	/* Same test as value_stat_size(): a type of NONE means no value stat. */
@@ -318,12 +356,12 @@ static uint8_t *put_event(uint8_t *w, const struct trace_plane *p, const struct 
  * passes disagree: the caller fails the capture). The exact size is only
  * computed near @end. */
 static uint8_t *put_checked(uint8_t *w, uint8_t *end, const struct trace_plane *p,
-			    const struct trace_event *e, const struct xspace_info *info)
+			    const struct trace_event *e, const struct win *win)
 {
 	struct ev_times t;
 	size_t room = (size_t)(end - w), eb;
 
-	if (place(e, info, &t) == TRACE_DROP)
+	if (place(e, win, &t) == TRACE_DROP)
 		return w;
 	eb = e->statset ? p->statsets.ent[e->statset].len : 0;
 	if (room < EVENT_MAX_FIXED + eb) {
@@ -339,14 +377,14 @@ static uint8_t *put_checked(uint8_t *w, uint8_t *end, const struct trace_plane *
  * also on failure (NULL: a record did not fit). */
 static uint8_t *put_line_events(uint8_t *w, uint8_t *end, const struct trace_plane *p,
 				struct trace_line *l, const struct line_plan *lp,
-				const struct xspace_info *info)
+				const struct win *win)
 {
 	if (lp->sequential) {
 		struct trace_chunk *c = l->head, *n;
 
 		for (; c && w; c = n) {
 			for (uint32_t i = 0; i < c->n && w; i++)
-				w = put_checked(w, end, p, &c->ev[i], info);
+				w = put_checked(w, end, p, &c->ev[i], win);
 			n = c->next;
 			trace__chunk_free(c);
 		}
@@ -377,7 +415,7 @@ static uint8_t *put_line_events(uint8_t *w, uint8_t *end, const struct trace_pla
 					best = (int)i;
 			if (best < 0)
 				break;
-			w = put_checked(w, end, p, &cs[best]->ev[pos[best]], info);
+			w = put_checked(w, end, p, &cs[best]->ev[pos[best]], win);
 			if (++pos[best] == cs[best]->n || !w) {
 				trace__chunk_free(cs[best]);
 				cs[best] = NULL;
@@ -428,18 +466,94 @@ static int add_task_env(struct trace *snap, const struct xspace_info *info)
 	return r;
 }
 
+/* Pass 1 over every plane: sort, size. Run again after a cut (the chunks
+ * are sorted by then, so it only sizes). Returns the planes' bytes. */
+static int plan_all(struct trace *snap, struct plane_plan *pp, struct win *win, uint64_t *ret_events,
+		    uint64_t *ret_clamped, size_t *ret_total)
+{
+	size_t total = 0;
+
+	*ret_events = *ret_clamped = 0;
+	memset(win->hist, 0, sizeof(win->hist));
+	for (uint32_t i = 0; i < snap->n_planes; i++) {
+		struct trace_plane *p = snap->planes[i];
+
+		if (!pp[i].lines)
+			pp[i].lines = calloc(p->n_lines ? p->n_lines : 1, sizeof(*pp[i].lines));
+		if (!pp[i].lines)
+			return -ENOMEM;
+		pp[i].tail = table_size(&p->events, 4) + table_size(&p->stats, 5) + p->plane_stats.len;
+		pp[i].body = plane_header_size(p);
+		for (uint32_t j = 0; j < p->n_lines; j++) {
+			int r = plan_line(p, p->lines[j], win, &pp[i].lines[j]);
+
+			if (r < 0)
+				return r;
+			if (pp[i].lines[j].n_in) {
+				pp[i].body += pb_len_field_size(3, pp[i].lines[j].body);
+				*ret_events += pp[i].lines[j].n_in;
+				*ret_clamped += pp[i].lines[j].clamped;
+			}
+		}
+		total += pb_len_field_size(1, pp[i].body);
+	}
+	*ret_total = total;
+	return 0;
+}
+
+/*
+ * The newest events that must go for the message to fit in @limit bytes
+ * when the planes take @planes of them and @other is the rest: the start
+ * of the earliest histogram bucket from which on everything is dropped.
+ * Only events go (metadata stays), so the cut leaves room for the line
+ * and plane headers that shrink with them. INT64_MIN: no cut can help.
+ */
+static int64_t choose_cut(const struct win *win, size_t planes, size_t other, size_t limit)
+{
+	uint64_t over, freed = 0;
+
+	if (other >= limit)
+		return INT64_MIN;
+	over = planes - (limit - other);
+	/* slack: every length varint may shrink, none can grow */
+	over += over / 64 + 4096;
+	for (int b = HIST_BUCKETS; b-- > 0;) {
+		freed += win->hist[b];
+		if (freed >= over)
+			return (int64_t)((uint64_t)win->start + ((uint64_t)b << win->hist_shift));
+	}
+	return INT64_MIN;
+}
+
 int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t prefix,
 		  struct xspace_out *out)
 {
 	struct plane_plan *pp = NULL;
-	char dropped_msg[160], clamped_msg[200];
+	char dropped_msg[160], clamped_msg[200], cut_msg[240];
 	const char *dropped_v[2] = {dropped_msg, NULL}, *clamped_v[2] = {clamped_msg, NULL};
-	uint64_t clamped = 0;
+	const char *cut_v[2] = {cut_msg, NULL};
+	size_t limit = info->max_bytes && info->max_bytes < MAX_MESSAGE ? info->max_bytes : MAX_MESSAGE;
+	uint64_t clamped = 0, n_uncut = 0;
 	size_t total = 0, tail;
+	struct win *win;
 	uint8_t *w, *end;
 	int r;
 
 	memset(out, 0, sizeof(*out));
+	win = malloc(sizeof(*win));
+	if (!win) {
+		trace_free(snap);
+		return -ENOMEM;
+	}
+	win->start = info->start_ns;
+	win->stop = win->cut = info->stop_ns;
+	/* The smallest shift with (stop - start) >> shift < HIST_BUCKETS, so
+	 * every in-window start has a bucket (an empty or inverted window
+	 * holds nothing: place() drops every record). */
+	win->hist_shift = 0;
+	if (info->stop_ns > info->start_ns)
+		while ((((uint64_t)info->stop_ns - (uint64_t)info->start_ns) >> win->hist_shift) >= HIST_BUCKETS)
+			win->hist_shift++;
 	r = add_task_env(snap, info);
 	if (r < 0)
 		goto out;
@@ -455,67 +569,62 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 		r = -ENOMEM;
 		goto out;
 	}
-	/* Pass 1: sort, size. */
-	for (uint32_t i = 0; i < snap->n_planes; i++) {
-		struct trace_plane *p = snap->planes[i];
-
-		pp[i].lines = calloc(p->n_lines ? p->n_lines : 1, sizeof(*pp[i].lines));
-		if (!pp[i].lines) {
-			r = -ENOMEM;
+	cut_msg[0] = 0;
+	for (;;) {
+		r = plan_all(snap, pp, win, &out->n_events, &clamped, &total);
+		if (r < 0)
 			goto out;
-		}
-		pp[i].tail = table_size(&p->events, 4) + table_size(&p->stats, 5) + p->plane_stats.len;
-		pp[i].body = plane_header_size(p);
-		for (uint32_t j = 0; j < p->n_lines; j++) {
-			r = plan_line(p, p->lines[j], info, &pp[i].lines[j]);
-			if (r < 0)
-				goto out;
-			if (pp[i].lines[j].n_in) {
-				pp[i].body += pb_len_field_size(3, pp[i].lines[j].body);
-				out->n_events += pp[i].lines[j].n_in;
-				clamped += pp[i].lines[j].clamped;
-			}
-		}
-		total += pb_len_field_size(1, pp[i].body);
+		clamped_msg[0] = 0;
+		if (clamped)
+			snprintf(clamped_msg, sizeof(clamped_msg),
+				 "%llu events had impossible durations and were shortened to end at most one "
+				 "capture length after the capture",
+				 (unsigned long long)clamped);
+		if (win->cut != win->stop)
+			snprintf(cut_msg, sizeof(cut_msg),
+				 "%llu events (the newest, from %.3f s into the capture on) were dropped: the "
+				 "XSpace would have exceeded %zu bytes (capture for a shorter time)",
+				 (unsigned long long)(n_uncut - out->n_events),
+				 (double)((uint64_t)win->cut - (uint64_t)win->start) / 1e9, limit);
+		/* Everything after the planes, sized here and checked before
+		 * pass 2 writes it. */
+		tail = 0;
+		for (uint32_t i = 0; i < snap->n_diags; i++)
+			tail += pb_len_field_size(snap->diags[i].error ? 2 : 3, strlen(snap->diags[i].text));
+		tail += string_fields_size(2, info->extra_errors) + string_fields_size(3, info->extra_warnings);
+		if (dropped_msg[0])
+			tail += string_fields_size(3, dropped_v);
+		if (clamped_msg[0])
+			tail += string_fields_size(3, clamped_v);
+		if (cut_msg[0])
+			tail += string_fields_size(3, cut_v);
+		tail += pb_len_field_size(4, strlen(info->hostname));
+		/* Too big: drop the newest events (once) rather than fail the
+		 * capture; the warning says how many. */
+		if (total + tail <= limit - MIN(prefix, limit) || win->cut != win->stop)
+			break;
+		n_uncut = out->n_events;
+		win->cut = choose_cut(win, total, tail + sizeof(cut_msg) + 16 + MIN(prefix, limit), limit);
+		if (win->cut == INT64_MIN)
+			break; /* the metadata alone is too big: -EFBIG below */
 	}
-	clamped_msg[0] = 0;
-	if (clamped)
-		snprintf(clamped_msg, sizeof(clamped_msg),
-			 "%llu events had impossible durations and were shortened to end at most one "
-			 "capture length after the capture",
-			 (unsigned long long)clamped);
-	/* Everything after the planes, sized here and checked before pass 2
-	 * writes it. */
-	tail = 0;
-	for (uint32_t i = 0; i < snap->n_diags; i++)
-		tail += pb_len_field_size(snap->diags[i].error ? 2 : 3, strlen(snap->diags[i].text));
-	tail += string_fields_size(2, info->extra_errors) + string_fields_size(3, info->extra_warnings);
-	if (dropped_msg[0])
-		tail += string_fields_size(3, dropped_v);
-	if (clamped_msg[0])
-		tail += string_fields_size(3, clamped_v);
-	tail += pb_len_field_size(4, strlen(info->hostname));
 	total += tail;
 	/* The caller frames the XSpace in @prefix bytes; the whole reply must
 	 * stay within what a protobuf message (and the TF client) takes. */
-	if (total > MAX_MESSAGE - prefix) {
+	if (total > limit - MIN(prefix, limit)) {
 		r = -EFBIG;
 		goto out;
 	}
 
 	out->size = prefix + total;
-	out->base = mmap(NULL, out->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (out->base == MAP_FAILED) {
-		out->base = NULL;
+	/* From the page pool: after the first capture the output lands in
+	 * pages already resident (the last output's, or ones a worker
+	 * pre-faulted while the window was open), not in fresh ones. */
+	out->base = pagepool_get(out->size, &out->map_len);
+	if (!out->base) {
 		r = -ENOMEM;
 		goto out;
 	}
-#ifdef MADV_HUGEPAGE
-	/* Written once, front to back: huge pages save a fault per 4 KiB and
-	 * add at most one partly written huge page to the resident set. */
-	if (out->size >= OUT_HUGEPAGE_MIN)
-		(void)madvise(out->base, out->size, MADV_HUGEPAGE);
-#endif
 	out->prefix = prefix;
 	out->xspace = w = out->base + prefix;
 	out->xspace_len = total;
@@ -559,7 +668,7 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 				w = pb_put_bytes_field(w, 2, l->name, strlen(l->name));
 			if (l->display_name && l->display_name[0])
 				w = pb_put_bytes_field(w, 11, l->display_name, strlen(l->display_name));
-			w = put_line_events(w, line_end, p, l, lp, info);
+			w = put_line_events(w, line_end, p, l, lp, win);
 			if (w != line_end)
 				goto out;
 		}
@@ -585,6 +694,8 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 		w = put_string_fields(w, 3, dropped_v);
 	if (clamped_msg[0])
 		w = put_string_fields(w, 3, clamped_v);
+	if (cut_msg[0])
+		w = put_string_fields(w, 3, cut_v);
 	w = pb_put_bytes_field(w, 4, info->hostname, strlen(info->hostname));
 	if (w != end) /* a sizing bug would corrupt the message: refuse to ship it */
 		goto out;
@@ -594,6 +705,7 @@ out:
 		for (uint32_t i = 0; i < snap->n_planes; i++)
 			free(pp[i].lines);
 	free(pp);
+	free(win);
 	trace_free(snap);
 	if (r < 0)
 		xspace_out_free(out);
@@ -603,6 +715,6 @@ out:
 void xspace_out_free(struct xspace_out *out)
 {
 	if (out->base)
-		munmap(out->base, out->size);
+		pagepool_put(out->base, out->map_len);
 	memset(out, 0, sizeof(*out));
 }

@@ -34,11 +34,17 @@ struct xspace_info {
 	int64_t stop_ns;
 	const char *const *extra_errors; /* NULL-terminated, may be NULL */
 	const char *const *extra_warnings;
+	/* The most the message (with @prefix) may take: 0 = 2 GiB, protobuf's
+	 * limit (tests set less). Past it the newest events are dropped, with
+	 * a warning that counts them; only when the metadata alone would not
+	 * fit does the encoder fail (-EFBIG). */
+	size_t max_bytes;
 };
 
 /**
- * struct xspace_out - an encoded XSpace in one exact-size allocation.
- * @base, @size:  the allocation (free with xspace_out_free()).
+ * struct xspace_out - an encoded XSpace in one allocation.
+ * @base, @size:  the bytes in use (free with xspace_out_free()).
+ * @map_len:      the mapping's length (a reused one may be longer than @size).
  * @xspace:       the XSpace bytes: @base + @prefix, @xspace_len long.
  * @prefix:       room left in front so a caller can frame the bytes (a
  *                ProfileResponse header) without copying them.
@@ -47,14 +53,16 @@ struct xspace_info {
 struct xspace_out {
 	uint8_t *base;
 	size_t size;
+	size_t map_len;
 	size_t prefix;
 	uint8_t *xspace;
 	size_t xspace_len;
 	uint64_t n_events;
 };
 
-/* Consumes @snap (freed, also on failure). 0, -ENOMEM or -EFBIG (over 2 GiB,
- * the most a protobuf message may hold). */
+/* Consumes @snap (freed, also on failure). 0, -ENOMEM or -EFBIG (even
+ * without events over info->max_bytes: 2 GiB, the most a protobuf message
+ * may hold). */
 int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t prefix,
 		  struct xspace_out *out);
 void xspace_out_free(struct xspace_out *out);

@@ -13,9 +13,11 @@
  *     count is the number of records starting inside the window;
  *   - every event ends within twice the window (trace_clamp()).
  * ASan does not guard mmap()ed memory, and the writer and the store both
- * map theirs: run-fuzz.sh compiles this target with -Dmmap=fuzz_mmap
- * -Dmunmap=fuzz_munmap, so every mapping of xspace.c and trace.c ends
- * exactly at an inaccessible page and a write one byte past it faults.
+ * map theirs through base/pagepool.c: run-fuzz.sh compiles this target
+ * with -Dmmap=fuzz_mmap -Dmunmap=fuzz_munmap, and the pool's cache is
+ * turned off (a reused mapping may be longer than asked), so every
+ * mapping ends exactly at an inaccessible page and a write one byte past
+ * it faults.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -27,6 +29,7 @@
 #include <unistd.h>
 
 #include "xplane.pb-c.h"
+#include "base/pagepool.h"
 #include "xspace/xspace.h"
 
 #define PROMISE(x) \
@@ -176,6 +179,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct trace *t;
 	int rc;
 
+	pagepool_set_limit(0); /* every mapping exact and guarded (see the top) */
 	/* Mostly sane windows; sometimes any pair, inverted or at the ends of
 	 * the range. */
 	if (take(&r, 1) & 1) {

@@ -1,9 +1,17 @@
 # SPDX-License-Identifier: MIT
 """Memory stays flat over many captures: 300 short captures of every kind
 (normal, in-band and repository delivery, cancelled, refused, concurrent);
-VmRSS after warm-up (50 captures) and at the end differ by < 2 MiB."""
+VmRSS after warm-up (50 captures) and at the end differ by < 2 MiB.
+
+And a big capture's memory goes back: profd keeps the store's chunks and
+the output warm in its page pool for the next capture (base/pagepool.h),
+and returns them, with malloc's free heap, once idle (daemon/session.c).
+After a 1 M-event capture from the fake agent, RSS first holds the pool
+(tens of MB over idle), then comes back to within RETURN_KIB of idle."""
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -17,6 +25,20 @@ TOTAL = 300
 WARMUP = 50
 BATCH = 10
 LIMIT_KIB = 2048
+FAKE = os.environ.get("FAKE_AGENT", os.path.join(T.BUILD, "tests", "agent", "fake-agent"))
+BIG_EVENTS = 1_000_000
+# The pool alone holds ~90 MB after a 1 M-event capture (40 B a record,
+# ~53 B an encoded event); what must come back is all of that. The bound
+# is 2x the bench's target (idle + 2 MiB, bench/RESULTS.md): heap pages
+# malloc_trim() cannot return (fragments under live blocks) vary with the
+# allocator's history, and this assertion is about the pool and the heap
+# being returned at all.
+RETURN_KIB = 4096
+HELD_KIB = 30 * 1024
+# The pool is released 4 s after the daemon went idle (POOL_IDLE_RELEASE_MS);
+# a generous wait for a busy machine. Not a timing check: only the end
+# state is asserted.
+RETURN_WAIT_S = 60
 
 
 def vmrss_kib(pid):
@@ -101,5 +123,65 @@ class Rss(unittest.TestCase):
         self.assertGreaterEqual(d.log().count("cancelled by the client"), (counts["cancel"] + counts["deadline"]) // 2)
 
 
+def settled_rss_kib(pid, settle_s=1.0, tries=20):
+    """VmRSS once two readings settle_s apart agree within 64 KiB."""
+    last = vmrss_kib(pid)
+    for _ in range(tries):
+        time.sleep(settle_s)
+        now = vmrss_kib(pid)
+        if abs(now - last) < 64:
+            return now
+        last = now
+    return last
+
+
+@unittest.skipIf(os.environ.get("PROFD_WRAPPER"), "VmRSS of a wrapped daemon is the wrapper's")
+@unittest.skipIf(sanitized(), "profd is built with AddressSanitizer")
+@unittest.skipUnless(os.path.exists(FAKE), "no fake agent built")
+class ReturnedAfterBigCapture(unittest.TestCase):
+    def test_big_capture_memory_returns_when_idle(self):
+        tmp = tempfile.mkdtemp(prefix="profd-rss-")
+        sock = os.path.join(tmp, "agent.sock")
+        with T.Daemon("--agent-socket", sock, "--log-level", "info") as d:
+            idle = settled_rss_kib(d.proc.pid)
+            fake = subprocess.Popen([FAKE, "--socket", sock, "--devices",
+                                     "GPU-rss00000-0000-0000-0000-000000000001,GPU-rss00000-0000-0000-0000-000000000002",
+                                     "--name", "rss", "--events", str(BIG_EVENTS), "--spread-ms", "1400"],
+                                    stdout=subprocess.PIPE, text=True)
+            try:
+                self.assertEqual(fake.stdout.readline().strip(), "connected")
+                ch = T.channel(d.addr)
+                profile = T.stub(ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
+                req = T.profile_request(P, 1500, d.addr, session_id="rss-big")
+                req.opts.start_timestamp_ns = 0
+                resp = profile(req, timeout=120)
+                ch.close()
+            finally:
+                fake.wait(timeout=60)
+                fake.stdout.close()
+            self.assertGreater(len(resp.tool_data[0].data), 30 * 1000 * 1000)
+            # Right after the reply the pool still holds the capture's
+            # memory (so that a next capture finds it warm)...
+            held = vmrss_kib(d.proc.pid)
+            # ...and once idle it is returned.
+            deadline = time.time() + RETURN_WAIT_S
+            now = held
+            while time.time() < deadline:
+                now = vmrss_kib(d.proc.pid)
+                if now - idle < RETURN_KIB:
+                    break
+                time.sleep(0.5)
+            settled = settled_rss_kib(d.proc.pid)
+        shutil.rmtree(tmp, ignore_errors=True)
+        print(f"VmRSS idle {idle} KiB, right after a {BIG_EVENTS}-event capture {held} KiB, "
+              f"settled {settled} KiB (+{settled - idle} KiB)")
+        self.assertGreater(held - idle, HELD_KIB, "the capture should have used (and the pool kept) tens of MB")
+        self.assertLess(settled - idle, RETURN_KIB)
+
+
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    res = unittest.main(verbosity=2, exit=False).result
+    # Everything skipped (ASan, a wrapper, no fake agent): tell meson (77).
+    if res.testsRun and len(res.skipped) == res.testsRun:
+        sys.exit(77)
+    sys.exit(0 if res.wasSuccessful() else 1)

@@ -244,6 +244,83 @@ TEST(trace_budget_drops_and_warns)
 	xspace_out_free(&out);
 }
 
+/* A capture whose XSpace would pass the size limit (2 GiB in the daemon;
+ * max_bytes here, so that the test needs no 2 GiB) is not failed: the
+ * newest events go, the oldest are all kept, and a warning counts the
+ * dropped ones. */
+static struct trace *evenly_spread(int n, int64_t win_ns)
+{
+	struct trace *t;
+
+	if (trace_new(0, &t) < 0)
+		return NULL;
+	struct trace_plane *p = trace_plane(t, "/device:GPU:0", 0);
+	struct buf b = BUF_INIT;
+	if (!p || trace_stat_str_ref(p, &b, "kernel_details", "regs:32 grid:1,1,1 block:128,1,1") < 0)
+		return trace_free(t);
+	int64_t set = trace_plane_statset(p, &b), sid = trace_plane_stat_id(p, "correlation_id");
+	buf_free(&b);
+	for (int i = 0; i < n; i++) {
+		struct trace_line *l = trace_line(p, i % 4, "stream");
+		struct trace_event e = {.start_ns = (int64_t)i * (win_ns / n), .dur_ns = 10,
+					.meta = (uint32_t)trace_plane_event_id(p, "k"), .statset = (uint32_t)set,
+					.vstat = TRACE_VSTAT(TRACE_STAT_U64, (uint32_t)sid), .value = (uint64_t)i};
+		if (!l || trace_line_append(l, &e) < 0)
+			return trace_free(t);
+	}
+	return t;
+}
+
+TEST(xspace_over_the_size_limit_drops_the_newest_and_warns)
+{
+	const int n = 20000;
+	const int64_t win = 1000000000;
+	struct xspace_info info = {.hostname = "h1", .start_ns = 0, .stop_ns = win};
+	struct xspace_out out;
+	struct trace *t = evenly_spread(n, win);
+	size_t full;
+
+	ASSERT_TRUE(t != NULL);
+	ASSERT_OK(xspace_encode(t, &info, 16, &out));
+	ASSERT_EQ(out.n_events, (uint64_t)n);
+	full = out.size;
+	xspace_out_free(&out);
+
+	info.max_bytes = full / 2;
+	t = evenly_spread(n, win);
+	ASSERT_TRUE(t != NULL);
+	ASSERT_OK(xspace_encode(t, &info, 16, &out));
+	ASSERT_TRUE(out.size <= info.max_bytes);
+	ASSERT_TRUE(out.n_events > (uint64_t)n / 3 && out.n_events < (uint64_t)n / 2 + 1);
+	Tensorflow__Profiler__XSpace *x = tensorflow__profiler__xspace__unpack(NULL, out.xspace_len, out.xspace);
+	ASSERT_TRUE(x != NULL);
+	/* The kept events are exactly the oldest ones: every offset below the
+	 * kept count's (events are spread evenly, one per win/n ns). */
+	uint64_t kept = 0;
+	int64_t max_off = -1;
+	for (size_t i = 0; i < x->n_planes; i++)
+		for (size_t j = 0; j < x->planes[i]->n_lines; j++)
+			for (size_t k = 0; k < x->planes[i]->lines[j]->n_events; k++) {
+				int64_t off = x->planes[i]->lines[j]->events[k]->offset_ps;
+				kept++;
+				max_off = off > max_off ? off : max_off;
+			}
+	ASSERT_EQ(kept, out.n_events);
+	ASSERT_EQ(max_off, (int64_t)(kept - 1) * (win / n) * 1000);
+	char want[64];
+	snprintf(want, sizeof(want), "%llu events (the newest", (unsigned long long)(n - kept));
+	ASSERT_EQ(x->n_warnings, 1);
+	ASSERT_TRUE(strstr(x->warnings[0], want) != NULL);
+	tensorflow__profiler__xspace__free_unpacked(x, NULL);
+	xspace_out_free(&out);
+
+	/* A limit the metadata alone passes cannot be met by dropping events. */
+	info.max_bytes = 64;
+	t = evenly_spread(n, win);
+	ASSERT_TRUE(t != NULL);
+	ASSERT_EQ(xspace_encode(t, &info, 16, &out), -EFBIG);
+}
+
 TEST(trace_snapshot_copy_keeps_hub_and_filters_window)
 {
 	struct trace *hub, *snap;
