@@ -73,6 +73,7 @@ void agent_map_init(struct agent_map *m, struct collector *c)
 {
 	m->c = c;
 	m->gen_seen = c->hub->generation;
+	agent_derived_init(&m->derived);
 }
 
 void agent_map_free(struct agent_map *m)
@@ -84,6 +85,7 @@ void agent_map_free(struct agent_map *m)
 		free(m->notes[i]);
 	m->n_notes = 0;
 	agent_memory_free(&m->mem);
+	agent_derived_free(&m->derived);
 	buf_free(&m->sb);
 }
 
@@ -143,6 +145,7 @@ void agent_map_start(struct agent_map *m)
 	collector_hub_changed(m->c, &m->gen_seen);
 	reset_caches(m);
 	agent_memory_start(&m->mem);
+	agent_derived_start(&m->derived);
 }
 
 /* ---- planes and lines ----------------------------------------------------- */
@@ -569,6 +572,7 @@ static void put_kernel(struct agent_src *s, const struct agent_rec_kernel *r)
 	}
 	append_id(s, p, l, e->meta, start, dur, agent_nvtx_statset(s, p, &m->sb, e->statset, r->correlation),
 		  corr(s, r->correlation));
+	agent_nvtx_derive(s, d->plane, start, dur, r->correlation);
 }
 
 static void put_memcpy(struct agent_src *s, const struct agent_rec_memcpy *r)
@@ -593,6 +597,7 @@ static void put_memcpy(struct agent_src *s, const struct agent_rec_memcpy *r)
 	append(s, p, l, copy_names[ck], start, dur,
 	       agent_nvtx_statset(s, p, &m->sb, trace_plane_statset(p, &m->sb), r->correlation),
 	       corr(s, r->correlation));
+	agent_nvtx_derive(s, d->plane, start, dur, r->correlation);
 }
 
 static void put_memset(struct agent_src *s, const struct agent_rec_memset *r)
@@ -614,6 +619,7 @@ static void put_memset(struct agent_src *s, const struct agent_rec_memset *r)
 	append(s, p, l, XN_EVENT_MEMSET, start, dur,
 	       agent_nvtx_statset(s, p, &m->sb, trace_plane_statset(p, &m->sb), r->correlation),
 	       corr(s, r->correlation));
+	agent_nvtx_derive(s, d->plane, start, dur, r->correlation);
 }
 
 /*
@@ -986,6 +992,11 @@ void agent_map_describe_src(struct agent_src *s)
 }
 
 static void memory_note(void *ud, const char *text) { agent_map_note(ud, "%s", text); }
+
+void agent_map_describe_derived(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns)
+{
+	agent_derived_describe(&m->derived, snap, start_ns, stop_ns, memory_note, m);
+}
 
 void agent_map_describe_memory(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns)
 {

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent-derived.h"
 #include "agent-memory.h"
 #include "agent-parse.h"
 #include "agent-proto.h"
@@ -162,6 +163,7 @@ struct agent_map {
 	unsigned n_capturing;
 	/* the capture's memory profile (agent-memory.h) */
 	struct agent_memory mem;
+	struct agent_derived derived; /* Steps / op lines of GPU work in NVTX steps */
 	/* messages for the next window's warnings */
 	char *notes[AGENT_MAP_MAX_NOTES];
 	unsigned n_notes;
@@ -208,6 +210,8 @@ int agent_map_records(struct agent_src *s, const uint8_t *p, size_t len, bool ta
 void agent_map_describe_caps(struct agent_map *m, struct trace *snap);
 /* describe: the memory profile's events of [@start_ns, @stop_ns) into
  * @snap's /host:CPU, its notes into the window's warnings. */
+/* describe: the derived lines of GPU work inside NVTX steps (agent-derived.h). */
+void agent_map_describe_derived(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns);
 void agent_map_describe_memory(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns);
 /* describe: /host:metadata from @s's versions. */
 void agent_map_describe_metadata(struct agent_map *m, struct trace *snap, const struct agent_src *s);

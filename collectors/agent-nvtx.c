@@ -251,7 +251,7 @@ static bool module_step(struct agent_nvtx_src *ns, const char *t, uint32_t seria
 	if (strncmp(t, "XlaModule", 9) != 0)
 		return false;
 	n = parse_pairs(t, kv, 0, 16);
-	for (i = 0; i < n && strcmp(kv[i].k, "hlo_module") != 0; i++)
+	for (i = 0; i < n && strcmp(kv[i].k, XN_STAT_HLO_MODULE) != 0; i++)
 		;
 	if (i == n)
 		return false;
@@ -392,6 +392,32 @@ bool agent_nvtx_op_of(struct agent_src *s, uint32_t corr, char *tf_op, size_t si
 	if (e->step)
 		*group_id = e->step;
 	return true;
+}
+
+void agent_nvtx_derive(struct agent_src *s, uint32_t plane, int64_t start, int64_t dur, uint32_t corr)
+{
+	struct agent_derived *ad = &s->m->derived;
+	const struct corr_ent *e = launch_of(s, corr);
+	const char *outer, *inner;
+	char text[sizeof(((struct kv *)0)->v) * 2 + 2];
+	struct kv kv[16];
+	unsigned nkv;
+
+	if (!e || !e->step)
+		return;
+	nkv = launch_pairs(s, e, kv, 16, &outer, &inner);
+	if (!outer || !inner)
+		return;
+	snprintf(text, sizeof(text), "%u", e->step);
+	agent_derived_add(ad, plane, AGENT_DERIVED_STEPS, text, start, dur, e->step);
+	tf_op_text(outer, kv, nkv, text, sizeof(text));
+	agent_derived_add(ad, plane, AGENT_DERIVED_FRAMEWORK_OPS, text, start, dur, e->step);
+	for (unsigned i = 0; i < nkv; i++) {
+		if (strcmp(kv[i].k, XN_STAT_HLO_MODULE) == 0)
+			agent_derived_add(ad, plane, AGENT_DERIVED_XLA_MODULES, kv[i].v, start, dur, e->step);
+		else if (strcmp(kv[i].k, XN_STAT_HLO_OP) == 0)
+			agent_derived_add(ad, plane, AGENT_DERIVED_XLA_OPS, kv[i].v, start, dur, e->step);
+	}
 }
 
 int64_t agent_nvtx_statset(struct agent_src *s, struct trace_plane *p, struct buf *b, int64_t base, uint32_t corr)

@@ -42,6 +42,10 @@ int64_t agent_nvtx_statset(struct agent_src *s, struct trace_plane *p, struct bu
  * launch stack remembered for correlation @corr of @s, e.g. for a memory
  * event's allocation call; false (and *@group_id -1) when there is none. */
 bool agent_nvtx_op_of(struct agent_src *s, uint32_t corr, char *tf_op, size_t size, int64_t *group_id);
+/* GPU work of correlation @corr on plane @plane, [@start, @start + @dur):
+ * when its launch was inside a step, its Steps / Framework Ops / XLA Modules /
+ * XLA Ops entries for the derived lines (agent-derived.h). */
+void agent_nvtx_derive(struct agent_src *s, uint32_t plane, int64_t start, int64_t dur, uint32_t corr);
 /* describe: this window's NVTX warnings of @s (drops, no op names, no
  * steps); counts start over. */
 void agent_nvtx_describe(struct agent_src *s);

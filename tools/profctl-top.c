@@ -469,6 +469,8 @@ static int walk_host(struct xs_file *f, struct top *t)
 					break;
 				continue;
 			}
+			if (xs_line_is_derived(&ln))
+				continue; /* derived lines repeat the work of other lines */
 			pi = proc_index(t, ln.name);
 			if (pi < 0) {
 				r = pi;
@@ -593,6 +595,8 @@ static int walk_gpus(struct xs_file *f, struct top *t)
 					break;
 				continue;
 			}
+			if (xs_line_is_derived(&ln))
+				continue; /* derived lines repeat the work of other lines */
 			while ((r = xs_next_event(&ei, &ev)) > 0) {
 				const struct xs_meta *m = xs_plane_event_meta(&pl, ev.metadata_id);
 				ps128 start = (ps128)ln.timestamp_ns * 1000 + ev.offset_ps;

@@ -183,6 +183,15 @@ struct xs_event {
 };
 
 static inline struct pb_cursor xs_line_events(const struct xs_line *ln) { return ln->raw; }
+/* A line XProf treats as derived (Steps, Framework Ops, XLA Ops, ...: the
+ * low 32 bits of its id from kThreadIdDerivedMin = 0xdeadbeef up, as
+ * trace_utils.h IsDerivedThreadId): a view of other events, not work. */
+static inline bool xs_line_is_derived(const struct xs_line *ln)
+{
+	uint32_t lo = (uint32_t)ln->id;
+
+	return lo >= 0xdeadbeefu && lo <= 0xdeadbeefu + 289u;
+}
 int xs_next_event(struct pb_cursor *it, struct xs_event *ev);
 
 enum xs_stat_kind {

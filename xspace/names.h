@@ -34,6 +34,14 @@
 /* XProf keeps the low 32 bits of a line id and derives lines of its own from
  * kThreadIdDerivedMin = 0xdeadbeef up (xla trace_utils.h): ids stay below. */
 #define XN_LINE_ID_LIMIT 0xdeadbeefu
+/* XProf's derived lines (xplane_schema.cc; ids XN_LINE_ID_LIMIT + 0, 3, 4, 5
+ * as trace_utils.h kThreadIdStepInfo, kThreadIdTfOp, kThreadIdHloModule,
+ * kThreadIdHloOp), written by profd for GPU work in NVTX steps
+ * (collectors/agent-derived.h). */
+#define XN_LINE_DERIVED_STEPS "Steps"
+#define XN_LINE_DERIVED_FRAMEWORK_OPS "Framework Ops"
+#define XN_LINE_DERIVED_XLA_MODULES "XLA Modules"
+#define XN_LINE_DERIVED_XLA_OPS "XLA Ops"
 #define XN_LINE_DISPLAY_FMT "%.64s %u / %s"
 #define XN_LINE_CUPTI_OVERHEAD "CUPTI overhead"
 
@@ -192,3 +200,4 @@
  * hlo_op has no HLO proto, and a daemon has none. */
 #define XN_STAT_HLO_OP_NAME "hlo_op_name"
 #define XN_STAT_HLO_OP "hlo_op"
+#define XN_STAT_HLO_MODULE "hlo_module"

@@ -8,6 +8,7 @@ Checked in the decoded XSpace: ranges on /host:CPU NVTX lines, annotation
 stats on the GPU work launched inside them, steps (group_id), the warnings,
 and what XProf's own rules then do with the space (IsXSpaceGrouped).
 """
+import json
 import os
 import subprocess
 import unittest
@@ -116,6 +117,36 @@ class NvtxOnFakeCupti(unittest.TestCase):
         self.assertEqual(sorted(st["group_id"].int64_value for _, st in copies), list(range(1, STEPS + 1)))
         self.assertTrue(all(ref(p, st["tf_op"]) == "fusion.3:fusion" for p, st in copies))
 
+        # XProf derives no lines for a grouped space: profd writes the step and
+        # op lines of the work inside steps, with XProf's ids and names, one
+        # event per run of one name in one step (agent-derived.h).
+        derived = {l.id: l for l in plane0.lines if l.id >= T.LINE_ID_LIMIT}
+        want = {0xdeadbeef: "Steps", 0xdeadbeef + 3: "Framework Ops", 0xdeadbeef + 4: "XLA Modules",
+                0xdeadbeef + 5: "XLA Ops"}
+        self.assertEqual({i: l.name for i, l in derived.items()}, want)
+
+        def names(i):
+            return [(plane0.event_metadata[e.metadata_id].name, stats_of(plane0, e)["group_id"].int64_value)
+                    for e in sorted(derived[i].events, key=lambda e: e.offset_ps)]
+        self.assertEqual(names(0xdeadbeef), [(str(i), i) for i in range(1, STEPS + 1)])
+        self.assertEqual(names(0xdeadbeef + 3),
+                         [x for i in range(1, STEPS + 1) for x in (("train_step", i), ("fusion.3:fusion", i))])
+        self.assertEqual(names(0xdeadbeef + 4), [("jit_train_step", i) for i in range(1, STEPS + 1)])
+        self.assertEqual(names(0xdeadbeef + 5), [("fusion.3", i) for i in range(1, STEPS + 1)])
+        # Each step's event spans its kernels and copies.
+        steps = sorted(derived[0xdeadbeef].events, key=lambda e: e.offset_ps)
+        spans = [(e.offset_ps, e.offset_ps + e.duration_ps) for e in steps]
+        for l in plane0.lines:
+            if l.id >= T.LINE_ID_LIMIT:
+                continue
+            for e in l.events:
+                g = stats_of(plane0, e).get("group_id")
+                if g is None:
+                    continue
+                t0 = l.timestamp_ns * 1000 + e.offset_ps - derived[0xdeadbeef].timestamp_ns * 1000
+                lo, hi = spans[g.int64_value - 1]
+                self.assertTrue(lo <= t0 and t0 + e.duration_ps <= hi, (g.int64_value, t0, lo, hi))
+
         # Host: a /NVTX line for the thread, step ranges as XProf root events.
         h = host_plane(x)
         nv = [l for l in h.lines if l.name.endswith(f"(pid {a.pid})/tid {a.main_tid}/NVTX")]
@@ -191,6 +222,11 @@ class NvtxOnFakeCupti(unittest.TestCase):
             f.write(x.SerializeToString())
         out = subprocess.run([profctl, "doctor", path], capture_output=True, text=True, timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)
+        # profctl top counts the kernels once: the derived lines (Steps, ...)
+        # repeat them and are left out, as XProf leaves them out of its stats.
+        top = subprocess.run([profctl, "top", "--json", path], capture_output=True, text=True, timeout=60)
+        self.assertEqual(top.returncode, 0, top.stderr)
+        self.assertEqual([g["kernels"] for g in json.loads(top.stdout)["gpus"]], [2 * STEPS])
         got = T.doctor_verdicts(out.stdout)
         for tool in ("overview_page", "framework_op_stats", "memory_profile", "kernel_stats", "trace_viewer"):
             self.assertTrue(got.get(tool, (False,))[0], (tool, out.stdout))
