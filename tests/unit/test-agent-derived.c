@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Derived lines for GPU work inside steps (collectors/agent-derived.c):
+ * records out of time order merge into one event per run of one name in one
+ * step, on XProf's line ids, only on GPU planes the window has, only for
+ * runs that start in the window; read back through the XSpace writer and
+ * protobuf-c's decoder.
+ */
+#include <string.h>
+
+#include "agent-derived.h"
+#include "harness.h"
+#include "tensorflow/xplane.pb-c.h"
+#include "xspace/names.h"
+#include "xspace/xspace.h"
+
+#define BASE 1700000000000000000LL
+
+static const char *event_name(const Tensorflow__Profiler__XPlane *p, int64_t id)
+{
+	for (size_t i = 0; i < p->n_event_metadata; i++)
+		if (p->event_metadata[i]->key == id)
+			return p->event_metadata[i]->value->name;
+	return "";
+}
+
+static char notes[2][256];
+static unsigned n_notes;
+
+static void note(void *ud, const char *text)
+{
+	(void)ud;
+	if (n_notes < 2)
+		snprintf(notes[n_notes++], sizeof(notes[0]), "%s", text);
+}
+
+/* Describe [@start, @stop) (offsets from BASE) with GPU plane 0 present;
+ * "line-id name start dur group" rows of every derived event into @out. */
+static size_t window(struct agent_derived *ad, int64_t start, int64_t stop, char out[][64], size_t max)
+{
+	struct trace *t;
+	struct xspace_out xo;
+	struct xspace_info info = { .hostname = "h", .start_ns = BASE + start, .stop_ns = BASE + stop };
+	Tensorflow__Profiler__XSpace *x;
+	size_t n = 0;
+
+	n_notes = 0;
+	if (trace_new(0, &t) < 0 || !trace_plane(t, "/device:GPU:0", 0))
+		return 0;
+	agent_derived_describe(ad, t, BASE + start, BASE + stop, note, NULL);
+	if (xspace_encode(t, &info, 16, &xo) < 0 ||
+	    !(x = tensorflow__profiler__xspace__unpack(NULL, xo.xspace_len, xo.xspace)))
+		return 0;
+	for (size_t i = 0; i < x->n_planes; i++) {
+		const Tensorflow__Profiler__XPlane *p = x->planes[i];
+
+		for (size_t l = 0; l < p->n_lines; l++)
+			for (size_t k = 0; k < p->lines[l]->n_events && n < max; k++) {
+				const Tensorflow__Profiler__XEvent *e = p->lines[l]->events[k];
+				/* Offsets count from the window start (xspace.h). */
+				int64_t t0 = (p->lines[l]->timestamp_ns * 1000 + e->offset_ps) / 1000 + start;
+
+				snprintf(out[n++], 64, "%lx %s %lld %lld %lld", (long)p->lines[l]->id,
+					 event_name(p, e->metadata_id), (long long)t0,
+					 (long long)(e->duration_ps / 1000),
+					 (long long)(e->n_stats ? e->stats[0]->int64_value : -1));
+			}
+	}
+	tensorflow__profiler__xspace__free_unpacked(x, NULL);
+	xspace_out_free(&xo);
+	return n;
+}
+
+TEST(agent_derived_merges_runs_per_name_and_step)
+{
+	struct agent_derived ad;
+	char got[16][64];
+
+	agent_derived_init(&ad);
+	agent_derived_start(&ad);
+	/* Out of order; step 1 = [100, 400) in two names, step 2 from 500. */
+	agent_derived_add(&ad, 0, AGENT_DERIVED_FRAMEWORK_OPS, "b", BASE + 300, 100, 1);
+	agent_derived_add(&ad, 0, AGENT_DERIVED_FRAMEWORK_OPS, "a", BASE + 100, 50, 1);
+	agent_derived_add(&ad, 0, AGENT_DERIVED_FRAMEWORK_OPS, "a", BASE + 160, 40, 1);
+	agent_derived_add(&ad, 0, AGENT_DERIVED_FRAMEWORK_OPS, "a", BASE + 500, 10, 2);
+	agent_derived_add(&ad, 0, AGENT_DERIVED_STEPS, "1", BASE + 160, 40, 1);
+	agent_derived_add(&ad, 0, AGENT_DERIVED_STEPS, "1", BASE + 100, 50, 1);
+	agent_derived_add(&ad, 0, AGENT_DERIVED_STEPS, "1", BASE + 300, 100, 1);
+	/* Not derived: outside every step, or on a plane the window lacks. */
+	agent_derived_add(&ad, 0, AGENT_DERIVED_STEPS, "0", BASE + 120, 10, 0);
+	agent_derived_add(&ad, 3, AGENT_DERIVED_STEPS, "1", BASE + 100, 10, 1);
+	ASSERT_EQ(window(&ad, 0, 1000, got, 16), 4);
+	ASSERT_STREQ(got[0], "deadbeef 1 100 300 1");
+	ASSERT_STREQ(got[1], "deadbef2 a 100 100 1");
+	ASSERT_STREQ(got[2], "deadbef2 b 300 100 1");
+	ASSERT_STREQ(got[3], "deadbef2 a 500 10 2");
+	/* A window takes the runs that start in it. */
+	ASSERT_EQ(window(&ad, 400, 1000, got, 16), 1);
+	ASSERT_STREQ(got[0], "deadbef2 a 500 10 2");
+	ASSERT_EQ(n_notes, 0);
+	agent_derived_free(&ad);
+}
+
+TEST(agent_derived_budget_is_counted)
+{
+	struct agent_derived ad;
+	char got[4][64];
+
+	agent_derived_init(&ad);
+	agent_derived_start(&ad);
+	for (uint32_t i = 0; i < AGENT_DERIVED_MAX_RECORDS + 5; i++)
+		agent_derived_add(&ad, 0, AGENT_DERIVED_XLA_OPS, "op", BASE + 10 + i, 1, 1);
+	ASSERT_EQ(ad.n, AGENT_DERIVED_MAX_RECORDS);
+	ASSERT_EQ(window(&ad, 0, INT64_MAX / 4, got, 4), 1); /* one run */
+	ASSERT_EQ(n_notes, 1);
+	ASSERT_TRUE(strstr(notes[0], "5 derived-line records") != NULL);
+	agent_derived_free(&ad);
+}
+
+TEST_MAIN()
