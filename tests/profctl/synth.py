@@ -20,6 +20,8 @@ import subprocess
 import tempfile
 import unittest
 
+import testtmp  # noqa: F401  (every temporary directory under one root, removed at exit)
+
 START_NS = 1_790_000_000_000_000_000
 WINDOW_NS = 10_000_000  # 10 ms
 

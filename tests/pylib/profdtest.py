@@ -22,6 +22,8 @@ import tempfile
 import time
 import unittest
 
+import testtmp  # noqa: F401  (every temporary directory under one root, removed at exit)
+
 SRC = os.environ.get("PROFD_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("PROFD_BUILD", os.path.join(SRC, "build"))
 PROFD = os.environ.get("PROFD", os.path.join(BUILD, "daemon", "profd"))
