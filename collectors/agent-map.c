@@ -324,6 +324,15 @@ static struct trace_line *stream_line(struct agent_src *s, struct trace_plane *p
 	return l;
 }
 
+/* The hub's /host:CPU plane, created at first use (cached until the hub's
+ * contents move out: reset_caches()). NULL when out of memory. */
+static struct trace_plane *host_plane(struct agent_map *m)
+{
+	if (!m->host_plane)
+		m->host_plane = trace_plane(m->c->hub, XN_PLANE_HOST, 0);
+	return m->host_plane;
+}
+
 static struct trace_line *host_line(struct agent_src *s, uint32_t tid)
 {
 	struct agent_map *m = s->m;
@@ -334,9 +343,7 @@ static struct trace_line *host_line(struct agent_src *s, uint32_t tid)
 		return NULL;
 	if (slot->line)
 		return slot->line;
-	if (!m->host_plane)
-		m->host_plane = trace_plane(m->c->hub, XN_PLANE_HOST, 0);
-	if (!m->host_plane)
+	if (!host_plane(m))
 		return NULL;
 	/* Thread ids repeat across pid namespaces: the name carries the pid,
 	 * and the line id is the plane's own. */
@@ -767,9 +774,7 @@ struct trace_line *agent_map_aux_line(struct agent_src *s, uint64_t kind, uint32
 		return NULL;
 	if (slot->line)
 		return slot->line;
-	if (!m->host_plane)
-		m->host_plane = trace_plane(m->c->hub, XN_PLANE_HOST, 0);
-	return m->host_plane ? src_line(s, slot, m->host_plane, 0, name) : NULL;
+	return host_plane(m) ? src_line(s, slot, m->host_plane, 0, name) : NULL;
 }
 
 const char *agent_map_str(const struct agent_src *s, uint32_t id, const char *dflt) { return str_of(s, id, dflt); }

@@ -101,6 +101,17 @@ static void *owz_thread(void *arg)
 	return NULL;
 }
 
+/* What owz_start() set up, once no thread uses it. */
+static void owz_release(struct owz *g)
+{
+	deflateEnd(&g->z);
+	pthread_cond_destroy(&g->cv);
+	pthread_mutex_destroy(&g->lock);
+	free(g->spare);
+	free(g->zbuf);
+	free(g);
+}
+
 int owz_start(struct ow *w, size_t buf_size)
 {
 	struct owz *g = calloc(1, sizeof(*g));
@@ -121,12 +132,7 @@ int owz_start(struct ow *w, size_t buf_size)
 	pthread_cond_init(&g->cv, NULL);
 	g->fd = -1;
 	if (pthread_create(&g->thread, NULL, owz_thread, g) != 0) {
-		deflateEnd(&g->z);
-		pthread_cond_destroy(&g->cv);
-		pthread_mutex_destroy(&g->lock);
-		free(g->spare);
-		free(g->zbuf);
-		free(g);
+		owz_release(g);
 		return -EAGAIN;
 	}
 	w->z = g;
@@ -181,11 +187,6 @@ void owz_free(struct ow *w)
 	pthread_cond_broadcast(&g->cv);
 	pthread_mutex_unlock(&g->lock);
 	pthread_join(g->thread, NULL);
-	deflateEnd(&g->z);
-	pthread_cond_destroy(&g->cv);
-	pthread_mutex_destroy(&g->lock);
-	free(g->spare);
-	free(g->zbuf);
-	free(g);
+	owz_release(g);
 	w->z = NULL;
 }
