@@ -18,11 +18,12 @@ uint32_t agent_stats_size(uint16_t version)
 	switch (version) {
 	case 1: return AGENT_STATS_V1_SIZE;
 	case 2:
-	case 3: return sizeof(struct agent_stats);
+	case 3:
+	case 4: return sizeof(struct agent_stats);
 	default: return 0;
 	}
 }
-_Static_assert(AGENT_PROTO_VERSION == 3, "agent_stats_size() names every version this profd speaks");
+_Static_assert(AGENT_PROTO_VERSION == 4, "agent_stats_size() names every version this profd speaks");
 
 static bool version_known(uint16_t v) { return v >= AGENT_PROTO_VERSION_MIN && v <= AGENT_PROTO_VERSION; }
 
@@ -149,7 +150,7 @@ int agent_parse_frame(struct agent_parse *ps, const struct agent_frame_hdr *h, c
 	return -EBADMSG;
 }
 
-size_t agent_rec_min_size(uint16_t type)
+size_t agent_rec_full_size(uint16_t type)
 {
 	switch (type) {
 	case AGENT_REC_STRING: return sizeof(struct agent_rec_string);
@@ -162,7 +163,22 @@ size_t agent_rec_min_size(uint16_t type)
 	case AGENT_REC_NVTX: return sizeof(struct agent_rec_nvtx);
 	case AGENT_REC_MEM_STATE: return sizeof(struct agent_rec_mem_state);
 	case AGENT_REC_MEMORY2: return sizeof(struct agent_rec_memory2);
+	case AGENT_REC_GRAPH: return sizeof(struct agent_rec_graph);
+	case AGENT_REC_PM_METRICS: return sizeof(struct agent_rec_pm_metrics);
+	case AGENT_REC_PM_SAMPLE: return sizeof(struct agent_rec_pm_sample);
 	default: return 0;
+	}
+}
+
+/* The v3 sizes of the types that grew in v4 (the growth rule, agent-proto.h). */
+size_t agent_rec_min_size(uint16_t type)
+{
+	switch (type) {
+	case AGENT_REC_KERNEL: return AGENT_REC_KERNEL_V3_SIZE;
+	case AGENT_REC_MEMCPY: return AGENT_REC_MEMCPY_V3_SIZE;
+	case AGENT_REC_MEMSET: return AGENT_REC_MEMSET_V3_SIZE;
+	case AGENT_REC_API: return AGENT_REC_API_V3_SIZE;
+	default: return agent_rec_full_size(type);
 	}
 }
 
@@ -197,12 +213,42 @@ static int check_nvtx(const struct agent_rec_nvtx *n, const uint8_t *at, struct 
 	return 0;
 }
 
+/* PM_METRICS: aux names (1..AGENT_PM_MAX_METRICS) must fit; PM_SAMPLE: aux
+ * values (0..AGENT_PM_MAX_METRICS) must fit and the interval not run
+ * backwards. */
+static int check_pm(const struct agent_rec_view *v, const uint8_t *at, struct agent_rec_view *ret,
+		    const char **why)
+{
+	uint32_t k = v->r.h.aux;
+	size_t fixed = agent_rec_full_size(v->type);
+
+	if (v->type == AGENT_REC_PM_METRICS) {
+		if (k == 0 || k > AGENT_PM_MAX_METRICS || fixed + k * sizeof(uint32_t) > v->r.h.size) {
+			*why = "bad PM metric count";
+			return -EBADMSG;
+		}
+		memcpy(ret->pm_ids, at + fixed, k * sizeof(uint32_t));
+	} else {
+		if (k > AGENT_PM_MAX_METRICS || fixed + k * sizeof(double) > v->r.h.size) {
+			*why = "bad PM value count";
+			return -EBADMSG;
+		}
+		if (v->r.pm_sample.end < v->r.pm_sample.start) {
+			*why = "PM sample ends before it starts";
+			return -EBADMSG;
+		}
+		memcpy(ret->pm_values, at + fixed, k * sizeof(double));
+	}
+	ret->n_pm = k;
+	return 0;
+}
+
 int agent_rec_next(struct agent_rec_iter *it, struct agent_rec_view *ret, const char **why)
 {
 	const uint8_t *at = it->p + it->off;
 	size_t left = it->len - it->off;
 	struct agent_rec h;
-	size_t min;
+	size_t min, full;
 
 	if (left == 0)
 		return 0;
@@ -223,8 +269,18 @@ int agent_rec_next(struct agent_rec_iter *it, struct agent_rec_view *ret, const 
 	ret->type = h.type;
 	ret->text = NULL;
 	ret->n_levels = 0;
-	memcpy(&ret->r, at, min);
+	ret->n_pm = 0;
+	/* Growth rule: copy what the sender's version had, zero the rest. */
+	full = agent_rec_full_size(h.type);
+	if (h.size < full) {
+		memcpy(&ret->r, at, h.size);
+		memset((uint8_t *)&ret->r + h.size, 0, full - h.size);
+	} else {
+		memcpy(&ret->r, at, full);
+	}
 	if (h.type == AGENT_REC_NVTX && check_nvtx(&ret->r.nvtx, at, ret, why) < 0)
+		return -EBADMSG;
+	if ((h.type == AGENT_REC_PM_METRICS || h.type == AGENT_REC_PM_SAMPLE) && check_pm(ret, at, ret, why) < 0)
 		return -EBADMSG;
 	if (h.type == AGENT_REC_STRING) {
 		/* aux <= AGENT_MAX_STRING_LEN first: then min + aux cannot wrap. */

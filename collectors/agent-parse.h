@@ -97,13 +97,17 @@ union agent_rec_any {
 	struct agent_rec_overhead overhead;
 	struct agent_rec_api api;
 	struct agent_rec_nvtx nvtx;
+	struct agent_rec_graph graph;
+	struct agent_rec_pm_metrics pm_metrics;
+	struct agent_rec_pm_sample pm_sample;
 };
 
 /**
  * struct agent_rec_view - one validated record.
  * @type: enum agent_rec_type (= @r.h.type);
  * @r:    its fixed part (@r.h.size bytes were in the payload, 8-aligned,
- *        at least the type's struct);
+ *        at least the type's first size, agent_rec_min_size()); fields of
+ *        a later version that the record did not carry read 0;
  * @text: STRING: @r.string.h.aux bytes of text (no NUL), borrowed from the
  *        payload; id is 1..AGENT_MAX_STRINGS and the length at most
  *        AGENT_MAX_STRING_LEN. NULL for other types.
@@ -111,6 +115,10 @@ union agent_rec_any {
  *        levels, outermost first, copied; kind known, end >= start.
  *        Text ids are not checked here (the mapping treats an unknown id
  *        as no text).
+ * @pm_ids, @pm_values, @n_pm: PM_METRICS: its n_pm (1..AGENT_PM_MAX_METRICS
+ *        = aux) STRING ids (unchecked, as NVTX's); PM_SAMPLE: its n_pm
+ *        (0..AGENT_PM_MAX_METRICS = aux) values, copied (any double, NaN
+ *        and infinities included: the mapping checks them); end >= start.
  */
 struct agent_rec_view {
 	uint16_t type;
@@ -118,6 +126,9 @@ struct agent_rec_view {
 	const char *text;
 	struct agent_nvtx_level levels[AGENT_NVTX_MAX_LEVELS];
 	uint32_t n_levels;
+	uint32_t n_pm;
+	uint32_t pm_ids[AGENT_PM_MAX_METRICS];
+	double pm_values[AGENT_PM_MAX_METRICS];
 };
 
 /**
@@ -134,5 +145,8 @@ void agent_rec_iter_init(struct agent_rec_iter *it, const uint8_t *p, size_t len
  * *why: the rest of the payload is malformed (the records before it were
  * valid). After an error the iterator stays at the bad record. */
 int agent_rec_next(struct agent_rec_iter *it, struct agent_rec_view *ret, const char **why);
-/* Smallest size of a record of @type (its struct), 0 for an unknown type. */
+/* Smallest size of a record of @type (its struct in the version that
+ * introduced it; records grow at their end), 0 for an unknown type. */
 size_t agent_rec_min_size(uint16_t type);
+/* Size of @type's struct in this profd's version (>= the min size). */
+size_t agent_rec_full_size(uint16_t type);

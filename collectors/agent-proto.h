@@ -52,13 +52,23 @@
  *   v3  records NVTX (ranges and the range stack at each CUDA launch),
  *       MEM_STATE (memory in use per device when a capture opens) and
  *       MEMORY2 (MEMORY plus the cudaMallocAsync pool it came from)
+ *   v4  START carries the capture's GPU options (struct agent_start) and
+ *       may be sent again while capturing when they change; KERNEL,
+ *       MEMCPY, MEMSET and API grew CUDA graph ids at their end; records
+ *       GRAPH (one graph launch, graph-level tracing), PM_METRICS and
+ *       PM_SAMPLE (hardware counters); ERROR code COUNTERS
+ *
+ * Growth rule for records: a record type may grow at its end in a new
+ * version. The receiver accepts any size from the type's first size up
+ * (agent_rec_min_size) and zero-fills the fields a shorter record lacks, so
+ * a v3 agent's KERNEL reads with graph_node_id 0.
  */
 #pragma once
 
 #include <stdint.h>
 
 #define AGENT_PROTO_MAGIC 0x41444650u /* "PFDA" little-endian */
-#define AGENT_PROTO_VERSION 3u
+#define AGENT_PROTO_VERSION 4u
 /* The oldest agent protocol this profd still serves. */
 #define AGENT_PROTO_VERSION_MIN 1u
 /* Largest payload of one frame; the agent splits record batches below it. */
@@ -159,6 +169,10 @@ enum agent_error_code {
 	AGENT_ERR_FOREIGN = 6,  /* another tool owns the Activity API (e.g. PyTorch's profiler) */
 	AGENT_ERR_NO_CUPTI = 7, /* no usable libcupti found in the job; text says where it looked */
 	AGENT_ERR_NOTICE = 8,   /* tracing runs, with a limitation the user should know of */
+	/* v4 */
+	AGENT_ERR_COUNTERS = 9, /* hardware counters (PM sampling) unavailable: privileges,
+				 * another profiler holds them, unsupported GPU; text says
+				 * which (and who, where CUPTI tells); tracing goes on */
 };
 
 struct agent_error {
@@ -171,10 +185,32 @@ struct agent_flush {
 	uint64_t token;
 };
 
-/* START: a capture. */
+/*
+ * START: a capture. v1-v3 agents get the first AGENT_START_V3_SIZE bytes
+ * (flags 0). From v4 the payload carries the GPU options of the capture:
+ * the union over the windows open now (collectors/agent-opts.h). While a
+ * capture runs the daemon sends START again whenever that union changes
+ * (a window with other options opened, or closed); the agent then applies
+ * the new options and sends no new CLOCK. The agent reads min(length,
+ * sizeof) bytes and zero-fills the rest.
+ */
+#define AGENT_PM_METRICS_MAX 448u /* bytes of pm_metrics incl. the NUL */
+#define AGENT_PM_MAX_METRICS 16u  /* metric names in one PM_METRICS record */
+
 struct agent_start {
 	uint64_t token;
-	uint64_t flags; /* reserved, 0 */
+	uint64_t flags; /* v4: enum agent_start_flag; earlier versions 0 */
+	/* v4 */
+	uint32_t pm_interval_us; /* PM sampling interval (AGENT_START_PM_SAMPLING) */
+	uint32_t pm_buffer_mb;   /* PM sampling hardware buffer per GPU */
+	char pm_metrics[AGENT_PM_METRICS_MAX]; /* comma-separated metric names, NUL-terminated */
+};
+#define AGENT_START_V3_SIZE 16u
+
+enum agent_start_flag {
+	AGENT_START_NVTX = 1u << 0,        /* collect NVTX ranges (an older agent always does) */
+	AGENT_START_GRAPH_TRACE = 1u << 1, /* CUDA graphs as one GRAPH record per launch, not per node */
+	AGENT_START_PM_SAMPLING = 1u << 2, /* sample pm_metrics every pm_interval_us */
 };
 
 /* STATS: counters of the capture, sent after STOP (and on FLUSH). A v1
@@ -210,6 +246,9 @@ enum agent_rec_type {
 	AGENT_REC_NVTX = 8, /* v3 */
 	AGENT_REC_MEM_STATE = 9, /* v3 */
 	AGENT_REC_MEMORY2 = 10, /* v3 */
+	AGENT_REC_GRAPH = 11, /* v4 */
+	AGENT_REC_PM_METRICS = 12, /* v4 */
+	AGENT_REC_PM_SAMPLE = 13, /* v4 */
 };
 
 struct agent_rec {
@@ -262,8 +301,11 @@ struct agent_rec_kernel {
 	int32_t grid[3];
 	int32_t block[3];
 	uint32_t occ_pct_e4; /* theoretical occupancy in 1/10000 %; UINT32_MAX = unknown */
-	uint32_t graph_id;
+	uint32_t graph_id;   /* CUDA graph the kernel was launched from, 0 = none */
+	/* v4 */
+	uint64_t graph_node_id; /* CUpti graphNodeId, 0 = none */
 };
+#define AGENT_REC_KERNEL_V3_SIZE 88u
 
 struct agent_rec_memcpy {
 	struct agent_rec h;
@@ -274,7 +316,12 @@ struct agent_rec_memcpy {
 	uint8_t copy_kind;   /* enum agent_copy_kind */
 	uint8_t src_kind, dst_kind; /* enum agent_mem_kind */
 	uint8_t async;
+	/* v4 */
+	uint64_t graph_node_id; /* 0 = not a graph node */
+	uint32_t graph_id;
+	uint32_t _pad4;
 };
+#define AGENT_REC_MEMCPY_V3_SIZE 56u
 
 struct agent_rec_memset {
 	struct agent_rec h;
@@ -285,7 +332,12 @@ struct agent_rec_memset {
 	uint8_t mem_kind;
 	uint8_t async;
 	uint8_t _pad[2];
+	/* v4 */
+	uint64_t graph_node_id; /* 0 = not a graph node */
+	uint32_t graph_id;
+	uint32_t _pad4;
 };
+#define AGENT_REC_MEMSET_V3_SIZE 56u
 
 enum agent_mem_op { AGENT_MEMOP_ALLOC = 1, AGENT_MEMOP_FREE = 2 };
 
@@ -362,6 +414,46 @@ struct agent_rec_api {
 	uint16_t domain; /* enum agent_api_domain */
 	uint16_t _pad;
 	int32_t ret;
+	/* v4: a graph launch (cuGraphLaunch, cudaGraphLaunch) */
+	uint32_t graph_id;      /* the graph the executable was instantiated from, 0 = none */
+	uint32_t graph_exec_id; /* the executable graph launched, 0 = none */
+};
+#define AGENT_REC_API_V3_SIZE 48u
+
+/* GRAPH (v4): one CUDA graph launch traced as a whole (AGENT_START_GRAPH_TRACE;
+ * CUpti_ActivityGraphTrace2), in place of its nodes' records. */
+struct agent_rec_graph {
+	struct agent_rec h;
+	uint64_t start, end;
+	uint32_t device, context, stream, correlation; /* where the first node ran */
+	uint32_t graph_id;
+	uint32_t end_device; /* where the last node ran */
+};
+
+/*
+ * PM_METRICS (v4): the metrics of the PM_SAMPLE records of @device that
+ * follow, sent once per device when sampling starts (again if the set
+ * changes). aux = number of metrics (1..AGENT_PM_MAX_METRICS); a uint32_t
+ * STRING id per metric follows, padded to 8.
+ */
+struct agent_rec_pm_metrics {
+	struct agent_rec h;
+	uint32_t device;      /* local ordinal */
+	uint32_t interval_us; /* the interval the hardware was set to */
+	/* uint32_t name_id[aux]; */
+};
+
+/*
+ * PM_SAMPLE (v4): one PM sampling interval of one device. aux = number of
+ * values, equal to the metrics of the device's last PM_METRICS record, in
+ * its order; a double per metric follows (NaN = not measured).
+ */
+struct agent_rec_pm_sample {
+	struct agent_rec h;
+	uint64_t start, end; /* the interval, agent clock */
+	uint32_t device;
+	uint32_t _pad;
+	/* double value[aux]; */
 };
 
 /* NVTX: one finished range, or the NVTX range stack of the thread at a CUDA
@@ -414,14 +506,18 @@ AGENT_STATIC_SIZE(struct agent_error, 256);
 AGENT_STATIC_SIZE(struct agent_stats, 64);
 AGENT_STATIC_SIZE(struct agent_rec, 8);
 AGENT_STATIC_SIZE(struct agent_rec_string, 16);
-AGENT_STATIC_SIZE(struct agent_rec_kernel, 88);
-AGENT_STATIC_SIZE(struct agent_rec_memcpy, 56);
-AGENT_STATIC_SIZE(struct agent_rec_memset, 56);
+AGENT_STATIC_SIZE(struct agent_start, 472);
+AGENT_STATIC_SIZE(struct agent_rec_kernel, 96);
+AGENT_STATIC_SIZE(struct agent_rec_memcpy, 72);
+AGENT_STATIC_SIZE(struct agent_rec_memset, 72);
 AGENT_STATIC_SIZE(struct agent_rec_memory, 56);
 AGENT_STATIC_SIZE(struct agent_rec_memory2, 80);
 AGENT_STATIC_SIZE(struct agent_rec_mem_state, 40);
 AGENT_STATIC_SIZE(struct agent_rec_overhead, 48);
-AGENT_STATIC_SIZE(struct agent_rec_api, 48);
+AGENT_STATIC_SIZE(struct agent_rec_api, 56);
+AGENT_STATIC_SIZE(struct agent_rec_graph, 48);
+AGENT_STATIC_SIZE(struct agent_rec_pm_metrics, 16);
+AGENT_STATIC_SIZE(struct agent_rec_pm_sample, 32);
 AGENT_STATIC_SIZE(struct agent_nvtx_level, 8);
 AGENT_STATIC_SIZE(struct agent_rec_nvtx, 56);
 

@@ -166,7 +166,8 @@ static void conn_start(struct conn *k)
 	struct rx *rx = k->rx;
 	struct agent_start st = { .token = rx->start_token };
 
-	if (conn_send(k, AGENT_FRAME_START, &st, sizeof(st)) < 0)
+	/* An agent before v4 takes the 16 bytes it knows (agent-proto.h). */
+	if (conn_send(k, AGENT_FRAME_START, &st, k->ps.version >= 4 ? sizeof(st) : AGENT_START_V3_SIZE) < 0)
 		return;
 	k->capturing = true;
 	count_capturing(rx);

@@ -22,11 +22,13 @@ struct agent_client {
 	uint64_t next_try_ns;   /* CLOCK_MONOTONIC */
 	uint64_t connected_ns;  /* when the open connection was made */
 	bool heard;             /* the daemon sent a frame on this connection */
-	uint8_t rbuf[256];
+	uint8_t rbuf[1024]; /* a few daemon frames; START (the largest) is 488 bytes */
 	size_t rlen;
 	uint64_t send_timeout_ms;
 	uint16_t version; /* protocol version of every frame sent and expected (default: ours) */
 };
+_Static_assert(sizeof(((struct agent_client *)0)->rbuf) >= 2 * (sizeof(struct agent_frame_hdr) + sizeof(struct agent_start)),
+	       "the receive buffer holds two STARTs");
 
 /* @path NULL: $PROFD_AGENT_SOCKET, else @dflt. */
 void agent_client_init(struct agent_client *c, const char *path, const char *dflt);

@@ -1255,7 +1255,7 @@ static void *agent_main(void *arg)
 		}
 		if (g.cl.fd >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
 			struct agent_frame_hdr h;
-			uint8_t payload[64];
+			uint8_t payload[sizeof(struct agent_start)];
 			int r;
 
 			while ((r = agent_client_recv(&g.cl, &h, payload, sizeof(payload))) > 0)

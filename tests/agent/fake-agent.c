@@ -403,7 +403,7 @@ int main(int argc, char **argv)
 	for (;;) {
 		struct pollfd p = { .fd = cl.fd, .events = POLLIN };
 		struct agent_frame_hdr h;
-		uint8_t payload[64];
+		uint8_t payload[sizeof(struct agent_start)];
 		int r;
 
 		if (cl.fd < 0)

@@ -27,7 +27,7 @@ HDR = struct.Struct("<IHHII")
 # collectors/agent-proto.h: profd serves PROTO_VERSION_MIN..PROTO_VERSION; the
 # real agent and the fake one (by default) speak PROTO_VERSION.
 PROTO_VERSION_MIN = 1
-PROTO_VERSION = 3
+PROTO_VERSION = 4
 
 
 class Agent:

@@ -223,8 +223,9 @@ TEST(agent_parse_stats_size_per_version)
 	ASSERT_EQ(agent_stats_size(1), AGENT_STATS_V1_SIZE);
 	ASSERT_EQ(agent_stats_size(2), sizeof(struct agent_stats));
 	ASSERT_EQ(agent_stats_size(3), sizeof(struct agent_stats));
+	ASSERT_EQ(agent_stats_size(4), sizeof(struct agent_stats));
 	ASSERT_EQ(agent_stats_size(0), 0);
-	ASSERT_EQ(agent_stats_size(4), 0);
+	ASSERT_EQ(agent_stats_size(5), 0);
 }
 
 /* ---- headers ------------------------------------------------------------------- */
@@ -405,6 +406,105 @@ TEST(agent_parse_record_sizes)
 	ASSERT_REJECT(one_record(b, rec(b, 0xffff, 16, 0), &v, &why), -EBADMSG, "unknown record type");
 	ASSERT_REJECT(one_record(b, 4, &v, &why), -EBADMSG, "truncated record header");
 	ASSERT_EQ(one_record(b, 0, &v, &why), 0);
+}
+
+/* The growth rule (v4): a v3 agent's shorter KERNEL, MEMCPY, MEMSET and API
+ * read with the v4 fields 0, whatever bytes lie after the record; a v4
+ * record carries them. */
+TEST(agent_parse_records_grow_at_their_end)
+{
+	static uint8_t b[512];
+	struct agent_rec_kernel k;
+	struct agent_rec_api a;
+	struct agent_rec_view v;
+	const char *why;
+
+	ASSERT_EQ(agent_rec_min_size(AGENT_REC_KERNEL), AGENT_REC_KERNEL_V3_SIZE);
+	ASSERT_EQ(agent_rec_full_size(AGENT_REC_KERNEL), sizeof(k));
+	ASSERT_EQ(agent_rec_min_size(AGENT_REC_API), AGENT_REC_API_V3_SIZE);
+	ASSERT_EQ(agent_rec_full_size(AGENT_REC_API), sizeof(a));
+	ASSERT_EQ(agent_rec_min_size(AGENT_REC_MEMCPY), AGENT_REC_MEMCPY_V3_SIZE);
+	ASSERT_EQ(agent_rec_min_size(AGENT_REC_MEMSET), AGENT_REC_MEMSET_V3_SIZE);
+	memset(&k, 0, sizeof(k));
+	k.h.type = AGENT_REC_KERNEL;
+	k.h.size = sizeof(k);
+	k.graph_id = 7;
+	k.graph_node_id = 0x123456789ull;
+	memset(b, 0xab, sizeof(b));
+	memcpy(b, &k, sizeof(k));
+	ASSERT_EQ(one_record(b, sizeof(k), &v, &why), 1);
+	ASSERT_EQ(v.r.kernel.graph_id, 7);
+	ASSERT_U64_EQ(v.r.kernel.graph_node_id, 0x123456789ull);
+	/* The same bytes cut to v3's size: the node id is not read from what follows. */
+	k.h.size = AGENT_REC_KERNEL_V3_SIZE;
+	memcpy(b, &k, sizeof(k));
+	ASSERT_EQ(one_record(b, AGENT_REC_KERNEL_V3_SIZE, &v, &why), 1);
+	ASSERT_EQ(v.r.kernel.graph_id, 7);
+	ASSERT_U64_EQ(v.r.kernel.graph_node_id, 0);
+	memset(&a, 0, sizeof(a));
+	a.h.type = AGENT_REC_API;
+	a.h.size = AGENT_REC_API_V3_SIZE;
+	a.graph_exec_id = 99;
+	memset(b, 0xcd, sizeof(b));
+	memcpy(b, &a, sizeof(a));
+	ASSERT_EQ(one_record(b, AGENT_REC_API_V3_SIZE, &v, &why), 1);
+	ASSERT_EQ(v.r.api.graph_exec_id, 0);
+	ASSERT_EQ(v.r.api.graph_id, 0);
+}
+
+/* PM_METRICS and PM_SAMPLE (v4): counts within AGENT_PM_MAX_METRICS and
+ * within the record, the ids and values copied out. */
+TEST(agent_parse_pm_records)
+{
+	static uint8_t b[512];
+	struct agent_rec_pm_metrics m;
+	struct agent_rec_pm_sample s;
+	struct agent_rec_view v;
+	const char *why;
+	uint32_t ids[3] = { 4, 5, 6 };
+	double vals[3] = { 1.5, 0.0, 99.0 };
+
+	memset(&m, 0, sizeof(m));
+	m.h.type = AGENT_REC_PM_METRICS;
+	m.h.aux = 3;
+	m.h.size = (uint16_t)agent_rec_align(sizeof(m) + sizeof(ids));
+	m.device = 1;
+	memset(b, 0, sizeof(b));
+	memcpy(b, &m, sizeof(m));
+	memcpy(b + sizeof(m), ids, sizeof(ids));
+	ASSERT_EQ(one_record(b, m.h.size, &v, &why), 1);
+	ASSERT_EQ(v.n_pm, 3);
+	ASSERT_EQ(v.pm_ids[2], 6);
+	ASSERT_EQ(v.r.pm_metrics.device, 1);
+	m.h.aux = 5; /* one more than the record holds (3 ids padded to 4) */
+	memcpy(b, &m, sizeof(m));
+	ASSERT_REJECT(one_record(b, m.h.size, &v, &why), -EBADMSG, "bad PM metric count");
+	m.h.aux = 0;
+	memcpy(b, &m, sizeof(m));
+	ASSERT_REJECT(one_record(b, m.h.size, &v, &why), -EBADMSG, "bad PM metric count");
+	m.h.aux = AGENT_PM_MAX_METRICS + 1;
+	m.h.size = (uint16_t)agent_rec_align(sizeof(m) + m.h.aux * 4u);
+	memcpy(b, &m, sizeof(m));
+	ASSERT_REJECT(one_record(b, m.h.size, &v, &why), -EBADMSG, "bad PM metric count");
+
+	memset(&s, 0, sizeof(s));
+	s.h.type = AGENT_REC_PM_SAMPLE;
+	s.h.aux = 3;
+	s.h.size = sizeof(s) + sizeof(vals);
+	s.start = 100;
+	s.end = 200;
+	memcpy(b, &s, sizeof(s));
+	memcpy(b + sizeof(s), vals, sizeof(vals));
+	ASSERT_EQ(one_record(b, s.h.size, &v, &why), 1);
+	ASSERT_EQ(v.n_pm, 3);
+	ASSERT_TRUE(v.pm_values[2] == 99.0);
+	s.end = 99;
+	memcpy(b, &s, sizeof(s));
+	ASSERT_REJECT(one_record(b, s.h.size, &v, &why), -EBADMSG, "PM sample ends before it starts");
+	s.end = 200;
+	s.h.aux = 4;
+	memcpy(b, &s, sizeof(s));
+	ASSERT_REJECT(one_record(b, s.h.size, &v, &why), -EBADMSG, "bad PM value count");
 }
 
 /* MEMORY2 and MEM_STATE (v3): sized like the others, and the fields the
