@@ -203,7 +203,8 @@ struct agent_start {
 	/* v4 */
 	uint32_t pm_interval_us; /* PM sampling interval (AGENT_START_PM_SAMPLING) */
 	uint32_t pm_buffer_mb;   /* PM sampling hardware buffer per GPU */
-	char pm_metrics[AGENT_PM_METRICS_MAX]; /* comma-separated metric names, NUL-terminated */
+	char pm_metrics[AGENT_PM_METRICS_MAX]; /* comma-separated metric names, NUL-terminated;
+						* "" = the agent's default set */
 };
 #define AGENT_START_V3_SIZE 16u
 

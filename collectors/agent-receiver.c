@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "agent-map.h"
+#include "agent-opts.h"
 #include "agent-parse.h"
 #include "agent-proto.h"
 #include "agent-receiver.h"
@@ -92,6 +93,7 @@ struct rx {
 	bool closing;
 	bool running;
 	uint64_t start_token;
+	struct agent_opts opts; /* the open windows' union (agent_options()), sent in START */
 	uint64_t flush_token;
 	unsigned flush_waiting;
 	uv_timer_t sweep; /* closes connections silent past the HELLO deadline */
@@ -161,13 +163,27 @@ static void count_capturing(struct rx *rx)
 	rx->map.n_capturing = n;
 }
 
+/* START with the current token and options; an agent before v4 takes the
+ * 16 bytes it knows (agent-proto.h). */
+static int conn_send_start(struct conn *k)
+{
+	struct rx *rx = k->rx;
+	struct agent_start st = {
+		.token = rx->start_token,
+		.flags = rx->opts.flags,
+		.pm_interval_us = rx->opts.pm_interval_us,
+		.pm_buffer_mb = rx->opts.pm_buffer_mb,
+	};
+
+	memcpy(st.pm_metrics, rx->opts.pm_metrics, sizeof(st.pm_metrics));
+	return conn_send(k, AGENT_FRAME_START, &st, k->ps.version >= 4 ? sizeof(st) : AGENT_START_V3_SIZE);
+}
+
 static void conn_start(struct conn *k)
 {
 	struct rx *rx = k->rx;
-	struct agent_start st = { .token = rx->start_token };
 
-	/* An agent before v4 takes the 16 bytes it knows (agent-proto.h). */
-	if (conn_send(k, AGENT_FRAME_START, &st, k->ps.version >= 4 ? sizeof(st) : AGENT_START_V3_SIZE) < 0)
+	if (conn_send_start(k) < 0)
 		return;
 	k->capturing = true;
 	count_capturing(rx);
@@ -704,6 +720,23 @@ static int agent_start(struct collector *c)
 	return 0;
 }
 
+/* The windows' options changed: agents capturing now get a START with the
+ * new ones (v4 agents apply them in place; older ones cannot, and keep
+ * what they do). The next capture's agents get them in their first START. */
+static void agent_options(struct collector *c, const struct agent_opts *o)
+{
+	struct rx *rx = to_rx(c);
+
+	if (memcmp(&rx->opts, o, sizeof(*o)) == 0)
+		return;
+	rx->opts = *o;
+	if (!rx->running)
+		return;
+	for (struct conn *k = rx->conns; k; k = k->next)
+		if (k->capturing && !k->closing && k->ps.version >= 4)
+			(void)conn_send_start(k);
+}
+
 static void agent_flush(struct collector *c, int64_t until_ns)
 {
 	struct rx *rx = to_rx(c);
@@ -830,6 +863,7 @@ const struct collector_ops agent_receiver_collector_ops = {
 	.probe = agent_probe,
 	.init = agent_init,
 	.start = agent_start,
+	.options = agent_options,
 	.flush = agent_flush,
 	.describe = agent_describe,
 	.stop = agent_stop,

@@ -141,6 +141,16 @@ void collector_set_start(struct collector_set *s)
 	}
 }
 
+void collector_set_options(struct collector_set *s, const struct agent_opts *o)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		struct collector *c = s->v[i];
+
+		if ((c->state == COLLECTOR_READY || c->state == COLLECTOR_RUNNING) && c->ops->options)
+			c->ops->options(c, o);
+	}
+}
+
 void collector_set_stop(struct collector_set *s)
 {
 	for (size_t i = 0; i < s->n; i++) {

@@ -99,10 +99,15 @@ struct collector_cfg {
  *             and agent-receiver.c do). NULL = nothing is ever pending.
  * @describe:  add what a reader of this window must know to @snap (plane
  *             stats, warnings). NULL = nothing.
+ * @options:   the GPU options the open windows ask for changed (their
+ *             union, agent-opts.h); called before @start and whenever a
+ *             window opens or closes with other options. NULL = ignored.
  * @stop:      the last window closed: disarm.
  * @close:     uv_close() handles; call collector_closed(c) once all are
  *             closed (at once if none). NULL = nothing to close.
  */
+struct agent_opts; /* agent-opts.h */
+
 struct collector_ops {
 	const char *name;
 	size_t priv_size;
@@ -111,6 +116,7 @@ struct collector_ops {
 	int (*start)(struct collector *c);
 	void (*flush)(struct collector *c, int64_t until_ns);
 	void (*describe)(struct collector *c, struct trace *snap, int64_t start_ns, int64_t stop_ns);
+	void (*options)(struct collector *c, const struct agent_opts *o);
 	void (*stop)(struct collector *c);
 	void (*close)(struct collector *c);
 };
@@ -162,6 +168,8 @@ typedef void (*collector_set_cb)(void *userdata);
 int collector_set_new(uv_loop_t *loop, const struct collector_cfg *cfg, struct trace *hub,
 		      struct collector_set **ret);
 void collector_set_start(struct collector_set *s);
+/* Hand every collector (running or ready) the open windows' union of GPU options. */
+void collector_set_options(struct collector_set *s, const struct agent_opts *o);
 void collector_set_stop(struct collector_set *s);
 /* Ask every running collector to flush up to @until_ns; @cb runs once all
  * are done or @timeout_ms passed, whichever comes first. */

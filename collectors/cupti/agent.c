@@ -153,6 +153,7 @@ static struct agent {
 	} mem;
 
 	/* capture */
+	struct agent_start opts;  /* the last START, its options (agent thread; v4) */
 	atomic_int capturing;
 	CUpti_SubscriberHandle sub;
 	bool subscribed;
@@ -1190,11 +1191,35 @@ static void on_connected(void)
 			return;
 }
 
+/*
+ * START's options (agent-proto.h, v4): a shorter START (an older profd)
+ * reads as zeros. The first START of a capture starts it; a START while
+ * capturing only changes the options (capture_options()).
+ */
+static void take_start_options(const struct agent_frame_hdr *h, const uint8_t *p)
+{
+	struct agent_start st;
+
+	memset(&st, 0, sizeof(st));
+	memcpy(&st, p, h->length < sizeof(st) ? h->length : sizeof(st));
+	st.pm_metrics[sizeof(st.pm_metrics) - 1] = 0;
+	g.opts = st;
+}
+
+/* The options changed while a capture runs: apply what can change now. */
+static void capture_options(void)
+{
+}
+
 static void handle_command(const struct agent_frame_hdr *h, const uint8_t *p)
 {
 	switch (h->kind) {
 	case AGENT_FRAME_START:
-		capture_start();
+		take_start_options(h, p);
+		if (atomic_load(&g.capturing))
+			capture_options();
+		else
+			capture_start();
 		break;
 	case AGENT_FRAME_STOP:
 		capture_stop(true, true);
