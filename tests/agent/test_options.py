@@ -252,5 +252,38 @@ class Options(T.AgentDaemonCase):
                         os.listdir(self.allowed))
 
 
+
+class DaemonDefaults(T.AgentDaemonCase):
+    """--pm-sample* are the defaults of requests that set no PM key, and of
+    Monitor windows; a request's keys override them."""
+
+    @classmethod
+    def daemon_args(cls):
+        return super().daemon_args() + ["--pm-sample", "a.b, c", "--pm-sample-interval", "2ms",
+                                        "--pm-sample-buffer", "128"]
+
+    @classmethod
+    def cleanup(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def setUp(self):
+        T.wait_for(lambda: not self.status(P.profd.StatusRequest(), timeout=10).agents, 10)
+
+    def test_defaults_and_overrides(self):
+        a = Agent(self.sock, [UUID_A], "--captures", "3")
+        addr = f"localhost:{self.d.port}"
+        self.profile(T.profile_request(P, 200, addr), timeout=30)
+        a.wait(lambda ls: ls.count("stopped") == 1)
+        self.profile(T.profile_request(P, 200, addr, advanced={"gpu_pm_sample_counters": "",
+                                                                "gpu_pm_sample_interval_us": 900}), timeout=30)
+        a.wait(lambda ls: ls.count("stopped") == 2)
+        self.monitor(P.ps.MonitorRequest(duration_ms=200, monitoring_level=1), timeout=30)
+        a.finish()
+        o = a.options()
+        self.assertEqual(o[0], {"flags": NVTX | PM, "interval_us": "2000", "buffer_mb": "128", "metrics": "a.b,c"})
+        self.assertEqual(o[1]["flags"], NVTX)  # an empty list turns sampling off
+        self.assertEqual(o[2], o[0], "Monitor windows use the daemon defaults")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
