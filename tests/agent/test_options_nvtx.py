@@ -65,6 +65,9 @@ class NvtxOption(unittest.TestCase):
         self.assertEqual(annotated(x), [])
         # Nothing was collected, so nothing had to be cut from the window.
         self.assertFalse([w for w in x.warnings if "gpu_enable_nvtx_tracking" in w], list(x.warnings))
+        # NVTX hints ("wrap ops in NVTX ranges") would mislead: NVTX was turned off.
+        self.assertFalse([w for w in x.warnings if "no op names" in w or "no steps found" in w],
+                         list(x.warnings))
         # Explicitly on (also the default): ranges and annotations.
         t, out = self.start(900, {"gpu_enable_nvtx_tracking": True}, "on")
         self.traced(a)
