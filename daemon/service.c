@@ -4,10 +4,15 @@
  *
  * Profile, step by step (reference/protocol.md §2.2, with profd's
  * differences documented in docs/protocol.md):
- *   1. validate (duration, delay, names used in paths, repository_root);
- *   2. open a session window; the client's cancel or deadline aborts it;
+ *   1. validate (duration, delay, names used in paths, repository_root),
+ *      and read the GPU options of advanced_configuration (capture-opts.h:
+ *      warnings, or INVALID_ARGUMENT with raise_error_on_start_failure);
+ *   2. open a session window with those options (the session manager
+ *      hands the open windows' union to the agents); the client's cancel
+ *      or deadline aborts it;
  *   3. when the window closes, a uv work item filters planes by tracer
- *      level, encodes the XSpace (xspace_encode), writes the repository
+ *      level, applies the window's own limits (capture-limits.h), encodes
+ *      the XSpace (xspace_encode), writes the repository
  *      copy if allowed, and frames the ProfileResponse around the bytes;
  *      a repository copy that cannot be made never costs the client its
  *      data: the reply is still OK and XSpace.errors says why;
