@@ -56,10 +56,14 @@ int capture_opts_set_pm_metrics(struct agent_opts *o, const char *csv, char *why
 	size_t len = 0;
 	unsigned n = 0;
 	const char *p = csv;
+	size_t k;
 
 	while (blank(*p))
 		p++;
-	if (strcmp(p, "default") == 0) {
+	k = strlen(p);
+	while (k && blank(p[k - 1]))
+		k--;
+	if (k == strlen("default") && memcmp(p, "default", k) == 0) {
 		o->flags |= AGENT_START_PM_SAMPLING;
 		memset(o->pm_metrics, 0, sizeof(o->pm_metrics));
 		return 0;

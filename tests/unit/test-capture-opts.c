@@ -227,6 +227,10 @@ TEST(pm_metric_lists)
 	ASSERT_OK(capture_opts_set_pm_metrics(&o, "default", why, sizeof(why)));
 	ASSERT_EQ(o.flags, AGENT_START_PM_SAMPLING);
 	ASSERT_STREQ(o.pm_metrics, "");
+	memset(&o, 0, sizeof(o));
+	ASSERT_OK(capture_opts_set_pm_metrics(&o, " default ", why, sizeof(why)));
+	ASSERT_EQ(o.flags, AGENT_START_PM_SAMPLING);
+	ASSERT_STREQ(o.pm_metrics, "");
 	ASSERT_OK(capture_opts_set_pm_metrics(&o, " , ,", why, sizeof(why)));
 	ASSERT_EQ(o.flags, 0); /* no metric: off, as upstream */
 	ASSERT_OK(capture_opts_set_pm_metrics(&o, "", why, sizeof(why)));
