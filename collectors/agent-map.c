@@ -496,14 +496,15 @@ static void context_stat(struct trace_plane *p, struct buf *b, uint32_t ctx)
 
 /* ---- CUDA graphs (docs/agent.md "CUDA graphs") ---- */
 
-/* The stats of work a graph node did: none outside graphs. The ids are
- * only shown, never used as indices: any value the agent sends is fine. */
+/* The stats of work a graph node did: none outside graphs, no node id
+ * from an agent before v4 (0). The ids are only shown, never used as
+ * indices: any value the agent sends is fine. */
 static void graph_node_stats(struct trace_plane *p, struct buf *b, uint32_t graph_id, uint64_t node_id)
 {
-	if (!graph_id && !node_id)
-		return;
-	trace_stat_u64(p, b, XN_STAT_CUDA_GRAPH_ID, graph_id);
-	trace_stat_u64(p, b, XN_STAT_CUDA_GRAPH_NODE_ID, node_id);
+	if (graph_id)
+		trace_stat_u64(p, b, XN_STAT_CUDA_GRAPH_ID, graph_id);
+	if (node_id)
+		trace_stat_u64(p, b, XN_STAT_CUDA_GRAPH_NODE_ID, node_id);
 }
 
 /* Shortest decimal of an occupancy in 1/10000 %: 625000 -> "62.5". */

@@ -171,6 +171,39 @@ class GraphsOnFakeCupti(unittest.TestCase):
         # The kind goes off with the capture.
         self.assertTrue(T.wait_for(lambda: not a.state()["kinds"] & GRAPH_TRACE_KIND, 10))
 
+    def test_graph_trace_switches_mid_capture(self):
+        """A second window asking for graph-level tracing while the first
+        runs: the agent gets the union of the open windows' options and
+        switches the kind on, then off again when that window closes."""
+        a, _ = self.app()
+        outer = {}
+
+        def run_outer():
+            r = self.profile(T.profile_request(P, 2500, f"localhost:{self.d.port}", session_id="outer"),
+                             timeout=60)
+            outer["x"] = T.decode_xspace(P, r.tool_data[0].data)
+
+        t = threading.Thread(target=run_outer)
+        t.start()
+        self.assertTrue(T.wait_for(lambda: a.state()["kinds"] & TRACED == TRACED, 10), self.d.log())
+        self.assertFalse(a.state()["kinds"] & GRAPH_TRACE_KIND)
+        first = a.ask("graphn 2 2 before_kernel 0 7")
+        x_in, whole = self.capture(700, lambda: a.ask("graphn 2 3 whole_kernel 0 7"), a, graph_trace=True)
+        self.assertTrue(T.wait_for(lambda: not a.state()["kinds"] & GRAPH_TRACE_KIND, 10), self.d.log())
+        after = a.ask("graphn 2 2 after_kernel 0 7")
+        t.join()
+        x = outer["x"]
+        # The inner window: the graph as a whole.
+        self.assertEqual(len(device_events(x_in, f"CudaGraphExec:{whole[1]}")), 3)
+        self.assertEqual([k for k in kernels(x_in) if k[2] == "whole_kernel"], [])
+        # The outer window saw all three phases.
+        self.assertEqual(len([k for k in kernels(x) if k[2] == "before_kernel"]), 4)
+        self.assertEqual(len(device_events(x, f"CudaGraphExec:{whole[1]}")), 3)
+        self.assertEqual([k for k in kernels(x) if k[2] == "whole_kernel"], [])
+        self.assertEqual(len([k for k in kernels(x) if k[2] == "after_kernel"]), 4)
+        self.assertEqual(device_events(x, f"CudaGraphExec:{first[1]}") + device_events(x, f"CudaGraphExec:{after[1]}"),
+                         [])
+
     def test_graph_trace_off_is_per_node(self):
         """The key set to false (as a client may send it) is per-node mode."""
         a, _ = self.app()
