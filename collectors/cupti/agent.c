@@ -578,7 +578,9 @@ static void graph_launch_seen(CUpti_CallbackDomain domain, CUpti_CallbackId cbid
 	uint32_t id = 0;
 	unsigned seq;
 
-	if (!d || !agent_conv_is_graph_launch(d, cbid) || !cb->functionParams || !g.C.cuptiGetGraphExecId)
+	/* No CUPTI call once a detach on another thread began finalizing. */
+	if (!d || !agent_conv_is_graph_launch(d, cbid) || !cb->functionParams || !g.C.cuptiGetGraphExecId ||
+	    atomic_load(&g.finalized))
 		return;
 	if (g.C.cuptiGetGraphExecId(((const struct graph_launch_params *)cb->functionParams)->exec, &id) !=
 	    CUPTI_SUCCESS)
