@@ -13,8 +13,12 @@ the launch's "(CudaGraph:<exec id>)" suffix and flows; graph-trace mode
 one "CudaGraphExec:<id>" event per launch, no node kernels.
 """
 import os
+import re
+import socket
+import struct
 import sys
 import threading
+import time
 import unittest
 
 import profdtest as T
@@ -51,6 +55,67 @@ def device_events(x, prefix):
                 if name.startswith(prefix):
                     out.append((line.name, name, {p.stat_metadata[s.metadata_id].name: s for s in e.stats}))
     return out
+
+
+class HostileGraphRecords(unittest.TestCase):
+    """GRAPH records and graph launch ids are numbers from a local process:
+    checked as kernels are (device known, times placed in the window), the
+    ids only shown. A raw v4 connection sends them during a capture."""
+    # collectors/agent-proto.h
+    MAGIC, V = 0x41444650, 4
+    HDR = struct.Struct("<IHHII")
+    REC_STRING, REC_API, REC_GRAPH = 1, 7, 11
+
+    setUp = C.AgentOnFakeCupti.setUp
+    tearDown = C.AgentOnFakeCupti.tearDown
+
+    def frame(self, kind, body):
+        return self.HDR.pack(self.MAGIC, self.V, kind, len(body), 0) + body
+
+    def graph(self, start, end, device=0, corr=5, graph_id=77):
+        return struct.pack("<HHIQQIIIIII", self.REC_GRAPH, 48, 0, start, end, device, 1, 3, corr, graph_id, device)
+
+    def test_graph_records_checked_like_kernels(self):
+        name = b"cuGraphLaunch"
+        hello = struct.pack("<8I64s512s", os.getpid(), self.V, 1, 0, 0, 0, 0, 0, b"rawgraph", b"rawgraph")
+        dev = struct.pack("<18I2Q48s32s96s", 0, 9, 0, 132, *([0] * 14), 0, 0,
+                          C.UUIDS[0].encode(), b"0000:18:00.0", b"rawgraph")
+        sk = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sk.connect(self.sock)
+        sk.sendall(self.frame(1, hello) + self.frame(2, dev))
+        self.assertTrue(T.wait_for(lambda: self.status(P.profd.StatusRequest(), timeout=10).agents, 10))
+        fut = self.profile.future(T.profile_request(P, 800, f"localhost:{self.d.port}"), timeout=60)
+        time.sleep(0.3)
+        a0 = 1 << 40  # agent time at the anchor
+        recs = struct.pack("<HHIII", self.REC_STRING, 16 + 16, len(name), 1, 0) + name.ljust(16, b"\0")
+        recs += struct.pack("<HHIQQIIIIHHiII", self.REC_API, 56, 0, a0 + 100, a0 + 900, 42, 5, 514, 1, 1, 0, 0,
+                            0, 77)
+        recs += self.graph(a0 + 1000, a0 + 5000)               # fine
+        recs += self.graph(a0 + 1000, a0 + 5000, device=9)     # a device never described
+        recs += self.graph(a0 + 5000, a0 + 1000)               # ends before it starts
+        recs += self.graph(a0 + 1000, a0 + 1000 + (1 << 62))   # reaches 146 years ahead: shortened
+        recs += self.graph(1 << 63, (1 << 64) - 1)             # past INT64_MAX: no wall time
+        sk.sendall(self.frame(3, struct.pack("<QQII", a0, time.time_ns(), 0, 0)) + self.frame(4, recs))
+        x = T.decode_xspace(P, fut.result().tool_data[0].data)
+        sk.close()
+        self.assertIsNone(self.d.proc.poll())
+        evs = device_events(x, "CudaGraphExec:")
+        self.assertEqual([n for _, n, _ in evs], ["CudaGraphExec:77"] * 2, evs)
+        win = 10 * 10 ** 12  # the window plus slack, in ps: nothing reaches years ahead
+        for p in x.planes:
+            for line in p.lines:
+                for e in line.events:
+                    if p.event_metadata[e.metadata_id].name.startswith("CudaGraphExec:"):
+                        self.assertLess(e.duration_ps, win)
+        launch = [st for n, st in host_events(x) if n == "cuGraphLaunch (CudaGraph:77)"]
+        self.assertEqual(len(launch), 1)
+        self.assertEqual(launch[0]["correlation_id"].uint64_value, os.getpid() << 32 | 5)
+        self.assertTrue(all(st["correlation_id"].uint64_value == os.getpid() << 32 | 5 for _, _, st in evs))
+        w = " ".join(x.warnings)
+        self.assertIn("1 GPU records named a device the agent did not describe", w)
+        m = re.search(r"rawgraph\): (\d+) records had impossible times .* dropped; (\d+) durations", w)
+        self.assertTrue(m, list(x.warnings))
+        self.assertEqual((int(m.group(1)), int(m.group(2))), (2, 1))
 
 
 @unittest.skipUnless(AGENT and os.path.exists(APP), "libprofd-agent.so or the fake CUDA app not built")
