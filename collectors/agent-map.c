@@ -49,13 +49,14 @@ enum ev_type_bit {
 	T_MEMSET = 1 << 6,
 	T_ALLOC = 1 << 7,
 	T_FREE = 1 << 8,
+	T_GRAPH = 1 << 9,
 };
 
 /* By bit number of enum ev_type_bit. */
 static const char *const type_names[] = {
 	XN_STREAM_TYPE_COMPUTE, XN_EVENT_MEMCPY_H2D, XN_EVENT_MEMCPY_D2H, XN_EVENT_MEMCPY_D2D,
 	XN_EVENT_MEMCPY_P2P,    XN_EVENT_MEMCPY_OTHER, XN_EVENT_MEMSET,  XN_EVENT_MEMORY_ALLOC,
-	XN_EVENT_MEMORY_FREE,
+	XN_EVENT_MEMORY_FREE, XN_STREAM_TYPE_GRAPH,
 };
 
 static const char *const mem_kind_names[AGENT_MEM__MAX] = {
@@ -493,6 +494,19 @@ static void context_stat(struct trace_plane *p, struct buf *b, uint32_t ctx)
 	trace_stat_str_ref(p, b, XN_STAT_CONTEXT_ID, s);
 }
 
+/* ---- CUDA graphs (docs/agent.md "CUDA graphs") ---- */
+
+/* The stats of work a graph node did: none outside graphs, no node id
+ * from an agent before v4 (0). The ids are only shown, never used as
+ * indices: any value the agent sends is fine. */
+static void graph_node_stats(struct trace_plane *p, struct buf *b, uint32_t graph_id, uint64_t node_id)
+{
+	if (graph_id)
+		trace_stat_u64(p, b, XN_STAT_CUDA_GRAPH_ID, graph_id);
+	if (node_id)
+		trace_stat_u64(p, b, XN_STAT_CUDA_GRAPH_NODE_ID, node_id);
+}
+
 /* Shortest decimal of an occupancy in 1/10000 %: 625000 -> "62.5". */
 static void format_occ(char *s, size_t n, uint32_t e4)
 {
@@ -560,6 +574,8 @@ static void put_kernel(struct agent_src *s, const struct agent_rec_kernel *r)
 	key.occ = r->occ_pct_e4;
 	memcpy(key.grid, r->grid, sizeof(key.grid));
 	memcpy(key.block, r->block, sizeof(key.block));
+	key.graph_id = r->graph_id;
+	key.graph_node_id = r->graph_node_id;
 	e = &m->kcache[kshape_hash(&key) % AGENT_MAP_KCACHE];
 	if (memcmp(&e->key, &key, sizeof(key)) != 0) {
 		format_occ(occ, sizeof(occ), r->occ_pct_e4);
@@ -569,6 +585,7 @@ static void put_kernel(struct agent_src *s, const struct agent_rec_kernel *r)
 			 r->block[0], r->block[1], r->block[2], occ);
 		trace_stat_str_ref(p, &m->sb, XN_STAT_KERNEL_DETAILS, details);
 		context_stat(p, &m->sb, r->context);
+		graph_node_stats(p, &m->sb, r->graph_id, r->graph_node_id);
 		if (r->occ_pct_e4 != UINT32_MAX)
 			trace_stat_double(p, &m->sb, XN_STAT_THEORETICAL_OCCUPANCY, r->occ_pct_e4 / 10000.0);
 		e->key = key;
@@ -601,6 +618,7 @@ static void put_memcpy(struct agent_src *s, const struct agent_rec_memcpy *r)
 		 r->async ? 1 : 0);
 	trace_stat_str_ref(p, &m->sb, XN_STAT_MEMCPY_DETAILS, details);
 	context_stat(p, &m->sb, r->context);
+	graph_node_stats(p, &m->sb, r->graph_id, r->graph_node_id);
 	append(s, p, l, copy_names[ck], start, dur,
 	       agent_nvtx_statset(s, p, &m->sb, trace_plane_statset(p, &m->sb), r->correlation),
 	       corr(s, r->correlation));
@@ -623,6 +641,7 @@ static void put_memset(struct agent_src *s, const struct agent_rec_memset *r)
 		 (unsigned long long)r->bytes, r->async ? 1 : 0);
 	trace_stat_str_ref(p, &m->sb, XN_STAT_MEMSET_DETAILS, details);
 	context_stat(p, &m->sb, r->context);
+	graph_node_stats(p, &m->sb, r->graph_id, r->graph_node_id);
 	append(s, p, l, XN_EVENT_MEMSET, start, dur,
 	       agent_nvtx_statset(s, p, &m->sb, trace_plane_statset(p, &m->sb), r->correlation),
 	       corr(s, r->correlation));
@@ -746,15 +765,71 @@ static void put_overhead(struct agent_src *s, const struct agent_rec_overhead *r
 	append(s, p, l, name, start, dur, 0, 0);
 }
 
+/*
+ * One graph launch traced as a whole (GRAPH): one event on its stream's
+ * line, named and with stats as upstream's tracer writes it (both ids are
+ * CUPTI's graphId, the executable's), linked to its launch call by the
+ * correlation id as a kernel is.
+ */
+static void put_graph(struct agent_src *s, const struct agent_rec_graph *r)
+{
+	struct agent_map *m = s->m;
+	struct agent_map_dev *d = dev_of(s, r->device);
+	struct trace_plane *p;
+	struct trace_line *l;
+	char name[48];
+	int64_t start, dur;
+
+	if (!d || !place_times(s, r->start, r->end, &start, &dur) || !(p = gpu_plane(m, d->plane)) ||
+	    !(l = stream_line(s, p, d->plane, r->stream, T_GRAPH)))
+		return;
+	snprintf(name, sizeof(name), XN_EVENT_GRAPH_EXEC_FMT, r->graph_id);
+	context_stat(p, &m->sb, r->context);
+	trace_stat_u64(p, &m->sb, XN_STAT_CUDA_GRAPH_ID, r->graph_id);
+	trace_stat_u64(p, &m->sb, XN_STAT_CUDA_GRAPH_EXEC_ID, r->graph_id);
+	append(s, p, l, name, start, dur,
+	       agent_nvtx_statset(s, p, &m->sb, trace_plane_statset(p, &m->sb), r->correlation),
+	       corr(s, r->correlation));
+	agent_nvtx_derive(s, d->plane, start, dur, r->correlation);
+}
+
+/*
+ * A graph launch call's event (@r->graph_exec_id set): upstream's name,
+ * "cuGraphLaunch (CudaGraph:<exec id>)", into @name, and its statset:
+ * cuda_graph_id is the exec id there too, matching the kernels' graphId;
+ * cuda_graph_orig_id the graph it was instantiated from when the agent
+ * knew it.
+ */
+static int64_t graph_launch(struct agent_src *s, const struct agent_rec_api *r, char *name, size_t size)
+{
+	struct agent_map *m = s->m;
+	struct trace_plane *p = m->host_plane;
+
+	snprintf(name, size, XN_EVENT_GRAPH_LAUNCH_FMT, str_of(s, r->name_id, XN_EVENT_UNKNOWN_API),
+		 r->graph_exec_id);
+	trace_stat_u64(p, &m->sb, XN_STAT_CUDA_GRAPH_ID, r->graph_exec_id);
+	trace_stat_u64(p, &m->sb, XN_STAT_CUDA_GRAPH_EXEC_ID, r->graph_exec_id);
+	if (r->graph_id)
+		trace_stat_u64(p, &m->sb, XN_STAT_CUDA_GRAPH_ORIG_ID, r->graph_id);
+	return trace_plane_statset(p, &m->sb);
+}
+
 static void put_api(struct agent_src *s, const struct agent_rec_api *r)
 {
 	struct trace_line *l;
-	int64_t start, dur;
+	char launch[AGENT_MAX_STRING_LEN + 32];
+	const char *name = str_of(s, r->name_id, XN_EVENT_UNKNOWN_API);
+	int64_t start, dur, statset = 0;
 
 	if (!place_times(s, r->start, r->end, &start, &dur) || !(l = host_line(s, r->tid)))
 		return;
-	append(s, s->m->host_plane, l, str_of(s, r->name_id, XN_EVENT_UNKNOWN_API), start, dur,
-	       agent_nvtx_statset(s, s->m->host_plane, &s->m->sb, 0, r->correlation), corr(s, r->correlation));
+	if (r->graph_exec_id) {
+		statset = graph_launch(s, r, launch, sizeof(launch));
+		name = launch;
+	}
+	append(s, s->m->host_plane, l, name, start, dur,
+	       agent_nvtx_statset(s, s->m->host_plane, &s->m->sb, statset, r->correlation),
+	       corr(s, r->correlation));
 }
 
 /* ---- for agent-nvtx.c (agent-map.h) ------------------------------------------- */
@@ -856,6 +931,7 @@ int agent_map_records(struct agent_src *s, const uint8_t *p, size_t len, bool ta
 		case AGENT_REC_MEM_STATE: if (take) put_mem_state(s, &v.r.mem_state); break;
 		case AGENT_REC_OVERHEAD: if (take) put_overhead(s, &v.r.overhead); break;
 		case AGENT_REC_API: if (take) put_api(s, &v.r.api); break;
+		case AGENT_REC_GRAPH: if (take) put_graph(s, &v.r.graph); break;
 		case AGENT_REC_NVTX: agent_nvtx_record(s, &v, take); break;
 		}
 	}

@@ -106,6 +106,8 @@ struct kshape {
 	uint64_t epoch; /* the source's string epoch: the name an id means */
 	uint32_t name_id, context, regs, static_smem, dynamic_smem, occ;
 	int32_t grid[3], block[3];
+	uint32_t graph_id; /* a graph node's ids are stats of the event */
+	uint64_t graph_node_id;
 };
 
 #define AGENT_MAP_SID_CACHE 16 /* a power of two */

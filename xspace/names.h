@@ -129,6 +129,20 @@
  * kept (its timing and flow still count) under a plain name. */
 #define XN_EVENT_UNKNOWN_KERNEL "unknown kernel"
 #define XN_EVENT_UNKNOWN_API "cuda api"
+/* CUDA graphs (docs/agent.md "CUDA graphs"), upstream's names
+ * (xla/backends/profiler/gpu/cupti_collector.cc, cupti_buffer_events.cc;
+ * xla/tsl/profiler/utils/xplane_schema.cc), uint64 as XProf reads them
+ * (§4.9): a graph launch's host event gets " (CudaGraph:<exec id>)"; a
+ * launch traced as a whole is "CudaGraphExec:<graph id>" on its stream's
+ * line, which then has type "CudaGraph". cuda_graph_node_id is profd's
+ * own (upstream drops CUPTI's graphNodeId). */
+#define XN_EVENT_GRAPH_LAUNCH_FMT "%s (CudaGraph:%u)"
+#define XN_EVENT_GRAPH_EXEC_FMT "CudaGraphExec:%u"
+#define XN_STREAM_TYPE_GRAPH "CudaGraph"
+#define XN_STAT_CUDA_GRAPH_ID "cuda_graph_id"
+#define XN_STAT_CUDA_GRAPH_EXEC_ID "cuda_graph_exec_id"
+#define XN_STAT_CUDA_GRAPH_ORIG_ID "cuda_graph_orig_id"
+#define XN_STAT_CUDA_GRAPH_NODE_ID "cuda_graph_node_id"
 /* ---- counters (§4.3, §4.4; docs/counters.md, docs/nvml.md) ----------------
  * Each is an event on a plane's XN_LINE_COUNTERS line whose metadata name
  * and one double stat are both the counter's name (trace_counter_append()).

@@ -168,6 +168,8 @@ static struct agent {
 	unsigned told_foreign, told_graph, told_nvtx; /* notices of this capture already sent */
 	bool nvtx_domains;        /* API callbacks on for NVTX launch stacks (nvtx_follow()) */
 	bool api_filter_known;
+	bool graph_trace;         /* CUPTI_ACTIVITY_KIND_GRAPH_TRACE is on (graphs_apply_options()) */
+	bool graph_told;          /* the graph-trace refusal was reported this capture */
 	uint8_t api_off[2][API_CBID_MAX / 8 + 1]; /* driver, runtime: records switched off */
 
 	/* slabs (state, free stack and done ring guarded by lock) */
@@ -530,6 +532,136 @@ static void nvtx_launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, uint
 	agent_nvtx_launch(correlation);
 }
 
+/* ---- CUDA graphs ------------------------------------------------------------- */
+
+/*
+ * The executable graph of each graph launch, by correlation id: the API
+ * record CUPTI writes later does not name it, so the launch's enter
+ * callback (an application thread) notes it here and the converter (agent
+ * thread) looks it up. A slot is a sequence: seq odd while written; a
+ * reader takes it only when seq was even and unchanged around the read and
+ * the slot holds that correlation id. An overwritten slot (more than
+ * GRAPH_SLOTS launches between the call and its record) reads as unknown.
+ */
+#define GRAPH_SLOTS 4096u
+
+static struct graph_slot {
+	atomic_uint seq;
+	atomic_uint corr, exec_id;
+} graph_slots[GRAPH_SLOTS];
+
+static const struct {
+	CUpti_CallbackDomain domain;
+	CUpti_CallbackId cbid;
+} graph_launch_cbids[] = {
+	{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch },
+	{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz },
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000 },
+	{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000 },
+};
+
+/* The parameters of the launch calls as CUPTI passes them: both take the
+ * executable graph first (generated_cuda_meta.h's cuGraphLaunch_params,
+ * generated_cuda_runtime_api_meta.h's cudaGraphLaunch_v10000_params, the
+ * _ptsz twins alike; those headers do not compile on their own in C). */
+struct graph_launch_params {
+	CUgraphExec exec;
+	CUstream stream;
+};
+
+/* Application thread, at the enter side of any API call we get. */
+static void graph_launch_seen(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
+{
+	uint32_t d = domain == CUPTI_CB_DOMAIN_DRIVER_API ? AGENT_API_DRIVER :
+		     domain == CUPTI_CB_DOMAIN_RUNTIME_API ? AGENT_API_RUNTIME : 0;
+	struct graph_slot *sl;
+	uint32_t id = 0;
+	unsigned seq;
+
+	/* No CUPTI call once a detach on another thread began finalizing. */
+	if (!d || !agent_conv_is_graph_launch(d, cbid) || !cb->functionParams || !g.C.cuptiGetGraphExecId ||
+	    atomic_load(&g.finalized))
+		return;
+	if (g.C.cuptiGetGraphExecId(((const struct graph_launch_params *)cb->functionParams)->exec, &id) !=
+	    CUPTI_SUCCESS)
+		return;
+	sl = &graph_slots[cb->correlationId % GRAPH_SLOTS];
+	seq = atomic_load(&sl->seq);
+	if ((seq & 1) || !atomic_compare_exchange_strong(&sl->seq, &seq, seq + 1))
+		return; /* another thread writes it: this launch stays without its id */
+	atomic_store(&sl->corr, cb->correlationId);
+	atomic_store(&sl->exec_id, id);
+	atomic_store(&sl->seq, seq + 2);
+}
+
+/* agent_conv_graph_launch_cb (agent thread). CUPTI tells the graph an
+ * executable came from only at instantiation (a resource callback), which
+ * jobs do before anyone profiles: graph_id stays 0. */
+static void graph_launch_ids(void *ud, uint32_t correlation, uint32_t *graph_id, uint32_t *exec_id)
+{
+	struct graph_slot *sl = &graph_slots[correlation % GRAPH_SLOTS];
+	unsigned seq = atomic_load(&sl->seq);
+	uint32_t c, id;
+
+	(void)ud;
+	*graph_id = 0;
+	*exec_id = 0;
+	if (seq & 1)
+		return;
+	c = atomic_load(&sl->corr);
+	id = atomic_load(&sl->exec_id);
+	if (c == correlation && atomic_load(&sl->seq) == seq)
+		*exec_id = id;
+}
+
+/* The launch callbacks, at capture start (the subscriber is new). Only
+ * these cbids: a job's other calls pay nothing for them. */
+static void graphs_follow(void)
+{
+	if (!g.C.cuptiGetGraphExecId)
+		return;
+	for (size_t i = 0; i < sizeof(graph_launch_cbids) / sizeof(graph_launch_cbids[0]); i++)
+		g.C.cuptiEnableCallback(1, g.sub, graph_launch_cbids[i].domain, graph_launch_cbids[i].cbid);
+}
+
+/*
+ * Graph-level tracing (AGENT_START_GRAPH_TRACE): CUPTI then reports each
+ * graph launch as one CUpti_ActivityGraphTrace2 instead of its nodes'
+ * kernel/memcpy/memset records; kernels launched outside graphs are still
+ * traced. It is an activity kind like any other, so it can be switched
+ * while a capture runs: launches from then on follow the new setting.
+ * Graphs instantiated before CUPTI attached cannot be traced this way
+ * (CUPTI guide §2.3.7): they keep reporting nodes. Agent thread.
+ */
+static void graphs_apply_options(void)
+{
+	bool want = (g.opts.flags & AGENT_START_GRAPH_TRACE) != 0;
+	CUptiResult r;
+
+	if (want == g.graph_trace || !g.subscribed || !cupti_usable())
+		return;
+	r = want ? g.C.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE) :
+		   g.C.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+	if (r == CUPTI_SUCCESS) {
+		g.graph_trace = want;
+		return;
+	}
+	if (!g.graph_told) {
+		g.graph_told = true;
+		send_error(AGENT_ERR_NOTICE, (int32_t)r, "CUDA graphs: %s graph-level tracing failed (%s); "
+			   "graph launches are traced %s", want ? "enabling" : "disabling", cupti_str(r),
+			   want ? "per node" : "as a whole");
+	}
+}
+
+/* Graph-level tracing off with the capture's other kinds. */
+static void graphs_stop(void)
+{
+	if (g.graph_trace && cupti_usable())
+		g.C.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+	g.graph_trace = false;
+}
+
 /* The detach, on the exit side of an API call: the one place the CUPTI
  * guide allows cuptiFinalize without the caller synchronising everything.
  * Armed by the agent thread only after its own enable calls. */
@@ -552,6 +684,7 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain domain, CUpti_C
 	if (domain != CUPTI_CB_DOMAIN_DRIVER_API && domain != CUPTI_CB_DOMAIN_RUNTIME_API)
 		return;
 	if (cb->callbackSite == CUPTI_API_ENTER) {
+		graph_launch_seen(domain, cbid, cb);
 		nvtx_launch(domain, cbid, cb->correlationId);
 		return;
 	}
@@ -921,7 +1054,7 @@ static void capture_start(void)
 	g.told_foreign = g.told_graph = g.told_nvtx = 0;
 	atomic_store(&g.foreign, 0);
 	g.cv.records = g.cv.converted = g.cv.skipped = g.cv.unknown = g.cv.emit_failed = 0;
-	g.cv.graph_kernels = 0;
+	g.cv.graph_kernels = g.cv.graph_launches = 0;
 	pthread_mutex_lock(&g.lock);
 	g.declined = 0;
 	g.accepting = true;
@@ -965,6 +1098,9 @@ static void capture_start(void)
 		return;
 	}
 	filter_api_records();
+	g.graph_trace = g.graph_told = false;
+	graphs_follow();
+	graphs_apply_options();
 	atomic_store(&g.capturing, 1);
 	nvtx_follow();
 }
@@ -1142,6 +1278,7 @@ static void capture_stop(bool connected, bool do_detach)
 			continue;
 		g.C.cuptiActivityDisable(kinds[i]);
 	}
+	graphs_stop();
 	/* Complete records first; force only what is still out after that.
 	 * Slabs handed out later hold only kernels of a kind CUPTI 13.0 GA
 	 * keeps on: not this capture's to wait for. */
@@ -1223,6 +1360,7 @@ static void nvtx_apply_options(void)
 static void capture_options(void)
 {
 	nvtx_apply_options();
+	graphs_apply_options();
 }
 
 static void handle_command(const struct agent_frame_hdr *h, const uint8_t *p)
@@ -1256,6 +1394,7 @@ static void *agent_main(void *arg)
 	(void)arg;
 	agent_conv_init(&g.cv, emit_records, api_name, NULL);
 	g.cv.demangle = demangle;
+	g.cv.graph_launch = graph_launch_ids;
 	agent_client_init(&g.cl, NULL, PROFD_AGENT_SOCKET_DEFAULT);
 	while (!atomic_load(&g.dead)) {
 		struct pollfd p[2] = { { .fd = g.efd, .events = POLLIN }, { .fd = -1 } };

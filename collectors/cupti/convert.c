@@ -3,13 +3,17 @@
  * convert.c - CUPTI activity records -> compact records; see convert.h.
  *
  * Struct versions are those of the CUDA 13.0 headers: CUpti_ActivityKernel10,
- * Memcpy6, MemcpyPtoP4, Memset4, Memory4 (-> MEMORY2), Overhead3 and ActivityAPI.
+ * Memcpy6, MemcpyPtoP4, Memset4, Memory4 (-> MEMORY2), Overhead3, ActivityAPI
+ * and GraphTrace2.
  * Kernel names are copied into our own intern table at once: CUPTI's
  * pointers may not outlive a module unload.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cupti_driver_cbid.h>
+#include <cupti_runtime_cbid.h>
 
 #include "convert.h"
 #include "occupancy.h"
@@ -259,6 +263,7 @@ static int kernel(struct agent_conv *cv, const CUpti_ActivityKernel10 *k)
 	r->block[1] = k->blockY;
 	r->block[2] = k->blockZ;
 	r->graph_id = k->graphId;
+	r->graph_node_id = k->graphNodeId;
 	if (k->graphId)
 		cv->graph_kernels++;
 	r->occ_pct_e4 = UINT32_MAX;
@@ -309,6 +314,8 @@ static int memcpy_rec(struct agent_conv *cv, const CUpti_ActivityMemcpy6 *m)
 	r->src_kind = mem_kind(m->srcKind);
 	r->dst_kind = mem_kind(m->dstKind);
 	r->async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? 1 : 0;
+	r->graph_id = m->graphId;
+	r->graph_node_id = m->graphNodeId;
 	return 1;
 }
 
@@ -322,6 +329,8 @@ static int peer(struct agent_conv *cv, const CUpti_ActivityMemcpyPtoP4 *m)
 	r->src_kind = mem_kind(m->srcKind);
 	r->dst_kind = mem_kind(m->dstKind);
 	r->async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? 1 : 0;
+	r->graph_id = m->graphId;
+	r->graph_node_id = m->graphNodeId;
 	return 1;
 }
 
@@ -333,6 +342,8 @@ static int memset_rec(struct agent_conv *cv, const CUpti_ActivityMemset4 *m)
 	r->value = m->value;
 	r->mem_kind = mem_kind(m->memoryKind);
 	r->async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) ? 1 : 0;
+	r->graph_id = m->graphId;
+	r->graph_node_id = m->graphNodeId;
 	return 1;
 }
 
@@ -446,6 +457,50 @@ static int api(struct agent_conv *cv, const CUpti_ActivityAPI *a, uint32_t domai
 	r->name_id = name_id;
 	r->domain = (uint16_t)domain;
 	r->ret = (int32_t)a->returnValue;
+	if (cv->graph_launch && d < 2 && agent_conv_is_graph_launch(domain, cbid))
+		cv->graph_launch(cv->ud, a->correlationId, &r->graph_id, &r->graph_exec_id);
+	return 1;
+}
+
+bool agent_conv_is_graph_launch(uint32_t domain, uint32_t cbid)
+{
+	if (domain == AGENT_API_DRIVER)
+		return cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch ||
+		       cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz;
+	if (domain == AGENT_API_RUNTIME)
+		return cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000 ||
+		       cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000;
+	return false;
+}
+
+/*
+ * One graph launch traced as a whole (CUPTI_ACTIVITY_KIND_GRAPH_TRACE).
+ * deviceId/contextId INT_MAX mean the graph started on the host (a host
+ * node first): the device it ended on is the one we can draw it on.
+ */
+static int graph_trace(struct agent_conv *cv, const CUpti_ActivityGraphTrace2 *t)
+{
+	struct agent_rec_graph *r;
+	uint32_t device = t->deviceId, context = t->contextId;
+
+	if (t->start == 0 || t->end < t->start)
+		return 0; /* CUPTI could not time it */
+	if (device == (uint32_t)INT32_MAX) {
+		device = t->endDeviceId;
+		context = t->endContextId;
+	}
+	r = rec(cv, AGENT_REC_GRAPH, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->start = t->start;
+	r->end = t->end;
+	r->device = device;
+	r->context = context;
+	r->stream = t->streamId;
+	r->correlation = t->correlationId;
+	r->graph_id = t->graphId;
+	r->end_device = t->endDeviceId;
+	cv->graph_launches++;
 	return 1;
 }
 
@@ -490,6 +545,9 @@ int agent_conv_record(struct agent_conv *cv, const CUpti_Activity *a)
 		break;
 	case CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API:
 		r = api(cv, (const CUpti_ActivityAPI *)a, 0);
+		break;
+	case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
+		r = graph_trace(cv, (const CUpti_ActivityGraphTrace2 *)a);
 		break;
 	case CUPTI_ACTIVITY_KIND_CDP_KERNEL:
 		/* Kernels launched by kernels (legacy CDP records): known, not

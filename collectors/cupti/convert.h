@@ -32,6 +32,12 @@ typedef const char *(*agent_conv_api_name_cb)(void *ud, uint32_t domain, uint32_
  * keep the mangled one. Called once per distinct name (the converter
  * caches by mangled name). */
 typedef char *(*agent_conv_demangle_cb)(void *ud, const char *mangled);
+/* The ids of the graph launch with CUPTI correlation id @correlation (an
+ * API record of agent_conv_is_graph_launch()): the executable graph
+ * (cuptiGetGraphExecId at the call) and the graph it was instantiated
+ * from; each left 0 when unknown. */
+typedef void (*agent_conv_graph_launch_cb)(void *ud, uint32_t correlation, uint32_t *graph_id,
+					   uint32_t *exec_id);
 
 struct agent_conv_name {
 	uint64_t hash;
@@ -44,6 +50,7 @@ struct agent_conv {
 	agent_conv_emit_cb emit;
 	agent_conv_api_name_cb api_name;
 	agent_conv_demangle_cb demangle; /* optional: NULL sends names as CUPTI has them */
+	agent_conv_graph_launch_cb graph_launch; /* optional: NULL sends graph launches without ids */
 	void *ud;
 	size_t frame_max; /* <= AGENT_FRAME_MAX */
 	const struct agent_device *devs; /* by local ordinal */
@@ -60,7 +67,8 @@ struct agent_conv {
 	uint32_t api_name_id[2][1024];
 	/* counters */
 	uint64_t records, converted, skipped, unknown, emit_failed;
-	uint64_t graph_kernels; /* kernels launched from a CUDA graph */
+	uint64_t graph_kernels;  /* kernels launched from a CUDA graph */
+	uint64_t graph_launches; /* GRAPH records (graph-level tracing) */
 };
 
 void agent_conv_init(struct agent_conv *cv, agent_conv_emit_cb emit, agent_conv_api_name_cb api_name,
@@ -81,6 +89,10 @@ int agent_conv_flush(struct agent_conv *cv);
  * first: a STRING may hand the batch over and move earlier records. */
 uint32_t agent_conv_intern(struct agent_conv *cv, const char *s);
 void *agent_conv_rec(struct agent_conv *cv, uint16_t type, size_t size);
+
+/* Whether (@domain: enum agent_api_domain, @cbid) launches a CUDA graph:
+ * cuGraphLaunch(_ptsz), cudaGraphLaunch(_ptsz). */
+bool agent_conv_is_graph_launch(uint32_t domain, uint32_t cbid);
 
 /* Whether an API call by this name belongs in the trace (launches, copies,
  * memsets, allocations, synchronisation). */

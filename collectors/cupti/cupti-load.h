@@ -33,7 +33,8 @@
 
 /* Every CUPTI entry point the agent calls, and those it can do without:
  * cuptiSubscribe_v2 is CUDA 13's (12.x has cuptiSubscribe only), the
- * per-API record switches came with 12.5. */
+ * per-API record switches came with 12.5; without cuptiGetGraphExecId
+ * (every CUPTI we load has it) graph launches go without their ids. */
 #define CUPTI_FUNCS(X)                          \
 	X(cuptiGetResultString)                 \
 	X(cuptiGetVersion)                      \
@@ -55,7 +56,8 @@
 #define CUPTI_OPTIONAL_FUNCS(X)                 \
 	X(cuptiSubscribe_v2)                    \
 	X(cuptiActivityEnableDriverApi)         \
-	X(cuptiActivityEnableRuntimeApi)
+	X(cuptiActivityEnableRuntimeApi)        \
+	X(cuptiGetGraphExecId)
 
 /* Record layouts this agent reads. The fields it reads sit at the same
  * offsets in every struct version CUDA 12.0 to 13.x emits (Kernel5-10,

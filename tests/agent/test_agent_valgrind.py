@@ -64,9 +64,11 @@ class AgentUnderValgrind(unittest.TestCase):
                            for e in line.events if p.event_metadata[e.metadata_id].name.startswith("vecAdd"))
 
             # NVTX too: the agent as the job's NVTX tool (nvtx.c) under the same gate.
+            # CUDA graph launches: the launch callback's exec id handed to the converter.
             x = capture(3000, lambda: (ask("nvtx push train_step"), ask("launch 20 _Z6vecAddPKfS0_Pfi 0 7"),
+                                       ask("graphn 3 2 vecAdd_graph_node 0 7"),
                                        ask("nvtx pop"), ask("busy 4000")))
-            self.assertEqual(kernels(x), 20, list(x.warnings))
+            self.assertEqual(kernels(x), 26, list(x.warnings))
             x = capture(3000, lambda: ask("launch 5 _Z6vecAddPKfS0_Pfi 1 7"))
             self.assertEqual(kernels(x), 5, list(x.warnings))
             self.assertTrue(T.wait_for(lambda: "not finalized" in d.log(), 20), d.log())

@@ -20,7 +20,13 @@
 #      it): the job survives, the capture has its kernels up to the takeover
 #      and says which profiler had CUPTI;
 #   6. if JAX with a GPU is importable, 100 captures in a row of a jitted
-#      loop: each has kernels, every kernel linked to its launch, no drops.
+#      loop: each has kernels, every kernel linked to its launch, no drops;
+#   7. if PyTorch with CUDA is importable, a torch.cuda.CUDAGraph of K
+#      kernels replayed L times: per node, K x L kernels with K distinct
+#      cuda_graph_node_id, each linked to a "(CudaGraph:<exec id>)" launch
+#      whose id is the kernels' cuda_graph_id; with
+#      gpu_enable_cupti_activity_graph_trace, L CudaGraphExec events and no
+#      node kernels.
 #
 # Environment: PROFD_BUILD (build dir), NVCC (default: nvcc on PATH, else
 # $CUDA_HOME/bin/nvcc), PYTHON (default /usr/bin/python3; the jax/torch
@@ -77,10 +83,13 @@ def stats(plane, ss):
     return out
 
 
-def capture(d, ms, sid):
+def capture(d, ms, sid, **advanced):
     ch = T.channel(d.addr)
     prof = T.stub(ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
-    r = prof(T.profile_request(P, ms, f"localhost:{d.port}", session_id=sid), timeout=120)
+    req = T.profile_request(P, ms, f"localhost:{d.port}", session_id=sid)
+    for k, v in advanced.items():
+        req.opts.advanced_configuration[k].bool_value = v
+    r = prof(req, timeout=120)
     ch.close()
     return r.tool_data[0].data
 
@@ -470,6 +479,81 @@ t.join()
     check("not finalized" not in d.log(), "jax: finalized after each capture (the job was busy)")
 
 
+def torch_graphs(d, k=4, replays=10):
+    """CUDA graphs (docs/agent.md "CUDA graphs"): a graph of @k elementwise
+    kernels, made after the capture started (CUPTI cannot trace a graph
+    instantiated before it attached as a whole), replayed @replays times."""
+    code = r"""
+import sys, torch
+if not torch.cuda.is_available():
+    sys.exit(77)
+x = torch.ones(1 << 20, device='cuda')
+def ops():
+    x.add_(1)
+    x.mul_(2)
+    x.sub_(1)
+    x.div_(3)
+ops()  # warm-up outside the capture (PyTorch's advice before graph capture: modules loaded)
+torch.cuda.synchronize()
+print('ready', flush=True)
+for line in sys.stdin:
+    if line.strip() != 'go':
+        break
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        with torch.cuda.graph(g):
+            ops()
+    for _ in range(%d):
+        g.replay()
+    torch.cuda.synchronize()
+    print('done', flush=True)
+""" % replays
+    env = dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=SOCK)
+    p = subprocess.Popen([os.environ["PYTHON_ML"], "-c", code], env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if not p.stdout.readline().startswith("ready"):
+        p.wait()
+        print("skip CUDA graphs: PyTorch not importable or no CUDA", p.stderr.read()[-200:])
+        return
+    check(wait_agent(d, p.pid) is not None, "graphs: agent registered")
+
+    def round_(sid, **advanced):
+        out = {}
+        th = threading.Thread(target=lambda: out.setdefault("x", capture(d, 4000, sid, **advanced)))
+        th.start()
+        time.sleep(2.0)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        p.stdout.readline()
+        th.join()
+        x = T.decode_xspace(P, out["x"])
+        dev = [(pl.event_metadata[e.metadata_id].name, l.name, stats(pl, e.stats)) for pl in x.planes
+               if pl.name.startswith("/device:GPU:") for l in pl.lines for e in l.events]
+        return x, dev
+
+    x, dev = round_("graphs-nodes")
+    ks = [st for _, _, st in dev if "kernel_details" in st and st.get("cuda_graph_id")]
+    nodes = {st.get("cuda_graph_node_id") for st in ks}
+    launches = {c: n for c, n in host_launches(x).items() if "(CudaGraph:" in n}
+    print(f"     graphs: {len(ks)} graph kernels, {len(nodes)} nodes, launches {sorted(set(launches.values()))}")
+    check(len(nodes) == k and len(ks) == k * replays,
+          f"graphs: per node {len(ks)} kernels of {len(nodes)} nodes = {k} x {replays}")
+    linked = [st for st in ks if st.get("correlation_id") in launches]
+    check(len(linked) == len(ks), f"graphs: {len(linked)}/{len(ks)} graph kernels flow from a graph launch")
+    check(all(launches[st["correlation_id"]].endswith(f"(CudaGraph:{st['cuda_graph_id']})") for st in linked),
+          "graphs: the launch's (CudaGraph:<exec id>) is the kernels' cuda_graph_id")
+    x, dev = round_("graphs-whole", gpu_enable_cupti_activity_graph_trace=True)
+    whole = [(n, line) for n, line, _ in dev if n.startswith("CudaGraphExec:")]
+    ks = [st for _, _, st in dev if "kernel_details" in st and st.get("cuda_graph_id")]
+    print(f"     graphs: graph trace {len(whole)} graph events, {len(ks)} node kernels; {whole[:1]}")
+    check(len(whole) == replays and not ks,
+          f"graphs: graph trace gives {len(whole)} CudaGraphExec events ({replays} launches), {len(ks)} node kernels")
+    p.stdin.write("exit\n")
+    p.stdin.flush()
+    check(p.wait(timeout=60) == 0, "graphs: the job exited 0")
+
+
 with T.Daemon("--agent-socket", SOCK, timeout=30) as d:
     p, ndev = start_sample(d)
     launched, x, raw = capture_round(d, p, "sample")
@@ -489,6 +573,7 @@ with T.Daemon("--agent-socket", SOCK, timeout=30) as d:
     torch_profiler_order(d, "before")
     torch_profiler_order(d, "during")
     jax_many(d)
+    torch_graphs(d)
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

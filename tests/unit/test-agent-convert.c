@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cupti_driver_cbid.h>
+#include <cupti_runtime_cbid.h>
+
 #include "convert.h"
 #include "harness.h"
 
@@ -43,6 +46,10 @@ static const char *api_name(void *ud, uint32_t domain, uint32_t cbid)
 		return "cuCtxGetCurrent";
 	if (domain == AGENT_API_RUNTIME && cbid == 211)
 		return "cudaLaunchKernel_v7000";
+	if (domain == AGENT_API_DRIVER && cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch)
+		return "cuGraphLaunch";
+	if (domain == AGENT_API_RUNTIME && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000)
+		return "cudaGraphLaunch_ptsz_v10000";
 	return NULL;
 }
 
@@ -507,6 +514,136 @@ TEST(convert_internal_launches_cdp_and_graphs)
 	ASSERT_EQ(r->correlation, 9);
 	ASSERT_EQ(r->cbid, 0);
 	ASSERT_STREQ(string(r->name_id), "CUDA internal launch");
+	agent_conv_free(&cv);
+}
+
+/* The agent's lookup: exec id 40 + correlation for the launches it saw
+ * (correlations below 100), nothing for others. */
+static unsigned graph_lookups;
+
+static void graph_launch(void *ud, uint32_t correlation, uint32_t *graph_id, uint32_t *exec_id)
+{
+	(void)ud;
+	graph_lookups++;
+	*graph_id = 0;
+	*exec_id = correlation < 100 ? 40 + correlation : 0;
+}
+
+TEST(convert_graph_node_ids_launch_ids_and_graph_trace)
+{
+	CUpti_ActivityKernel10 k = kernel(5);
+	CUpti_ActivityMemcpy6 m;
+	CUpti_ActivityMemset4 ms;
+	CUpti_ActivityAPI a;
+	CUpti_ActivityGraphTrace2 t;
+	const struct agent_rec_kernel *rk;
+	const struct agent_rec_memcpy *rm;
+	const struct agent_rec_memset *rs;
+	const struct agent_rec_api *ra;
+	const struct agent_rec_graph *rg;
+
+	setup();
+	cv.graph_launch = graph_launch;
+	graph_lookups = 0;
+	/* Node records: CUPTI's graphId and graphNodeId, as they are. */
+	k.graphId = 45;
+	k.graphNodeId = 0x2d00000003ull;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&k), 1);
+	memset(&m, 0, sizeof(m));
+	m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+	m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOD;
+	m.start = 10;
+	m.end = 20;
+	m.correlationId = 5;
+	m.graphId = 45;
+	m.graphNodeId = 0x2d00000004ull;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&m), 1);
+	memset(&ms, 0, sizeof(ms));
+	ms.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+	ms.start = 20;
+	ms.end = 30;
+	ms.correlationId = 5;
+	ms.graphId = 45;
+	ms.graphNodeId = 0x2d00000005ull;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&ms), 1);
+	/* Launch calls: the exec id from the agent's lookup, by correlation
+	 * id; other calls never ask. */
+	memset(&a, 0, sizeof(a));
+	a.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+	a.cbid = CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch;
+	a.start = 5;
+	a.end = 9;
+	a.correlationId = 5;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&a), 1);
+	a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+	a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000;
+	a.correlationId = 200; /* the agent did not see it: no ids */
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&a), 1);
+	a.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+	a.cbid = 307; /* cuLaunchKernel */
+	a.correlationId = 6;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&a), 1);
+	ASSERT_EQ(graph_lookups, 2);
+	/* Graph-level records: one per launch; a graph that started on the
+	 * host is drawn where it ended; untimed ones are skipped. */
+	memset(&t, 0, sizeof(t));
+	t.kind = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
+	t.start = 100;
+	t.end = 900;
+	t.deviceId = t.endDeviceId = 0;
+	t.contextId = t.endContextId = 1;
+	t.streamId = 9;
+	t.correlationId = 5;
+	t.graphId = 45;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&t), 1);
+	t.deviceId = t.contextId = INT32_MAX;
+	t.endDeviceId = 1;
+	t.endContextId = 2;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&t), 1);
+	t.start = t.end = 0;
+	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&t), 0);
+	agent_conv_flush(&cv);
+	ASSERT_U64_EQ(cv.unknown, 0);
+	ASSERT_U64_EQ(cv.graph_kernels, 1);
+	ASSERT_U64_EQ(cv.graph_launches, 2);
+
+	rk = (const void *)find(AGENT_REC_KERNEL, 0);
+	ASSERT_EQ(rk->graph_id, 45);
+	ASSERT_U64_EQ(rk->graph_node_id, 0x2d00000003ull);
+	rm = (const void *)find(AGENT_REC_MEMCPY, 0);
+	ASSERT_EQ(rm->graph_id, 45);
+	ASSERT_U64_EQ(rm->graph_node_id, 0x2d00000004ull);
+	rs = (const void *)find(AGENT_REC_MEMSET, 0);
+	ASSERT_EQ(rs->graph_id, 45);
+	ASSERT_U64_EQ(rs->graph_node_id, 0x2d00000005ull);
+	ASSERT_EQ(rs->h.size, sizeof(*rs));
+	ra = (const void *)find(AGENT_REC_API, 0);
+	ASSERT_STREQ(string(ra->name_id), "cuGraphLaunch");
+	ASSERT_EQ(ra->graph_exec_id, 45);
+	ASSERT_EQ(ra->graph_id, 0);
+	ra = (const void *)find(AGENT_REC_API, 1);
+	ASSERT_STREQ(string(ra->name_id), "cudaGraphLaunch_ptsz_v10000");
+	ASSERT_EQ(ra->graph_exec_id, 0);
+	ra = (const void *)find(AGENT_REC_API, 2);
+	ASSERT_EQ(ra->graph_exec_id, 0);
+	rg = (const void *)find(AGENT_REC_GRAPH, 0);
+	ASSERT_EQ(rg->h.size, sizeof(*rg));
+	ASSERT_U64_EQ(rg->start, 100);
+	ASSERT_U64_EQ(rg->end, 900);
+	ASSERT_EQ(rg->device, 0);
+	ASSERT_EQ(rg->context, 1);
+	ASSERT_EQ(rg->stream, 9);
+	ASSERT_EQ(rg->correlation, 5);
+	ASSERT_EQ(rg->graph_id, 45);
+	rg = (const void *)find(AGENT_REC_GRAPH, 1);
+	ASSERT_EQ(rg->device, 1);
+	ASSERT_EQ(rg->context, 2);
+	ASSERT_EQ(rg->end_device, 1);
+	ASSERT_TRUE(find(AGENT_REC_GRAPH, 2) == NULL);
+	ASSERT_TRUE(agent_conv_is_graph_launch(AGENT_API_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz));
+	ASSERT_TRUE(agent_conv_is_graph_launch(AGENT_API_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000));
+	ASSERT_TRUE(!agent_conv_is_graph_launch(AGENT_API_RUNTIME, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch));
+	ASSERT_TRUE(!agent_conv_is_graph_launch(AGENT_API_DRIVER, 307));
 	agent_conv_free(&cv);
 }
 

@@ -14,6 +14,11 @@
  *                             kernels, each running DUR_NS (default 3 µs)
  *                             -> "launched N <wall ns before> <wall ns after>"
  *   graph N NAME DEV STREAM   N cudaGraphLaunch calls, one graph kernel each
+ *   graphn NODES L NAME DEV STREAM [rt]  a new executable graph of NODES
+ *                             kernel nodes launched L times by cuGraphLaunch
+ *                             (rt: cudaGraphLaunch), each node 2 µs; with
+ *                             graph-level tracing on, CUPTI records each
+ *                             launch as a whole -> "graphn <exec id> <L>"
  *   threads T K NAME DEV      T threads, each launching K kernels on its own
  *                             stream (100 + thread) -> "threads <T*K>"
  *   memcpy N DEV BYTES        N cuMemcpyHtoDAsync_v2 + H2D copies -> "copied N"
@@ -84,6 +89,10 @@ static struct {
 	__typeof__(cuptiActivityDisable) *disable;
 	__typeof__(cuptiActivityFlushAll) *flush;
 	__typeof__(cuptiActivityGetNextRecord) *next;
+	__typeof__(fakecupti_graph_instantiate) *graph_instantiate;
+	__typeof__(fakecupti_graph_launch) *graph_launch;
+	__typeof__(fakecupti_graph_run) *graph_run;
+	__typeof__(cuptiGetGraphExecId) *graph_exec_id;
 } cu;
 
 #define SYM(name, fp)                                         \
@@ -106,6 +115,10 @@ static void bind_cupti(void *h)
 	SYM("cuptiActivityDisable", cu.disable);
 	SYM("cuptiActivityFlushAll", cu.flush);
 	SYM("cuptiActivityGetNextRecord", cu.next);
+	SYM("fakecupti_graph_instantiate", cu.graph_instantiate);
+	SYM("fakecupti_graph_launch", cu.graph_launch);
+	SYM("fakecupti_graph_run", cu.graph_run);
+	SYM("cuptiGetGraphExecId", cu.graph_exec_id);
 }
 
 /* The CUPTI the process has loaded, if any (the agent loads it lazily). */
@@ -133,6 +146,30 @@ static void kernel(uint32_t corr, uint32_t dev, uint32_t stream, const char *nam
 {
 	if (have_cupti())
 		cu.kernel(corr, dev, stream, name, dur, graph);
+}
+
+/* graphn: one executable graph of @nodes kernel nodes launched @launches
+ * times, by the driver's cuGraphLaunch or (@rt) the runtime's
+ * cudaGraphLaunch. Returns the graph's exec id (0 without CUPTI). */
+static uint32_t graph_launches(unsigned nodes, unsigned launches, const char *name, uint32_t dev,
+			       uint32_t stream, bool rt)
+{
+	CUgraphExec exec;
+	uint32_t id = 0;
+
+	if (!have_cupti() || !(exec = cu.graph_instantiate()))
+		return 0;
+	cu.graph_exec_id(exec, &id);
+	for (unsigned i = 0; i < launches; i++) {
+		uint32_t c = rt ? cu.graph_launch(CUPTI_CB_DOMAIN_RUNTIME_API,
+						  CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+						  "cudaGraphLaunch_v10000", exec, NULL)
+				: cu.graph_launch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+						  "cuGraphLaunch", exec, NULL);
+
+		cu.graph_run(c, dev, stream, exec, nodes, name, 2000);
+	}
+	return id;
 }
 
 static uint64_t now_ns(clockid_t c)
@@ -440,6 +477,7 @@ int main(void)
 	unsigned n, k, dev, stream;
 	unsigned long long ms, bytes, dur;
 	int version = 0, got;
+	char how[8];
 
 	/* A framework loads its CUDA runtime privately (RTLD_LOCAL); cuInit
 	 * loads the driver, which then injects the agent. */
@@ -480,6 +518,12 @@ int main(void)
 				kernel(c, dev, stream, kn, 3000, 1);
 			}
 			printf("graphed %u\n", n);
+		} else if ((got = sscanf(line, "graphn %u %u %255s %u %u %7s", &n, &k, name, &dev, &stream,
+					 how)) >= 5) {
+			bool rt = got == 6 && strcmp(how, "rt") == 0;
+			uint32_t id = graph_launches(n, k, keep_name(name), dev, stream, rt);
+
+			printf("graphn %u %u\n", id, k);
 		} else if (sscanf(line, "threads %u %u %255s %u", &n, &k, name, &dev) == 4) {
 			struct thread_job *jobs = calloc(n, sizeof(*jobs));
 			const char *kn = keep_name(name);

@@ -67,6 +67,8 @@ static struct {
 	CUpti_CallbackFunc cb;
 	void *cb_ud;
 	bool domain_on[CUPTI_CB_DOMAIN_SIZE];
+	/* cuptiEnableCallback of single API calls (graph launches) */
+	uint8_t drv_cb[CUPTI_DRIVER_TRACE_CBID_SIZE], rt_cb[CUPTI_RUNTIME_TRACE_CBID_SIZE];
 	uint64_t kinds; /* 1 << CUpti_ActivityKind */
 	uint8_t drv_off[CUPTI_DRIVER_TRACE_CBID_SIZE], rt_off[CUPTI_RUNTIME_TRACE_CBID_SIZE];
 	CUpti_BuffersCallbackRequestFunc req;
@@ -218,9 +220,14 @@ EXPORT CUptiResult cuptiEnableCallback(uint32_t on, CUpti_SubscriberHandle h, CU
 {
 	counted_call();
 	(void)h;
-	(void)on;
-	(void)d;
-	(void)cbid; /* only the STATE domain's fatal-error callback is asked for */
+	/* The STATE domain's fatal-error callback always reaches the
+	 * subscriber here; API callbacks one by one as asked. */
+	pthread_mutex_lock(&f.lock);
+	if (d == CUPTI_CB_DOMAIN_DRIVER_API && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE)
+		f.drv_cb[cbid] = on ? 1 : 0;
+	else if (d == CUPTI_CB_DOMAIN_RUNTIME_API && cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE)
+		f.rt_cb[cbid] = on ? 1 : 0;
+	pthread_mutex_unlock(&f.lock);
 	return CUPTI_SUCCESS;
 }
 
@@ -479,6 +486,10 @@ EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, c
 	} names[] = {
 		{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, "cudaLaunchKernel_v7000" },
 		{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, "cudaGraphLaunch_v10000" },
+		{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+		  "cudaGraphLaunch_ptsz_v10000" },
+		{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, "cuGraphLaunch" },
+		{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz, "cuGraphLaunch_ptsz" },
 		{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, "cudaGetDevice_v3020" },
 		{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync_v2" },
 		{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, "cuCtxGetCurrent" },
@@ -589,24 +600,35 @@ static bool kind_on(CUpti_ActivityKind k)
 	return (f.kinds >> k) & 1;
 }
 
+/* Whether the subscriber asked for API call @cbid of @d alone (lock held). */
+static bool cbid_on(CUpti_CallbackDomain d, CUpti_CallbackId cbid)
+{
+	if (d == CUPTI_CB_DOMAIN_DRIVER_API)
+		return cbid < CUPTI_DRIVER_TRACE_CBID_SIZE && f.drv_cb[cbid];
+	if (d == CUPTI_CB_DOMAIN_RUNTIME_API)
+		return cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE && f.rt_cb[cbid];
+	return false;
+}
+
+/* @params: the call's parameter struct, as CUPTI passes it (NULL: none). */
 static void callback(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const char *fname, uint32_t corr,
-		     CUpti_ApiCallbackSite site)
+		     CUpti_ApiCallbackSite site, const void *params)
 {
 	CUpti_CallbackFunc cb;
 	void *ud;
 	CUpti_CallbackData data = {
-		.callbackSite = site, .functionName = fname, .correlationId = corr,
+		.callbackSite = site, .functionName = fname, .correlationId = corr, .functionParams = params,
 	};
 
 	pthread_mutex_lock(&f.lock);
-	cb = f.subscribed && f.domain_on[d] ? f.cb : NULL;
+	cb = f.subscribed && (f.domain_on[d] || cbid_on(d, cbid)) ? f.cb : NULL;
 	ud = f.cb_ud;
 	pthread_mutex_unlock(&f.lock);
 	if (cb)
 		cb(ud, d, cbid, &data);
 }
 
-EXPORT uint32_t fakecupti_api(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const char *fname)
+static uint32_t api_call(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const char *fname, const void *params)
 {
 	bool drv = d == CUPTI_CB_DOMAIN_DRIVER_API;
 	CUpti_ActivityKind kind = drv ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
@@ -617,7 +639,7 @@ EXPORT uint32_t fakecupti_api(CUpti_CallbackDomain d, CUpti_CallbackId cbid, con
 	corr = ++f.corr;
 	f.st.api_calls++;
 	pthread_mutex_unlock(&f.lock);
-	callback(d, cbid, fname, corr, CUPTI_API_ENTER);
+	callback(d, cbid, fname, corr, CUPTI_API_ENTER, params);
 	pthread_mutex_lock(&f.lock);
 	if (kind_on(kind) && !(drv ? f.drv_off[cbid % CUPTI_DRIVER_TRACE_CBID_SIZE]
 				   : f.rt_off[cbid % CUPTI_RUNTIME_TRACE_CBID_SIZE])) {
@@ -636,8 +658,13 @@ EXPORT uint32_t fakecupti_api(CUpti_CallbackDomain d, CUpti_CallbackId cbid, con
 		}
 	}
 	pthread_mutex_unlock(&f.lock);
-	callback(d, cbid, fname, corr, CUPTI_API_EXIT);
+	callback(d, cbid, fname, corr, CUPTI_API_EXIT, params);
 	return corr;
+}
+
+EXPORT uint32_t fakecupti_api(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const char *fname)
+{
+	return api_call(d, cbid, fname, NULL);
 }
 
 /* Fill the fields every device activity record has, for a record of
@@ -747,5 +774,125 @@ EXPORT void fakecupti_get_state(struct fakecupti_state *s)
 	s->domains_enabled = 0;
 	for (unsigned i = 0; i < CUPTI_CB_DOMAIN_SIZE; i++)
 		s->domains_enabled += f.domain_on[i];
+	pthread_mutex_unlock(&f.lock);
+}
+
+/* ---- CUDA graphs ------------------------------------------------------------ */
+
+/*
+ * Executable graphs: a handle points into this table, as a CUgraphExec
+ * points at the driver's object. Ids count from 40 so that a test tells
+ * an exec id from a small constant.
+ */
+#define MAX_EXECS 64
+
+static struct fake_exec {
+	uint32_t id;
+} execs[MAX_EXECS];
+static unsigned n_execs;
+
+EXPORT CUgraphExec fakecupti_graph_instantiate(void)
+{
+	struct fake_exec *e = NULL;
+
+	pthread_mutex_lock(&f.lock);
+	if (n_execs < MAX_EXECS) {
+		e = &execs[n_execs++];
+		e->id = 40 + n_execs;
+	}
+	pthread_mutex_unlock(&f.lock);
+	return (CUgraphExec)e;
+}
+
+static const struct fake_exec *exec_of(CUgraphExec h)
+{
+	const struct fake_exec *e = (const struct fake_exec *)h;
+
+	return e >= execs && e < execs + n_execs ? e : NULL;
+}
+
+EXPORT CUptiResult cuptiGetGraphExecId(CUgraphExec graphExec, uint32_t *pId)
+{
+	const struct fake_exec *e;
+
+	counted_call();
+	if (!pId)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&f.lock);
+	e = exec_of(graphExec);
+	*pId = e ? e->id : 0;
+	pthread_mutex_unlock(&f.lock);
+	return e ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
+}
+
+EXPORT uint32_t fakecupti_graph_launch(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const char *fname,
+				       CUgraphExec exec, CUstream stream)
+{
+	/* cuGraphLaunch_params and cudaGraphLaunch_v10000_params alike */
+	struct {
+		CUgraphExec exec;
+		CUstream stream;
+	} params = { exec, stream };
+
+	return api_call(d, cbid, fname, &params);
+}
+
+/*
+ * The GPU runs launch @corr of @exec: @nodes kernel nodes one after the
+ * other, @node_dur_ns each. With CUPTI_ACTIVITY_KIND_GRAPH_TRACE on, one
+ * CUpti_ActivityGraphTrace2 for the whole launch and no node records (the
+ * kind's point: no visibility into the nodes); else one kernel record per
+ * node carrying graphId (the executable's id, what cuptiGetGraphExecId
+ * gives) and a graphNodeId unique to the node.
+ */
+EXPORT void fakecupti_graph_run(uint32_t corr, uint32_t device, uint32_t stream, CUgraphExec exec,
+				unsigned nodes, const char *name, uint64_t node_dur_ns)
+{
+	uint64_t t = mono_ns();
+	const struct fake_exec *e;
+	uint32_t id;
+
+	pthread_mutex_lock(&f.lock);
+	e = exec_of(exec);
+	id = e ? e->id : 0;
+	if (kind_on(CUPTI_ACTIVITY_KIND_GRAPH_TRACE)) {
+		CUpti_ActivityGraphTrace2 *g = reserve(sizeof(*g), t + nodes * node_dur_ns);
+
+		if (g) {
+			g->kind = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
+			g->correlationId = corr;
+			g->start = t;
+			g->end = t + nodes * node_dur_ns;
+			g->deviceId = g->endDeviceId = device;
+			g->contextId = g->endContextId = 1;
+			g->streamId = stream;
+			g->graphId = id;
+		}
+		pthread_mutex_unlock(&f.lock);
+		return;
+	}
+	for (unsigned i = 0; i < nodes && kind_on(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL); i++) {
+		uint64_t s0 = t + i * node_dur_ns;
+		CUpti_ActivityKernel10 *k = reserve(sizeof(*k), s0 + node_dur_ns);
+
+		if (!k)
+			break;
+		k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+		k->start = s0;
+		k->end = s0 + node_dur_ns;
+		k->deviceId = device;
+		k->contextId = 1;
+		k->streamId = stream;
+		k->correlationId = corr;
+		k->gridX = 64;
+		k->gridY = k->gridZ = 1;
+		k->blockX = 128;
+		k->blockY = k->blockZ = 1;
+		k->registersPerThread = 32;
+		k->graphId = id;
+		k->graphNodeId = ((uint64_t)id << 32) | (i + 1);
+		k->name = name;
+		f.st.kernels_recorded++;
+	}
 	pthread_mutex_unlock(&f.lock);
 }

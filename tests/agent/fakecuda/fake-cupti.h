@@ -54,3 +54,13 @@ void fakecupti_memory(uint32_t corr, uint32_t device, uint32_t stream, bool allo
  * is gone (calls after it are counted). */
 void fakecupti_fatal(void);
 void fakecupti_get_state(struct fakecupti_state *s);
+
+/* CUDA graphs: a new executable graph (cuptiGetGraphExecId knows it);
+ * a launch call of it (the callback gets its parameters, as CUPTI's
+ * does); what the GPU records for launch @corr: @nodes kernel nodes, or
+ * one graph-level record when CUPTI_ACTIVITY_KIND_GRAPH_TRACE is on. */
+CUgraphExec fakecupti_graph_instantiate(void);
+uint32_t fakecupti_graph_launch(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const char *fname,
+				CUgraphExec exec, CUstream stream);
+void fakecupti_graph_run(uint32_t corr, uint32_t device, uint32_t stream, CUgraphExec exec,
+			 unsigned nodes, const char *name, uint64_t node_dur_ns);
