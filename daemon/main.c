@@ -25,6 +25,7 @@
 #include "agent-receiver.h"
 #include "base/log.h"
 #include "base/parse.h"
+#include "capture-opts.h"
 #include "collectors/agent-nvtx.h"
 #include "conf.h"
 #include "config.h"
@@ -403,6 +404,21 @@ static int setup_access(struct rpc_server_auth *auth, struct repo_allow *allow, 
 	return 0;
 }
 
+/* A window's GPU options when its request sets none (docs/options.md):
+ * NVTX on, PM sampling as --pm-sample* say. conf_set() checked the list. */
+static void gpu_defaults(const struct profd_conf *c, struct agent_opts *o)
+{
+	struct capture_opts def;
+	char why[128];
+
+	capture_opts_default(&def);
+	def.agent.pm_interval_us = (uint32_t)c->pm_sample_interval_us;
+	def.agent.pm_buffer_mb = c->pm_sample_buffer_mb;
+	if (c->pm_sample && capture_opts_set_pm_metrics(&def.agent, c->pm_sample, why, sizeof(why)) < 0)
+		log_warn("pm-sample: %s; PM sampling stays off", why);
+	*o = def.agent;
+}
+
 int main(int argc, char **argv)
 {
 	static struct gpu_map gpus;
@@ -496,6 +512,7 @@ int main(int argc, char **argv)
 		log_notice("agent socket %s is not the default (%s): jobs need PROFD_AGENT_SOCKET=%s in "
 			   "their environment (next to CUDA_INJECTION64_PATH) to find it",
 			   cfg.agent_socket, PROFD_AGENT_SOCKET_DEFAULT, cfg.agent_socket);
+	gpu_defaults(&cfg, &mcfg.gpu);
 	r = session_mgr_new(&d.loop, &mcfg, &d.ccfg, &d.mgr);
 	if (r < 0) {
 		log_error_errno(r, "could not set up collectors");

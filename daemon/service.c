@@ -29,6 +29,7 @@
 #include "base/pbwire.h"
 #include "base/timeutil.h"
 #include "base/utf8.h"
+#include "capture-opts.h"
 #include "config.h"
 #include "monitor.h"
 #include "profd/profd.pb-c.h"
@@ -64,6 +65,8 @@ struct profile_job {
 	struct window_job win;     /* the window, then the encoder (session.h) */
 	bool emit_xspace;
 	uint32_t host_level, device_level, python_level;
+	struct capture_opts gpu;        /* advanced_configuration (capture-opts.h) */
+	struct capture_warnings warn;   /* its warnings, for XSpace.warnings */
 	/* repository copy (worker) */
 	ssize_t repo_dir;
 	char *repo_rel, *file_session, *file_name;
@@ -193,6 +196,11 @@ static void job_work(struct window_job *w)
 		info.extra_errors = skip;
 	drop_planes(snap, j->host_level, j->device_level);
 	warn_levels(snap, w->start_ns, j->host_level, j->python_level);
+	for (uint32_t i = 0; i < j->warn.n; i++)
+		trace_diag(snap, w->start_ns, false, "%s", j->warn.msg[i]);
+	if (j->warn.left_out)
+		trace_diag(snap, w->start_ns, false, "advanced_configuration: %" PRIu32 " more warnings "
+			   "left out", j->warn.left_out);
 	r = xspace_encode(snap, &info, ENCODE_PREFIX, &j->out);
 	if (r < 0) {
 		j->err = RPC_INTERNAL;
@@ -433,6 +441,19 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	j->host_level = o && o->version ? o->host_tracer_level : 2;
 	j->device_level = o && o->version ? o->device_tracer_level : 1;
 	j->python_level = o && o->version ? o->python_tracer_level : 0;
+	capture_opts_default(&j->gpu);
+	j->gpu.agent = *session_mgr_gpu_default(svc->mgr);
+	capture_opts_parse(&j->gpu, o, session_mgr_max_events(svc->mgr), &j->warn);
+	/* Upstream fails the start on a bad key only when asked to. */
+	if (j->warn.n && o && o->raise_error_on_start_failure) {
+		char all[CAPTURE_WARN_MAX * CAPTURE_WARN_LEN];
+		size_t used = 0;
+
+		for (uint32_t i = 0; i < j->warn.n && used < sizeof(all); i++)
+			used += (size_t)snprintf(all + used, sizeof(all) - used, "%s%s", i ? "; " : "",
+						 j->warn.msg[i]);
+		FAIL(RPC_INVALID_ARGUMENT, "%s", all);
+	}
 	j->file_name = file_name_for(host);
 	if (!j->file_name)
 		FAIL(RPC_RESOURCE_EXHAUSTED, "out of memory");
@@ -504,6 +525,7 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	sp.id = session_id;
 	sp.start_ns = o ? (int64_t)o->start_timestamp_ns : 0;
 	sp.duration_ms = duration;
+	sp.gpu = &j->gpu.agent;
 	r = window_job_open(&j->win, &profile_window_ops, svc->loop, svc->mgr, &sp);
 	if (r == -EBUSY)
 		FAIL(RPC_RESOURCE_EXHAUSTED, "%u captures are already running, the most this daemon takes "

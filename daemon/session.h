@@ -25,6 +25,7 @@
 
 #include <uv.h>
 
+#include "agent-opts.h"
 #include "collector.h"
 #include "xspace/trace.h"
 
@@ -35,12 +36,17 @@ struct session_mgr_cfg {
 	uint32_t max_sessions;     /* open + waiting + closing */
 	uint64_t max_events;       /* hub budget */
 	uint64_t flush_timeout_ms; /* how long a close waits for collectors */
+	struct agent_opts gpu;     /* a window's GPU options when its params give none */
 };
 
 struct session_params {
 	const char *id;       /* for Terminate; may be "" */
 	int64_t start_ns;     /* CLOCK_REALTIME; <= now means at once */
 	uint64_t duration_ms; /* > 0 */
+	/* What the window asks of in-job agents (copied); NULL: cfg.gpu. The
+	 * open windows' union goes to the collectors (collector_set_options())
+	 * whenever a window opens or closes, before they start. */
+	const struct agent_opts *gpu;
 };
 
 /*
@@ -64,6 +70,9 @@ unsigned session_mgr_terminate(struct session_mgr *m, const char *id);
 /* Sessions in any state (for status and limits). */
 unsigned session_mgr_active(const struct session_mgr *m);
 uint32_t session_mgr_max_sessions(const struct session_mgr *m);
+/* The hub's budget (--max-events) and a window's default GPU options. */
+uint64_t session_mgr_max_events(const struct session_mgr *m);
+const struct agent_opts *session_mgr_gpu_default(const struct session_mgr *m);
 /* SIGHUP reload (main.c): max_sessions and flush_timeout_ms take effect for
  * the next open and the next close; open sessions are left alone (fewer
  * than are open just refuses new ones). max_events is fixed at start. */
