@@ -33,7 +33,7 @@
 #include "cupti-load.h"
 
 /* Bounds on what START may ask (the daemon bounds them too). */
-#define PM_INTERVAL_MIN_US 100u
+#define PM_INTERVAL_MIN_US 10u 
 #define PM_INTERVAL_MAX_US 1000000u
 #define PM_INTERVAL_DEFAULT_US 500u  /* upstream's gpu_pm_sample_interval_us */
 #define PM_BUFFER_MIN_MB 64u         /* upstream's gpu_pm_sample_buffer_size_per_gpu_mb range */
