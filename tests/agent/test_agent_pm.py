@@ -14,6 +14,7 @@ another profiler each give one warning while kernels and NVML data stay.
 """
 import os
 import statistics
+import subprocess
 import tempfile
 import threading
 import time
@@ -25,6 +26,7 @@ from test_agent_cupti import AGENT, APP, kernels
 
 P = T.protos()
 FAKE_NVML = os.environ.get("FAKE_NVML_LIB", "")
+FAKE_AGENT = os.environ.get("FAKE_AGENT", "")
 SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
 DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 TENSOR = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed"
@@ -244,6 +246,43 @@ class PmSampling(unittest.TestCase):
         self.assertEqual(kernels(x), [])
         self.assertTrue(counters(x, "/device:GPU:0", {"gpu_util_pct"}), w)
         self.assertTrue([p for p in x.planes if p.name == "/host:CPU"])
+
+
+@unittest.skipUnless(FAKE_AGENT, "no fake agent")
+class HostileSamples(unittest.TestCase):
+    def test_hostile_values_dropped_and_counted(self):
+        """fake-agent --pm-hostile (tests/agent/fake-agent.c pm_round()):
+        only the two good values are written; the rest is counted in one
+        warning; the kernels of the same payload stay."""
+        tmp = tempfile.mkdtemp(prefix="profd-pmh-")
+        sock = os.path.join(tmp, "agent.sock")
+        devs = "GPU-00112233-4455-6677-8899-aabbccddee00,GPU-00112233-4455-6677-8899-aabbccddee01"
+        with T.Daemon("--agent-socket", sock) as d:
+            a = subprocess.Popen([FAKE_AGENT, "--socket", sock, "--devices", devs, "--pm-hostile"],
+                                 stdout=subprocess.PIPE, text=True)
+            self.assertEqual(a.stdout.readline().strip(), "connected")
+            with T.channel(d.addr) as ch:
+                resp = T.stub(ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)(
+                    T.profile_request(P, 500, "h:1"), timeout=30)
+            a.wait(timeout=10)
+            a.stdout.close()
+            x = T.decode_xspace(P, resp.tool_data[0].data)
+        w = list(x.warnings)
+        c = counters(x, "/device:GPU:0", {"good_metric.pct", "other_metric.sum"})
+        self.assertEqual({k: [v for _, v in pts] for k, pts in c.items()},
+                         {"good_metric.pct": [42.0], "other_metric.sum": [3.0]}, w)
+        self.assertEqual(counters(x, "/device:GPU:1", {"good_metric.pct", "other_metric.sum"}), {})
+        p, l = pm_line(x, "/device:GPU:0")
+        got = sorted((p.event_metadata[e.metadata_id].name, s.uint64_value) for e in l.events
+                     for s in e.stats if p.stat_metadata[s.metadata_id].name == "counter_value")
+        self.assertEqual(got, [("good_metric.pct", 42), ("other_metric.sum", 3)])
+        notes = [s for s in w if "hardware counter samples dropped" in s]
+        self.assertEqual(len(notes), 1, w)
+        self.assertIn("3 values infinite, negative or above", notes[0])
+        self.assertIn("2 samples of a device whose metrics were not announced", notes[0])
+        self.assertIn("3 values of unnamed metrics", notes[0])
+        self.assertTrue([e for pl in x.planes if pl.name == "/device:GPU:0" for ln in pl.lines
+                         if ln.name.startswith("Stream") for e in ln.events], w)
 
 
 if __name__ == "__main__":
