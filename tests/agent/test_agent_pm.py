@@ -175,6 +175,44 @@ class PmSampling(unittest.TestCase):
         self.assertIn(10, seen[DRAM])
         self.assertTrue(max(seen[DRAM]) >= 35, seen[DRAM])
 
+    def test_daemon_default_turns_it_on(self):
+        """profd --pm-sample default: every capture samples, no request key needed."""
+        self.tearDown()
+        self.setUp("--pm-sample", "default", "--pm-sample-interval", "10ms")
+        a, _ = self.app()
+        x, _, _, _ = self.capture(request(1000), lambda: time.sleep(0.6), a)
+        c = counters(x, "/device:GPU:1", {SM, DRAM, TENSOR, WARPS})
+        self.assertEqual(set(c), {SM, DRAM, TENSOR, WARPS}, list(x.warnings))
+        ts = sorted(t for t, _ in c[WARPS])
+        self.assertAlmostEqual(statistics.median([b - a for a, b in zip(ts, ts[1:])]), 10**7, delta=2 * 10**6)
+
+    def test_turned_on_and_off_mid_capture(self):
+        """A window asking for counters opens inside one that does not: the
+        agent starts sampling then (START again), and stops when it closes."""
+        a, _ = self.app()
+        out = {}
+
+        def outer():
+            r = self.profile(request(2000), timeout=60)
+            out["outer"] = T.decode_xspace(P, r.tool_data[0].data)
+
+        t = threading.Thread(target=outer)
+        t.start()
+        self.assertTrue(T.wait_for(lambda: a.state()["kinds"] & C.TRACED == C.TRACED, 10), self.d.log())
+        time.sleep(0.5)
+        r = self.profile(request(600, gpu_pm_sample_counters="default", gpu_pm_sample_interval_us=INTERVAL_US),
+                         timeout=60)
+        inner = T.decode_xspace(P, r.tool_data[0].data)
+        t.join()
+        ci = counters(inner, "/device:GPU:0", {SM})
+        self.assertGreater(len(ci.get(SM, [])), 20, list(inner.warnings))
+        co = sorted(t for t, _ in counters(out["outer"], "/device:GPU:0", {SM}).get(SM, []))
+        self.assertTrue(co, list(out["outer"].warnings))
+        # Within the outer window: none in its first 0.4 s, none in its last 0.4 s.
+        self.assertGreater(co[0], 4 * 10**8, co[:3])
+        self.assertLess(co[-1], 16 * 10**8, co[-3:])
+        self.assertLess(len(co), 1.5 * 1000 * 1000 / INTERVAL_US, len(co))
+
     def test_chosen_metrics_and_a_bad_name(self):
         a, _ = self.app()
         x, _, _, _ = self.capture(request(1000, gpu_pm_sample_counters=f"{WARPS}, no__such_metric.sum",
