@@ -222,6 +222,16 @@ static CUptiResult add_metrics(struct pm_dev *d, const char *chip, const char **
 	return A.cuptiProfilerHostConfigAddMetrics(&p);
 }
 
+/* Adds @name (+ @why) to the list of left-out metrics, once for all devices. */
+static void note_dropped(char *dropped, size_t size, const char *name, const char *why)
+{
+	size_t off = strlen(dropped);
+
+	if (strstr(dropped, name))
+		return;
+	snprintf(dropped + off, size - off, "%s%s%s", off ? ", " : "", name, why);
+}
+
 static bool bad_name(CUptiResult r) { return r == CUPTI_ERROR_INVALID_METRIC_NAME || r == CUPTI_ERROR_INVALID_PARAMETER; }
 
 /*
@@ -233,7 +243,6 @@ static bool bad_name(CUptiResult r) { return r == CUPTI_ERROR_INVALID_METRIC_NAM
 static CUptiResult configure(struct pm_dev *d, const char *chip, char *dropped, size_t dropped_size)
 {
 	CUptiResult r;
-	size_t off = strlen(dropped);
 
 	memcpy(d->names, P.names, sizeof(d->names));
 	d->n_names = P.n_names;
@@ -246,10 +255,7 @@ static CUptiResult configure(struct pm_dev *d, const char *chip, char *dropped, 
 			if (r == CUPTI_SUCCESS) {
 				d->names[k++] = d->names[i];
 			} else if (bad_name(r)) {
-				int w = snprintf(dropped + off, dropped_size - off, "%s%s", off ? ", " : "", d->names[i]);
-
-				if (w > 0 && (size_t)w < dropped_size - off)
-					off += (size_t)w;
+				note_dropped(dropped, dropped_size, d->names[i], "");
 			} else {
 				return r;
 			}
@@ -288,13 +294,7 @@ static CUptiResult configure(struct pm_dev *d, const char *chip, char *dropped, 
 		if (pp.numOfPasses == 0 || d->n_names == 1)
 			return CUPTI_ERROR_NOT_SUPPORTED;
 		d->n_names--;
-		{
-			int w = snprintf(dropped + off, dropped_size - off, "%s%s (needs a second pass)",
-					 off ? ", " : "", d->names[d->n_names]);
-
-			if (w > 0 && (size_t)w < dropped_size - off)
-				off += (size_t)w;
-		}
+		note_dropped(dropped, dropped_size, d->names[d->n_names], " (needs a second pass)");
 		r = add_metrics(d, chip, d->names, d->n_names);
 	}
 	return r;

@@ -223,6 +223,7 @@ class PmSampling(unittest.TestCase):
         notes = [s for s in x.warnings if "no__such_metric.sum" in s]
         self.assertEqual(len(notes), 1, list(x.warnings))
         self.assertIn(f"pid {a.pid}", notes[0])
+        self.assertEqual(notes[0].count("no__such_metric.sum"), 1, notes[0])  # both GPUs, said once
 
     def test_off_by_default(self):
         a, _ = self.app()
