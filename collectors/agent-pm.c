@@ -21,6 +21,7 @@ struct agent_pm_src {
 		uint32_t name_id[AGENT_PM_MAX_METRICS];
 	} dev[AGENT_MAX_DEVICES];
 	uint64_t samples;     /* samples written this window */
+	uint64_t over;        /* samples beyond AGENT_PM_MAX_SAMPLES: dropped */
 	uint64_t bad_values;  /* infinite, negative or too large: dropped */
 	uint64_t unannounced; /* samples of a device without (matching) PM_METRICS */
 	uint64_t unnamed;     /* values whose metric id named no string */
@@ -84,6 +85,10 @@ static void put_sample(struct agent_pm_src *ps, struct agent_src *s, const struc
 	}
 	if (!ps->dev[r->device].n || ps->dev[r->device].n != v->n_pm) {
 		ps->unannounced++;
+		return;
+	}
+	if (ps->samples >= AGENT_PM_MAX_SAMPLES) {
+		ps->over++;
 		return;
 	}
 	if (!agent_map_place_times(s, r->start, r->end, &start, &dur))
@@ -153,5 +158,9 @@ void agent_pm_describe(struct agent_src *s)
 				     "announced, %llu values of unnamed metrics",
 			       s->pid, s->name, (unsigned long long)ps->bad_values, AGENT_PM_MAX_VALUE,
 			       (unsigned long long)ps->unannounced, (unsigned long long)ps->unnamed);
-	ps->samples = ps->bad_values = ps->unannounced = ps->unnamed = 0;
+	if (ps->over)
+		agent_map_note(s->m, "pid %u (%s): %llu hardware counter samples beyond the budget of %u a "
+				     "window were dropped; sample less often (gpu_pm_sample_interval_us)",
+			       s->pid, s->name, (unsigned long long)ps->over, AGENT_PM_MAX_SAMPLES);
+	ps->samples = ps->over = ps->bad_values = ps->unannounced = ps->unnamed = 0;
 }

@@ -41,6 +41,9 @@
 #define AGENT_PM_LINE_NAME "PM counters"
 #define AGENT_PM_STAT_VALUE "counter_value"
 #define AGENT_PM_STAT_DESCRIPTION "performance_counter_description"
+/* Samples one process may put in one window (as NVTX ranges have theirs):
+ * 2 GPUs at 500 us fill it in about a minute; beyond, dropped and counted. */
+#define AGENT_PM_MAX_SAMPLES 262144u
 /* Larger values cannot be a rate, a percentage or a count of one interval. */
 #define AGENT_PM_MAX_VALUE 1e15
 
