@@ -137,16 +137,16 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 		NULL, "NVTX range names that mark a training step, comma-"
 		"separated (up to 32 names of [A-Za-z0-9_.-], 1-63 characters each), each matched at the "
 		"start of a range's name or its last part, any case (docs/agent.md, Steps)", F(step_pattern)},
-	[CONF_PM_SAMPLE] = {"pm-sample", "METRICS", T_PM, 0, 0, NULL, false, NULL,
+	[CONF_PM_SAMPLE] = {"pm-sample", "METRICS", T_PM, 0, 0, NULL, true, NULL,
 		"sample these GPU hardware counters (CUPTI PM sampling) in captures that do not set "
 		"gpu_pm_sample_counters: up to 16 comma-separated metric names of [A-Za-z0-9_.], or "
 		"\"default\" for the agent's default set; empty: off (docs/options.md)", F(pm_sample)},
 	[CONF_PM_SAMPLE_INTERVAL] = {"pm-sample-interval", "DUR", T_USEC, CAPTURE_PM_INTERVAL_MIN_US,
-		CAPTURE_PM_INTERVAL_MAX_US, "500us", false, NULL,
+		CAPTURE_PM_INTERVAL_MAX_US, "500us", true, NULL,
 		"PM sampling interval (500us, 1ms; a bare number is microseconds); a request's "
 		"gpu_pm_sample_interval_us overrides it", F(pm_sample_interval_us)},
 	[CONF_PM_SAMPLE_BUFFER] = {"pm-sample-buffer", "MB", T_U32, CAPTURE_PM_BUFFER_MIN_MB,
-		CAPTURE_PM_BUFFER_MAX_MB, "64", false, NULL,
+		CAPTURE_PM_BUFFER_MAX_MB, "64", true, NULL,
 		"PM sampling hardware buffer per GPU in MiB; a request's "
 		"gpu_pm_sample_buffer_size_per_gpu_mb overrides it", F(pm_sample_buffer_mb)},
 	[CONF_HOSTNAME] = {"hostname", "NAME", T_OPT, 0, 0, NULL, false, "Other",

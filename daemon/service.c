@@ -29,6 +29,7 @@
 #include "base/pbwire.h"
 #include "base/timeutil.h"
 #include "base/utf8.h"
+#include "capture-limits.h"
 #include "capture-opts.h"
 #include "config.h"
 #include "monitor.h"
@@ -196,6 +197,7 @@ static void job_work(struct window_job *w)
 		info.extra_errors = skip;
 	drop_planes(snap, j->host_level, j->device_level);
 	warn_levels(snap, w->start_ns, j->host_level, j->python_level);
+	capture_limits_apply(snap, &j->gpu, w->start_ns);
 	for (uint32_t i = 0; i < j->warn.n; i++)
 		trace_diag(snap, w->start_ns, false, "%s", j->warn.msg[i]);
 	if (j->warn.left_out)

@@ -175,22 +175,29 @@ static void gpu_merge(struct agent_opts *a, const struct agent_opts *b)
 
 /*
  * Hand the collectors the union of what the open windows ask of agents
- * (capture_opts_merge(): kinds OR'ed; the PM metrics of the oldest window
- * that asked). A window that is closing no longer counts: its data is in.
+ * (gpu_merge(): kinds OR'ed; the PM metrics of the oldest window that
+ * asked). A window that is closing no longer counts: its data is in.
  * Oldest first, so the list (newest first) is walked from its tail.
  */
 static void update_gpu_options(struct session_mgr *m, const struct session *gone)
 {
 	struct agent_opts u;
 	struct session *last = NULL;
+	unsigned n = 0;
 
 	memset(&u, 0, sizeof(u));
 	for (struct session *s = m->all; s; s = s->next)
 		last = s;
 	for (struct session *s = last; s; s = s->prev)
-		if (s->state == S_OPEN && !s->aborted)
+		if (s != gone && s->state == S_OPEN && !s->aborted) {
 			gpu_merge(&u, &s->gpu);
-	collector_set_options(m->collectors, &u);
+			n++;
+		}
+	/* None open: the last one is closing, and its data may still be in
+	 * flight (ranges that end after the window): the options stay until
+	 * the collectors stop; the next window sets its own before START. */
+	if (n)
+		collector_set_options(m->collectors, &u);
 }
 
 /* ---- the page pool: warm while captures run, released when idle ------------ */
@@ -530,6 +537,7 @@ void session_mgr_set_limits(struct session_mgr *m, uint32_t max_sessions, uint64
 	m->cfg.max_sessions = max_sessions;
 	m->cfg.flush_timeout_ms = flush_timeout_ms;
 }
+void session_mgr_set_gpu_default(struct session_mgr *m, const struct agent_opts *gpu) { m->cfg.gpu = *gpu; }
 struct collector_set *session_mgr_collectors(struct session_mgr *m) { return m->collectors; }
 
 static void on_collectors_closed(void *userdata)

@@ -77,6 +77,9 @@ const struct agent_opts *session_mgr_gpu_default(const struct session_mgr *m);
  * the next open and the next close; open sessions are left alone (fewer
  * than are open just refuses new ones). max_events is fixed at start. */
 void session_mgr_set_limits(struct session_mgr *m, uint32_t max_sessions, uint64_t flush_timeout_ms);
+/* SIGHUP reload: the GPU options of windows whose request sets none, from
+ * the next window on (open ones keep theirs). */
+void session_mgr_set_gpu_default(struct session_mgr *m, const struct agent_opts *gpu);
 struct collector_set *session_mgr_collectors(struct session_mgr *m);
 /* Fail every session with -ESHUTDOWN, close collectors; @cb when done. */
 void session_mgr_shutdown(struct session_mgr *m, void (*cb)(void *), void *userdata);
