@@ -126,8 +126,6 @@ void pm_init(const struct cupti_lib *C, struct agent_conv *cv, pm_error_fn error
 #undef PM_FN_LOAD
 }
 
-bool pm_running(void) { return P.n_dev > 0; }
-
 static const char *res_str(CUptiResult r)
 {
 	const char *s = NULL;

@@ -75,5 +75,3 @@ void pm_decode(void);
 /* The capture ends: a last decode, then stop and release everything. A new
  * capture may report errors again. */
 void pm_stop(void);
-/* Whether sampling runs now (for STATS and tests). */
-bool pm_running(void);
