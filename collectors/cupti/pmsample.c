@@ -58,6 +58,7 @@ static struct {
 	struct agent_conv *cv;
 	pm_error_fn error;
 	bool told;            /* the capture's one COUNTERS error was sent */
+	bool told_overflow;   /* the capture's one overflow notice was sent */
 	bool profiler_init;   /* cuptiProfilerInitialize succeeded */
 	struct agent_start cur; /* the options sampling runs with */
 	char buf[AGENT_PM_METRICS_MAX];
@@ -565,10 +566,23 @@ static void decode_dev(struct pm_dev *d)
 		pd.pCounterDataImage = d->data;
 		pd.counterDataImageSize = d->data_size;
 		r = A.cuptiPmSamplingDecodeData(&pd);
+		if (r == CUPTI_ERROR_OUT_OF_MEMORY || (r == CUPTI_SUCCESS && pd.overflow)) {
+			/* The hardware buffer filled up between two decodes: samples
+			 * are lost (OUT_OF_MEMORY: until sampling restarts). Said once. */
+			if (!P.told_overflow) {
+				char text[sizeof(((struct agent_error *)0)->text)];
+
+				/* A NOTICE: sampling goes on, with gaps. */
+				P.told_overflow = true;
+				snprintf(text, sizeof(text), "PM sampling: GPU %u's hardware buffer overflowed and "
+					 "samples were lost; raise gpu_pm_sample_buffer_size_per_gpu_mb "
+					 "(--pm-sample-buffer) or the interval", d->ordinal);
+				P.error(AGENT_ERR_NOTICE, (int32_t)r, text);
+			}
+		}
 		if (r != CUPTI_SUCCESS) {
-			/* OUT_OF_MEMORY: the hardware buffer overflowed; samples are lost
-			 * until the session restarts. Said once; tracing goes on. */
-			tell_cupti(d->ordinal, "cuptiPmSamplingDecodeData", r);
+			if (r != CUPTI_ERROR_OUT_OF_MEMORY)
+				tell_cupti(d->ordinal, "cuptiPmSamplingDecodeData", r);
 			return;
 		}
 		pi.pCounterDataImage = d->data;
@@ -630,5 +644,5 @@ void pm_stop(void)
 		pm_decode();
 		stop_all();
 	}
-	P.told = false; /* a new capture may say again what is wrong */
+	P.told = P.told_overflow = false; /* a new capture may say again what is wrong */
 }

@@ -270,6 +270,17 @@ class PmSampling(unittest.TestCase):
     def test_unsupported_gpu(self):
         self.failing("unsupported", "not supported on GPU 0")
 
+    def test_buffer_overflow_said_once(self):
+        a, _ = self.app(FAKE_CUPTI_PM="overflow")
+        x, _, _, _ = self.capture(request(1000, gpu_pm_sample_counters="default",
+                                          gpu_pm_sample_interval_us=INTERVAL_US), lambda: time.sleep(0.6), a)
+        w = [s for s in x.warnings if "overflowed" in s]
+        self.assertEqual(len(w), 1, list(x.warnings))
+        self.assertIn("gpu_pm_sample_buffer_size_per_gpu_mb", w[0])
+        self.assertIn(f"pid {a.pid}", w[0])
+        self.assertFalse([s for s in x.warnings if "no hardware counters" in s], list(x.warnings))
+        self.assertTrue(counters(x, "/device:GPU:0", {SM}))  # what was decoded is kept
+
     def test_cupti_held_by_another_profiler(self):
         """Item 4: the job's CUPTI is taken (here by Nsight Systems): the
         warning names it; NVML counters and the other planes stay."""

@@ -23,7 +23,9 @@
  *
  * FAKE_CUPTI_PM=privileges|busy|unsupported: cuptiPmSamplingEnable says
  * CUPTI_ERROR_INSUFFICIENT_PRIVILEGES / CUPTI_ERROR_HARDWARE_BUSY, or
- * cuptiProfilerDeviceSupported says the device is not supported.
+ * cuptiProfilerDeviceSupported says the device is not supported;
+ * FAKE_CUPTI_PM=overflow: every decode reports a hardware buffer overflow
+ * (samples still decoded).
  * Calls out of order (Enable before cuptiProfilerInitialize, decode of a
  * sampler not started) fail as CUPTI's do.
  */
@@ -353,7 +355,7 @@ EXPORT CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params 
 	}
 	p->decodeStopReason = o->next + o->interval_ns <= now ? CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL
 							       : CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS;
-	p->overflow = 0;
+	p->overflow = mode("overflow");
 	return CUPTI_SUCCESS;
 }
 
