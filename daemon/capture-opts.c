@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "capture-opts.h"
 
 #define ACV_CASE(x) TENSORFLOW__PROFILE_OPTIONS__ADVANCED_CONFIG_VALUE__VALUE_##x
@@ -39,20 +40,6 @@ void capture_warn(struct capture_warnings *w, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(w->msg[w->n++], CAPTURE_WARN_LEN, fmt, ap);
 	va_end(ap);
-}
-
-/* @s for a message: at most 48 bytes, printable ASCII, "..." when cut. */
-static const char *printable(char *buf, size_t size, const char *s)
-{
-	size_t i = 0;
-
-	for (; s[i] && i + 4 < size && i < 48; i++)
-		buf[i] = (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] < 0x7f ? s[i] : '?';
-	if (s[i])
-		memcpy(buf + i, "...", 4);
-	else
-		buf[i] = 0;
-	return buf;
 }
 
 static bool metric_char(char c)
@@ -195,7 +182,7 @@ static void apply(struct capture_opts *o, enum key_id k,
 		  struct capture_warnings *w)
 {
 	const char *key = keys[k].name;
-	char why[128], q[64];
+	char why[128], q[72];
 
 	switch (k) {
 	case K_MAX_CALLBACK:
@@ -226,7 +213,7 @@ static void apply(struct capture_opts *o, enum key_id k,
 	case K_PM_COUNTERS:
 		if (capture_opts_set_pm_metrics(&o->agent, v->string_value, why, sizeof(why)) < 0)
 			capture_warn(w, "advanced_configuration: %s=\"%s\": %s (ignored)", key,
-				     printable(q, sizeof(q), v->string_value), why);
+				     ascii_quote(q, sizeof(q), v->string_value), why);
 		break;
 	case K_PM_INTERVAL:
 		if (int_in(v, key, CAPTURE_PM_INTERVAL_MIN_US, CAPTURE_PM_INTERVAL_MAX_US, w))
@@ -259,7 +246,7 @@ static void apply(struct capture_opts *o, enum key_id k,
 void capture_opts_parse(struct capture_opts *o, const Tensorflow__ProfileOptions *po,
 			uint64_t max_events, struct capture_warnings *w)
 {
-	char q[64];
+	char q[72];
 
 	for (size_t i = 0; po && i < po->n_advanced_configuration; i++) {
 		const Tensorflow__ProfileOptions__AdvancedConfigurationEntry *e = po->advanced_configuration[i];
@@ -272,7 +259,7 @@ void capture_opts_parse(struct capture_opts *o, const Tensorflow__ProfileOptions
 			k++;
 		if (k == K_N) {
 			capture_warn(w, "advanced_configuration: unknown key '%s' (ignored)",
-				     printable(q, sizeof(q), name));
+				     ascii_quote(q, sizeof(q), name));
 			continue;
 		}
 		if (value_case != want_case[keys[k].type]) {

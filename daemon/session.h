@@ -12,6 +12,14 @@
  * window, a filtered copy otherwise). Closes are handled one at a time in
  * the order they happen, because a flush is a barrier over all collectors.
  *
+ * GPU options: each window carries what it asks of in-job agents (struct
+ * agent_opts, from its request: daemon/capture-opts.h); while windows are
+ * open, the collectors get the union of the OPEN ones' (collector_set_
+ * options()), set before the first window starts them and again whenever
+ * a window opens or closes (not when the last one closes: its data may
+ * still arrive). Each window's own limits are its owner's business, on
+ * its snapshot (daemon/capture-limits.h).
+ *
  * States: WAITING (start_timestamp_ns in the future) -> OPEN -> CLOSING
  * (queued for / in flush) -> delivered (the callback ran; freed).
  * An aborted session (client gone) is dropped without a callback.

@@ -2,7 +2,8 @@
 """gpu_enable_nvtx_tracking (docs/options.md) through the real agent on the
 fake CUPTI, into a real profd: off -> the agent records no NVTX range; on
 (profd's default) -> ranges and their annotations are there; two
-overlapping windows, one off and one on: each gets what it asked for.
+overlapping windows, one off and one on: each gets what it asked for;
+gpu_max_annotation_strings keeps the ranges of the first N distinct texts.
 """
 import os
 import threading
@@ -65,6 +66,9 @@ class NvtxOption(unittest.TestCase):
         self.assertEqual(annotated(x), [])
         # Nothing was collected, so nothing had to be cut from the window.
         self.assertFalse([w for w in x.warnings if "gpu_enable_nvtx_tracking" in w], list(x.warnings))
+        # NVTX hints ("wrap ops in NVTX ranges") would mislead: NVTX was turned off.
+        self.assertFalse([w for w in x.warnings if "no op names" in w or "no steps found" in w],
+                         list(x.warnings))
         # Explicitly on (also the default): ranges and annotations.
         t, out = self.start(900, {"gpu_enable_nvtx_tracking": True}, "on")
         self.traced(a)
@@ -91,6 +95,19 @@ class NvtxOption(unittest.TestCase):
         # Both windows have the kernels.
         self.assertEqual(len([k for k in kernels(off["x"]) if k[2] == "both_kernel"]), 4)
         self.assertEqual(len([k for k in kernels(on["x"]) if k[2] == "both_kernel"]), 4)
+
+    def test_annotation_strings_cap(self):
+        a, _ = self.app()
+        t, out = self.start(900, {"gpu_max_annotation_strings": 2}, "cap")
+        self.traced(a)
+        for text in ["alpha", "beta", "alpha", "gamma", "delta", "beta"]:
+            a.ask(f"nvtx push {text}")
+            a.ask("nvtx pop")
+        t.join()
+        x = out["x"]
+        self.assertEqual(sorted(nvtx_events(x)), ["alpha", "alpha", "beta", "beta"])
+        w = [s for s in x.warnings if s.startswith("gpu_max_annotation_strings=2: 2 NVTX ranges")]
+        self.assertEqual(len(w), 1, list(x.warnings))
 
 
 if __name__ == "__main__":
