@@ -33,6 +33,7 @@
 
 #include "agent-map.h"
 #include "agent-nvtx.h"
+#include "agent-pm.h"
 #include "gpu-peaks.h"
 #include "base/log.h"
 #include "base/macro.h"
@@ -117,6 +118,7 @@ void agent_map_src_init(struct agent_map *m, struct agent_src *s)
 void agent_map_src_free(struct agent_src *s)
 {
 	agent_nvtx_src_free(s);
+	agent_pm_src_free(s);
 	for (uint32_t i = 0; i <= s->n_strings && s->strings; i++)
 		free(s->strings[i]);
 	free(s->strings);
@@ -854,6 +856,16 @@ struct trace_line *agent_map_aux_line(struct agent_src *s, uint64_t kind, uint32
 
 const char *agent_map_str(const struct agent_src *s, uint32_t id, const char *dflt) { return str_of(s, id, dflt); }
 
+struct trace_plane *agent_map_gpu_plane(struct agent_src *s, uint32_t device, uint32_t *plane_no)
+{
+	struct agent_map_dev *d = dev_of(s, device);
+
+	if (!d)
+		return NULL;
+	*plane_no = d->plane;
+	return gpu_plane(s->m, d->plane);
+}
+
 /* ---- inputs ------------------------------------------------------------------ */
 
 /* @id and @len were bounded by the parser (1..AGENT_MAX_STRINGS,
@@ -933,6 +945,8 @@ int agent_map_records(struct agent_src *s, const uint8_t *p, size_t len, bool ta
 		case AGENT_REC_API: if (take) put_api(s, &v.r.api); break;
 		case AGENT_REC_GRAPH: if (take) put_graph(s, &v.r.graph); break;
 		case AGENT_REC_NVTX: agent_nvtx_record(s, &v, take); break;
+		case AGENT_REC_PM_METRICS:
+		case AGENT_REC_PM_SAMPLE: agent_pm_record(s, &v, take); break;
 		}
 	}
 	return r;
@@ -1068,6 +1082,7 @@ void agent_map_describe_src(struct agent_src *s)
 		agent_map_note(s->m, "pid %u (%s): %llu GPU records beyond its fair share of the event "
 				     "budget (--max-events shared by %u capturing processes) were dropped",
 			       s->pid, s->name, (unsigned long long)s->over_share, s->share_n);
+	agent_pm_describe(s); /* before the counts below start over */
 	s->bad_device = s->bad_time = s->long_dur = s->over_share = 0;
 	agent_nvtx_describe(s);
 }

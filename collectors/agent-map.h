@@ -47,6 +47,7 @@
 #define AGENT_MAP_TIME_SLACK_NS (10ll * 1000 * 1000 * 1000)
 
 struct agent_nvtx_src;
+struct agent_pm_src;
 
 struct agent_map_dev {
 	bool known;
@@ -92,6 +93,7 @@ struct agent_src {
 	unsigned share_n;    /* capturing connections when the last one was dropped */
 	uint32_t new_gpus;   /* UUIDs this connection added to the GPU map */
 	struct agent_nvtx_src *nvtx; /* agent-nvtx.c's, NULL until the first NVTX record */
+	struct agent_pm_src *pm;     /* agent-pm.c's, NULL until the first PM record */
 	uint64_t gpus_refused;
 };
 
@@ -185,6 +187,9 @@ bool agent_map_place_times(struct agent_src *s, uint64_t start, uint64_t end, in
 #define AGENT_MAP_LINE_NVTX (UINT64_C(1) << 61)
 struct trace_line *agent_map_aux_line(struct agent_src *s, uint64_t kind, uint32_t key, const char *name);
 const char *agent_map_str(const struct agent_src *s, uint32_t id, const char *dflt);
+/* For agent-pm.c: the plane of @s's device @device (its number in
+ * *@plane_no); NULL when the device is unknown (counted) or on failure. */
+struct trace_plane *agent_map_gpu_plane(struct agent_src *s, uint32_t device, uint32_t *plane_no);
 
 void agent_map_init(struct agent_map *m, struct collector *c);
 void agent_map_free(struct agent_map *m);

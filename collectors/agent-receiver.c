@@ -243,6 +243,11 @@ static void handle_error(struct conn *k, const struct agent_error *e)
 	case AGENT_ERR_NOTICE:
 		agent_map_note(m, "pid %u (%s): %s", k->src.pid, k->src.name, text);
 		break;
+	case AGENT_ERR_COUNTERS:
+		/* Tracing goes on; the text names the reason and the fix. */
+		agent_map_note(m, "no hardware counters from pid %u (%s), its trace is complete otherwise: %s",
+			       k->src.pid, k->src.name, text);
+		break;
 	default:
 		agent_map_note(m, "GPU tracing problem in pid %u (%s): %s", k->src.pid, k->src.name, text);
 		break;

@@ -77,6 +77,7 @@
 #include "convert.h"
 #include "cupti-load.h"
 #include "nvtx.h"
+#include "pmsample.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -214,6 +215,12 @@ static void send_error(uint32_t code, int32_t detail, const char *fmt, ...)
 	vsnprintf(e.text, sizeof(e.text), fmt, ap);
 	va_end(ap);
 	agent_client_send(&g.cl, AGENT_FRAME_ERROR, &e, sizeof(e));
+}
+
+/* pmsample.c's ERROR frames. */
+static void pm_error(uint32_t code, int32_t detail, const char *text)
+{
+	send_error(code, detail, "%s", text);
 }
 
 static const char *cupti_str(CUptiResult r)
@@ -393,6 +400,8 @@ static void load_cupti(void)
 	g.cupti_tried = true;
 	g.cupti_err = cupti_load(&g.C, g.cupti_why, sizeof(g.cupti_why));
 	g.cupti_ok = g.cupti_err == 0;
+	if (g.cupti_ok)
+		pm_init(&g.C, &g.cv, pm_error);
 }
 
 /* ---- slabs: CUPTI's callbacks (any thread) and the agent thread ------------ */
@@ -1103,6 +1112,7 @@ static void capture_start(void)
 	graphs_apply_options();
 	atomic_store(&g.capturing, 1);
 	nvtx_follow();
+	pm_apply_options(&g.opts, g.devs, g.n_devs);
 }
 
 static void send_stats(void)
@@ -1132,6 +1142,7 @@ static void capture_flush(uint64_t token)
 	if (atomic_load(&g.capturing) && cupti_usable()) {
 		uint64_t seq;
 
+		pm_decode(); /* the window's counter samples up to now */
 		pthread_mutex_lock(&g.lock);
 		seq = g.hand_seq;
 		pthread_mutex_unlock(&g.lock);
@@ -1271,6 +1282,10 @@ static void capture_stop(bool connected, bool do_detach)
 
 	if (!atomic_load(&g.capturing))
 		return;
+	/* Counters first: their last samples go out before CLOCK (stop), and
+	 * PM sampling is off before any cuptiFinalize. */
+	if (cupti_usable())
+		pm_stop();
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && cupti_usable(); i++) {
 		/* CUPTI 13.0 GA could deadlock disabling CONCURRENT_KERNEL (fixed in
 		 * 13.0 Update 1, API 130001); finalize turns it off anyway. */
@@ -1361,6 +1376,8 @@ static void capture_options(void)
 {
 	nvtx_apply_options();
 	graphs_apply_options();
+	if (cupti_usable())
+		pm_apply_options(&g.opts, g.devs, g.n_devs);
 }
 
 static void handle_command(const struct agent_frame_hdr *h, const uint8_t *p)
@@ -1440,6 +1457,7 @@ static void *agent_main(void *arg)
 				handle_command(&h, payload);
 		}
 		if (atomic_load(&g.capturing) && cupti_usable() && agent_mono_ns() >= next_flush) {
+			pm_decode();
 			g.C.cuptiActivityFlushAll(0);
 			drain();
 			next_flush = agent_mono_ns() + FLUSH_PERIOD_MS * 1000000ull;

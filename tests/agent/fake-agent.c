@@ -9,6 +9,7 @@
  *              [--dropped N] [--no-flush-reply] [--error CODE:TEXT]
  *              [--proto-version N] [--stats-v2 CUT,FOREIGN,FLAGS]
  *              [--hostile-times N] [--fake-uuids N] [--tid N] [--print-options]
+ *              [--pm-hostile]
  *
  * On START it sends a clock anchor (its clock is CLOCK_MONOTONIC, as an
  * unknown agent clock would be) and, per device in the order given (=
@@ -25,6 +26,11 @@
  * --hostile-times N adds, after each device's normal records, N rounds of
  * records whose times no CUPTI would report (hostile_round()): profd must
  * drop or clamp them, count them, and keep every normal record.
+ *
+ * --pm-hostile adds, after the last device's records, hardware counter
+ * records (PM_METRICS, PM_SAMPLE) for device 0 with values no sampler
+ * reports (pm_round()): infinite, negative, huge, of an unnamed metric, of
+ * a device that announced no metrics, a count that does not match.
  *
  * --print-options prints each START's options (also a START while
  * capturing, which changes only them) as one line before anything else it
@@ -67,6 +73,7 @@ static unsigned long long arg_cut, arg_foreign;
 static unsigned arg_stats_flags;
 static unsigned long arg_hostile;
 static unsigned arg_fake_uuids;
+static int arg_pm_hostile;
 
 static struct agent_client cl;
 static uint8_t batch[AGENT_FRAME_MAX];
@@ -203,6 +210,42 @@ static void hostile_round(uint32_t dev, uint64_t t, uint64_t anchor)
 
 static uint64_t clock_anchor;
 
+static void put_pm_sample(uint32_t dev, uint64_t t, unsigned n, const double *v)
+{
+	struct agent_rec_pm_sample *r = put(AGENT_REC_PM_SAMPLE, sizeof(*r) + n * sizeof(double), n);
+
+	r->start = t;
+	r->end = t + 1000000;
+	r->device = dev;
+	memcpy(r + 1, v, n * sizeof(double));
+}
+
+/* --pm-hostile: one good value per metric among hostile ones (the header
+ * comment); test_agent_pm.py knows each count. */
+static void pm_round(uint64_t t)
+{
+	static const uint32_t ids[3] = { 20, 21, 99 /* never defined */ };
+	const double s1[3] = { 42.0, __builtin_nan(""), 7.0 };
+	const double s2[3] = { __builtin_inf(), -1.0, 1.0 };
+	const double s3[3] = { 1e300, 3.0, 1.0 };
+	const double s4[2] = { 5.0, 5.0 };
+	struct agent_rec_pm_metrics *m;
+
+	put_string(20, "good_metric.pct");
+	put_string(21, "other_metric.sum");
+	m = put(AGENT_REC_PM_METRICS, sizeof(*m) + sizeof(uint32_t) * 4, 3);
+	m->device = 0;
+	m->interval_us = 1000;
+	memcpy(m + 1, ids, sizeof(ids));
+	put_pm_sample(0, t, 3, s1);
+	put_pm_sample(0, t + 1000000, 3, s2);
+	put_pm_sample(0, t + 2000000, 3, s3);
+	put_pm_sample(0, t + 3000000, 2, s4); /* not the announced count */
+	put_pm_sample(0, 0, 3, s1);           /* no time: dropped like any record */
+	if (n_devs > 1)
+		put_pm_sample(1, t, 2, s4); /* device 1 announced nothing */
+}
+
 static void burst(void)
 {
 	uint64_t t = agent_mono_ns();
@@ -259,6 +302,8 @@ static void burst(void)
 		for (unsigned long i = 0; i < arg_hostile; i++)
 			hostile_round(d, t, clock_anchor);
 	}
+	if (arg_pm_hostile)
+		pm_round(t);
 	send_batch();
 }
 
@@ -359,6 +404,7 @@ int main(int argc, char **argv)
 		{ "error", required_argument, NULL, 'E' },    { "proto-version", required_argument, NULL, 'V' },
 		{ "stats-v2", required_argument, NULL, 'T' }, { "hostile-times", required_argument, NULL, 'H' },
 		{ "fake-uuids", required_argument, NULL, 'U' }, { "tid", required_argument, NULL, 't' },
+		{ "pm-hostile", no_argument, &arg_pm_hostile, 1 },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned captures = 0;

@@ -49,10 +49,14 @@ class AgentUnderValgrind(unittest.TestCase):
 
             self.assertTrue(T.wait_for(lambda: len(stubs.status(P.profd.StatusRequest(), timeout=10).agents) == 1, 60))
 
-            def capture(ms, work):
+            def capture(ms, work, pm=False):
+                req = T.profile_request(P, ms, f"localhost:{d.port}")
+                if pm:  # PM sampling (pmsample.c, the fake's sampler) under the same gate
+                    req.opts.advanced_configuration["gpu_pm_sample_counters"].string_value = "default"
+                    req.opts.advanced_configuration["gpu_pm_sample_interval_us"].int64_value = 20000
                 out = {}
                 t = threading.Thread(target=lambda: out.update(x=T.decode_xspace(P, stubs.profile(
-                    T.profile_request(P, ms, f"localhost:{d.port}"), timeout=120).tool_data[0].data)))
+                    req, timeout=120).tool_data[0].data)))
                 t.start()
                 time.sleep(ms / 2000)
                 work()
@@ -67,8 +71,11 @@ class AgentUnderValgrind(unittest.TestCase):
             # CUDA graph launches: the launch callback's exec id handed to the converter.
             x = capture(3000, lambda: (ask("nvtx push train_step"), ask("launch 20 _Z6vecAddPKfS0_Pfi 0 7"),
                                        ask("graphn 3 2 vecAdd_graph_node 0 7"),
-                                       ask("nvtx pop"), ask("busy 4000")))
+                                       ask("nvtx pop"), ask("busy 4000")), pm=True)
             self.assertEqual(kernels(x), 26, list(x.warnings))
+            self.assertTrue([e for p in x.planes for line in p.lines if line.name == "_counters_"
+                             for e in line.events if "__" in p.event_metadata[e.metadata_id].name],
+                            list(x.warnings))
             x = capture(3000, lambda: ask("launch 5 _Z6vecAddPKfS0_Pfi 1 7"))
             self.assertEqual(kernels(x), 5, list(x.warnings))
             self.assertTrue(T.wait_for(lambda: "not finalized" in d.log(), 20), d.log())

@@ -26,6 +26,8 @@
  *                             (a wedged GPU); it returns once PATH is gone
  *   FAKE_NVML_PROCS=g:pid:mib,...  compute processes per GPU
  *   FAKE_NVML_INIT_FAIL=1     nvmlInit_v2 returns DRIVER_NOT_LOADED
+ *   FAKE_NVML_CUDA_UUIDS=1    GPU i's UUID is the fake CUDA driver's
+ *                             (tests/agent/fakecuda), so its agents' devices match
  *
  * Canned values per GPU i: name "NVIDIA H100 80GB HBM3", UUID
  * "GPU-fake0000-0000-0000-0000-00000000000<i>", bus 0000000<i+1>:00.0,
@@ -35,6 +37,7 @@
  * 40 + i C, PCIe TX 1024*(1+i) KB/s and RX 2048*(1+i) KB/s.
  */
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,13 +188,27 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *
 	return NVML_SUCCESS;
 }
 
+#define CUDA_UUID_FMT "GPU-00112233-4455-6677-8899-aabbccddee%02x"
+
+static bool cuda_uuids(void)
+{
+	const char *v = getenv("FAKE_NVML_CUDA_UUIDS");
+
+	return v && strcmp(v, "1") == 0;
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *d)
 {
+	unsigned x;
 	int i;
 
 	if (!inited)
 		return NVML_ERROR_UNINITIALIZED;
-	if (!uuid || sscanf(uuid, "GPU-fake0000-0000-0000-0000-%12d", &i) != 1 || i < 0 || i >= n_gpus)
+	if (uuid && cuda_uuids() && sscanf(uuid, CUDA_UUID_FMT, &x) == 1 && x < 64)
+		i = (int)x;
+	else if (!uuid || cuda_uuids() || sscanf(uuid, "GPU-fake0000-0000-0000-0000-%12d", &i) != 1)
+		return NVML_ERROR_NOT_FOUND;
+	if (i < 0 || i >= n_gpus)
 		return NVML_ERROR_NOT_FOUND;
 	*d = &devs[i];
 	return NVML_SUCCESS;
@@ -207,7 +224,10 @@ EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int l
 EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int len)
 {
 	ENTER(d);
-	snprintf(uuid, len, "GPU-fake0000-0000-0000-0000-%012d", d->idx);
+	if (cuda_uuids())
+		snprintf(uuid, len, CUDA_UUID_FMT, (unsigned)d->idx);
+	else
+		snprintf(uuid, len, "GPU-fake0000-0000-0000-0000-%012d", d->idx);
 	return NVML_SUCCESS;
 }
 

@@ -15,6 +15,7 @@
 #   gpu-tests.log     tests/gpu/run-gpu-tests.sh (agent on real CUPTI:
 #                     CUDA C sample + PyTorch, jaxlib's converter)
 #   nvml-real.log     tests/gpu/test_nvml_real.sh (real NVML counters)
+#   pm-real.log       tests/gpu/test_pm_real.sh (CUPTI PM sampling counters)
 #   overhead.log/.json  bench/gpu-overhead.py (plain / idle / traced / JAX)
 # and prints one line per step with its exit status. Exits 77 without a GPU.
 set -u
@@ -53,4 +54,5 @@ step() { # name log cmd...
 }
 step "gpu tests (agent on CUPTI)" gpu-tests.log sh tests/gpu/run-gpu-tests.sh
 step "NVML on a real GPU" nvml-real.log sh tests/gpu/test_nvml_real.sh
+step "PM sampling on a real GPU" pm-real.log sh tests/gpu/test_pm_real.sh
 step "overhead bench" overhead.log $PYTHON bench/gpu-overhead.py --reps "${REPS:-3}" --json "$OUT/overhead.json"

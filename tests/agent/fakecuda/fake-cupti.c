@@ -47,6 +47,7 @@
 #include <cupti.h>
 
 #include "fake-cupti.h"
+#include "fake-pm.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_HELD 512
@@ -709,6 +710,7 @@ EXPORT void fakecupti_memcpy(uint32_t corr, uint32_t device, uint32_t stream, ui
 {
 	CUpti_ActivityMemcpy6 *m;
 
+	fakepm_copy(device, bytes); /* the copy moves data whether traced or not */
 	DEVICE_REC(m, CUpti_ActivityMemcpy6, CUPTI_ACTIVITY_KIND_MEMCPY, corr, device, stream, dur_ns);
 	m->copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
 	m->srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;

@@ -1,0 +1,648 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pmsample.c - PM sampling in the agent (pmsample.h). [agent thread]
+ *
+ * Ownership: the file-level state P belongs to the agent thread; the
+ * images (counter availability, config, counter data and its initialised
+ * copy) are malloc'd per device at start and freed at stop.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cupti-pm.h"
+#include "pmsample.h"
+
+/*
+ * The default set: one metric for each question "is the GPU busy, compute-
+ * or memory-bound, on the tensor cores, with enough warps?". Names are
+ * NVIDIA's Perfworks metric names for Hopper (GH100) and newer (docs/agent.md
+ * "PM sampling" says where each comes from); a name the chip does not
+ * offer for PM sampling is dropped at start with a notice, never an error.
+ */
+const char *const pm_default_metrics[] = {
+	"sm__throughput.avg.pct_of_peak_sustained_elapsed",
+	"dram__throughput.avg.pct_of_peak_sustained_elapsed",
+	"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+	"sm__warps_active.avg.pct_of_peak_sustained_active",
+	NULL,
+};
+
+struct pm_dev {
+	uint32_t ordinal;
+	bool running;   /* Start succeeded: Stop and Disable at the end */
+	bool announced; /* PM_METRICS sent on this connection's string table */
+	CUpti_Profiler_Host_Object *host;
+	CUpti_PmSampling_Object *obj;
+	uint8_t *avail, *config, *data, *data_init;
+	size_t avail_size, config_size, data_size;
+	const char *names[AGENT_PM_MAX_METRICS];
+	unsigned n_names;
+};
+
+/* The PM entry points of the loaded CUPTI (pm_init()), NULL when absent. */
+static struct {
+#define PM_FN_FIELD(name) __typeof__(name) *name;
+	PM_FUNCS(PM_FN_FIELD)
+#undef PM_FN_FIELD
+	bool all; /* every one of them is there */
+} A;
+
+static struct {
+	const struct cupti_lib *C;
+	struct agent_conv *cv;
+	pm_error_fn error;
+	bool told;            /* the capture's one COUNTERS error was sent */
+	bool told_overflow;   /* the capture's one overflow notice was sent */
+	bool profiler_init;   /* cuptiProfilerInitialize succeeded */
+	struct agent_start cur; /* the options sampling runs with */
+	char buf[AGENT_PM_METRICS_MAX];
+	const char *names[AGENT_PM_MAX_METRICS];
+	unsigned n_names;
+	struct pm_dev dev[AGENT_MAX_DEVICES];
+	unsigned n_dev;
+	uint32_t interval_us;
+} P;
+
+#define PARAMS(type, var) type var = { .structSize = type##_STRUCT_SIZE }
+
+unsigned pm_split_metrics(const char *csv, char *buf, size_t buf_size, const char *names[],
+			  unsigned *skipped)
+{
+	unsigned n = 0;
+	char *save = NULL, *tok;
+
+	*skipped = 0;
+	if (!buf_size)
+		return 0;
+	snprintf(buf, buf_size, "%s", csv ? csv : "");
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		size_t len;
+		bool ok = true, dup = false;
+
+		while (*tok == ' ' || *tok == '\t')
+			tok++;
+		len = strlen(tok);
+		while (len && (tok[len - 1] == ' ' || tok[len - 1] == '\t'))
+			tok[--len] = 0;
+		if (!len)
+			continue;
+		for (size_t i = 0; i < len && ok; i++) {
+			char c = tok[i];
+
+			ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+			     c == '_' || c == '.';
+		}
+		for (unsigned i = 0; i < n && !dup; i++)
+			dup = strcmp(names[i], tok) == 0;
+		if (dup)
+			continue;
+		if (!ok || len > PM_MAX_NAME || n >= AGENT_PM_MAX_METRICS) {
+			(*skipped)++;
+			continue;
+		}
+		names[n++] = tok;
+	}
+	return n;
+}
+
+void pm_init(const struct cupti_lib *C, struct agent_conv *cv, pm_error_fn error)
+{
+	void *sym;
+
+	P.C = C;
+	P.cv = cv;
+	P.error = error;
+	A.all = C->handle != NULL;
+#define PM_FN_LOAD(name)                                  \
+	sym = C->handle ? dlsym(C->handle, #name) : NULL; \
+	memcpy(&A.name, &sym, sizeof(sym));               \
+	A.all = A.all && sym;
+	PM_FUNCS(PM_FN_LOAD)
+#undef PM_FN_LOAD
+}
+
+static const char *res_str(CUptiResult r)
+{
+	const char *s = NULL;
+
+	if (P.C->cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s)
+		return "unknown CUPTI error";
+	return s;
+}
+
+/* The capture's one COUNTERS error; later ones are dropped (the first
+ * says what to fix). */
+static void tell(int32_t detail, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tell(int32_t detail, const char *fmt, ...)
+{
+	char text[sizeof(((struct agent_error *)0)->text)];
+	va_list ap;
+
+	if (P.told)
+		return;
+	P.told = true;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	P.error(AGENT_ERR_COUNTERS, detail, text);
+}
+
+/* A failed CUPTI call during setup -> the text the user can act on. */
+static void tell_cupti(uint32_t ordinal, const char *call, CUptiResult r)
+{
+	switch (r) {
+	case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+	case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
+		tell((int32_t)r, "PM sampling: no access to GPU performance counters (ERR_NVGPUCTRPERM, %s); "
+		     "run the job as root or with CAP_SYS_ADMIN or CAP_PERFMON, or load the nvidia module "
+		     "with NVreg_RestrictProfilingToAdminUsers=0", call);
+		break;
+	case CUPTI_ERROR_HARDWARE_BUSY:
+		tell((int32_t)r, "PM sampling: GPU %u's performance counters are held by another profiler "
+		     "(DCGM profiling metrics, Nsight Systems --gpu-metrics, Nsight Compute or another "
+		     "CUPTI profiling session; CUPTI does not say which); pause it (dcgmi profile --pause) "
+		     "or use NVML GPM", ordinal);
+		break;
+	case CUPTI_ERROR_NOT_SUPPORTED:
+	case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
+	case CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED:
+	case CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED:
+	case CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED:
+		tell((int32_t)r, "PM sampling: not supported on GPU %u (%s: %s)", ordinal, call, res_str(r));
+		break;
+	default:
+		tell((int32_t)r, "PM sampling: %s failed on GPU %u: %s (%d)", call, ordinal, res_str(r), (int)r);
+		break;
+	}
+}
+
+static void host_free(struct pm_dev *d)
+{
+	if (d->host) {
+		PARAMS(CUpti_Profiler_Host_Deinitialize_Params, p);
+
+		p.pHostObject = d->host;
+		A.cuptiProfilerHostDeinitialize(&p);
+		d->host = NULL;
+	}
+}
+
+static CUptiResult host_new(struct pm_dev *d, const char *chip)
+{
+	PARAMS(CUpti_Profiler_Host_Initialize_Params, p);
+	CUptiResult r;
+
+	host_free(d);
+	p.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
+	p.pChipName = chip;
+	p.pCounterAvailabilityImage = d->avail;
+	r = A.cuptiProfilerHostInitialize(&p);
+	if (r == CUPTI_SUCCESS)
+		d->host = p.pHostObject;
+	return r;
+}
+
+static CUptiResult add_metrics(struct pm_dev *d, const char *chip, const char **names, unsigned n)
+{
+	PARAMS(CUpti_Profiler_Host_ConfigAddMetrics_Params, p);
+	CUptiResult r = host_new(d, chip);
+
+	if (r != CUPTI_SUCCESS)
+		return r;
+	p.pHostObject = d->host;
+	p.ppMetricNames = names;
+	p.numMetrics = n;
+	return A.cuptiProfilerHostConfigAddMetrics(&p);
+}
+
+/* Adds @name (+ @why) to the list of left-out metrics, once for all devices. */
+static void note_dropped(char *dropped, size_t size, const char *name, const char *why)
+{
+	size_t off = strlen(dropped);
+
+	if (strstr(dropped, name))
+		return;
+	snprintf(dropped + off, size - off, "%s%s%s", off ? ", " : "", name, why);
+}
+
+static bool bad_name(CUptiResult r) { return r == CUPTI_ERROR_INVALID_METRIC_NAME || r == CUPTI_ERROR_INVALID_PARAMETER; }
+
+/*
+ * The host object for the wanted names, keeping what this chip offers in
+ * one pass: a set CUPTI refuses is tried name by name (a typo costs that
+ * name, not the set), then names are dropped from the end while the set
+ * needs more than one pass. Dropped names go into @dropped for the notice.
+ */
+static CUptiResult configure(struct pm_dev *d, const char *chip, char *dropped, size_t dropped_size)
+{
+	CUptiResult r;
+
+	memcpy(d->names, P.names, sizeof(d->names));
+	d->n_names = P.n_names;
+	r = add_metrics(d, chip, d->names, d->n_names);
+	if (bad_name(r)) {
+		unsigned k = 0;
+
+		for (unsigned i = 0; i < d->n_names; i++) {
+			r = add_metrics(d, chip, &d->names[i], 1);
+			if (r == CUPTI_SUCCESS) {
+				d->names[k++] = d->names[i];
+			} else if (bad_name(r)) {
+				note_dropped(dropped, dropped_size, d->names[i], "");
+			} else {
+				return r;
+			}
+		}
+		d->n_names = k;
+		if (!k)
+			return CUPTI_ERROR_INVALID_METRIC_NAME;
+		r = add_metrics(d, chip, d->names, d->n_names);
+	}
+	while (r == CUPTI_SUCCESS) {
+		PARAMS(CUpti_Profiler_Host_GetConfigImageSize_Params, ps);
+		PARAMS(CUpti_Profiler_Host_GetConfigImage_Params, pi);
+		PARAMS(CUpti_Profiler_Host_GetNumOfPasses_Params, pp);
+
+		ps.pHostObject = d->host;
+		if ((r = A.cuptiProfilerHostGetConfigImageSize(&ps)) != CUPTI_SUCCESS)
+			return r;
+		if (!ps.configImageSize || ps.configImageSize > (64u << 20))
+			return CUPTI_ERROR_UNKNOWN;
+		free(d->config);
+		d->config = calloc(1, ps.configImageSize);
+		if (!d->config)
+			return CUPTI_ERROR_OUT_OF_MEMORY;
+		d->config_size = ps.configImageSize;
+		pi.pHostObject = d->host;
+		pi.pConfigImage = d->config;
+		pi.configImageSize = d->config_size;
+		if ((r = A.cuptiProfilerHostGetConfigImage(&pi)) != CUPTI_SUCCESS)
+			return r;
+		pp.pConfigImage = d->config;
+		pp.configImageSize = d->config_size;
+		if ((r = A.cuptiProfilerHostGetNumOfPasses(&pp)) != CUPTI_SUCCESS)
+			return r;
+		if (pp.numOfPasses == 1)
+			return CUPTI_SUCCESS;
+		if (pp.numOfPasses == 0 || d->n_names == 1)
+			return CUPTI_ERROR_NOT_SUPPORTED;
+		d->n_names--;
+		note_dropped(dropped, dropped_size, d->names[d->n_names], " (needs a second pass)");
+		r = add_metrics(d, chip, d->names, d->n_names);
+	}
+	return r;
+}
+
+static void dev_free(struct pm_dev *d)
+{
+	if (d->running) {
+		PARAMS(CUpti_PmSampling_Stop_Params, p);
+
+		p.pPmSamplingObject = d->obj;
+		A.cuptiPmSamplingStop(&p);
+		d->running = false;
+	}
+	if (d->obj) {
+		PARAMS(CUpti_PmSampling_Disable_Params, p);
+
+		p.pPmSamplingObject = d->obj;
+		A.cuptiPmSamplingDisable(&p);
+		d->obj = NULL;
+	}
+	host_free(d);
+	free(d->avail);
+	free(d->config);
+	free(d->data);
+	free(d->data_init);
+	memset(d, 0, sizeof(*d));
+}
+
+/* Set up and start one device. CUPTI_SUCCESS, else the failing call's
+ * result with *@call naming it. */
+static CUptiResult dev_start(struct pm_dev *d, const struct agent_device *ad, uint64_t buffer_bytes,
+			     char *dropped, size_t dropped_size, const char **call)
+{
+	PARAMS(CUpti_Device_GetChipName_Params, pc);
+	PARAMS(CUpti_Profiler_DeviceSupported_Params, ps);
+	PARAMS(CUpti_PmSampling_GetCounterAvailability_Params, pa);
+	PARAMS(CUpti_PmSampling_Enable_Params, pe);
+	PARAMS(CUpti_PmSampling_GetCounterDataSize_Params, pd);
+	PARAMS(CUpti_PmSampling_CounterDataImage_Initialize_Params, pi);
+	PARAMS(CUpti_PmSampling_SetConfig_Params, pcfg);
+	PARAMS(CUpti_PmSampling_Start_Params, pst);
+	CUptiResult r;
+
+	d->ordinal = ad->local_ordinal;
+	*call = "cuptiProfilerDeviceSupported";
+	ps.cuDevice = (CUdevice)ad->local_ordinal;
+	ps.api = CUPTI_PROFILER_PM_SAMPLING;
+	if ((r = A.cuptiProfilerDeviceSupported(&ps)) != CUPTI_SUCCESS)
+		return r;
+	if (ps.isSupported != CUPTI_PROFILER_CONFIGURATION_SUPPORTED)
+		return CUPTI_ERROR_NOT_SUPPORTED;
+	*call = "cuptiDeviceGetChipName";
+	pc.deviceIndex = ad->local_ordinal;
+	if ((r = A.cuptiDeviceGetChipName(&pc)) != CUPTI_SUCCESS)
+		return r;
+	if (!pc.pChipName)
+		return CUPTI_ERROR_UNKNOWN;
+	*call = "cuptiPmSamplingGetCounterAvailability";
+	pa.deviceIndex = ad->local_ordinal;
+	if ((r = A.cuptiPmSamplingGetCounterAvailability(&pa)) != CUPTI_SUCCESS)
+		return r;
+	if (!pa.counterAvailabilityImageSize || pa.counterAvailabilityImageSize > (64u << 20))
+		return CUPTI_ERROR_UNKNOWN;
+	d->avail = calloc(1, pa.counterAvailabilityImageSize);
+	if (!d->avail)
+		return CUPTI_ERROR_OUT_OF_MEMORY;
+	d->avail_size = pa.counterAvailabilityImageSize;
+	pa.pCounterAvailabilityImage = d->avail;
+	if ((r = A.cuptiPmSamplingGetCounterAvailability(&pa)) != CUPTI_SUCCESS)
+		return r;
+	*call = "cuptiProfilerHostConfigAddMetrics";
+	if ((r = configure(d, pc.pChipName, dropped, dropped_size)) != CUPTI_SUCCESS)
+		return r;
+	*call = "cuptiPmSamplingEnable";
+	pe.deviceIndex = ad->local_ordinal;
+	if ((r = A.cuptiPmSamplingEnable(&pe)) != CUPTI_SUCCESS)
+		return r;
+	d->obj = pe.pPmSamplingObject;
+	*call = "cuptiPmSamplingGetCounterDataSize";
+	pd.pPmSamplingObject = d->obj;
+	pd.pMetricNames = d->names;
+	pd.numMetrics = d->n_names;
+	pd.maxSamples = PM_MAX_SAMPLES;
+	if ((r = A.cuptiPmSamplingGetCounterDataSize(&pd)) != CUPTI_SUCCESS)
+		return r;
+	if (!pd.counterDataSize || pd.counterDataSize > (256u << 20))
+		return CUPTI_ERROR_UNKNOWN;
+	d->data = calloc(1, pd.counterDataSize);
+	d->data_init = malloc(pd.counterDataSize);
+	if (!d->data || !d->data_init)
+		return CUPTI_ERROR_OUT_OF_MEMORY;
+	d->data_size = pd.counterDataSize;
+	*call = "cuptiPmSamplingCounterDataImageInitialize";
+	pi.pPmSamplingObject = d->obj;
+	pi.counterDataSize = d->data_size;
+	pi.pCounterData = d->data;
+	if ((r = A.cuptiPmSamplingCounterDataImageInitialize(&pi)) != CUPTI_SUCCESS)
+		return r;
+	/* Restoring this copy is cheaper than initialising again each round. */
+	memcpy(d->data_init, d->data, d->data_size);
+	*call = "cuptiPmSamplingSetConfig";
+	pcfg.pPmSamplingObject = d->obj;
+	pcfg.configSize = d->config_size;
+	pcfg.pConfig = d->config;
+	pcfg.hardwareBufferSize = buffer_bytes;
+	pcfg.samplingInterval = (uint64_t)P.interval_us * 1000u;
+	pcfg.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+	if ((r = A.cuptiPmSamplingSetConfig(&pcfg)) != CUPTI_SUCCESS)
+		return r;
+	*call = "cuptiPmSamplingStart";
+	pst.pPmSamplingObject = d->obj;
+	if ((r = A.cuptiPmSamplingStart(&pst)) != CUPTI_SUCCESS)
+		return r;
+	d->running = true;
+	return CUPTI_SUCCESS;
+}
+
+static void start(const struct agent_start *opts, const struct agent_device *devs, uint32_t n_devs)
+{
+	PARAMS(CUpti_Profiler_Initialize_Params, pinit);
+	unsigned skipped = 0;
+	uint64_t mb;
+	char dropped[200] = "";
+	CUptiResult r;
+
+	P.cur = *opts;
+	P.cur.pm_metrics[sizeof(P.cur.pm_metrics) - 1] = 0;
+	if (P.cur.pm_metrics[0]) {
+		P.n_names = pm_split_metrics(P.cur.pm_metrics, P.buf, sizeof(P.buf), P.names, &skipped);
+	} else {
+		P.n_names = 0;
+		for (unsigned i = 0; pm_default_metrics[i] && i < AGENT_PM_MAX_METRICS; i++)
+			P.names[P.n_names++] = pm_default_metrics[i];
+	}
+	if (!P.n_names) {
+		tell(0, "PM sampling: no usable metric name in \"%.120s\"", P.cur.pm_metrics);
+		return;
+	}
+	P.interval_us = opts->pm_interval_us ? opts->pm_interval_us : PM_INTERVAL_DEFAULT_US;
+	if (P.interval_us < PM_INTERVAL_MIN_US)
+		P.interval_us = PM_INTERVAL_MIN_US;
+	if (P.interval_us > PM_INTERVAL_MAX_US)
+		P.interval_us = PM_INTERVAL_MAX_US;
+	mb = opts->pm_buffer_mb ? opts->pm_buffer_mb : PM_BUFFER_MIN_MB;
+	if (mb < PM_BUFFER_MIN_MB)
+		mb = PM_BUFFER_MIN_MB;
+	if (mb > PM_BUFFER_MAX_MB)
+		mb = PM_BUFFER_MAX_MB;
+	if (!A.all) {
+		tell(0, "PM sampling: this CUPTI (%s) has no PM sampling API; it needs CUDA 12.6 or newer",
+		     P.C->path[0] ? P.C->path : "libcupti");
+		return;
+	}
+	if (!P.profiler_init) {
+		r = A.cuptiProfilerInitialize(&pinit);
+		if (r != CUPTI_SUCCESS) {
+			tell_cupti(0, "cuptiProfilerInitialize", r);
+			return;
+		}
+		P.profiler_init = true;
+	}
+	for (uint32_t i = 0; i < n_devs && i < AGENT_MAX_DEVICES; i++) {
+		struct pm_dev *d = &P.dev[P.n_dev];
+		const char *call = "";
+
+		if (devs[i].cc_major < 9) {
+			tell(0, "PM sampling: GPU %u is compute capability %u.%u; profd samples counters on "
+			     "Hopper (9.0) and newer", devs[i].local_ordinal, devs[i].cc_major, devs[i].cc_minor);
+			continue;
+		}
+		memset(d, 0, sizeof(*d));
+		r = dev_start(d, &devs[i], mb << 20, dropped, sizeof(dropped), &call);
+		if (r != CUPTI_SUCCESS) {
+			if (r == CUPTI_ERROR_INVALID_METRIC_NAME)
+				tell((int32_t)r, "PM sampling: GPU %u offers none of the metrics asked for (%.120s)",
+				     devs[i].local_ordinal, dropped);
+			else
+				tell_cupti(devs[i].local_ordinal, call, r);
+			dev_free(d);
+			/* Privileges and a busy counter unit hold for every GPU. */
+			if (r == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES || r == CUPTI_ERROR_HARDWARE_BUSY)
+				break;
+			continue;
+		}
+		P.n_dev++;
+	}
+	if (P.n_dev && (dropped[0] || skipped)) {
+		char text[sizeof(((struct agent_error *)0)->text)];
+
+		snprintf(text, sizeof(text), "PM sampling: left out metrics %s%s%s (not offered for PM sampling "
+			 "on this GPU, see ncu --query-metrics-collection pmsampling)",
+			 dropped, dropped[0] && skipped ? " and " : "",
+			 skipped ? "badly formed or beyond 16 names" : "");
+		P.error(AGENT_ERR_NOTICE, 0, text);
+	}
+	if (!P.n_dev && P.profiler_init) {
+		PARAMS(CUpti_Profiler_DeInitialize_Params, pd);
+
+		A.cuptiProfilerDeInitialize(&pd);
+		P.profiler_init = false;
+	}
+}
+
+static void announce(struct pm_dev *d)
+{
+	uint32_t ids[AGENT_PM_MAX_METRICS];
+	size_t size = sizeof(struct agent_rec_pm_metrics) + ((d->n_names * sizeof(uint32_t) + 7u) & ~(size_t)7);
+	struct agent_rec_pm_metrics *m;
+
+	/* Intern first: a STRING may hand the batch over. */
+	for (unsigned i = 0; i < d->n_names; i++)
+		if (!(ids[i] = agent_conv_intern(P.cv, d->names[i])))
+			return;
+	m = agent_conv_rec(P.cv, AGENT_REC_PM_METRICS, size);
+	if (!m)
+		return;
+	m->h.aux = d->n_names;
+	m->device = d->ordinal;
+	m->interval_us = P.interval_us;
+	memcpy(m + 1, ids, d->n_names * sizeof(uint32_t));
+	d->announced = true;
+}
+
+/* One sample of @d's counter data image into a PM_SAMPLE record. */
+static void put_sample(struct pm_dev *d, size_t index)
+{
+	PARAMS(CUpti_PmSampling_CounterData_GetSampleInfo_Params, pi);
+	PARAMS(CUpti_Profiler_Host_EvaluateToGpuValues_Params, pv);
+	double v[AGENT_PM_MAX_METRICS];
+	struct agent_rec_pm_sample *s;
+
+	pi.pPmSamplingObject = d->obj;
+	pi.pCounterDataImage = d->data;
+	pi.counterDataImageSize = d->data_size;
+	pi.sampleIndex = index;
+	if (A.cuptiPmSamplingCounterDataGetSampleInfo(&pi) != CUPTI_SUCCESS)
+		return;
+	pv.pHostObject = d->host;
+	pv.pCounterDataImage = d->data;
+	pv.counterDataImageSize = d->data_size;
+	pv.rangeIndex = index;
+	pv.ppMetricNames = d->names;
+	pv.numMetrics = d->n_names;
+	pv.pMetricValues = v;
+	if (A.cuptiProfilerHostEvaluateToGpuValues(&pv) != CUPTI_SUCCESS)
+		for (unsigned i = 0; i < d->n_names; i++)
+			v[i] = NAN; /* the interval happened; its values are unknown */
+	if (!d->announced)
+		announce(d);
+	s = agent_conv_rec(P.cv, AGENT_REC_PM_SAMPLE, sizeof(*s) + d->n_names * sizeof(double));
+	if (!s)
+		return;
+	s->h.aux = d->n_names;
+	s->start = pi.startTimestamp;
+	s->end = pi.endTimestamp;
+	s->device = d->ordinal;
+	memcpy(s + 1, v, d->n_names * sizeof(double));
+}
+
+static void decode_dev(struct pm_dev *d)
+{
+	for (unsigned round = 0; round < PM_MAX_DECODE_ROUNDS; round++) {
+		PARAMS(CUpti_PmSampling_DecodeData_Params, pd);
+		PARAMS(CUpti_PmSampling_GetCounterDataInfo_Params, pi);
+		CUptiResult r;
+		size_t n;
+
+		pd.pPmSamplingObject = d->obj;
+		pd.pCounterDataImage = d->data;
+		pd.counterDataImageSize = d->data_size;
+		r = A.cuptiPmSamplingDecodeData(&pd);
+		if (r == CUPTI_ERROR_OUT_OF_MEMORY || (r == CUPTI_SUCCESS && pd.overflow)) {
+			/* The hardware buffer filled up between two decodes: samples
+			 * are lost (OUT_OF_MEMORY: until sampling restarts). Said once. */
+			if (!P.told_overflow) {
+				char text[sizeof(((struct agent_error *)0)->text)];
+
+				/* A NOTICE: sampling goes on, with gaps. */
+				P.told_overflow = true;
+				snprintf(text, sizeof(text), "PM sampling: GPU %u's hardware buffer overflowed and "
+					 "samples were lost; raise gpu_pm_sample_buffer_size_per_gpu_mb "
+					 "(--pm-sample-buffer) or the interval", d->ordinal);
+				P.error(AGENT_ERR_NOTICE, (int32_t)r, text);
+			}
+		}
+		if (r != CUPTI_SUCCESS) {
+			if (r != CUPTI_ERROR_OUT_OF_MEMORY)
+				tell_cupti(d->ordinal, "cuptiPmSamplingDecodeData", r);
+			return;
+		}
+		pi.pCounterDataImage = d->data;
+		pi.counterDataImageSize = d->data_size;
+		if (A.cuptiPmSamplingGetCounterDataInfo(&pi) != CUPTI_SUCCESS)
+			return;
+		n = pi.numCompletedSamples < PM_MAX_SAMPLES ? pi.numCompletedSamples : PM_MAX_SAMPLES;
+		for (size_t i = 0; i < n; i++)
+			put_sample(d, i);
+		memcpy(d->data, d->data_init, d->data_size);
+		if (pd.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL)
+			return;
+	}
+}
+
+void pm_decode(void)
+{
+	for (unsigned i = 0; i < P.n_dev; i++)
+		if (P.dev[i].running)
+			decode_dev(&P.dev[i]);
+}
+
+static void stop_all(void)
+{
+	for (unsigned i = 0; i < P.n_dev; i++)
+		dev_free(&P.dev[i]);
+	P.n_dev = 0;
+	if (P.profiler_init) {
+		PARAMS(CUpti_Profiler_DeInitialize_Params, pd);
+
+		A.cuptiProfilerDeInitialize(&pd);
+		P.profiler_init = false;
+	}
+}
+
+static bool same_options(const struct agent_start *a, const struct agent_start *b)
+{
+	return a->pm_interval_us == b->pm_interval_us && a->pm_buffer_mb == b->pm_buffer_mb &&
+	       strncmp(a->pm_metrics, b->pm_metrics, sizeof(a->pm_metrics)) == 0;
+}
+
+void pm_apply_options(const struct agent_start *opts, const struct agent_device *devs, uint32_t n_devs)
+{
+	bool want = opts->flags & AGENT_START_PM_SAMPLING;
+
+	if (!P.C)
+		return;
+	if (P.n_dev && (!want || !same_options(opts, &P.cur))) {
+		pm_decode();
+		stop_all();
+	}
+	if (want && !P.n_dev && !P.told)
+		start(opts, devs, n_devs);
+}
+
+void pm_stop(void)
+{
+	if (P.C && P.n_dev) {
+		pm_decode();
+		stop_all();
+	}
+	P.told = P.told_overflow = false; /* a new capture may say again what is wrong */
+}
