@@ -35,12 +35,10 @@ int safe_atou32(const char *s, uint32_t *ret)
 	return 0;
 }
 
-int parse_duration_ms(const char *s, uint64_t *ret_ms)
+/* Digits then one of @units' suffixes (an empty suffix = a bare number),
+ * scaled by its multiplier without overflow. */
+int parse_with_units(const char *s, const struct parse_unit *units, size_t n_units, uint64_t *ret)
 {
-	static const struct {
-		const char *suffix;
-		uint64_t mult;
-	} units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"", 1}};
 	char num[32];
 	size_t n = strspn(s, "0123456789");
 	uint64_t v;
@@ -53,14 +51,32 @@ int parse_duration_ms(const char *s, uint64_t *ret_ms)
 	r = safe_atou64(num, &v);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+	for (size_t i = 0; i < n_units; i++)
 		if (strcmp(s + n, units[i].suffix) == 0) {
 			if (v > UINT64_MAX / units[i].mult)
 				return -ERANGE;
-			*ret_ms = v * units[i].mult;
+			*ret = v * units[i].mult;
 			return 0;
 		}
 	return -EINVAL;
+}
+
+int parse_duration_ms(const char *s, uint64_t *ret_ms)
+{
+	static const struct parse_unit units[] = {
+		{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"", 1},
+	};
+
+	return parse_with_units(s, units, sizeof(units) / sizeof(units[0]), ret_ms);
+}
+
+int parse_duration_us(const char *s, uint64_t *ret_us)
+{
+	static const struct parse_unit units[] = {
+		{"us", 1}, {"ms", 1000}, {"s", 1000000}, {"", 1},
+	};
+
+	return parse_with_units(s, units, sizeof(units) / sizeof(units[0]), ret_us);
 }
 
 int parse_host_port(const char *s, char *host, size_t host_size, uint16_t *ret_port)

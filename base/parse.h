@@ -12,8 +12,17 @@
 /* Decimal only. 0, -EINVAL or -ERANGE. */
 int safe_atou64(const char *s, uint64_t *ret);
 int safe_atou32(const char *s, uint32_t *ret);
+/* A number with a unit suffix: digits, then one of @units' suffixes (""
+ * = a bare number) exactly; scaled by its mult. 0, -EINVAL or -ERANGE. */
+struct parse_unit {
+	const char *suffix;
+	uint64_t mult;
+};
+int parse_with_units(const char *s, const struct parse_unit *units, size_t n_units, uint64_t *ret);
 /* "500ms", "10s", "10m", "1h" or a bare number of milliseconds. */
 int parse_duration_ms(const char *s, uint64_t *ret_ms);
+/* "500us", "2ms", "1s"; a bare number is microseconds. */
+int parse_duration_us(const char *s, uint64_t *ret_us);
 /*
  * Split "host:port", "[v6]:port", "grpc://host:port". @host gets the host
  * without brackets. 0 or -EINVAL.

@@ -233,24 +233,11 @@ int conf_resolve_user(const char *v, uid_t *ret)
 /* "65536", "64K", "1M" (powers of 1024). */
 static int parse_size(const char *s, uint64_t *ret)
 {
-	char num[32];
-	size_t n = strlen(s);
-	unsigned shift = 0;
-	uint64_t v;
+	static const struct parse_unit units[] = {
+		{"", 1}, {"K", 1024}, {"k", 1024}, {"M", 1u << 20}, {"m", 1u << 20},
+	};
 
-	if (n == 0 || n >= sizeof(num))
-		return -EINVAL;
-	memcpy(num, s, n + 1);
-	if (num[n - 1] == 'K' || num[n - 1] == 'k')
-		shift = 10;
-	else if (num[n - 1] == 'M' || num[n - 1] == 'm')
-		shift = 20;
-	if (shift)
-		num[n - 1] = 0;
-	if (safe_atou64(num, &v) < 0 || v > (UINT64_MAX >> shift))
-		return -ERANGE;
-	*ret = v << shift;
-	return 0;
+	return parse_with_units(s, units, sizeof(units) / sizeof(units[0]), ret);
 }
 
 /* Octal, at most 0777: setuid/setgid/sticky mean nothing on a socket. A mode
@@ -296,33 +283,6 @@ static const char *fmt_size(uint64_t v, char *buf, size_t size)
 	else
 		snprintf(buf, size, "%" PRIu64, v);
 	return buf;
-}
-
-/* "500us", "2ms", "1s"; a bare number is microseconds. */
-static int parse_usec(const char *s, uint64_t *ret)
-{
-	static const struct {
-		const char *suffix;
-		uint64_t mult;
-	} units[] = {{"us", 1}, {"ms", 1000}, {"s", 1000000}, {"", 1}};
-	char num[32];
-	size_t n = strspn(s, "0123456789");
-	uint64_t v;
-
-	if (n == 0 || n >= sizeof(num))
-		return -EINVAL;
-	memcpy(num, s, n);
-	num[n] = 0;
-	if (safe_atou64(num, &v) < 0)
-		return -ERANGE;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (strcmp(s + n, units[i].suffix) == 0) {
-			if (v > UINT64_MAX / units[i].mult)
-				return -ERANGE;
-			*ret = v * units[i].mult;
-			return 0;
-		}
-	return -EINVAL;
 }
 
 static const char *fmt_usec(uint64_t us, char *buf, size_t size)
@@ -448,7 +408,7 @@ int conf_set(struct profd_conf *c, size_t key, const char *v, char *why, size_t 
 			*(uint64_t *)p = u64;
 		break;
 	case T_USEC:
-		e = parse_usec(v, &u64) < 0 || u64 < r->min || u64 > r->max ? -EINVAL : 0;
+		e = parse_duration_us(v, &u64) < 0 || u64 < r->min || u64 > r->max ? -EINVAL : 0;
 		if (!e)
 			*(uint64_t *)p = u64;
 		break;

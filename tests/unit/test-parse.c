@@ -22,6 +22,24 @@ TEST(parse_duration_units)
 	ASSERT_EQ(parse_duration_ms("99999999999999999999", &ms), -ERANGE);
 }
 
+TEST(parse_duration_us_units)
+{
+	uint64_t us;
+
+	ASSERT_OK(parse_duration_us("500", &us));
+	ASSERT_EQ(us, 500);
+	ASSERT_OK(parse_duration_us("500us", &us));
+	ASSERT_EQ(us, 500);
+	ASSERT_OK(parse_duration_us("2ms", &us));
+	ASSERT_EQ(us, 2000);
+	ASSERT_OK(parse_duration_us("3s", &us));
+	ASSERT_EQ(us, 3000000);
+	ASSERT_EQ(parse_duration_us("1m", &us), -EINVAL); /* no minutes for an interval */
+	ASSERT_EQ(parse_duration_us("us", &us), -EINVAL);
+	/* Scaling past 2^64 is a range error, not a wrap. */
+	ASSERT_EQ(parse_duration_us("18446744073709552s", &us), -ERANGE);
+}
+
 TEST(parse_u64_strict)
 {
 	uint64_t v;
