@@ -60,11 +60,19 @@ static bool keep_none(const struct trace_event *ev, void *ud)
 	return false;
 }
 
-/* Records of @which lines starting before @t. */
-static uint64_t count_before(struct trace *t, line_pred which, int64_t cut)
-{
-	uint64_t n = 0;
+/* One pass over the records of @which lines: how many start before @cut,
+ * how many there are, and the earliest and latest start. */
+struct walk {
+	int64_t cut;
+	uint64_t before, total;
+	int64_t lo, hi;
+};
 
+static void walk_lines(struct trace *t, line_pred which, struct walk *w)
+{
+	w->before = w->total = 0;
+	w->lo = INT64_MAX;
+	w->hi = INT64_MIN;
 	for (uint32_t i = 0; i < t->n_planes; i++)
 		for (uint32_t j = 0; j < t->planes[i]->n_lines; j++) {
 			struct trace_line *l = t->planes[i]->lines[j];
@@ -74,10 +82,21 @@ static uint64_t count_before(struct trace *t, line_pred which, int64_t cut)
 			if (!which(l))
 				continue;
 			trace_iter_init(&it, l);
-			while ((ev = trace_iter_next(&it)))
-				n += ev->start_ns < cut;
+			while ((ev = trace_iter_next(&it))) {
+				w->total++;
+				w->before += ev->start_ns < w->cut;
+				w->lo = ev->start_ns < w->lo ? ev->start_ns : w->lo;
+				w->hi = ev->start_ns > w->hi ? ev->start_ns : w->hi;
+			}
 		}
-	return n;
+}
+
+static uint64_t count_before(struct trace *t, line_pred which, int64_t cut)
+{
+	struct walk w = { .cut = cut };
+
+	walk_lines(t, which, &w);
+	return w.before;
 }
 
 struct cut {
@@ -101,25 +120,15 @@ static bool keep_before_cut(const struct trace_event *ev, void *ud)
 /* Keep the @cap earliest records of @which lines; returns how many went. */
 static uint64_t cap_lines(struct trace *t, line_pred which, uint64_t cap)
 {
-	uint64_t total = 0, gone = 0;
-	int64_t lo = INT64_MAX, hi = INT64_MIN;
+	struct walk w = { .cut = INT64_MIN };
+	uint64_t total, gone = 0;
+	int64_t lo, hi;
 	struct cut c;
 
-	for (uint32_t i = 0; i < t->n_planes; i++)
-		for (uint32_t j = 0; j < t->planes[i]->n_lines; j++) {
-			struct trace_line *l = t->planes[i]->lines[j];
-			struct trace_iter it;
-			const struct trace_event *ev;
-
-			if (!which(l))
-				continue;
-			total += l->count;
-			trace_iter_init(&it, l);
-			while ((ev = trace_iter_next(&it))) {
-				lo = ev->start_ns < lo ? ev->start_ns : lo;
-				hi = ev->start_ns > hi ? ev->start_ns : hi;
-			}
-		}
+	walk_lines(t, which, &w);
+	total = w.total;
+	lo = w.lo;
+	hi = w.hi;
 	if (total <= cap)
 		return 0;
 	/* The largest cut with count_before(cut) <= cap, in [lo, hi]:
