@@ -463,6 +463,7 @@ static void append_id(struct agent_src *s, struct trace_plane *p, struct trace_l
 {
 	struct trace_event ev = { .start_ns = start, .dur_ns = dur < 0 ? 0 : dur };
 	int64_t sid;
+	int r;
 
 	if (meta < 0 || statset < 0 || !within_share(s))
 		return;
@@ -473,8 +474,11 @@ static void append_id(struct agent_src *s, struct trace_plane *p, struct trace_l
 	ev.statset = (uint32_t)statset;
 	ev.vstat = TRACE_VSTAT(TRACE_STAT_U64, (uint32_t)sid);
 	ev.value = correlation;
-	if (trace_line_append(l, &ev) == 0)
+	r = trace_line_append(l, &ev);
+	if (r == 0)
 		s->held++;
+	else if (r == -ENOBUFS)
+		s->over_budget++; /* the hub's own budget (--max-events, --max-bytes) is spent */
 }
 
 static void append(struct agent_src *s, struct trace_plane *p, struct trace_line *l, const char *name,
@@ -992,7 +996,11 @@ void agent_map_describe_src(struct agent_src *s)
 		agent_map_note(s->m, "pid %u (%s): %llu GPU records beyond its fair share of the event "
 				     "budget (--max-events shared by %u capturing processes) were dropped",
 			       s->pid, s->name, (unsigned long long)s->over_share, s->share_n);
-	s->bad_device = s->bad_time = s->long_dur = s->over_share = 0;
+	if (s->over_budget)
+		agent_map_note(s->m, "pid %u (%s): %llu GPU records were dropped: the daemon's budget for "
+				     "open captures (--max-events, --max-bytes) was full",
+			       s->pid, s->name, (unsigned long long)s->over_budget);
+	s->bad_device = s->bad_time = s->long_dur = s->over_share = s->over_budget = 0;
 	agent_nvtx_describe(s);
 }
 

@@ -89,6 +89,7 @@ struct agent_src {
 	uint64_t held;       /* records of this process in the hub (its fair share) */
 	uint64_t held_gen, held_trims; /* the hub's generation and trims when held was right */
 	uint64_t over_share; /* records dropped beyond the fair share, this window */
+	uint64_t over_budget; /* records the hub's budget refused, this window */
 	unsigned share_n;    /* capturing connections when the last one was dropped */
 	uint32_t new_gpus;   /* UUIDs this connection added to the GPU map */
 	struct agent_nvtx_src *nvtx; /* agent-nvtx.c's, NULL until the first NVTX record */

@@ -561,7 +561,7 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 	if (snap->dropped)
 		snprintf(dropped_msg, sizeof(dropped_msg),
 			 "%llu events were dropped: the daemon's event budget was reached "
-			 "(raise --max-events or capture for a shorter time)",
+			 "(raise --max-events or --max-bytes, or capture for a shorter time)",
 			 (unsigned long long)snap->dropped);
 
 	pp = calloc(snap->n_planes, sizeof(*pp));

@@ -321,6 +321,53 @@ TEST(xspace_over_the_size_limit_drops_the_newest_and_warns)
 	ASSERT_EQ(xspace_encode(t, &info, 16, &out), -EFBIG);
 }
 
+/* --max-bytes: the hub allocates record chunks only within half the byte
+ * budget, a copy only within its share of the rest; what does not fit is
+ * dropped and counted (no error), and every freed chunk gives its bytes
+ * back, also after the budget's owner let go of it. */
+TEST(trace_byte_budget_bounds_hub_and_copies)
+{
+	struct trace *hub, *snap, *all;
+	struct trace_budget *b;
+
+	ASSERT_OK(trace_new(0, &hub));
+	ASSERT_OK(trace_budget_new(256 << 10, &b));
+	trace_set_budget(hub, b);
+	struct trace_plane *p = trace_plane(hub, "/host:CPU", 0);
+	struct trace_line *l = trace_line(p, 1, "t");
+	uint64_t refused = 0;
+	for (int i = 0; i < 20000; i++) {
+		struct trace_event e = {.start_ns = i, .meta = (uint32_t)trace_plane_event_id(p, "x")};
+		int r = trace_line_append(l, &e);
+
+		ASSERT_TRUE(r == 0 || r == -ENOBUFS);
+		refused += r == -ENOBUFS;
+	}
+	ASSERT_TRUE(refused > 0);
+	ASSERT_EQ(hub->dropped, refused);
+	ASSERT_EQ(hub->n_events + refused, 20000);
+	ASSERT_TRUE(trace_budget_used(b) <= (128u << 10));
+	ASSERT_TRUE(hub->n_events * sizeof(struct trace_event) > (96u << 10)); /* most of its half used */
+	uint64_t hub_bytes = trace_budget_used(b);
+
+	/* A copy capped at 16 KiB: the earliest records that fit, the rest counted. */
+	ASSERT_OK(trace_snapshot_capped(hub, 0, 20000, false, 16 << 10, &snap));
+	ASSERT_TRUE(snap->n_events > 0);
+	ASSERT_TRUE(snap->n_events * sizeof(struct trace_event) <= (16u << 10));
+	ASSERT_EQ(snap->dropped, hub->dropped + (hub->n_events - snap->n_events));
+	ASSERT_TRUE(trace_budget_used(b) > hub_bytes && trace_budget_used(b) <= hub_bytes + (16u << 10));
+	/* The hub moves out whole: its chunks stay charged to the snapshot. */
+	ASSERT_OK(trace_snapshot(hub, 0, 0, true, &all));
+	ASSERT_EQ(hub->n_events, 0);
+	ASSERT_TRUE(hub->budget == b);
+	b = trace_budget_unref(b); /* the traces and chunks still hold it */
+	trace_free(snap);
+	ASSERT_EQ(trace_budget_used(all->budget), hub_bytes);
+	trace_free(all);
+	ASSERT_EQ(trace_budget_used(hub->budget), 0);
+	trace_free(hub);
+}
+
 TEST(trace_snapshot_copy_keeps_hub_and_filters_window)
 {
 	struct trace *hub, *snap;
