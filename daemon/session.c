@@ -399,6 +399,9 @@ int session_mgr_new(uv_loop_t *loop, const struct session_mgr_cfg *cfg,
 		struct trace_budget *b;
 
 		r = trace_budget_new(cfg->max_bytes, &b);
+		/* Freed chunks and replies stay resident in the page pool until
+		 * idle: keep that cache within the budget's scale too. */
+		pagepool_set_limit(MIN((uint64_t)PAGEPOOL_DEFAULT_LIMIT, cfg->max_bytes / 2));
 		if (r >= 0) {
 			trace_set_budget(m->hub, b); /* the hub and its chunks hold it now */
 			trace_budget_unref(b);

@@ -127,6 +127,32 @@ static void budget_release(struct trace_budget *b, uint64_t bytes)
 	__atomic_sub_fetch(&b->used, bytes, __ATOMIC_RELAXED);
 }
 
+struct trace_budget *trace_budget_reserve_out(struct trace_budget *b, uint64_t own, uint64_t floor,
+					      uint64_t *ret)
+{
+	uint64_t cur = __atomic_load_n(&b->used, __ATOMIC_RELAXED), want;
+
+	do {
+		uint64_t free = cur < b->max_bytes ? b->max_bytes - cur : 0;
+
+		want = MAX(MIN(free + own, MAX(2 * own, floor)), floor);
+	} while (!__atomic_compare_exchange_n(&b->used, &cur, cur + want, true, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	*ret = want;
+	return budget_ref(b);
+}
+
+void trace_budget_give_back(struct trace_budget *b, uint64_t bytes)
+{
+	budget_release(b, bytes);
+}
+
+void trace_budget_release_out(struct trace_budget *b, uint64_t bytes)
+{
+	budget_release(b, bytes);
+	trace_budget_unref(b);
+}
+
 void trace_set_budget(struct trace *t, struct trace_budget *b)
 {
 	trace_budget_unref(t->budget);
@@ -566,8 +592,14 @@ static struct trace_chunk *chunk_charged(struct trace *t, uint32_t cap, bool *fu
 
 	*full = false;
 	if (t->budget) {
-		if ((t->cap_bytes && (bytes > t->cap_bytes || t->own_bytes > t->cap_bytes - bytes)) ||
-		    !budget_charge(t->budget, t->budget_level, bytes)) {
+		/* A copy's first TRACE_COPY_FLOOR bytes are granted even past
+		 * the budget: every window gets its earliest records. */
+		bool floor = t->cap_bytes && t->own_bytes + bytes <= TRACE_COPY_FLOOR;
+
+		if (floor)
+			__atomic_add_fetch(&t->budget->used, bytes, __ATOMIC_RELAXED);
+		else if ((t->cap_bytes && (bytes > t->cap_bytes || t->own_bytes > t->cap_bytes - bytes)) ||
+			 !budget_charge(t->budget, t->budget_level, bytes)) {
 			*full = true;
 			return NULL;
 		}
@@ -778,6 +810,8 @@ void trace_trim(struct trace *hub, int64_t before_ns)
 				l->head = c->next;
 				l->count -= c->n;
 				hub->n_events -= c->n;
+				if (c->budget)
+					hub->own_bytes -= chunk_bytes(c->cap);
 				hub->trims++;
 				trace__chunk_free(c);
 			}

@@ -202,7 +202,7 @@ struct trace {
 	struct trace_budget *budget; /* NULL: none; see trace_set_budget() */
 	uint64_t budget_level;       /* allocate only while the budget's total stays <= this */
 	uint64_t cap_bytes;          /* this trace's own chunk bytes at most; 0: no cap */
-	uint64_t own_bytes;          /* chunk bytes this trace allocated (for cap_bytes) */
+	uint64_t own_bytes;          /* chunk bytes this trace holds (cap_bytes; the encoder's room) */
 	struct trace_diag *diags;
 	uint32_t n_diags, diags_cap;
 };
@@ -226,6 +226,18 @@ int trace_budget_new(uint64_t max_bytes, struct trace_budget **ret);
 struct trace_budget *trace_budget_unref(struct trace_budget *b);
 uint64_t trace_budget_used(const struct trace_budget *b);  /* any thread */
 uint64_t trace_budget_max(const struct trace_budget *b);
+/* Room for an encoded reply (xspace.c) made from @own bytes of records:
+ * reserves, atomically, what the budget has free plus @own, at most 2x
+ * @own (a reply takes ~1.3x its records), never less than @floor; the
+ * amount in *@ret and a reference are returned. Give back what the reply
+ * did not use, and the rest when it is freed, with
+ * trace_budget_release_out() (the last release also drops the reference). */
+struct trace_budget *trace_budget_reserve_out(struct trace_budget *b, uint64_t own, uint64_t floor,
+					      uint64_t *ret);
+void trace_budget_release_out(struct trace_budget *b, uint64_t bytes);
+void trace_budget_give_back(struct trace_budget *b, uint64_t bytes);
+/* A copy's own first bytes, granted past the budget (see chunk_charged()). */
+#define TRACE_COPY_FLOOR ((uint64_t)1 << 20)
 /* Make @t (a hub, before its first append) draw on @b, up to half of it;
  * takes a reference. */
 void trace_set_budget(struct trace *t, struct trace_budget *b);
