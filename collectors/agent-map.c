@@ -884,9 +884,17 @@ int agent_map_device(struct agent_src *s, const struct agent_device *d, const ch
 				       AGENT_MAP_MAX_NEW_GPUS_PER_SRC, d->uuid);
 		return 0;
 	}
-	n = gpu_map_id(g, d->uuid, d->pci_bus_id, d->name);
+	n = gpu_map_id_for_uid(g, d->uuid, d->pci_bus_id, d->name, s->uid, AGENT_MAP_MAX_NEW_GPUS_PER_UID);
 	if (g->n != before)
 		s->new_gpus++;
+	if (n == -EDQUOT) {
+		if (s->gpus_refused++ == 0)
+			agent_map_note(m, "pid %u (%s): uid %u has added %u GPUs to profd's GPU map, the most one "
+					  "user may without NVML; GPU %s and any later new ones of this process "
+					  "are not traced", s->pid, s->name, s->uid, AGENT_MAP_MAX_NEW_GPUS_PER_UID,
+				       d->uuid);
+		return 0;
+	}
 	if (n == -ENOSPC) {
 		/* Not the agent's fault: its records for this device are skipped. */
 		agent_map_note(m, "more than %u distinct GPUs seen; GPU %s of pid %u is not traced", GPU_MAP_MAX,
