@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <stdint.h>
+#include <string.h>
 
 #include "utf8.h"
 
@@ -68,4 +69,17 @@ void utf8_fix(char *s, size_t n)
 		}
 		i += l;
 	}
+}
+
+const char *ascii_quote(char *buf, size_t size, const char *s)
+{
+	size_t i = 0;
+
+	for (; s[i] && i + 4 < size && i < 64; i++)
+		buf[i] = (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] < 0x7f ? s[i] : '?';
+	if (s[i])
+		memcpy(buf + i, "...", 4);
+	else
+		buf[i] = 0;
+	return buf;
 }

@@ -17,3 +17,10 @@
 bool utf8_valid(const char *s, size_t n);
 /* Replace every byte that is not part of a well-formed sequence by '?'. */
 void utf8_fix(char *s, size_t n);
+/*
+ * @s quoted in a message (a status, a log line, a warning) when it came
+ * from a peer: at most 64 bytes, anything but printable ASCII as '?', and
+ * "..." when cut, so a hostile name can neither forge log lines nor make
+ * the message invalid UTF-8. Writes and returns @buf (@size >= 4).
+ */
+const char *ascii_quote(char *buf, size_t size, const char *s);

@@ -166,6 +166,9 @@ struct agent_map {
 	/* agent connections capturing now, for the fair share (the receiver
 	 * keeps it) */
 	unsigned n_capturing;
+	/* the agents were asked for no NVTX (AGENT_START_NVTX off; the receiver
+	 * keeps it): NVTX hints would mislead (agent_nvtx_describe()) */
+	bool nvtx_off;
 	/* the capture's memory profile (agent-memory.h) */
 	struct agent_memory mem;
 	struct agent_derived derived; /* Steps / op lines of GPU work in NVTX steps */

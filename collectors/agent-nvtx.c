@@ -563,8 +563,9 @@ void agent_nvtx_describe(struct agent_src *s)
 	if (ns->dropped)
 		agent_map_note(s->m, "pid %u (%s): %llu NVTX ranges beyond the budget of %u a capture were dropped",
 			       s->pid, s->name, (unsigned long long)ns->dropped, AGENT_NVTX_MAX_RANGES);
-	if (!(s->hello_flags & AGENT_HELLO_NVTX)) {
-		/* An agent that cannot collect NVTX: the hints would mislead. */
+	if (!(s->hello_flags & AGENT_HELLO_NVTX) || s->m->nvtx_off) {
+		/* An agent that cannot collect NVTX, or was asked for none
+		 * (docs/options.md): the hints would mislead. */
 		ns->gpu = ns->annotated = ns->in_step = ns->dropped = ns->steps_seen = 0;
 		return;
 	}

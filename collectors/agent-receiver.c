@@ -728,6 +728,7 @@ static void agent_options(struct collector *c, const struct agent_opts *o)
 {
 	struct rx *rx = to_rx(c);
 
+	rx->map.nvtx_off = !(o->flags & AGENT_START_NVTX);
 	if (memcmp(&rx->opts, o, sizeof(*o)) == 0)
 		return;
 	rx->opts = *o;

@@ -21,6 +21,7 @@
 
 #include "base/log.h"
 #include "base/parse.h"
+#include "capture-opts.h"
 #include "config.h"
 #include "collectors/agent-nvtx.h"
 #include "conf.h"
@@ -35,6 +36,8 @@ enum conf_type {
 	T_PATH,  /* a non-empty string */
 	T_OPT,   /* a string; empty = unset */
 	T_STEPS, /* comma-separated step names (agent_nvtx_check_step_patterns()) */
+	T_PM,    /* PM sampling metrics (capture_opts_set_pm_metrics()); empty = off */
+	T_USEC,  /* "500us", "2ms", "1s", bare = us; min..max in us */
 	T_LEVEL, /* err, warn, notice, info, debug */
 	T_MODE,  /* octal permission bits */
 	T_GROUP, /* group name or gid; empty = unset */
@@ -138,6 +141,18 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 		NULL, "NVTX range names that mark a training step, comma-"
 		"separated (up to 32 names of [A-Za-z0-9_.-], 1-63 characters each), each matched at the "
 		"start of a range's name or its last part, any case (docs/agent.md, Steps)", F(step_pattern)},
+	[CONF_PM_SAMPLE] = {"pm-sample", "METRICS", T_PM, 0, 0, NULL, true, NULL,
+		"sample these GPU hardware counters (CUPTI PM sampling) in captures that do not set "
+		"gpu_pm_sample_counters: up to 16 comma-separated metric names of [A-Za-z0-9_.], or "
+		"\"default\" for the agent's default set; empty: off (docs/options.md)", F(pm_sample)},
+	[CONF_PM_SAMPLE_INTERVAL] = {"pm-sample-interval", "DUR", T_USEC, CAPTURE_PM_INTERVAL_MIN_US,
+		CAPTURE_PM_INTERVAL_MAX_US, "500us", true, NULL,
+		"PM sampling interval (500us, 1ms; a bare number is microseconds); a request's "
+		"gpu_pm_sample_interval_us overrides it", F(pm_sample_interval_us)},
+	[CONF_PM_SAMPLE_BUFFER] = {"pm-sample-buffer", "MB", T_U32, CAPTURE_PM_BUFFER_MIN_MB,
+		CAPTURE_PM_BUFFER_MAX_MB, "64", true, NULL,
+		"PM sampling hardware buffer per GPU in MiB; a request's "
+		"gpu_pm_sample_buffer_size_per_gpu_mb overrides it", F(pm_sample_buffer_mb)},
 	[CONF_HOSTNAME] = {"hostname", "NAME", T_OPT, 0, 0, NULL, false, "Other",
 		"name written to XSpace.hostnames (empty: gethostname)", F(hostname)},
 	[CONF_PROC_ROOT] = {"proc-root", "DIR", T_PATH, 0, 0, "/proc", false, NULL,
@@ -287,6 +302,44 @@ static const char *fmt_size(uint64_t v, char *buf, size_t size)
 	return buf;
 }
 
+/* "500us", "2ms", "1s"; a bare number is microseconds. */
+static int parse_usec(const char *s, uint64_t *ret)
+{
+	static const struct {
+		const char *suffix;
+		uint64_t mult;
+	} units[] = {{"us", 1}, {"ms", 1000}, {"s", 1000000}, {"", 1}};
+	char num[32];
+	size_t n = strspn(s, "0123456789");
+	uint64_t v;
+
+	if (n == 0 || n >= sizeof(num))
+		return -EINVAL;
+	memcpy(num, s, n);
+	num[n] = 0;
+	if (safe_atou64(num, &v) < 0)
+		return -ERANGE;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (strcmp(s + n, units[i].suffix) == 0) {
+			if (v > UINT64_MAX / units[i].mult)
+				return -ERANGE;
+			*ret = v * units[i].mult;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static const char *fmt_usec(uint64_t us, char *buf, size_t size)
+{
+	if (us && us % 1000000 == 0)
+		snprintf(buf, size, "%" PRIu64 "s", us / 1000000);
+	else if (us && us % 1000 == 0)
+		snprintf(buf, size, "%" PRIu64 "ms", us / 1000);
+	else
+		snprintf(buf, size, "%" PRIu64 "us", us);
+	return buf;
+}
+
 /* What a row accepts, for errors and --help. */
 static const char *bounds(const struct conf_row *r, char *buf, size_t size)
 {
@@ -306,6 +359,14 @@ static const char *bounds(const struct conf_row *r, char *buf, size_t size)
 		else
 			snprintf(buf, size, "a duration from %s to %s", fmt_dur(r->min, a, sizeof(a)),
 				 fmt_dur(r->max, b, sizeof(b)));
+		break;
+	case T_USEC:
+		snprintf(buf, size, "a duration from %s to %s", fmt_usec(r->min, a, sizeof(a)),
+			 fmt_usec(r->max, b, sizeof(b)));
+		break;
+	case T_PM:
+		snprintf(buf, size, "\"default\" or up to %u comma-separated metric names of "
+			 "[A-Za-z0-9_.], %u bytes in all", AGENT_PM_MAX_METRICS, AGENT_PM_METRICS_MAX - 1);
 		break;
 	case T_SIZE:
 		snprintf(buf, size, "a size from %s to %s", fmt_size(r->min, a, sizeof(a)),
@@ -390,6 +451,19 @@ int conf_set(struct profd_conf *c, size_t key, const char *v, char *why, size_t 
 		if (!e)
 			*(uint64_t *)p = u64;
 		break;
+	case T_USEC:
+		e = parse_usec(v, &u64) < 0 || u64 < r->min || u64 > r->max ? -EINVAL : 0;
+		if (!e)
+			*(uint64_t *)p = u64;
+		break;
+	case T_PM: {
+		struct agent_opts o = {0};
+
+		if (capture_opts_set_pm_metrics(&o, v, why, why_size) < 0)
+			return -EINVAL;
+		e = set_str((char **)p, v);
+		break;
+	}
 	case T_LEVEL: e = log_parse_level(v, (int *)p) < 0 ? -EINVAL : 0; break;
 	case T_MODE: e = parse_mode(v, (uint32_t *)p); break;
 	case T_PATH:
@@ -482,7 +556,7 @@ void conf_free(struct profd_conf *c)
 
 		if (is_list(t))
 			list_clear(field(c, k));
-		else if (t == T_PATH || t == T_OPT || t == T_GROUP || t == T_STEPS) {
+		else if (t == T_PATH || t == T_OPT || t == T_GROUP || t == T_STEPS || t == T_PM) {
 			free(*(char **)field(c, k));
 			*(char **)field(c, k) = NULL;
 		}
@@ -493,7 +567,7 @@ static size_t value_size(enum conf_type t)
 {
 	switch (t) {
 	case T_U32: case T_MODE: return sizeof(uint32_t);
-	case T_U64: case T_DUR: case T_SIZE: return sizeof(uint64_t);
+	case T_U64: case T_DUR: case T_SIZE: case T_USEC: return sizeof(uint64_t);
 	case T_LEVEL: return sizeof(int);
 	default: return 0;
 	}
@@ -571,6 +645,7 @@ const char *conf_format(const struct profd_conf *c, size_t key, char *buf, size_
 	case T_U64: snprintf(buf, size, "%" PRIu64, *(const uint64_t *)p); break;
 	case T_DUR: fmt_dur(*(const uint64_t *)p, buf, size); break;
 	case T_SIZE: fmt_size(*(const uint64_t *)p, buf, size); break;
+	case T_USEC: fmt_usec(*(const uint64_t *)p, buf, size); break;
 	case T_MODE: snprintf(buf, size, "%04" PRIo32, *(const uint32_t *)p); break;
 	case T_LEVEL: {
 		int l = *(const int *)p;
@@ -578,7 +653,7 @@ const char *conf_format(const struct profd_conf *c, size_t key, char *buf, size_
 		snprintf(buf, size, "%s", l >= LOG_LEVEL_ERR && l <= LOG_LEVEL_DEBUG ? level_names[l] : "info");
 		break;
 	}
-	case T_PATH: case T_OPT: case T_GROUP: case T_STEPS: {
+	case T_PATH: case T_OPT: case T_GROUP: case T_STEPS: case T_PM: {
 		const char *s = *(char *const *)p;
 
 		snprintf(buf, size, "%s", s ? s : "");
@@ -639,7 +714,8 @@ static void wrap(FILE *f, const char *text, size_t col, const char *indent, size
 static void describe(const struct conf_row *r, const char *def, char *buf, size_t size)
 {
 	char b[128];
-	bool numeric = r->type == T_U32 || r->type == T_U64 || r->type == T_DUR || r->type == T_SIZE;
+	bool numeric = r->type == T_U32 || r->type == T_U64 || r->type == T_DUR || r->type == T_SIZE ||
+		       r->type == T_USEC;
 
 	snprintf(buf, size, "%s (default %s%s%s)%s", r->help, def[0] ? def : "none",
 		 numeric ? "; " : "", numeric ? bounds(r, b, sizeof(b)) : "",

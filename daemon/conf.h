@@ -52,6 +52,9 @@ struct profd_conf {
 	char *proc_root, *sys_root;
 	char *nvml_library;                /* NULL: libnvidia-ml.so.1 */
 	char *step_pattern;                /* NVTX step names, csv (agent-nvtx.h) */
+	char *pm_sample;                   /* PM metrics csv, "default"; NULL: off (capture-opts.h) */
+	uint64_t pm_sample_interval_us;
+	uint32_t pm_sample_buffer_mb;
 	int log_level;
 	uint64_t set;                      /* bit i: key i was given (flag or file line) */
 };
@@ -64,6 +67,7 @@ enum conf_key {
 	CONF_REPOSITORY_MAX_DEPTH, CONF_ALLOW_FROM, CONF_TLS_CERT, CONF_TLS_KEY, CONF_TLS_CLIENT_CA,
 	CONF_TOKEN_FILE, CONF_AGENT_SOCKET_MODE, CONF_AGENT_SOCKET_GROUP, CONF_AGENT_ALLOW_UID,
 	CONF_HOST_SAMPLE_HZ, CONF_NVML_SAMPLE_HZ, CONF_AGENT_SOCKET, CONF_FLUSH_TIMEOUT, CONF_STEP_PATTERN,
+	CONF_PM_SAMPLE, CONF_PM_SAMPLE_INTERVAL, CONF_PM_SAMPLE_BUFFER,
 	CONF_HOSTNAME, CONF_PROC_ROOT, CONF_SYS_ROOT, CONF_NVML_LIBRARY, CONF_LOG_LEVEL,
 	CONF_N_KEYS
 };

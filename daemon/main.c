@@ -25,6 +25,7 @@
 #include "agent-receiver.h"
 #include "base/log.h"
 #include "base/parse.h"
+#include "capture-opts.h"
 #include "collectors/agent-nvtx.h"
 #include "conf.h"
 #include "config.h"
@@ -256,6 +257,21 @@ static int reload_allow_from(struct daemon *d, const struct profd_conf *next, ch
 	return rpc_server_reload_auth(d->srv, &auth, err, err_size);
 }
 
+/* A window's GPU options when its request sets none (docs/options.md):
+ * NVTX on, PM sampling as --pm-sample* say. conf_set() checked the list. */
+static void gpu_defaults(const struct profd_conf *c, struct agent_opts *o)
+{
+	struct capture_opts def;
+	char why[128];
+
+	capture_opts_default(&def);
+	def.agent.pm_interval_us = (uint32_t)c->pm_sample_interval_us;
+	def.agent.pm_buffer_mb = c->pm_sample_buffer_mb;
+	if (c->pm_sample && capture_opts_set_pm_metrics(&def.agent, c->pm_sample, why, sizeof(why)) < 0)
+		log_warn("pm-sample: %s; PM sampling stays off", why);
+	*o = def.agent;
+}
+
 /* The reloadable settings of `cfg`, pushed to their owners. Each takes
  * effect for what starts from now on; open captures keep what they got. */
 static void apply_reloadable(struct daemon *d)
@@ -263,6 +279,12 @@ static void apply_reloadable(struct daemon *d)
 	log_max_level = cfg.log_level;
 	agent_nvtx_set_step_patterns(cfg.step_pattern);
 	session_mgr_set_limits(d->mgr, cfg.max_sessions, cfg.flush_timeout_ms);
+	{
+		struct agent_opts gpu;
+
+		gpu_defaults(&cfg, &gpu);
+		session_mgr_set_gpu_default(d->mgr, &gpu);
+	}
 	service_set_max_duration(d->svc, cfg.max_duration_ms);
 	d->ccfg.host_sample_hz = cfg.host_sample_hz;
 }
@@ -497,6 +519,7 @@ int main(int argc, char **argv)
 		log_notice("agent socket %s is not the default (%s): jobs need PROFD_AGENT_SOCKET=%s in "
 			   "their environment (next to CUDA_INJECTION64_PATH) to find it",
 			   cfg.agent_socket, PROFD_AGENT_SOCKET_DEFAULT, cfg.agent_socket);
+	gpu_defaults(&cfg, &mcfg.gpu);
 	r = session_mgr_new(&d.loop, &mcfg, &d.ccfg, &d.mgr);
 	if (r < 0) {
 		log_error_errno(r, "could not set up collectors");

@@ -4,10 +4,15 @@
  *
  * Profile, step by step (reference/protocol.md §2.2, with profd's
  * differences documented in docs/protocol.md):
- *   1. validate (duration, delay, names used in paths, repository_root);
- *   2. open a session window; the client's cancel or deadline aborts it;
+ *   1. validate (duration, delay, names used in paths, repository_root),
+ *      and read the GPU options of advanced_configuration (capture-opts.h:
+ *      warnings, or INVALID_ARGUMENT with raise_error_on_start_failure);
+ *   2. open a session window with those options (the session manager
+ *      hands the open windows' union to the agents); the client's cancel
+ *      or deadline aborts it;
  *   3. when the window closes, a uv work item filters planes by tracer
- *      level, encodes the XSpace (xspace_encode), writes the repository
+ *      level, applies the window's own limits (capture-limits.h), encodes
+ *      the XSpace (xspace_encode), writes the repository
  *      copy if allowed, and frames the ProfileResponse around the bytes;
  *      a repository copy that cannot be made never costs the client its
  *      data: the reply is still OK and XSpace.errors says why;
@@ -29,6 +34,8 @@
 #include "base/pbwire.h"
 #include "base/timeutil.h"
 #include "base/utf8.h"
+#include "capture-limits.h"
+#include "capture-opts.h"
 #include "config.h"
 #include "monitor.h"
 #include "profd/profd.pb-c.h"
@@ -64,6 +71,8 @@ struct profile_job {
 	struct window_job win;     /* the window, then the encoder (session.h) */
 	bool emit_xspace;
 	uint32_t host_level, device_level, python_level;
+	struct capture_opts gpu;        /* advanced_configuration (capture-opts.h) */
+	struct capture_warnings warn;   /* its warnings, for XSpace.warnings */
 	/* repository copy (worker) */
 	ssize_t repo_dir;
 	char *repo_rel, *file_session, *file_name;
@@ -193,6 +202,12 @@ static void job_work(struct window_job *w)
 		info.extra_errors = skip;
 	drop_planes(snap, j->host_level, j->device_level);
 	warn_levels(snap, w->start_ns, j->host_level, j->python_level);
+	capture_limits_apply(snap, &j->gpu, w->start_ns);
+	for (uint32_t i = 0; i < j->warn.n; i++)
+		trace_diag(snap, w->start_ns, false, "%s", j->warn.msg[i]);
+	if (j->warn.left_out)
+		trace_diag(snap, w->start_ns, false, "advanced_configuration: %" PRIu32 " more warnings "
+			   "left out", j->warn.left_out);
 	r = xspace_encode(snap, &info, ENCODE_PREFIX, &j->out);
 	if (r < 0) {
 		j->err = RPC_INTERNAL;
@@ -332,22 +347,6 @@ static char *file_name_for(const char *host)
 	return f;
 }
 
-/* @s for an error message: at most ~64 bytes, anything but printable
- * ASCII as '?', so a hostile name can neither forge log lines nor make
- * the status message invalid UTF-8. */
-static const char *quoted(char *buf, size_t size, const char *s)
-{
-	size_t i = 0;
-
-	for (; s[i] && i + 4 < size && i < 64; i++)
-		buf[i] = (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] < 0x7f ? s[i] : '?';
-	if (s[i])
-		memcpy(buf + i, "...", 4);
-	else
-		buf[i] = 0;
-	return buf;
-}
-
 static char *timestamp_session_id(void)
 {
 	char buf[32];
@@ -405,7 +404,7 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	if (session_id[0] && !repo_name_ok(session_id))
 		FAIL(RPC_INVALID_ARGUMENT, "session_id \"%s\" must be one path component: 1-255 bytes, "
 		     "no '/' or control characters, not starting with '.' (no '.', '..' or hidden names)",
-		     quoted(qbuf, sizeof(qbuf), session_id));
+		     ascii_quote(qbuf, sizeof(qbuf), session_id));
 	if (o && o->override_hostname && o->override_hostname[0]) {
 		host = o->override_hostname;
 		host_field = "host_name (opts.override_hostname)";
@@ -420,7 +419,7 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	if (!repo_name_ok(host))
 		FAIL(RPC_INVALID_ARGUMENT, "%s \"%s\" must be usable as a file name: no '/' or control "
 		     "characters, not starting with '.' (no '.', '..' or hidden files)", host_field,
-		     quoted(qbuf, sizeof(qbuf), host));
+		     ascii_quote(qbuf, sizeof(qbuf), host));
 
 	j = calloc(1, sizeof(*j));
 	if (!j)
@@ -433,12 +432,25 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	j->host_level = o && o->version ? o->host_tracer_level : 2;
 	j->device_level = o && o->version ? o->device_tracer_level : 1;
 	j->python_level = o && o->version ? o->python_tracer_level : 0;
+	capture_opts_default(&j->gpu);
+	j->gpu.agent = *session_mgr_gpu_default(svc->mgr);
+	capture_opts_parse(&j->gpu, o, session_mgr_max_events(svc->mgr), &j->warn);
+	/* Upstream fails the start on a bad key only when asked to. */
+	if (j->warn.n && o && o->raise_error_on_start_failure) {
+		char all[CAPTURE_WARN_MAX * CAPTURE_WARN_LEN];
+		size_t used = 0;
+
+		for (uint32_t i = 0; i < j->warn.n && used < sizeof(all); i++)
+			used += (size_t)snprintf(all + used, sizeof(all) - used, "%s%s", i ? "; " : "",
+						 j->warn.msg[i]);
+		FAIL(RPC_INVALID_ARGUMENT, "%s", all);
+	}
 	j->file_name = file_name_for(host);
 	if (!j->file_name)
 		FAIL(RPC_RESOURCE_EXHAUSTED, "out of memory");
 	if (!repo_name_ok(j->file_name))
 		FAIL(RPC_INVALID_ARGUMENT, "%s \"%s\" is too long for a file name (%zu bytes with "
-		     "\".xplane.pb\"; at most 255)", host_field, quoted(qbuf, sizeof(qbuf), host),
+		     "\".xplane.pb\"; at most 255)", host_field, ascii_quote(qbuf, sizeof(qbuf), host),
 		     strlen(j->file_name));
 
 	if (req->repository_root[0] && !req->emit_xspace) {
@@ -450,7 +462,7 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 			FAIL(RPC_INVALID_ARGUMENT, "repository_root \"%s\" leaves the allowed directory or "
 			     "names a directory profd does not create: every component below it must be a "
 			     "visible name ('..', '.' and names starting with '.' are refused)",
-			     quoted(qbuf, sizeof(qbuf), req->repository_root));
+			     ascii_quote(qbuf, sizeof(qbuf), req->repository_root));
 		if (r == -ENOMEM)
 			FAIL(RPC_RESOURCE_EXHAUSTED, "out of memory");
 		if (r > 0) {
@@ -504,6 +516,7 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	sp.id = session_id;
 	sp.start_ns = o ? (int64_t)o->start_timestamp_ns : 0;
 	sp.duration_ms = duration;
+	sp.gpu = &j->gpu.agent;
 	r = window_job_open(&j->win, &profile_window_ops, svc->loop, svc->mgr, &sp);
 	if (r == -EBUSY)
 		FAIL(RPC_RESOURCE_EXHAUSTED, "%u captures are already running, the most this daemon takes "

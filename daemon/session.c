@@ -48,6 +48,7 @@ struct session {
 	int64_t start_mono;        /* OPEN: when the window opened, CLOCK_MONOTONIC */
 	int64_t delay_ns;          /* WAITING: the delay asked for */
 	uint64_t duration_ms;
+	struct agent_opts gpu;     /* what this window asks of agents */
 	uv_timer_t timer; /* WAITING: until start; OPEN: until stop */
 	session_done_cb cb;
 	void *userdata;
@@ -82,6 +83,7 @@ struct prefault_job {
 };
 
 static void process_close_queue(struct session_mgr *m);
+static void update_gpu_options(struct session_mgr *m, const struct session *gone);
 
 static void unlink_session(struct session *s)
 {
@@ -137,6 +139,7 @@ static void window_leaves(struct session_mgr *m, const struct session *gone)
 	if (--m->n_windows == 0) {
 		windows_gone(m);
 	} else {
+		update_gpu_options(m, gone);
 		/* Free what no remaining window can need. */
 		int64_t min_start = INT64_MAX;
 
@@ -148,6 +151,54 @@ static void window_leaves(struct session_mgr *m, const struct session *gone)
 }
 
 static void on_stop_timer(uv_timer_t *t);
+
+/* The union of what @a and @b ask of agents, into @a: NVTX and graph trace
+ * if either asks; PM sampling if either does, with @a's metrics when it
+ * asked for them (the older window's set wins: agents sample one set), the
+ * smaller interval and the larger buffer (docs/options.md). */
+static void gpu_merge(struct agent_opts *a, const struct agent_opts *b)
+{
+	if (b->flags & AGENT_START_PM_SAMPLING) {
+		if (!(a->flags & AGENT_START_PM_SAMPLING)) {
+			memcpy(a->pm_metrics, b->pm_metrics, sizeof(a->pm_metrics));
+			a->pm_interval_us = b->pm_interval_us;
+			a->pm_buffer_mb = b->pm_buffer_mb;
+		} else {
+			if (b->pm_interval_us < a->pm_interval_us)
+				a->pm_interval_us = b->pm_interval_us;
+			if (b->pm_buffer_mb > a->pm_buffer_mb)
+				a->pm_buffer_mb = b->pm_buffer_mb;
+		}
+	}
+	a->flags |= b->flags;
+}
+
+/*
+ * Hand the collectors the union of what the open windows ask of agents
+ * (gpu_merge(): kinds OR'ed; the PM metrics of the oldest window that
+ * asked). A window that is closing no longer counts: its data is in.
+ * Oldest first, so the list (newest first) is walked from its tail.
+ */
+static void update_gpu_options(struct session_mgr *m, const struct session *gone)
+{
+	struct agent_opts u;
+	struct session *last = NULL;
+	unsigned n = 0;
+
+	memset(&u, 0, sizeof(u));
+	for (struct session *s = m->all; s; s = s->next)
+		last = s;
+	for (struct session *s = last; s; s = s->prev)
+		if (s != gone && s->state == S_OPEN && !s->aborted) {
+			gpu_merge(&u, &s->gpu);
+			n++;
+		}
+	/* None open: the last one is closing, and its data may still be in
+	 * flight (ranges that end after the window): the options stay until
+	 * the collectors stop; the next window sets its own before START. */
+	if (n)
+		collector_set_options(m->collectors, &u);
+}
 
 /* ---- the page pool: warm while captures run, released when idle ------------ */
 
@@ -264,6 +315,8 @@ static void open_window(struct session *s)
 	s->start_ns = wall_ns();
 	s->start_mono = mono_ns();
 	s->dropped_at_open = m->hub->dropped;
+	/* Agents learn the options in START: they must be set before it. */
+	update_gpu_options(m, NULL);
 	if (m->n_windows++ == 0) {
 		collector_set_start(m->collectors);
 		pool_timer_set(m, POOL_TICK_OPEN_MS);
@@ -301,6 +354,7 @@ static void begin_close(struct session *s)
 	uv_timer_stop(&s->timer);
 	s->state = S_CLOSING;
 	s->stop_ns = wall_ns();
+	update_gpu_options(m, NULL);
 	if (m->close_tail)
 		m->close_tail->close_next = s;
 	else
@@ -442,6 +496,7 @@ int session_open(struct session_mgr *m, const struct session_params *p, session_
 	}
 	s->mgr = m;
 	s->duration_ms = p->duration_ms;
+	s->gpu = p->gpu ? *p->gpu : m->cfg.gpu;
 	s->cb = cb;
 	s->userdata = userdata;
 	uv_timer_init(m->loop, &s->timer);
@@ -510,12 +565,15 @@ unsigned session_mgr_terminate(struct session_mgr *m, const char *id)
 
 unsigned session_mgr_active(const struct session_mgr *m) { return m->n_all; }
 uint32_t session_mgr_max_sessions(const struct session_mgr *m) { return m->cfg.max_sessions; }
+uint64_t session_mgr_max_events(const struct session_mgr *m) { return m->cfg.max_events; }
+const struct agent_opts *session_mgr_gpu_default(const struct session_mgr *m) { return &m->cfg.gpu; }
 
 void session_mgr_set_limits(struct session_mgr *m, uint32_t max_sessions, uint64_t flush_timeout_ms)
 {
 	m->cfg.max_sessions = max_sessions;
 	m->cfg.flush_timeout_ms = flush_timeout_ms;
 }
+void session_mgr_set_gpu_default(struct session_mgr *m, const struct agent_opts *gpu) { m->cfg.gpu = *gpu; }
 struct collector_set *session_mgr_collectors(struct session_mgr *m) { return m->collectors; }
 
 static void on_collectors_closed(void *userdata)

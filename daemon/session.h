@@ -12,6 +12,14 @@
  * window, a filtered copy otherwise). Closes are handled one at a time in
  * the order they happen, because a flush is a barrier over all collectors.
  *
+ * GPU options: each window carries what it asks of in-job agents (struct
+ * agent_opts, from its request: daemon/capture-opts.h); while windows are
+ * open, the collectors get the union of the OPEN ones' (collector_set_
+ * options()), set before the first window starts them and again whenever
+ * a window opens or closes (not when the last one closes: its data may
+ * still arrive). Each window's own limits are its owner's business, on
+ * its snapshot (daemon/capture-limits.h).
+ *
  * States: WAITING (start_timestamp_ns in the future) -> OPEN -> CLOSING
  * (queued for / in flush) -> delivered (the callback ran; freed).
  * An aborted session (client gone) is dropped without a callback.
@@ -25,6 +33,7 @@
 
 #include <uv.h>
 
+#include "agent-opts.h"
 #include "collector.h"
 #include "xspace/trace.h"
 
@@ -36,12 +45,17 @@ struct session_mgr_cfg {
 	uint64_t max_events;       /* hub budget */
 	uint64_t max_bytes;        /* record bytes of the hub and its snapshots; 0: no limit */
 	uint64_t flush_timeout_ms; /* how long a close waits for collectors */
+	struct agent_opts gpu;     /* a window's GPU options when its params give none */
 };
 
 struct session_params {
 	const char *id;       /* for Terminate; may be "" */
 	int64_t start_ns;     /* CLOCK_REALTIME; <= now means at once */
 	uint64_t duration_ms; /* > 0 */
+	/* What the window asks of in-job agents (copied); NULL: cfg.gpu. The
+	 * open windows' union goes to the collectors (collector_set_options())
+	 * whenever a window opens or closes, before they start. */
+	const struct agent_opts *gpu;
 };
 
 /*
@@ -65,10 +79,16 @@ unsigned session_mgr_terminate(struct session_mgr *m, const char *id);
 /* Sessions in any state (for status and limits). */
 unsigned session_mgr_active(const struct session_mgr *m);
 uint32_t session_mgr_max_sessions(const struct session_mgr *m);
+/* The hub's budget (--max-events) and a window's default GPU options. */
+uint64_t session_mgr_max_events(const struct session_mgr *m);
+const struct agent_opts *session_mgr_gpu_default(const struct session_mgr *m);
 /* SIGHUP reload (main.c): max_sessions and flush_timeout_ms take effect for
  * the next open and the next close; open sessions are left alone (fewer
  * than are open just refuses new ones). max_events is fixed at start. */
 void session_mgr_set_limits(struct session_mgr *m, uint32_t max_sessions, uint64_t flush_timeout_ms);
+/* SIGHUP reload: the GPU options of windows whose request sets none, from
+ * the next window on (open ones keep theirs). */
+void session_mgr_set_gpu_default(struct session_mgr *m, const struct agent_opts *gpu);
 struct collector_set *session_mgr_collectors(struct session_mgr *m);
 /* Fail every session with -ESHUTDOWN, close collectors; @cb when done. */
 void session_mgr_shutdown(struct session_mgr *m, void (*cb)(void *), void *userdata);

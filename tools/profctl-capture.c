@@ -63,6 +63,10 @@ struct host {
 	uint64_t file_sizes[MAX_FILES];
 };
 
+/* --option KEY=VALUE: ProfileOptions.advanced_configuration (docs/options.md). */
+#define MAX_OPTIONS 32
+#define MAX_OPTION_KEY 128
+
 struct capture {
 	/* options */
 	const char *logdir;
@@ -74,6 +78,11 @@ struct capture {
 	uint32_t host_level, device_level, python_level;
 	bool allow_empty;
 	bool progress;
+	/* --option: built once, read by every host thread */
+	char *opt_text[MAX_OPTIONS]; /* "KEY\0VALUE", owned */
+	Tensorflow__ProfileOptions__AdvancedConfigurationEntry opt_e[MAX_OPTIONS], *opt_pe[MAX_OPTIONS];
+	Tensorflow__ProfileOptions__AdvancedConfigValue opt_v[MAX_OPTIONS];
+	size_t n_options;
 	/* run state */
 	int64_t deadline_ns;   /* session creation + delay + duration + grace */
 	bool told_waiting;     /* the "still waiting" notice was printed (not a terminal) */
@@ -219,6 +228,8 @@ static void build_request(const struct capture *cap, const struct host *h, Tenso
 	o->start_timestamp_ns = (uint64_t)cap->start_ns;
 	o->duration_ms = cap->duration_ms;
 	o->repository_path = (char *)cap->logdir;
+	o->n_advanced_configuration = cap->n_options;
+	o->advanced_configuration = (Tensorflow__ProfileOptions__AdvancedConfigurationEntry **)cap->opt_pe;
 
 	tensorflow__profile_request__init(req);
 	req->duration_ms = cap->duration_ms;
@@ -541,6 +552,13 @@ static void help(FILE *f)
 		"                            YYYY_MM_DD_HH_MM_SS, as TF)\n"
 		"      --allow-empty         also save replies whose trace is empty, and count them\n"
 		"                            as data (TF's client drops them and retries)\n"
+		"      --option KEY=VALUE    a ProfileOptions.advanced_configuration entry, e.g.\n"
+		"                            gpu_enable_nvtx_tracking=false or\n"
+		"                            gpu_max_activity_api_events=100000 (repeatable, at\n"
+		"                            most 32); VALUE true/false is sent as a bool, a\n"
+		"                            decimal integer as an int64, anything else as a\n"
+		"                            string, as TF's Python client types them (keys:\n"
+		"                            docs/options.md)\n"
 		"      --no-progress         no progress line even on a terminal\n"
 		"  -h, --help                this text\n"
 		"\n"
@@ -563,6 +581,7 @@ static void help(FILE *f)
 enum {
 	OPT_LOGDIR = 0x100, OPT_DURATION, OPT_ATTEMPTS, OPT_DELAY, OPT_HOST_LEVEL, OPT_DEVICE_LEVEL,
 	OPT_PYTHON_LEVEL, OPT_SESSION, OPT_ALLOW_EMPTY, OPT_NO_PROGRESS, OPT_GRACE,
+	OPT_OPTION,
 };
 
 static int parse_level(const char *opt, const char *v, uint32_t max, uint32_t *ret)
@@ -615,6 +634,55 @@ static int add_hosts(struct capture *cap, const char *arg)
 	return 0;
 }
 
+/*
+ * --option KEY=VALUE, typed as upstream's Python client types a dict's
+ * values: true/false -> bool_value, a decimal integer that fits int64 ->
+ * int64_value, anything else -> string_value.
+ */
+static int add_option(struct capture *cap, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	Tensorflow__ProfileOptions__AdvancedConfigValue *v;
+	char *text, *val, *end;
+	size_t k = eq ? (size_t)(eq - arg) : 0;
+	long long n;
+
+	if (!eq || k == 0 || k > MAX_OPTION_KEY)
+		return profctl_usage_err("capture", "--option \"%s\": expected KEY=VALUE (KEY 1-%d bytes)", arg,
+					 MAX_OPTION_KEY);
+	if (cap->n_options >= MAX_OPTIONS)
+		return profctl_usage_err("capture", "too many --option (at most %d)", MAX_OPTIONS);
+	for (size_t i = 0; i < cap->n_options; i++)
+		if (strlen(cap->opt_text[i]) == k && memcmp(cap->opt_text[i], arg, k) == 0)
+			return profctl_usage_err("capture", "--option %.*s is given twice", (int)k, arg);
+	text = strdup(arg);
+	if (!text)
+		return profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
+	text[k] = 0;
+	val = text + k + 1;
+	cap->opt_text[cap->n_options] = text;
+	v = &cap->opt_v[cap->n_options];
+	tensorflow__profile_options__advanced_config_value__init(v);
+	errno = 0;
+	n = *val ? strtoll(val, &end, 10) : 0;
+	if (strcmp(val, "true") == 0 || strcmp(val, "false") == 0) {
+		v->value_case = TENSORFLOW__PROFILE_OPTIONS__ADVANCED_CONFIG_VALUE__VALUE_BOOL_VALUE;
+		v->bool_value = val[0] == 't';
+	} else if (*val && !*end && errno == 0 && (*val == '-' || (*val >= '0' && *val <= '9'))) {
+		v->value_case = TENSORFLOW__PROFILE_OPTIONS__ADVANCED_CONFIG_VALUE__VALUE_INT64_VALUE;
+		v->int64_value = n;
+	} else {
+		v->value_case = TENSORFLOW__PROFILE_OPTIONS__ADVANCED_CONFIG_VALUE__VALUE_STRING_VALUE;
+		v->string_value = val;
+	}
+	tensorflow__profile_options__advanced_configuration_entry__init(&cap->opt_e[cap->n_options]);
+	cap->opt_e[cap->n_options].key = text;
+	cap->opt_e[cap->n_options].value = v;
+	cap->opt_pe[cap->n_options] = &cap->opt_e[cap->n_options];
+	cap->n_options++;
+	return 0;
+}
+
 int cmd_capture(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -629,6 +697,7 @@ int cmd_capture(int argc, char **argv)
 		{"allow-empty", no_argument, NULL, OPT_ALLOW_EMPTY},
 		{"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
 		{"grace-ms", required_argument, NULL, OPT_GRACE},
+		{"option", required_argument, NULL, OPT_OPTION},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -710,6 +779,10 @@ int cmd_capture(int argc, char **argv)
 			}
 			grace_set = true;
 			break;
+		case OPT_OPTION:
+			if ((rc = add_option(&cap, optarg)))
+				goto out;
+			break;
 		default:
 			rc = profctl_usage_err("capture", "bad option");
 			goto out;
@@ -783,6 +856,8 @@ out:
 	}
 	free(cap.hosts);
 	free(cap.repo_root);
+	for (size_t i = 0; i < cap.n_options; i++)
+		free(cap.opt_text[i]);
 	pthread_cond_destroy(&cap.changed);
 	pthread_mutex_destroy(&cap.lock);
 	return rc;

@@ -819,6 +819,31 @@ void trace_trim(struct trace *hub, int64_t before_ns)
 	}
 }
 
+uint64_t trace_line_filter(struct trace_line *l, bool (*keep)(const struct trace_event *ev, void *ud),
+			   void *ud)
+{
+	uint64_t gone = 0;
+
+	for (struct trace_chunk *c = l->head; c; c = c->next) {
+		uint32_t w = 0;
+		int64_t max_end = INT64_MIN;
+
+		for (uint32_t r = 0; r < c->n; r++) {
+			if (!keep(&c->ev[r], ud))
+				continue;
+			c->ev[w] = c->ev[r];
+			max_end = MAX(max_end, trace_end_ns(c->ev[w].start_ns, c->ev[w].dur_ns));
+			w++;
+		}
+		gone += c->n - w;
+		c->n = w;
+		c->max_end_ns = max_end;
+	}
+	l->count -= gone;
+	l->plane->trace->n_events -= gone;
+	return gone;
+}
+
 void trace_iter_init(struct trace_iter *it, const struct trace_line *l)
 {
 	it->c = l->head;

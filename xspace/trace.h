@@ -342,6 +342,12 @@ int trace_snapshot_capped(struct trace *hub, int64_t start_ns, int64_t stop_ns, 
  * window can still need them). [hub owner] */
 void trace_trim(struct trace *hub, int64_t before_ns);
 
+/* Keep only the records of @l for which @keep() is true (in storage order,
+ * compacted within their chunks); returns how many were removed. For a
+ * snapshot's owner (per-window limits, daemon/capture-limits.c). */
+uint64_t trace_line_filter(struct trace_line *l, bool (*keep)(const struct trace_event *ev, void *ud),
+			   void *ud);
+
 /* Iteration over a line's records in storage order, for readers other than
  * the encoder (tests, summaries). */
 struct trace_iter {

@@ -731,7 +731,7 @@ static void drain_slab(uint32_t i, size_t valid)
  * then: a job without NVTX pays nothing per CUDA call. Agent thread. */
 static void nvtx_follow(void)
 {
-	if (g.nvtx_domains || !atomic_load(&g.capturing) || !agent_nvtx_attached() || !g.subscribed ||
+	if (g.nvtx_domains || !agent_nvtx_enabled() || !atomic_load(&g.capturing) || !agent_nvtx_attached() || !g.subscribed ||
 	    atomic_load(&g.detach) != DETACH_IDLE)
 		return;
 	g.C.cuptiEnableDomain(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API);
@@ -942,6 +942,7 @@ static void capture_start(void)
 	send_clock(AGENT_CLOCK_START);
 	send_mem_state();
 	/* NVTX on before the kinds: GPU work traced from here on finds its ranges. */
+	agent_nvtx_enable(g.opts.flags & AGENT_START_NVTX);
 	g.nvtx_domains = false;
 	agent_nvtx_following(0);
 	agent_nvtx_capture(g.C.cuptiGetTimestamp);
@@ -1202,13 +1203,26 @@ static void take_start_options(const struct agent_frame_hdr *h, const uint8_t *p
 
 	memset(&st, 0, sizeof(st));
 	memcpy(&st, p, h->length < sizeof(st) ? h->length : sizeof(st));
+	/* A profd before v4 sends no flags: it wants NVTX, as it always got. */
+	if (h->length <= AGENT_START_V3_SIZE)
+		st.flags = AGENT_START_NVTX;
 	st.pm_metrics[sizeof(st.pm_metrics) - 1] = 0;
 	g.opts = st;
+}
+
+/* NVTX collection on or off as START says; on mid-capture also starts the
+ * launch stacks (nvtx_follow()). Off leaves the API callbacks enabled for
+ * the rest of the capture: they only look at an empty stack then. */
+static void nvtx_apply_options(void)
+{
+	agent_nvtx_enable(g.opts.flags & AGENT_START_NVTX);
+	nvtx_follow();
 }
 
 /* The options changed while a capture runs: apply what can change now. */
 static void capture_options(void)
 {
+	nvtx_apply_options();
 }
 
 static void handle_command(const struct agent_frame_hdr *h, const uint8_t *p)

@@ -61,7 +61,8 @@ struct tstack {
 static __thread struct tstack ts;
 
 static struct {
-	atomic_int capturing;
+	atomic_int capturing; /* 0, 1 or 2: see agent_nvtx_enable() */
+	bool enabled;         /* START's AGENT_START_NVTX; agent thread */
 	atomic_int attached;
 	atomic_ullong gen;
 	atomic_uint serial;
@@ -93,6 +94,7 @@ static struct {
 	uint32_t domains[DOMAINS_MAX]; /* domain handle - 1 -> name's string id */
 	atomic_uint n_domains;
 } N = {
+	.enabled = true,
 	.qlock = PTHREAD_MUTEX_INITIALIZER,
 	.slock = PTHREAD_MUTEX_INITIALIZER,
 	.olock = PTHREAD_MUTEX_INITIALIZER,
@@ -101,7 +103,8 @@ static struct {
 /* The placeholder for texts beyond the budget. */
 #define OVER_TEXT "(NVTX string budget exceeded)"
 
-static bool on(void) { return atomic_load_explicit(&N.capturing, memory_order_relaxed) != 0; }
+/* 1: capturing and this capture wants NVTX (agent_nvtx_enable()); one load. */
+static bool on(void) { return atomic_load_explicit(&N.capturing, memory_order_relaxed) == 1; }
 
 static uint64_t now(void)
 {
@@ -553,6 +556,28 @@ void agent_nvtx_on_attach(void (*fn)(void)) { N.on_attach = fn; }
 
 void agent_nvtx_following(int v) { atomic_store(&N.following, v); }
 
+/*
+ * `capturing` is 0 (no capture), 1 (capturing, NVTX wanted) or 2
+ * (capturing, NVTX not wanted), so that the entry points keep their single
+ * load. Turning NVTX on mid-capture voids the threads' stacks: ranges
+ * pushed while it was off are unknown, and their pops must not close the
+ * ones pushed after.
+ */
+void agent_nvtx_enable(bool enable)
+{
+	int cur;
+
+	N.enabled = enable;
+	cur = atomic_load(&N.capturing);
+	if (cur == 0 || cur == (enable ? 1 : 2))
+		return;
+	if (enable)
+		atomic_fetch_add(&N.gen, 1);
+	atomic_store(&N.capturing, enable ? 1 : 2);
+}
+
+bool agent_nvtx_enabled(void) { return N.enabled; }
+
 void agent_nvtx_capture(CUptiResult (*clock)(uint64_t *ts))
 {
 	if (clock) {
@@ -567,7 +592,7 @@ void agent_nvtx_capture(CUptiResult (*clock)(uint64_t *ts))
 		memset(N.open_key, 0, sizeof(N.open_key)); /* never ended: forgotten */
 		pthread_mutex_unlock(&N.olock);
 		atomic_fetch_add(&N.gen, 1); /* stacks of an earlier capture are void */
-		atomic_store(&N.capturing, 1);
+		atomic_store(&N.capturing, N.enabled ? 1 : 2);
 	} else {
 		atomic_store(&N.capturing, 0);
 		atomic_store(&N.clock, NULL);

@@ -57,6 +57,12 @@ void agent_nvtx_on_attach(void (*fn)(void));
  * NVTX copy attaching mid-capture waits (at most 100 ms) for 1, so that
  * the launches right after its first range carry it. */
 void agent_nvtx_following(int on);
+/* Agent thread: START's AGENT_START_NVTX (docs/options.md). Off: the entry
+ * points record nothing (the agent stays the process's NVTX tool: NVTX
+ * binds its tool once, at load). Applies now when a capture is open (a
+ * START that changed the options), else from the next capture on. */
+void agent_nvtx_enable(bool enable);
+bool agent_nvtx_enabled(void);
 /* Agent thread: a capture opens (@clock stamps ranges in CUPTI's clock) or
  * closes (@clock NULL). */
 void agent_nvtx_capture(CUptiResult (*clock)(uint64_t *ts));

@@ -8,7 +8,7 @@
  *              [--kernels N] [--events N --spread-ms MS] [--captures N]
  *              [--dropped N] [--no-flush-reply] [--error CODE:TEXT]
  *              [--proto-version N] [--stats-v2 CUT,FOREIGN,FLAGS]
- *              [--hostile-times N] [--fake-uuids N] [--tid N]
+ *              [--hostile-times N] [--fake-uuids N] [--tid N] [--print-options]
  *
  * On START it sends a clock anchor (its clock is CLOCK_MONOTONIC, as an
  * unknown agent clock would be) and, per device in the order given (=
@@ -25,6 +25,11 @@
  * --hostile-times N adds, after each device's normal records, N rounds of
  * records whose times no CUPTI would report (hostile_round()): profd must
  * drop or clamp them, count them, and keep every normal record.
+ *
+ * --print-options prints each START's options (also a START while
+ * capturing, which changes only them) as one line before anything else it
+ * does with it: "options flags=0xF interval_us=N buffer_mb=N metrics=CSV"
+ * (tests of docs/options.md assert what reached the agent).
  *
  * --fake-uuids N sends, after the real devices, N more DEVICE frames with
  * made-up UUIDs on the spare ordinals (reused: a hostile process claiming
@@ -54,6 +59,7 @@ static unsigned arg_spread_ms = 1000;
 static unsigned arg_captures = 1;
 static unsigned arg_dropped;
 static int arg_no_flush_reply;
+static int arg_print_options;
 static unsigned arg_error_code; /* --error CODE:TEXT: refuse START like a failing CUPTI */
 static const char *arg_error_text = "";
 static unsigned arg_proto_version = AGENT_PROTO_VERSION;
@@ -349,6 +355,7 @@ int main(int argc, char **argv)
 		{ "events", required_argument, NULL, 'e' },   { "spread-ms", required_argument, NULL, 'S' },
 		{ "captures", required_argument, NULL, 'c' }, { "dropped", required_argument, NULL, 'D' },
 		{ "no-flush-reply", no_argument, &arg_no_flush_reply, 1 },
+		{ "print-options", no_argument, &arg_print_options, 1 },
 		{ "error", required_argument, NULL, 'E' },    { "proto-version", required_argument, NULL, 'V' },
 		{ "stats-v2", required_argument, NULL, 'T' }, { "hostile-times", required_argument, NULL, 'H' },
 		{ "fake-uuids", required_argument, NULL, 'U' }, { "tid", required_argument, NULL, 't' },
@@ -410,6 +417,16 @@ int main(int argc, char **argv)
 			return capturing ? 4 : 0;
 		poll(&p, 1, capturing && arg_events ? 2 : 200);
 		while ((r = agent_client_recv(&cl, &h, payload, sizeof(payload))) > 0) {
+			if (h.kind == AGENT_FRAME_START && arg_print_options) {
+				struct agent_start st;
+
+				memset(&st, 0, sizeof(st));
+				memcpy(&st, payload, h.length < sizeof(st) ? h.length : sizeof(st));
+				st.pm_metrics[sizeof(st.pm_metrics) - 1] = 0;
+				printf("options flags=0x%llx interval_us=%u buffer_mb=%u metrics=%s\n",
+				       (unsigned long long)st.flags, st.pm_interval_us, st.pm_buffer_mb,
+				       st.pm_metrics);
+			}
 			if (h.kind == AGENT_FRAME_START && !capturing && arg_error_code) {
 				struct agent_error e = { .code = arg_error_code, .detail = 35 };
 

@@ -81,6 +81,8 @@ class Config(unittest.TestCase):
             "agent-socket": ["/run/x/agent.sock"], "flush-timeout": ["2s"], "hostname": ["conf-host"],
             "proc-root": ["/srv/proc-fixture"], "sys-root": ["/srv/sys-fixture"], "nvml-library": ["/opt/libnvml.so"],
             "step-pattern": ["my_step,iter.x"], "log-level": ["debug"],
+            "pm-sample": ["sm__cycles_active.avg,dram__throughput"], "pm-sample-interval": ["250"],
+            "pm-sample-buffer": ["128"],
         }
         self.assertEqual(sorted(given), sorted(self.default_keys()), "the test names every key")
         text = "".join(f"{k} = {v}\n" for k, vs in given.items() for v in vs)
@@ -94,7 +96,8 @@ class Config(unittest.TestCase):
         # the mode as four octal digits.
         want = dict(given, **{"max-request-size": ["2K"], "idle-timeout": ["90s"],
                               "keepalive-timeout": ["1500ms"], "max-duration": ["90s"],
-                              "agent-socket-mode": ["0660"], "first-message-timeout": ["0"]})
+                              "agent-socket-mode": ["0660"], "first-message-timeout": ["0"],
+                              "pm-sample-interval": ["250us"]})
         self.assertEqual(got, want)
         # Dumped values differ from every default.
         defaults = dict(dump_pairs(self.dump("--config", "/dev/null")))

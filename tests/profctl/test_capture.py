@@ -179,6 +179,35 @@ class CaptureRealDaemons(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
 
 
+    def test_option_keys_reach_the_daemon_typed(self):
+        """--option values typed true/false -> bool, integer -> int64, else
+        string: the daemon's warnings name the type it received."""
+        r = self.capture(self.a.addr, "--option", "gpu_enable_nvtx_tracking=1",
+                         "--option", "gpu_max_callback_api_events=true",
+                         "--option", "gpu_max_activity_api_events=12abc",
+                         "--option", "gpu_pm_sample_counters=-7",
+                         "--option", "gpu_enable_cupti_activity_graph_trace=false",
+                         "--option", "gpu_foo=x", session="opt")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        w = list(read_space(self.path("opt", self.a.addr)).warnings)
+        for s in ["gpu_enable_nvtx_tracking takes a value of type bool, got int64",
+                  "gpu_max_callback_api_events takes a value of type int64, got bool",
+                  "gpu_max_activity_api_events takes a value of type int64, got string",
+                  "gpu_pm_sample_counters takes a value of type string, got int64",
+                  "unknown key 'gpu_foo'"]:
+            self.assertTrue([x for x in w if s in x], (s, w))
+        self.assertFalse([x for x in w if "graph_trace" in x], w)  # a bool, as it should be
+
+    def test_option_usage_errors(self):
+        for args, err in [(["--option", "novalue"], "expected KEY=VALUE"),
+                          (["--option", "=1"], "expected KEY=VALUE"),
+                          (["--option", "a=1", "--option", "a=2"], "--option a is given twice"),
+                          ([x for i in range(33) for x in ("--option", f"k{i}=1")], "too many --option")]:
+            r = synth.run("capture", self.a.addr, "--logdir", self.logdir, *args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn(err, r.stderr)
+
+
 class CaptureRequest(unittest.TestCase):
     """The request on the wire, checked field by field against protocol.md §3.5."""
 
@@ -227,6 +256,7 @@ class CaptureRequest(unittest.TestCase):
             self.assertFalse(q.HasField("emit_xspace") if hasattr(q, "HasField") and
                              "emit_xspace" in [f.name for f in q.DESCRIPTOR.fields if f.has_presence]
                              else q.emit_xspace)
+            self.assertEqual(len(q.opts.advanced_configuration), 0)
         # both hosts got the same start instant
         self.assertEqual(len({q.opts.start_timestamp_ns for q in self.fake.requests}), 1)
         for u in urls:
@@ -234,6 +264,25 @@ class CaptureRequest(unittest.TestCase):
             with open(p, "rb") as f:
                 self.assertEqual(f.read(), self.xbytes)
         self.assertEqual(glob.glob(os.path.join(logdir, "plugins", "profile", session, "*tf_stats*")), [])
+
+    def test_option_is_sent_as_upstreams_client_encodes_it(self):
+        logdir = tempfile.mkdtemp(prefix="profctl-req-")
+        self.addCleanup(shutil.rmtree, logdir)
+        del self.fake.requests[:]
+        r = synth.run("capture", f"127.0.0.1:{self.fake.ports[0]}", "--logdir", logdir, "--duration-ms", 50,
+                      "--option", "gpu_enable_nvtx_tracking=false", "--option", "gpu_max_activity_api_events=100",
+                      "--option", "gpu_pm_sample_counters=a.b,c", "--option", "neg=-5",
+                      "--option", "big=99999999999999999999", "--option", "eq=a=b", "--option", "empty=")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        ac = self.fake.requests[0].opts.advanced_configuration
+        got = {k: (v.WhichOneof("value"), getattr(v, v.WhichOneof("value"))) for k, v in ac.items()}
+        self.assertEqual(got, {"gpu_enable_nvtx_tracking": ("bool_value", False),
+                               "gpu_max_activity_api_events": ("int64_value", 100),
+                               "gpu_pm_sample_counters": ("string_value", "a.b,c"),
+                               "neg": ("int64_value", -5),
+                               "big": ("string_value", "99999999999999999999"),  # not an int64
+                               "eq": ("string_value", "a=b"),
+                               "empty": ("string_value", "")})
 
     def test_empty_reply_is_retried_then_fails(self):
         fake = FakeProfiler(P, b"", empty=True)

@@ -263,9 +263,11 @@ class AgentDaemonCase(DaemonCase):
 
 
 def profile_request(p, duration_ms, host_name, session_id="test_session", logdir="/tmp/unused",
-                    delay_ms=0, version=1, **opts):
+                    delay_ms=0, version=1, advanced=None, **opts):
     """A ProfileRequest filled the way the TF capture client fills it
-    (reference/protocol.md §3.5)."""
+    (reference/protocol.md §3.5). @advanced: {key: value} for
+    opts.advanced_configuration, typed as upstream's Python client types
+    them (bool -> bool_value, int -> int64_value, str -> string_value)."""
     req = p.ps.ProfileRequest()
     req.duration_ms = duration_ms
     req.max_events = 1000000
@@ -284,6 +286,14 @@ def profile_request(p, duration_ms, host_name, session_id="test_session", logdir
         o.repository_path = logdir
     for k, v in opts.items():
         setattr(req, k, v) if hasattr(req, k) else setattr(o, k, v)
+    for k, v in (advanced or {}).items():
+        acv = o.advanced_configuration[k]
+        if isinstance(v, bool):
+            acv.bool_value = v
+        elif isinstance(v, int):
+            acv.int64_value = v
+        else:
+            acv.string_value = v
     req.repository_root = os.path.join(logdir, "plugins", "profile")
     req.session_id = session_id
     req.host_name = host_name

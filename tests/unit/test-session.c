@@ -27,6 +27,21 @@ static int fake_start(struct collector *c)
 
 static void fake_stop(struct collector *c) { stops++; }
 
+/* What the session manager handed over (collector_set_options()), in order,
+ * and how many starts had happened by then. */
+#define MAX_OPTS 16
+static struct agent_opts got_opts[MAX_OPTS];
+static int got_opts_starts[MAX_OPTS], n_opts;
+
+static void fake_options(struct collector *c, const struct agent_opts *o)
+{
+	if (n_opts < MAX_OPTS) {
+		got_opts[n_opts] = *o;
+		got_opts_starts[n_opts] = starts;
+	}
+	n_opts++;
+}
+
 static void fake_flush(struct collector *c, int64_t until_ns)
 {
 	flushes++;
@@ -35,6 +50,7 @@ static void fake_flush(struct collector *c, int64_t until_ns)
 
 static const struct collector_ops fake_ops = {
 	.name = "fake", .start = fake_start, .flush = fake_flush, .stop = fake_stop,
+	.options = fake_options,
 };
 const struct collector_ops *const collector_registry[] = {&fake_ops};
 const size_t collector_registry_size = ARRAY_SIZE(collector_registry);
@@ -78,7 +94,7 @@ static void setup(uint32_t max_sessions)
 		.max_sessions = max_sessions, .max_events = 0, .flush_timeout_ms = 1000};
 	static const struct collector_cfg ccfg;
 
-	starts = stops = flushes = n_done = 0;
+	starts = stops = flushes = n_done = n_opts = 0;
 	shut_down = false;
 	memset(done, 0, sizeof(done));
 	ASSERT_OK(uv_loop_init(&loop));
@@ -309,6 +325,75 @@ TEST(session_abort_drops_a_window_without_a_callback)
 	ASSERT_EQ(n_done, 0);
 	teardown();
 	ASSERT_EQ(n_done, 0);
+}
+
+static struct session *open_gpu(const char *id, uint64_t duration_ms, const struct agent_opts *gpu)
+{
+	const struct session_params p = {.id = id, .duration_ms = duration_ms, .gpu = gpu};
+	struct session *s = NULL;
+
+	ASSERT_OK(session_open(mgr, &p, on_done, (void *)id, &s));
+	return s;
+}
+
+TEST(session_gpu_options_union_before_start_and_on_every_change)
+{
+	struct agent_opts a = {.flags = AGENT_START_NVTX, .pm_interval_us = 500, .pm_buffer_mb = 64};
+	struct agent_opts b = {.flags = AGENT_START_GRAPH_TRACE | AGENT_START_PM_SAMPLING,
+			       .pm_interval_us = 100, .pm_buffer_mb = 256, .pm_metrics = "x.y"};
+	struct agent_opts c = {.flags = AGENT_START_PM_SAMPLING, .pm_interval_us = 50, .pm_buffer_mb = 64,
+			       .pm_metrics = "z"};
+	struct session *sa, *sb, *sc;
+
+	setup(4);
+	sa = open_gpu("a", 60000, &a);
+	ASSERT_EQ(n_opts, 1);
+	ASSERT_EQ(got_opts_starts[0], 0); /* before the collectors start (START carries them) */
+	ASSERT_EQ(starts, 1);
+	ASSERT_EQ(got_opts[0].flags, AGENT_START_NVTX);
+	sb = open_gpu("b", 60000, &b);
+	ASSERT_EQ(n_opts, 2);
+	ASSERT_EQ(got_opts[1].flags, AGENT_START_NVTX | AGENT_START_GRAPH_TRACE | AGENT_START_PM_SAMPLING);
+	ASSERT_STREQ(got_opts[1].pm_metrics, "x.y");
+	ASSERT_EQ(got_opts[1].pm_interval_us, 100);
+	ASSERT_EQ(got_opts[1].pm_buffer_mb, 256);
+	/* A later window's metrics do not replace the older one's; the
+	 * smaller interval wins. */
+	sc = open_gpu("c", 60000, &c);
+	ASSERT_STREQ(got_opts[2].pm_metrics, "x.y");
+	ASSERT_EQ(got_opts[2].pm_interval_us, 50);
+	ASSERT_EQ(got_opts[2].pm_buffer_mb, 256);
+	/* b leaves: c's set is the oldest that asked now. */
+	session_abort(sb);
+	ASSERT_EQ(n_opts, 4);
+	ASSERT_EQ(got_opts[3].flags, AGENT_START_NVTX | AGENT_START_PM_SAMPLING);
+	ASSERT_STREQ(got_opts[3].pm_metrics, "z");
+	ASSERT_EQ(got_opts[3].pm_interval_us, 50);
+	session_abort(sc);
+	ASSERT_EQ(got_opts[4].flags, AGENT_START_NVTX);
+	/* The last window leaving changes nothing: its data may still come. */
+	ASSERT_EQ(session_mgr_terminate(mgr, "a"), 1);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ASSERT_EQ(n_opts, 5);
+	ASSERT_EQ(n_done, 1);
+	(void)sa;
+	teardown();
+}
+
+TEST(session_gpu_options_default_from_the_manager)
+{
+	struct agent_opts d = {.flags = AGENT_START_NVTX | AGENT_START_PM_SAMPLING, .pm_interval_us = 7,
+			       .pm_buffer_mb = 64, .pm_metrics = "dflt"};
+
+	setup(4);
+	session_mgr_set_gpu_default(mgr, &d);
+	open_window("m", 0, 10); /* no gpu in its params (Monitor) */
+	ASSERT_EQ(n_opts, 1);
+	ASSERT_EQ(got_opts[0].flags, d.flags);
+	ASSERT_STREQ(got_opts[0].pm_metrics, "dflt");
+	ASSERT_EQ(got_opts[0].pm_interval_us, 7);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	teardown();
 }
 
 TEST_MAIN()
