@@ -6,7 +6,8 @@
  * of ProfileRequest, MonitorRequest or TerminateRequest (the first input
  * byte picks one), then the name rules daemon/delivery.c applies to what
  * reaches the file system (session_id and host_name as file names,
- * repository_root matched against an allowed directory).
+ * repository_root matched against an allowed directory) and the GPU
+ * options parsed from opts.advanced_configuration (daemon/capture-opts.c).
  *
  * Promises checked: a message wirecheck passes and protobuf-c unpacks
  * holds only NUL-free, valid UTF-8 strings of the length the wire said;
@@ -21,6 +22,7 @@
 #include <string.h>
 
 #include "base/utf8.h"
+#include "daemon/capture-opts.h"
 #include "daemon/delivery.h"
 #include "rpc/wirecheck.h"
 #include "tensorflow/profiler_service.pb-c.h"
@@ -73,6 +75,35 @@ static void root_rule(const char *root)
 	free(rel);
 }
 
+/* The GPU options a request asks for in opts.advanced_configuration
+ * (daemon/capture-opts.c): whatever the map holds, the result stays in
+ * range and every warning is a bounded, valid string. */
+static void options(const Tensorflow__ProfileOptions *po)
+{
+	struct capture_opts o;
+	struct capture_warnings w;
+	const uint64_t max_events = 20000000;
+
+	memset(&w, 0, sizeof(w));
+	capture_opts_default(&o);
+	capture_opts_parse(&o, po, max_events, &w);
+	PROMISE(w.n <= CAPTURE_WARN_MAX);
+	for (uint32_t i = 0; i < w.n; i++) {
+		size_t n = strnlen(w.msg[i], CAPTURE_WARN_LEN);
+
+		PROMISE(n < CAPTURE_WARN_LEN && n > 0 && utf8_valid(w.msg[i], n));
+	}
+	PROMISE(o.max_api_events <= max_events && o.max_gpu_events <= max_events);
+	PROMISE(o.num_chips <= CAPTURE_MAX_CHIPS);
+	PROMISE(memchr(o.agent.pm_metrics, 0, sizeof(o.agent.pm_metrics)) != NULL);
+	if (o.agent.flags & AGENT_START_PM_SAMPLING) {
+		PROMISE(o.agent.pm_interval_us >= CAPTURE_PM_INTERVAL_MIN_US &&
+			o.agent.pm_interval_us <= CAPTURE_PM_INTERVAL_MAX_US);
+		PROMISE(o.agent.pm_buffer_mb >= CAPTURE_PM_BUFFER_MIN_MB &&
+			o.agent.pm_buffer_mb <= CAPTURE_PM_BUFFER_MAX_MB);
+	}
+}
+
 static void profile(const Tensorflow__ProfileRequest *q)
 {
 	clean_string(q->repository_root);
@@ -88,6 +119,7 @@ static void profile(const Tensorflow__ProfileRequest *q)
 		clean_string(q->opts->session_id);
 		root_rule(q->opts->repository_path);
 	}
+	options(q->opts); /* NULL: the defaults alone */
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -106,6 +106,17 @@ def request_seeds():
     yield "profile-dotdot", b"\0" + pb_str(5, "/srv/profiles/../etc") + pb_str(7, "..")
     yield "profile-nul", b"\0" + pb_str(6, "a\0/../x")
     yield "profile-badutf8", b"\0" + pb_str(7, b"\xff\xfe")
+    def adv(key, value):  # one advanced_configuration map entry (field 12)
+        return pb_str(12, pb_str(1, key) + pb_str(2, value))
+    gpu = adv("gpu_pm_sample_counters", pb_str(1, "sm__cycles_active.avg,dram__throughput")) + \
+        adv("gpu_pm_sample_interval_us", pb_int(3, 250)) + \
+        adv("gpu_pm_sample_buffer_size_per_gpu_mb", pb_int(3, 128)) + \
+        adv("gpu_enable_nvtx_tracking", pb_int(2, 0)) + \
+        adv("gpu_enable_cupti_activity_graph_trace", pb_int(2, 1)) + \
+        adv("gpu_max_activity_api_events", pb_int(3, 1 << 40)) + \
+        adv("gpu_num_chips_to_profile_per_task", pb_int(3, 2)) + \
+        adv("override_hostname", pb_str(1, "h")) + adv("unknown_key", pb_int(3, 5))
+    yield "profile-gpu-options", b"\0" + pb_int(1, 2000) + pb_str(4, opts + gpu)
     yield "monitor", b"\1" + pb_int(1, 1000) + pb_int(2, 1) + pb_int(3, 1)
     yield "terminate", b"\2" + pb_str(1, "2024_01_01")
 
