@@ -527,7 +527,7 @@ static int64_t choose_cut(const struct win *win, size_t planes, size_t other, si
 
 /* Reserves in @snap's byte budget the most its output may take (see
  * xspace_encode()); SIZE_MAX without a budget. */
-static size_t budget_limit(const struct trace *snap, struct xspace_out *out, uint64_t *reserved)
+static size_t budget_reserve(const struct trace *snap, struct xspace_out *out, uint64_t *reserved)
 {
 	*reserved = 0;
 	if (!snap->budget)
@@ -553,7 +553,7 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 	int r;
 
 	memset(out, 0, sizeof(*out));
-	budget_room = budget_limit(snap, out, &reserved);
+	budget_room = budget_reserve(snap, out, &reserved);
 	out->size = (size_t)reserved; /* what xspace_out_free() gives back until the size is known */
 	by_budget = budget_room < limit;
 	if (by_budget)
