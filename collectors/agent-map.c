@@ -466,6 +466,7 @@ static void append_id(struct agent_src *s, struct trace_plane *p, struct trace_l
 {
 	struct trace_event ev = { .start_ns = start, .dur_ns = dur < 0 ? 0 : dur };
 	int64_t sid;
+	int r;
 
 	if (meta < 0 || statset < 0 || !within_share(s))
 		return;
@@ -476,8 +477,11 @@ static void append_id(struct agent_src *s, struct trace_plane *p, struct trace_l
 	ev.statset = (uint32_t)statset;
 	ev.vstat = TRACE_VSTAT(TRACE_STAT_U64, (uint32_t)sid);
 	ev.value = correlation;
-	if (trace_line_append(l, &ev) == 0)
+	r = trace_line_append(l, &ev);
+	if (r == 0)
 		s->held++;
+	else if (r == -ENOBUFS)
+		s->over_budget++; /* the hub's own budget (--max-events, --max-bytes) is spent */
 }
 
 static void append(struct agent_src *s, struct trace_plane *p, struct trace_line *l, const char *name,
@@ -970,9 +974,17 @@ int agent_map_device(struct agent_src *s, const struct agent_device *d, const ch
 				       AGENT_MAP_MAX_NEW_GPUS_PER_SRC, d->uuid);
 		return 0;
 	}
-	n = gpu_map_id(g, d->uuid, d->pci_bus_id, d->name);
+	n = gpu_map_id_for_uid(g, d->uuid, d->pci_bus_id, d->name, s->uid, AGENT_MAP_MAX_NEW_GPUS_PER_UID);
 	if (g->n != before)
 		s->new_gpus++;
+	if (n == -EDQUOT) {
+		if (s->gpus_refused++ == 0)
+			agent_map_note(m, "pid %u (%s): uid %u has added %u GPUs to profd's GPU map, the most one "
+					  "user may without NVML; GPU %s and any later new ones of this process "
+					  "are not traced", s->pid, s->name, s->uid, AGENT_MAP_MAX_NEW_GPUS_PER_UID,
+				       d->uuid);
+		return 0;
+	}
 	if (n == -ENOSPC) {
 		/* Not the agent's fault: its records for this device are skipped. */
 		agent_map_note(m, "more than %u distinct GPUs seen; GPU %s of pid %u is not traced", GPU_MAP_MAX,
@@ -1082,8 +1094,12 @@ void agent_map_describe_src(struct agent_src *s)
 		agent_map_note(s->m, "pid %u (%s): %llu GPU records beyond its fair share of the event "
 				     "budget (--max-events shared by %u capturing processes) were dropped",
 			       s->pid, s->name, (unsigned long long)s->over_share, s->share_n);
+	if (s->over_budget)
+		agent_map_note(s->m, "pid %u (%s): %llu GPU records were dropped: the daemon's budget for "
+				     "open captures (--max-events, --max-bytes) was full",
+			       s->pid, s->name, (unsigned long long)s->over_budget);
 	agent_pm_describe(s); /* before the counts below start over */
-	s->bad_device = s->bad_time = s->long_dur = s->over_share = 0;
+	s->bad_device = s->bad_time = s->long_dur = s->over_share = s->over_budget = 0;
 	agent_nvtx_describe(s);
 }
 

@@ -38,6 +38,9 @@
 /* GPU UUIDs one connection may add to the shared map (gpu-map.h) when NVML
  * has not listed the machine's GPUs: one process must not fill it. */
 #define AGENT_MAP_MAX_NEW_GPUS_PER_SRC 16u
+/* ...and all connections of one uid together, for the daemon's life: a
+ * process that reconnects gets no fresh allowance (gpu_map_id_for_uid()). */
+#define AGENT_MAP_MAX_NEW_GPUS_PER_UID 32u
 /* String bytes held per connection and by all connections. */
 #define AGENT_MAP_MAX_STRING_BYTES (4u << 20)
 #define AGENT_MAP_MAX_STRING_BYTES_ALL (64u << 20)
@@ -90,8 +93,10 @@ struct agent_src {
 	uint64_t held;       /* records of this process in the hub (its fair share) */
 	uint64_t held_gen, held_trims; /* the hub's generation and trims when held was right */
 	uint64_t over_share; /* records dropped beyond the fair share, this window */
+	uint64_t over_budget; /* records the hub's budget refused, this window */
 	unsigned share_n;    /* capturing connections when the last one was dropped */
 	uint32_t new_gpus;   /* UUIDs this connection added to the GPU map */
+	uint32_t uid;        /* the peer's uid (SO_PEERCRED; agent-receiver.c sets it), else 0 */
 	struct agent_nvtx_src *nvtx; /* agent-nvtx.c's, NULL until the first NVTX record */
 	struct agent_pm_src *pm;     /* agent-pm.c's, NULL until the first PM record */
 	uint64_t gpus_refused;

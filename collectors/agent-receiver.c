@@ -499,6 +499,7 @@ static bool peer_allowed(struct rx *rx, struct conn *k)
 		return false;
 	}
 	k->uid = cred.uid;
+	k->src.uid = (uint32_t)cred.uid; /* its GPU-map allowance is per uid */
 	k->src.pid = (uint32_t)cred.pid;
 	for (struct conn *o = rx->conns; o; o = o->next)
 		same += o->uid == cred.uid;

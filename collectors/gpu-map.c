@@ -34,6 +34,31 @@ int gpu_map_id(struct gpu_map *m, const char *uuid, const char *pci_bus_id, cons
 	return (int)i;
 }
 
+uint32_t gpu_map_added_by(const struct gpu_map *m, uint32_t uid)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < m->n; i++)
+		n += m->e[i].by_uid && m->e[i].uid == uid;
+	return n;
+}
+
+int gpu_map_id_for_uid(struct gpu_map *m, const char *uuid, const char *pci_bus_id, const char *name,
+		       uint32_t uid, uint32_t max_per_uid)
+{
+	uint32_t before = m->n;
+	int id;
+
+	if (uuid && gpu_map_find(m, uuid) < 0 && !m->complete && gpu_map_added_by(m, uid) >= max_per_uid)
+		return -EDQUOT;
+	id = gpu_map_id(m, uuid, pci_bus_id, name);
+	if (id >= 0 && m->n != before) {
+		m->e[id].by_uid = true;
+		m->e[id].uid = uid;
+	}
+	return id;
+}
+
 int gpu_map_find(const struct gpu_map *m, const char *uuid)
 {
 	for (uint32_t i = 0; i < m->n; i++)

@@ -246,8 +246,10 @@ int proc_cpu_util(const struct proc_cpu_times *prev, const struct proc_cpu_times
 		return r;
 	if (total == 0)
 		return -EAGAIN;
-	/* idle + iowait <= total, so busy cannot wrap. */
-	*ret_pct = 100.0 * (double)(total - d_idle - d_iowait) / (double)total;
+	/* idle + iowait <= total, so busy cannot wrap. Past 2^53 ticks the two
+	 * conversions to double round apart and the share can come out a hair
+	 * above 100 (found by fuzz-proc): clamp. */
+	*ret_pct = MIN(100.0, 100.0 * (double)(total - d_idle - d_iowait) / (double)total);
 	return 0;
 }
 

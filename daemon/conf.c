@@ -92,6 +92,10 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 	[CONF_MAX_EVENTS] = {"max-events", "N", T_U64, 1, UINT64_MAX, "20000000", false, NULL,
 		"events held for open captures; the rest are dropped and counted in XSpace.warnings",
 		F(max_events)},
+	[CONF_MAX_BYTES] = {"max-bytes", "N", T_SIZE, 1 << 20, (uint64_t)1 << 50, "1024M", false, NULL,
+		"bytes held in total for open captures and their replies: the live event store (at most "
+		"half), the copies overlapping captures take and the encoded replies until sent; events "
+		"beyond it are dropped and counted in XSpace.warnings", F(max_bytes)},
 	[CONF_REPOSITORY_ALLOW] = {"repository-allow", "DIR", T_DIR, 0, 0, NULL, false, "Delivery",
 		"also write captures whose repository_root lies under DIR on this machine (repeatable; "
 		"must exist). Without it profd only returns data in the reply, which the client saves.",

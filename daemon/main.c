@@ -504,6 +504,7 @@ int main(int argc, char **argv)
 	struct session_mgr_cfg mcfg = {
 		.max_sessions = cfg.max_sessions,
 		.max_events = cfg.max_events,
+		.max_bytes = cfg.max_bytes,
 		.flush_timeout_ms = cfg.flush_timeout_ms,
 	};
 	struct service_cfg scfg = {

@@ -241,6 +241,8 @@ static void prefault_ahead(struct session_mgr *m)
 	}
 	if (m->hub->max_events)
 		events = MIN(events, (double)m->hub->max_events);
+	if (m->hub->budget) /* the hub holds no more records than this (--max-bytes) */
+		events = MIN(events, (double)m->hub->budget_level / sizeof(struct trace_event));
 	bytes = events * PREFAULT_BYTES_PER_EVENT;
 	if (bytes < (double)PAGEPOOL_BIG || bytes > (double)INT32_MAX)
 		return;
@@ -373,6 +375,28 @@ static void on_stop_timer(uv_timer_t *t)
 	begin_close(s);
 }
 
+/* ---- the byte budget across overlapping captures (--max-bytes) ------------ */
+
+/*
+ * A closing window's own trace. The last open window takes the hub whole;
+ * an earlier one gets a copy, which may take an equal share of what the
+ * byte budget has left for each window still to copy (the last needs no
+ * copy): n_windows - 1 of them, this one included. So overlapping copies
+ * together stay within the budget, and each window gets some data.
+ */
+static int window_snapshot(struct session_mgr *m, const struct session *s, struct trace **ret)
+{
+	bool take_all = m->n_windows == 1;
+	uint64_t share = UINT64_MAX;
+
+	if (!take_all && m->hub->budget) {
+		uint64_t max = trace_budget_max(m->hub->budget), used = trace_budget_used(m->hub->budget);
+
+		share = (used < max ? max - used : 0) / (m->n_windows - 1);
+	}
+	return trace_snapshot_capped(m->hub, s->start_ns, s->stop_ns, take_all, share, ret);
+}
+
 static void on_flushed(void *userdata)
 {
 	struct session_mgr *m = userdata;
@@ -389,7 +413,7 @@ static void on_flushed(void *userdata)
 		/* Last window needing the hub: move it instead of copying. */
 		uint64_t dropped = m->hub->dropped;
 
-		r = trace_snapshot(m->hub, s->start_ns, s->stop_ns, m->n_windows == 1, &snap);
+		r = window_snapshot(m, s, &snap);
 		if (r == 0) {
 			/* Only what the budget refused while this window was open. */
 			snap->dropped = dropped - s->dropped_at_open;
@@ -425,6 +449,18 @@ int session_mgr_new(uv_loop_t *loop, const struct session_mgr_cfg *cfg,
 	m->loop = loop;
 	m->cfg = *cfg;
 	r = trace_new(cfg->max_events, &m->hub);
+	if (r >= 0 && cfg->max_bytes) {
+		struct trace_budget *b;
+
+		r = trace_budget_new(cfg->max_bytes, &b);
+		/* Freed chunks and replies stay resident in the page pool until
+		 * idle: keep that cache within the budget's scale too. */
+		pagepool_set_limit(MIN((uint64_t)PAGEPOOL_DEFAULT_LIMIT, cfg->max_bytes / 2));
+		if (r >= 0) {
+			trace_set_budget(m->hub, b); /* the hub and its chunks hold it now */
+			trace_budget_unref(b);
+		}
+	}
 	if (r >= 0)
 		r = collector_set_new(loop, ccfg, m->hub, &m->collectors);
 	if (r < 0) {

@@ -43,6 +43,7 @@ struct session;
 struct session_mgr_cfg {
 	uint32_t max_sessions;     /* open + waiting + closing */
 	uint64_t max_events;       /* hub budget */
+	uint64_t max_bytes;        /* record bytes of the hub and its snapshots; 0: no limit */
 	uint64_t flush_timeout_ms; /* how long a close waits for collectors */
 	struct agent_opts gpu;     /* a window's GPU options when its params give none */
 };

@@ -29,7 +29,7 @@ static int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 	return -1;
 }
 
-/* 1 found (where/why set), 0 clean, -1 malformed (left to the unpacker). */
+/* 1 found (where/why set), 0 clean, -1 malformed. */
 static int walk(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end, unsigned nesting,
 		char *where, size_t where_size, size_t where_len, const char **why)
 {
@@ -100,5 +100,16 @@ int wire_strings_check(const ProtobufCMessageDescriptor *desc, const uint8_t *da
 	n = snprintf(where, where_size, "%s", desc->name);
 	if (n < 0)
 		where[0] = 0;
-	return walk(desc, data, data + len, 0, where, where_size, strlen(where), why) > 0 ? -EILSEQ : 0;
+	/* What this walk cannot read is refused too: protobuf-c's unpacker is
+	 * more lenient (it takes field number 0, found by fuzz-request), so
+	 * "leave it to the unpacker" would let unchecked strings through. */
+	switch (walk(desc, data, data + len, 0, where, where_size, strlen(where), why)) {
+	case 0:
+		return 0;
+	case 1:
+		return -EILSEQ;
+	default:
+		*why = "is not a well-formed protobuf message";
+		return -EILSEQ;
+	}
 }

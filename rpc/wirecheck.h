@@ -8,8 +8,9 @@
  * proto3's UTF-8 rule the C++ parser enforces. This walks the wire bytes
  * with the message's descriptor before unpacking and finds the first
  * string field, at any nesting (map entries included), that holds a NUL or
- * is not valid UTF-8. Malformed wire data is left to protobuf-c's own
- * parser, which refuses it.
+ * is not valid UTF-8. Wire data it cannot walk (field number 0, groups,
+ * truncation, nesting past 32) is refused as well: protobuf-c's parser
+ * takes some of it (field 0), and its strings would then go unchecked.
  */
 #pragma once
 
@@ -19,10 +20,10 @@
 #include <protobuf-c/protobuf-c.h>
 
 /*
- * 0 when every string field is clean (or the bytes do not parse, which
- * unpacking reports), else -EILSEQ with @where set to the field's path,
- * e.g. "tensorflow.ProfileRequest.opts.session_id", and @why to "contains
- * a NUL byte" or "is not valid UTF-8". [any thread]
+ * 0 when every string field is clean, else -EILSEQ with @where set to the
+ * field's path, e.g. "tensorflow.ProfileRequest.opts.session_id", and @why
+ * to "contains a NUL byte", "is not valid UTF-8" or "is not a well-formed
+ * protobuf message". [any thread]
  */
 int wire_strings_check(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
 		       char *where, size_t where_size, const char **why);

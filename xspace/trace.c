@@ -58,13 +58,116 @@ struct trace_chunk *trace__chunk_new(uint32_t cap)
 	c->cap = cap;
 	c->max_end_ns = INT64_MIN;
 	c->map_len = map_len;
+	c->budget = NULL;
 	return c;
+}
+
+/* ---- the byte budget shared by a hub and its snapshots ------------------- */
+
+/*
+ * @used and @refs change on any thread (chunks are freed by encoder jobs),
+ * hence the atomics; @max_bytes is fixed at creation.
+ */
+struct trace_budget {
+	uint64_t max_bytes;
+	uint64_t used;
+	uint32_t refs;
+};
+
+int trace_budget_new(uint64_t max_bytes, struct trace_budget **ret)
+{
+	struct trace_budget *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return -ENOMEM;
+	b->max_bytes = max_bytes;
+	b->refs = 1;
+	*ret = b;
+	return 0;
+}
+
+static struct trace_budget *budget_ref(struct trace_budget *b)
+{
+	__atomic_add_fetch(&b->refs, 1, __ATOMIC_RELAXED);
+	return b;
+}
+
+struct trace_budget *trace_budget_unref(struct trace_budget *b)
+{
+	if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free(b);
+	return NULL;
+}
+
+uint64_t trace_budget_used(const struct trace_budget *b)
+{
+	return __atomic_load_n(&b->used, __ATOMIC_RELAXED);
+}
+
+uint64_t trace_budget_max(const struct trace_budget *b)
+{
+	return b->max_bytes;
+}
+
+/* Reserve @bytes if the total then stays <= @level. */
+static bool budget_charge(struct trace_budget *b, uint64_t level, uint64_t bytes)
+{
+	uint64_t cur = __atomic_load_n(&b->used, __ATOMIC_RELAXED);
+
+	do {
+		if (bytes > level || cur > level - bytes)
+			return false;
+	} while (!__atomic_compare_exchange_n(&b->used, &cur, cur + bytes, true, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	return true;
+}
+
+static void budget_release(struct trace_budget *b, uint64_t bytes)
+{
+	__atomic_sub_fetch(&b->used, bytes, __ATOMIC_RELAXED);
+}
+
+struct trace_budget *trace_budget_reserve_out(struct trace_budget *b, uint64_t own, uint64_t floor,
+					      uint64_t *ret)
+{
+	uint64_t cur = __atomic_load_n(&b->used, __ATOMIC_RELAXED), want;
+
+	do {
+		uint64_t free = cur < b->max_bytes ? b->max_bytes - cur : 0;
+
+		want = MAX(MIN(free + own, MAX(2 * own, floor)), floor);
+	} while (!__atomic_compare_exchange_n(&b->used, &cur, cur + want, true, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	*ret = want;
+	return budget_ref(b);
+}
+
+void trace_budget_give_back(struct trace_budget *b, uint64_t bytes)
+{
+	budget_release(b, bytes);
+}
+
+void trace_budget_release_out(struct trace_budget *b, uint64_t bytes)
+{
+	budget_release(b, bytes);
+	trace_budget_unref(b);
+}
+
+void trace_set_budget(struct trace *t, struct trace_budget *b)
+{
+	trace_budget_unref(t->budget);
+	t->budget = b ? budget_ref(b) : NULL;
+	t->budget_level = b ? b->max_bytes / 2 : 0;
 }
 
 void trace__chunk_free(struct trace_chunk *c)
 {
 	if (!c)
 		return;
+	if (c->budget) {
+		budget_release(c->budget, chunk_bytes(c->cap));
+		trace_budget_unref(c->budget);
+	}
 	if (c->map_len)
 		pagepool_put(c, c->map_len);
 	else
@@ -132,6 +235,7 @@ struct trace *trace_free(struct trace *t)
 {
 	if (t) {
 		trace_clear(t);
+		trace_budget_unref(t->budget);
 		free(t);
 	}
 	return NULL;
@@ -479,6 +583,40 @@ int trace_plane_set_stats(struct trace_plane *p, struct buf *b)
 	return r;
 }
 
+/* A chunk of @cap records for @t, charged to its budget. NULL with
+ * *@full set when the budget (or @t's own cap) has no room for it. */
+static struct trace_chunk *chunk_charged(struct trace *t, uint32_t cap, bool *full)
+{
+	uint64_t bytes = chunk_bytes(cap);
+	struct trace_chunk *c;
+
+	*full = false;
+	if (t->budget) {
+		/* A copy's first TRACE_COPY_FLOOR bytes are granted even past
+		 * the budget: every window gets its earliest records. */
+		bool floor = t->cap_bytes && t->own_bytes + bytes <= TRACE_COPY_FLOOR;
+
+		if (floor)
+			__atomic_add_fetch(&t->budget->used, bytes, __ATOMIC_RELAXED);
+		else if ((t->cap_bytes && (bytes > t->cap_bytes || t->own_bytes > t->cap_bytes - bytes)) ||
+			 !budget_charge(t->budget, t->budget_level, bytes)) {
+			*full = true;
+			return NULL;
+		}
+	}
+	c = trace__chunk_new(cap);
+	if (!c) {
+		if (t->budget)
+			budget_release(t->budget, bytes);
+		return NULL;
+	}
+	if (t->budget) {
+		c->budget = budget_ref(t->budget);
+		t->own_bytes += bytes;
+	}
+	return c;
+}
+
 int trace_line_append(struct trace_line *l, const struct trace_event *ev)
 {
 	struct trace *t = l->plane->trace;
@@ -491,8 +629,16 @@ int trace_line_append(struct trace_line *l, const struct trace_event *ev)
 	}
 	if (!c || c->n == c->cap) {
 		uint32_t cap = c ? MIN(c->cap * 2, CHUNK_MAX) : CHUNK_MIN;
-		struct trace_chunk *nc = trace__chunk_new(cap);
+		bool full;
+		struct trace_chunk *nc = chunk_charged(t, cap, &full);
 
+		/* Near the end of the budget a small chunk may still fit. */
+		if (!nc && full && cap > CHUNK_MIN)
+			nc = chunk_charged(t, CHUNK_MIN, &full);
+		if (!nc && full) {
+			t->dropped++;
+			return -ENOBUFS;
+		}
 		if (!nc)
 			return -ENOMEM;
 		if (c)
@@ -575,8 +721,10 @@ static int snapshot_copy(const struct trace *hub, int64_t start_ns, int64_t stop
 
 					if (e->start_ns < start_ns || e->start_ns >= stop_ns)
 						continue;
+					/* -ENOBUFS: over the copy's share of the
+					 * byte budget, counted in s->dropped. */
 					r = trace_line_append(dl, e);
-					if (r < 0)
+					if (r < 0 && r != -ENOBUFS)
 						return r;
 				}
 			}
@@ -589,12 +737,18 @@ static int snapshot_copy(const struct trace *hub, int64_t start_ns, int64_t stop
 		    trace_diag(s, d->ts_ns, d->error, "%s", d->text) == -ENOMEM)
 			return -ENOMEM;
 	}
-	s->dropped = hub->dropped;
+	s->dropped += hub->dropped;
 	return 0;
 }
 
 int trace_snapshot(struct trace *hub, int64_t start_ns, int64_t stop_ns, bool take_all,
 		   struct trace **ret)
+{
+	return trace_snapshot_capped(hub, start_ns, stop_ns, take_all, UINT64_MAX, ret);
+}
+
+int trace_snapshot_capped(struct trace *hub, int64_t start_ns, int64_t stop_ns, bool take_all,
+			  uint64_t copy_bytes, struct trace **ret)
 {
 	struct trace *s;
 	int r = trace_new(0, &s);
@@ -602,13 +756,18 @@ int trace_snapshot(struct trace *hub, int64_t start_ns, int64_t stop_ns, bool ta
 	if (r < 0)
 		return r;
 	if (take_all) {
-		uint64_t max = hub->max_events, gen = hub->generation;
+		uint64_t max = hub->max_events, gen = hub->generation, level = hub->budget_level;
+		struct trace_budget *b = hub->budget;
 
-		*s = *hub;
+		*s = *hub; /* takes the hub's budget reference; its chunks stay charged */
 		s->max_events = 0;
 		memset(hub, 0, sizeof(*hub));
 		hub->max_events = max;
 		hub->generation = gen + 1;
+		if (b) {
+			hub->budget = budget_ref(b);
+			hub->budget_level = level;
+		}
 		for (uint32_t i = 0; i < s->n_planes; i++)
 			s->planes[i]->trace = s;
 		/* Only the diags stamped inside the window are this window's. */
@@ -621,6 +780,11 @@ int trace_snapshot(struct trace *hub, int64_t start_ns, int64_t stop_ns, bool ta
 		}
 		s->n_diags = w;
 	} else {
+		if (hub->budget) {
+			s->budget = budget_ref(hub->budget);
+			s->budget_level = hub->budget->max_bytes;
+			s->cap_bytes = MAX(copy_bytes, 1);
+		}
 		r = snapshot_copy(hub, start_ns, stop_ns, s);
 		if (r < 0) {
 			trace_free(s);
@@ -646,6 +810,8 @@ void trace_trim(struct trace *hub, int64_t before_ns)
 				l->head = c->next;
 				l->count -= c->n;
 				hub->n_events -= c->n;
+				if (c->budget)
+					hub->own_bytes -= chunk_bytes(c->cap);
 				hub->trims++;
 				trace__chunk_free(c);
 			}

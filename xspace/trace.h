@@ -27,6 +27,16 @@
  * Thread rules: a trace has exactly one owner at a time. The hub belongs to
  * the loop thread; a snapshot belongs to whoever it was handed to (the
  * encoder job on a worker thread).
+ *
+ * Bytes across overlapping captures: a struct trace_budget counts the
+ * record chunks of the hub and of every snapshot made from it until each
+ * chunk is freed (by the encoder, on a worker thread: the count is atomic,
+ * and every chunk holds a reference, so the budget outlives its owner).
+ * The hub allocates only while the total stays within half the budget;
+ * a copy for a closing window takes at most its share of the rest
+ * (trace_snapshot_capped()). What does not fit is dropped and counted in
+ * t->dropped, exactly like records beyond max_events: never an allocation
+ * failure, never a failed capture.
  */
 #pragma once
 
@@ -189,6 +199,10 @@ struct trace {
 	uint64_t generation; /* bumped when the contents move out (snapshot) */
 	uint64_t trims;      /* bumped when trace_trim() frees records: per-source counts kept
 			      * elsewhere (collectors/agent-map.c) are then stale */
+	struct trace_budget *budget; /* NULL: none; see trace_set_budget() */
+	uint64_t budget_level;       /* allocate only while the budget's total stays <= this */
+	uint64_t cap_bytes;          /* this trace's own chunk bytes at most; 0: no cap */
+	uint64_t own_bytes;          /* chunk bytes this trace holds (cap_bytes; the encoder's room) */
 	struct trace_diag *diags;
 	uint32_t n_diags, diags_cap;
 };
@@ -201,6 +215,32 @@ struct trace {
 
 int trace_new(uint64_t max_events, struct trace **ret);
 struct trace *trace_free(struct trace *t);
+
+/*
+ * Byte budget shared by a hub and its snapshots (see DESIGN). Counts the
+ * bytes of record chunks (40 bytes a record plus a small header), the bulk
+ * of what a capture holds; names and stat sets are bounded per plane.
+ */
+struct trace_budget;
+int trace_budget_new(uint64_t max_bytes, struct trace_budget **ret);
+struct trace_budget *trace_budget_unref(struct trace_budget *b);
+uint64_t trace_budget_used(const struct trace_budget *b);  /* any thread */
+uint64_t trace_budget_max(const struct trace_budget *b);
+/* Room for an encoded reply (xspace.c) made from @own bytes of records:
+ * reserves, atomically, what the budget has free plus @own, at most 2x
+ * @own (a reply takes ~1.3x its records), never less than @floor; the
+ * amount in *@ret and a reference are returned. Give back what the reply
+ * did not use, and the rest when it is freed, with
+ * trace_budget_release_out() (the last release also drops the reference). */
+struct trace_budget *trace_budget_reserve_out(struct trace_budget *b, uint64_t own, uint64_t floor,
+					      uint64_t *ret);
+void trace_budget_release_out(struct trace_budget *b, uint64_t bytes);
+void trace_budget_give_back(struct trace_budget *b, uint64_t bytes);
+/* A copy's own first bytes, granted past the budget (see chunk_charged()). */
+#define TRACE_COPY_FLOOR ((uint64_t)1 << 20)
+/* Make @t (a hub, before its first append) draw on @b, up to half of it;
+ * takes a reference. */
+void trace_set_budget(struct trace *t, struct trace_budget *b);
 
 /* Get or create the plane called @name; @id is used when it is created.
  * Returns NULL on allocation failure or when TRACE_MAX_PLANES is reached. */
@@ -291,6 +331,12 @@ int trace_diag(struct trace *t, int64_t ts_ns, bool error, const char *fmt, ...)
  */
 int trace_snapshot(struct trace *hub, int64_t start_ns, int64_t stop_ns, bool take_all,
 		   struct trace **ret);
+/* The same, but a copy (not take_all) of a hub with a budget allocates at
+ * most @copy_bytes of chunks and only while the budget's total stays
+ * within all of it; the records that do not fit are dropped and counted
+ * in snap->dropped (added to the hub's running total). */
+int trace_snapshot_capped(struct trace *hub, int64_t start_ns, int64_t stop_ns, bool take_all,
+			  uint64_t copy_bytes, struct trace **ret);
 
 /* Free whole chunks whose every record ended before @before_ns (no open
  * window can still need them). [hub owner] */
@@ -317,6 +363,7 @@ struct trace_chunk {
 	uint32_t n, cap;
 	int64_t max_end_ns;
 	size_t map_len; /* from pagepool_get(); 0: malloc()ed */
+	struct trace_budget *budget; /* charged for this chunk (a reference); NULL: none */
 	struct trace_event ev[];
 };
 struct trace_chunk *trace__chunk_new(uint32_t cap);

@@ -525,6 +525,17 @@ static int64_t choose_cut(const struct win *win, size_t planes, size_t other, si
 	return INT64_MIN;
 }
 
+/* Reserves in @snap's byte budget the most its output may take (see
+ * xspace_encode()); SIZE_MAX without a budget. */
+static size_t budget_reserve(const struct trace *snap, struct xspace_out *out, uint64_t *reserved)
+{
+	*reserved = 0;
+	if (!snap->budget)
+		return SIZE_MAX;
+	out->budget = trace_budget_reserve_out(snap->budget, snap->own_bytes, XSPACE_BUDGET_FLOOR, reserved);
+	return (size_t)MIN(*reserved, (uint64_t)SIZE_MAX);
+}
+
 int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t prefix,
 		  struct xspace_out *out)
 {
@@ -533,16 +544,24 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 	const char *dropped_v[2] = {dropped_msg, NULL}, *clamped_v[2] = {clamped_msg, NULL};
 	const char *cut_v[2] = {cut_msg, NULL};
 	size_t limit = info->max_bytes && info->max_bytes < MAX_MESSAGE ? info->max_bytes : MAX_MESSAGE;
-	uint64_t clamped = 0, n_uncut = 0;
+	uint64_t clamped = 0, n_uncut = 0, reserved;
+	size_t budget_room;
+	bool by_budget;
 	size_t total = 0, tail;
 	struct win *win;
 	uint8_t *w, *end;
 	int r;
 
 	memset(out, 0, sizeof(*out));
+	budget_room = budget_reserve(snap, out, &reserved);
+	out->size = (size_t)reserved; /* what xspace_out_free() gives back until the size is known */
+	by_budget = budget_room < limit;
+	if (by_budget)
+		limit = budget_room;
 	win = malloc(sizeof(*win));
 	if (!win) {
 		trace_free(snap);
+		xspace_out_free(out);
 		return -ENOMEM;
 	}
 	win->start = info->start_ns;
@@ -561,7 +580,7 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 	if (snap->dropped)
 		snprintf(dropped_msg, sizeof(dropped_msg),
 			 "%llu events were dropped: the daemon's event budget was reached "
-			 "(raise --max-events or capture for a shorter time)",
+			 "(raise --max-events or --max-bytes, or capture for a shorter time)",
 			 (unsigned long long)snap->dropped);
 
 	pp = calloc(snap->n_planes, sizeof(*pp));
@@ -583,9 +602,10 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 		if (win->cut != win->stop)
 			snprintf(cut_msg, sizeof(cut_msg),
 				 "%llu events (the newest, from %.3f s into the capture on) were dropped: the "
-				 "XSpace would have exceeded %zu bytes (capture for a shorter time)",
+				 "XSpace would have exceeded %zu bytes%s (capture for a shorter time)",
 				 (unsigned long long)(n_uncut - out->n_events),
-				 (double)((uint64_t)win->cut - (uint64_t)win->start) / 1e9, limit);
+				 (double)((uint64_t)win->cut - (uint64_t)win->start) / 1e9, limit,
+				 by_budget ? ", what --max-bytes left for it" : "");
 		/* Everything after the planes, sized here and checked before
 		 * pass 2 writes it. */
 		tail = 0;
@@ -616,6 +636,8 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 		goto out;
 	}
 
+	if (out->budget) /* keep what the reply takes, give back the rest of the reservation */
+		trace_budget_give_back(out->budget, reserved - MIN(reserved, (uint64_t)(prefix + total)));
 	out->size = prefix + total;
 	/* From the page pool: after the first capture the output lands in
 	 * pages already resident (the last output's, or ones a worker
@@ -716,5 +738,7 @@ void xspace_out_free(struct xspace_out *out)
 {
 	if (out->base)
 		pagepool_put(out->base, out->map_len);
+	if (out->budget)
+		trace_budget_release_out(out->budget, out->size);
 	memset(out, 0, sizeof(*out));
 }

@@ -84,6 +84,32 @@ class Limits(unittest.TestCase):
             finally:
                 done(hog, real)
 
+    def test_reconnecting_gets_no_fresh_gpu_allowance(self):
+        """The UUIDs one uid may add without NVML are counted per uid: two
+        connections of 16 new UUIDs each use up the uid's 32; a third
+        process of the same uid (a hog reconnecting) adds none, and says so."""
+        tmp = tempfile.mkdtemp(prefix="profd-lim-")
+        sock = os.path.join(tmp, "agent.sock")
+        with T.Daemon("--agent-socket", sock, "--flush-timeout", "2s") as d:
+            hogs = []
+            try:
+                for i in range(3):
+                    hogs.append(fake(sock, f"hog{i}", "--devices", f"GPU-4444444{i}-2222-3333-4444-555555555555",
+                                     "--fake-uuids", "40"))
+                    T.wait_for(lambda: len(status(d).agents) == i + 1)
+                    time.sleep(0.2)  # its DEVICE frames are in before the next one connects
+                x = capture(d, 300)
+                per_conn = [w for w in x.warnings if "distinct GPUs" in w]
+                per_uid = [w for w in x.warnings if f"uid {os.getuid()} has added 32 GPUs" in w]
+                # hog0 and hog1 each hit the per-connection cap (16); hog2 got nothing at all.
+                self.assertEqual(sorted(w.split()[1] for w in per_conn),
+                                 sorted(str(h.pid) for h in hogs[:2]), list(x.warnings))
+                self.assertEqual(len(per_uid), 1, list(x.warnings))
+                self.assertIn(f"pid {hogs[2].pid} (hog2)", per_uid[0])
+                self.assertIn("GPU-44444442-2222-3333-4444-555555555555", per_uid[0])
+            finally:
+                done(*hogs)
+
     def test_idle_connections_cannot_lock_agents_out(self):
         tmp = tempfile.mkdtemp(prefix="profd-lim-")
         sock = os.path.join(tmp, "agent.sock")

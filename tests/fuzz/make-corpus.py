@@ -5,7 +5,8 @@ one file each, into argv[1]. fuzz-agent-parse: valid agent connections
 (every frame kind and record type, protocol v1 to v3); layouts follow
 collectors/agent-proto.h (little-endian, sizes pinned there).
 fuzz-xspace: event stores as fuzz-xspace.c reads them, with a sane window
-and records in it, some of them hostile."""
+and records in it, some of them hostile. fuzz-request, fuzz-proc and
+fuzz-xspace-reader: see their generators below."""
 import os
 import struct
 import sys
@@ -76,9 +77,88 @@ def xspace_seed(n_events, hostile):
     return b + bytes([1, 0]) + struct.pack("<H", 3)                     # one warning
 
 
+def pb_varint(v):
+    b = b""
+    while True:
+        if v < 0x80:
+            return b + bytes([v])
+        b += bytes([(v & 0x7f) | 0x80])
+        v >>= 7
+
+
+def pb_str(num, s):
+    s = s.encode() if isinstance(s, str) else s
+    return pb_varint(num << 3 | 2) + pb_varint(len(s)) + s
+
+
+def pb_int(num, v):
+    return pb_varint(num << 3) + pb_varint(v)
+
+
+def request_seeds():
+    """fuzz-request: selector byte (0 Profile, 1 Monitor, 2 Terminate) + wire bytes."""
+    opts = pb_int(1, 1) + pb_int(5, 2) + pb_int(6, 1) + pb_int(9, 1700000000000000000) + pb_int(10, 2000) + \
+        pb_str(11, "/srv/profiles/run1")
+    prof = pb_int(1, 2000) + pb_int(2, 1000000) + pb_str(3, "trace_viewer") + pb_str(3, "xplane.pb") + \
+        pb_str(4, opts) + pb_str(5, "/srv/profiles/run1/plugins/profile") + pb_str(6, "2024_01_01") + \
+        pb_str(7, "worker-0")
+    yield "profile", b"\0" + prof
+    yield "profile-dotdot", b"\0" + pb_str(5, "/srv/profiles/../etc") + pb_str(7, "..")
+    yield "profile-nul", b"\0" + pb_str(6, "a\0/../x")
+    yield "profile-badutf8", b"\0" + pb_str(7, b"\xff\xfe")
+    def adv(key, value):  # one advanced_configuration map entry (field 12)
+        return pb_str(12, pb_str(1, key) + pb_str(2, value))
+    gpu = adv("gpu_pm_sample_counters", pb_str(1, "sm__cycles_active.avg,dram__throughput")) + \
+        adv("gpu_pm_sample_interval_us", pb_int(3, 250)) + \
+        adv("gpu_pm_sample_buffer_size_per_gpu_mb", pb_int(3, 128)) + \
+        adv("gpu_enable_nvtx_tracking", pb_int(2, 0)) + \
+        adv("gpu_enable_cupti_activity_graph_trace", pb_int(2, 1)) + \
+        adv("gpu_max_activity_api_events", pb_int(3, 1 << 40)) + \
+        adv("gpu_num_chips_to_profile_per_task", pb_int(3, 2)) + \
+        adv("override_hostname", pb_str(1, "h")) + adv("unknown_key", pb_int(3, 5))
+    yield "profile-gpu-options", b"\0" + pb_int(1, 2000) + pb_str(4, opts + gpu)
+    yield "monitor", b"\1" + pb_int(1, 1000) + pb_int(2, 1) + pb_int(3, 1)
+    yield "terminate", b"\2" + pb_str(1, "2024_01_01")
+
+
+def proc_seeds():
+    """fuzz-proc: selector byte (0 stat, 1 meminfo+loadavg, 2 pid files, 3 net/dev, 4 diskstats) + text."""
+    yield "stat", b"\0cpu  10 0 5 100 1 0 0 0 0 0\ncpu0 5 0 2 50 1 0 0 0 0 0\ncpu1 5 0 3 50 0 0 0 0 0 0\nctxt 1234\n"
+    yield "meminfo", b"\1MemTotal: 1000 kB\nMemFree: 200 kB\nMemAvailable: 500 kB\nBuffers: 10 kB\nCached: 100 kB\n"
+    yield "loadavg", b"\1" + b"0.50 0.40 0.30 2/300 12345\n"
+    yield "pid-stat", b"\2" + b"42 (py thon) S 1 42 42 0 -1 4194560 100 0 0 0 11 22 0 0 20 0 7 0 12345 1000000 250\n"
+    yield "pid-status", b"\2Name:\tpython\nVmRSS:\t  1024 kB\nThreads:\t7\n"
+    yield "pid-cmdline", b"\2python\0train.py\0--x\0"
+    yield "netdev", b"\3Inter-|   Receive\n face |bytes packets\n    lo: 100 1 0 0 0 0 0 0 100 1 0 0 0 0 0 0\n  eth0: 5000 10 0 0 0 0 0 0 7000 12 0 0 0 0 0 0\n"
+    yield "diskstats", b"\4   8       0 sda 100 0 800 10 200 0 1600 20 0 30 30 0 0 0 0\n 259 0 nvme0n1 1 0 8 1 1 0 8 1 0 1 1\n"
+
+
+def reader_seeds():
+    """fuzz-xspace-reader: XSpace files (a plane with metadata, a line, events with stats)."""
+    stat_md = pb_int(1, 1) + pb_str(2, "correlation_id")
+    stat_md2 = pb_int(1, 2) + pb_str(2, "kernel_details")
+    ev_md = pb_int(1, 1) + pb_str(2, "gemm") + pb_str(5, pb_int(1, 2) + pb_str(5, "regs:32"))
+    ev = pb_int(1, 1) + pb_int(2, 1000) + pb_int(3, 5000) + pb_str(4, pb_int(1, 1) + pb_int(3, 77)) + \
+        pb_str(4, pb_int(1, 2) + pb_int(7, 1))
+    line = pb_int(1, 7) + pb_str(2, "Stream #7") + pb_int(3, 1700000000000000000) + pb_str(4, ev) + pb_str(4, ev) + \
+        pb_str(11, "python / Stream #7")
+    plane = pb_int(1, 1) + pb_str(2, "/device:GPU:0") + pb_str(3, line) + \
+        pb_str(4, pb_int(1, 1) + pb_str(2, ev_md)) + pb_str(5, pb_int(1, 1) + pb_str(2, stat_md)) + \
+        pb_str(5, pb_int(1, 2) + pb_str(2, stat_md2)) + pb_str(6, pb_int(1, 1) + pb_int(4, 9))
+    yield "space", pb_str(1, plane) + pb_str(1, pb_str(2, "/host:CPU")) + pb_str(2, "an error") + \
+        pb_str(3, "a warning") + pb_str(4, "worker-0")
+    yield "empty", b""
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
+    gens = {"fuzz-request": request_seeds, "fuzz-proc": proc_seeds, "fuzz-xspace-reader": reader_seeds}
+    if len(sys.argv) > 2 and sys.argv[2] in gens:
+        for name, data in gens[sys.argv[2]]():
+            with open(os.path.join(out, name), "wb") as f:
+                f.write(data)
+        return
     if len(sys.argv) > 2 and sys.argv[2] == "fuzz-xspace":
         for n in (0, 5, 200):
             for hostile in (False, True):

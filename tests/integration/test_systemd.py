@@ -160,7 +160,15 @@ class Unit(unittest.TestCase):
         sysusers = [p for p in self.find("profd.conf") if "/sysusers.d/" in p]
         self.assertEqual(len(sysusers), 1, list(self.find("profd.conf")))
         with open(sysusers[0]) as f:
-            self.assertRegex(f.read(), r"(?m)^u profd ")
+            users = f.read()
+        self.assertRegex(users, r"(?m)^u profd ")
+        # The agent socket is for a group, not every local user (issue 10):
+        # the group is declared, profd is in it, and the unit sets it.
+        self.assertRegex(users, r"(?m)^g profd-agents ")
+        self.assertRegex(users, r"(?m)^m profd profd-agents$")
+        self.assertRegex(text, r"(?m)^ExecStart=\S+ --agent-socket-group profd-agents --agent-socket-mode 0660$")
+        self.assertRegex(text, r"(?m)^SupplementaryGroups=.*\bprofd-agents\b")
+        self.assertNotRegex(text, r"(?m)^ExecStart=.*0666")
         # The commented default config sits where the binary looks for it.
         conf = [p for p in self.find("profd.conf") if p.endswith("/etc/profd/profd.conf")]
         self.assertEqual(len(conf), 1)

@@ -299,6 +299,17 @@ TEST(proc_cpu_util_counts_all_but_idle_and_iowait_as_busy)
 	ASSERT_TRUE(pct == 100.0);
 }
 
+/* Past 2^53 ticks the busy share rounded a hair above 100 (fuzz-proc,
+ * tests/fuzz/regress/fuzz-proc-cpu-util-rounding). */
+TEST(proc_cpu_util_never_above_100_for_huge_counters)
+{
+	struct proc_cpu_times a = {0}, b = {.system = 222222244444444440ull, .iowait = 8, .irq = 8};
+	double pct = -1;
+
+	ASSERT_OK(proc_cpu_util(&a, &b, &pct));
+	ASSERT_TRUE(pct <= 100.0 && pct > 99.0);
+}
+
 TEST(proc_cpu_util_between_fixture_samples)
 {
 	struct proc_stat st = stat_out(PROC_MAX_CPUS);
