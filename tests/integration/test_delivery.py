@@ -5,6 +5,7 @@ behind, and names (NUL, invalid UTF-8, '.', '..', hidden) refused with
 INVALID_ARGUMENT naming the field."""
 import os
 import shutil
+import subprocess
 import tempfile
 import unittest
 
@@ -166,6 +167,48 @@ class WriteFailure(unittest.TestCase):
                 self.assertEqual(tree(allowed), [], "no directory, no temporary file")
         finally:
             shutil.rmtree(allowed, ignore_errors=True)
+
+
+class FullFilesystem(unittest.TestCase):
+    """The repository on a filesystem with no space left (a full tmpfs):
+    the write fails with ENOSPC, the reply still carries the data with the
+    error in XSpace.errors, and nothing is left behind. Needs to mount a
+    tmpfs (root, not in every container): skipped otherwise."""
+
+    def setUp(self):
+        self.allowed = tempfile.mkdtemp(prefix="profd-full-")
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0755", "tmpfs", self.allowed],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if r.returncode != 0:
+            os.rmdir(self.allowed)
+            self.skipTest("cannot mount a tmpfs here (needs root)")
+        # Unmounted also when the rest of setUp fails (tearDown would not run).
+        self.addCleanup(shutil.rmtree, self.allowed, True)
+        self.addCleanup(subprocess.run, ["umount", self.allowed], check=False)
+        # Fill it: every data block taken, so the capture's first byte fails.
+        fd = os.open(os.path.join(self.allowed, "filler"), os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            while os.write(fd, b"\0" * 4096) > 0:
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def test_full_filesystem_returns_the_data_and_leaves_nothing(self):
+        with T.Daemon("--hostname", "itest-full", "--repository-allow", self.allowed) as d:
+            s = T.Stubs(d.addr)
+            try:
+                req = T.profile_request(P, 300, HOST, session_id="s1",
+                                        logdir=os.path.join(self.allowed, "logdir"))
+                resp = s.profile(req, timeout=10)
+            finally:
+                s.close()
+            self.assertEqual([t.name for t in resp.tool_data], ["xplane.pb"])
+            xs = P.xp.XSpace.FromString(resp.tool_data[0].data)
+            check_xspace(self, xs, "itest-full", empty_trace=resp.empty_trace)
+            self.assertTrue(any("No space left on device" in e for e in xs.errors), list(xs.errors))
+            self.assertEqual(tree(self.allowed), ["filler"], "no directory, no temporary file")
 
 
 if __name__ == "__main__":
