@@ -69,16 +69,8 @@ class App:
 
 def kernels(x):
     """(plane, line name, event name, stats) of every kernel on GPU planes."""
-    out = []
-    for p in x.planes:
-        if not p.name.startswith("/device:GPU:"):
-            continue
-        for line in p.lines:
-            for e in line.events:
-                st = {p.stat_metadata[s.metadata_id].name: s for s in e.stats}
-                if "kernel_details" in st:
-                    out.append((p.name, line.name, p.event_metadata[e.metadata_id].name, st))
-    return out
+    return [(p.name, line.name, name, st) for p, line, name, st in T.plane_events(x, "/device:GPU:")
+            if "kernel_details" in st]
 
 
 def warnings_of(x, pid):

@@ -32,29 +32,13 @@ GRAPH_TRACE_KEY = "gpu_enable_cupti_activity_graph_trace"
 
 def host_events(x):
     """(event name, stats) of every event on /host:CPU."""
-    out = []
-    for p in x.planes:
-        if p.name != "/host:CPU":
-            continue
-        for line in p.lines:
-            for e in line.events:
-                st = {p.stat_metadata[s.metadata_id].name: s for s in e.stats}
-                out.append((p.event_metadata[e.metadata_id].name, st))
-    return out
+    return [(name, st) for _, _, name, st in T.plane_events(x, "/host:CPU")]
 
 
 def device_events(x, prefix):
     """(line name, event name, stats) of GPU events whose name starts with @prefix."""
-    out = []
-    for p in x.planes:
-        if not p.name.startswith("/device:GPU:"):
-            continue
-        for line in p.lines:
-            for e in line.events:
-                name = p.event_metadata[e.metadata_id].name
-                if name.startswith(prefix):
-                    out.append((line.name, name, {p.stat_metadata[s.metadata_id].name: s for s in e.stats}))
-    return out
+    return [(line.name, name, st) for _, line, name, st in T.plane_events(x, "/device:GPU:")
+            if name.startswith(prefix)]
 
 
 class HostileGraphRecords(unittest.TestCase):

@@ -317,6 +317,19 @@ def decode_xspace(p, data):
 LINE_ID_LIMIT = 0xdeadbeef  # XProf's derived lines (kThreadIdDerivedMin) start here
 
 
+def plane_events(x, prefix):
+    """(plane, line, event name, {stat name: stat}) of every event of the
+    planes of XSpace @x whose name starts with @prefix ("/host:CPU",
+    "/device:GPU:"), in plane, line and event order."""
+    for p in x.planes:
+        if not p.name.startswith(prefix):
+            continue
+        for line in p.lines:
+            for e in line.events:
+                yield (p, line, p.event_metadata[e.metadata_id].name,
+                       {p.stat_metadata[s.metadata_id].name: s for s in e.stats})
+
+
 def line_owner(line):
     """(pid, key) of a line an agent made, from its names: line ids are
     per-plane ordinals and say nothing of the owner. Host lines are named
