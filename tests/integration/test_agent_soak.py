@@ -46,14 +46,6 @@ REPLACE_EVERY = 50
 VG_QUARANTINE = ["--freelist-vol=1000000"]
 
 
-def vmrss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
 def n_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
@@ -114,7 +106,7 @@ class AgentSoak(unittest.TestCase):
                 x = T.decode_xspace(P, profile(req, timeout=120).tool_data[0].data)
                 events.append(gpu_events(x))
                 self.assertEqual(wait_active(d.addr, 0, timeout=30), 0)
-                rss.append(vmrss_kib(d.proc.pid))
+                rss.append(T.proc_status_kib(d.proc.pid, "VmRSS"))
                 fds.append(n_fds(d.proc.pid))
             ch.close()
             d.proc.send_signal(signal.SIGTERM)

@@ -36,14 +36,6 @@ SPREAD_MS = 2500
 MARGIN_FACTOR = 4
 
 
-def proc_status_kib(pid, key):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    raise AssertionError(f"no {key}")
-
-
 def sanitized():
     with open(T.PROFD, "rb") as f:
         return b"__asan_init" in f.read()
@@ -55,7 +47,7 @@ def flood(extra_args):
     sock = os.path.join(tmp, "agent.sock")
     with T.Daemon("--agent-socket", sock, "--max-sessions", "16", "--flush-timeout", "2s",
                   *extra_args) as d:
-        idle = proc_status_kib(d.proc.pid, "VmRSS")
+        idle = T.proc_status_kib(d.proc.pid, "VmRSS")
         fake = subprocess.Popen([FAKE, "--socket", sock, "--devices",
                                  "GPU-bud00000-0000-0000-0000-000000000001",
                                  "--name", "flood", "--events", str(EVENTS),
@@ -80,7 +72,7 @@ def flood(extra_args):
             for t in threads:
                 t.join()
             ch.close()
-            peak = proc_status_kib(d.proc.pid, "VmHWM")
+            peak = T.proc_status_kib(d.proc.pid, "VmHWM")
         finally:
             fake.kill()
             fake.wait(timeout=30)

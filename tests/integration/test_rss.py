@@ -41,14 +41,6 @@ HELD_KIB = 30 * 1024
 RETURN_WAIT_S = 60
 
 
-def vmrss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
 def sanitized():
     """ASan keeps freed memory in quarantine, so RSS grows by design."""
     with open(T.PROFD, "rb") as f:
@@ -107,7 +99,7 @@ class Rss(unittest.TestCase):
                 if done in (WARMUP, TOTAL):
                     self.assertEqual(wait_active(d.addr, 0), 0)
                     time.sleep(0.2)
-                    samples[done] = vmrss_kib(d.proc.pid)
+                    samples[done] = T.proc_status_kib(d.proc.pid, "VmRSS")
         finally:
             ch.close()
             rc = d.stop()
@@ -125,10 +117,10 @@ class Rss(unittest.TestCase):
 
 def settled_rss_kib(pid, settle_s=1.0, tries=20):
     """VmRSS once two readings settle_s apart agree within 64 KiB."""
-    last = vmrss_kib(pid)
+    last = T.proc_status_kib(pid, "VmRSS")
     for _ in range(tries):
         time.sleep(settle_s)
-        now = vmrss_kib(pid)
+        now = T.proc_status_kib(pid, "VmRSS")
         if abs(now - last) < 64:
             return now
         last = now
@@ -162,12 +154,12 @@ class ReturnedAfterBigCapture(unittest.TestCase):
             self.assertGreater(len(resp.tool_data[0].data), 30 * 1000 * 1000)
             # Right after the reply the pool still holds the capture's
             # memory (so that a next capture finds it warm)...
-            held = vmrss_kib(d.proc.pid)
+            held = T.proc_status_kib(d.proc.pid, "VmRSS")
             # ...and once idle it is returned.
             deadline = time.time() + RETURN_WAIT_S
             now = held
             while time.time() < deadline:
-                now = vmrss_kib(d.proc.pid)
+                now = T.proc_status_kib(d.proc.pid, "VmRSS")
                 if now - idle < RETURN_KIB:
                     break
                 time.sleep(0.5)

@@ -317,6 +317,15 @@ def decode_xspace(p, data):
 LINE_ID_LIMIT = 0xdeadbeef  # XProf's derived lines (kThreadIdDerivedMin) start here
 
 
+def proc_status_kib(pid, key):
+    """A kB field of /proc/PID/status ("VmRSS", "VmHWM") as an int."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {key} in /proc/{pid}/status")
+
+
 def plane_events(x, prefix):
     """(plane, line, event name, {stat name: stat}) of every event of the
     planes of XSpace @x whose name starts with @prefix ("/host:CPU",
