@@ -57,6 +57,10 @@ struct trace_chunk *trace__chunk_new(uint32_t cap)
 	c->n = 0;
 	c->cap = cap;
 	c->max_end_ns = INT64_MIN;
+	c->body_bytes = 0;
+	c->max_body = 0;
+	c->unsorted = false;
+	c->neg_dur = false;
 	c->map_len = map_len;
 	c->budget = NULL;
 	return c;
@@ -617,11 +621,29 @@ static struct trace_chunk *chunk_charged(struct trace *t, uint32_t cap, bool *fu
 	return c;
 }
 
+/* The chunk's running facts (see struct trace_chunk) for record @i, just
+ * stored. */
+static inline void chunk_account(struct trace_chunk *c, const struct trace_plane *p, uint32_t i)
+{
+	const struct trace_event *ev = &c->ev[i];
+	int64_t end = trace_end_ns(ev->start_ns, ev->dur_ns); /* saturates: dur_ns is hostile */
+	size_t body = trace_event_body_bytes(p, ev, ev->dur_ns > 0 ? trace_ns_to_ps(ev->dur_ns) : 0);
+
+	if (end > c->max_end_ns)
+		c->max_end_ns = end;
+	c->body_bytes += body;
+	if (body > c->max_body) /* a body is a few hundred bytes at most: stat sets are bounded */
+		c->max_body = (uint32_t)MIN(body, (size_t)UINT32_MAX);
+	c->neg_dur |= ev->dur_ns < 0;
+	/* Strictly later starts are the common case: one compare. */
+	if (i && ev->start_ns <= c->ev[i - 1].start_ns && trace_event_cmp(ev, &c->ev[i - 1]) < 0)
+		c->unsorted = true;
+}
+
 int trace_line_append(struct trace_line *l, const struct trace_event *ev)
 {
 	struct trace *t = l->plane->trace;
 	struct trace_chunk *c = l->tail;
-	int64_t end;
 
 	if (t->max_events && t->n_events >= t->max_events) {
 		t->dropped++;
@@ -647,10 +669,8 @@ int trace_line_append(struct trace_line *l, const struct trace_event *ev)
 			l->head = nc;
 		l->tail = c = nc;
 	}
-	c->ev[c->n++] = *ev;
-	end = trace_end_ns(ev->start_ns, ev->dur_ns); /* saturates: dur_ns is hostile */
-	if (end > c->max_end_ns)
-		c->max_end_ns = end;
+	c->ev[c->n] = *ev;
+	chunk_account(c, l->plane, c->n++);
 	l->count++;
 	t->n_events++;
 	return 0;
@@ -826,18 +846,21 @@ uint64_t trace_line_filter(struct trace_line *l, bool (*keep)(const struct trace
 
 	for (struct trace_chunk *c = l->head; c; c = c->next) {
 		uint32_t w = 0;
-		int64_t max_end = INT64_MIN;
 
+		/* recounted from what is kept */
+		c->max_end_ns = INT64_MIN;
+		c->body_bytes = 0;
+		c->max_body = 0;
+		c->unsorted = false;
+		c->neg_dur = false;
 		for (uint32_t r = 0; r < c->n; r++) {
 			if (!keep(&c->ev[r], ud))
 				continue;
 			c->ev[w] = c->ev[r];
-			max_end = MAX(max_end, trace_end_ns(c->ev[w].start_ns, c->ev[w].dur_ns));
-			w++;
+			chunk_account(c, l->plane, w++);
 		}
 		gone += c->n - w;
 		c->n = w;
-		c->max_end_ns = max_end;
 	}
 	l->count -= gone;
 	l->plane->trace->n_events -= gone;

@@ -207,6 +207,63 @@ struct trace {
 	uint32_t n_diags, diags_cap;
 };
 
+/*
+ * The order a line is written in (xspace.c): by start; at equal starts the
+ * longer (enclosing) event first, then by name id.
+ */
+static inline int trace_event_cmp(const struct trace_event *x, const struct trace_event *y)
+{
+	if (x->start_ns != y->start_ns)
+		return x->start_ns < y->start_ns ? -1 : 1;
+	if (x->dur_ns != y->dur_ns)
+		return x->dur_ns > y->dur_ns ? -1 : 1;
+	return x->meta < y->meta ? -1 : x->meta > y->meta;
+}
+
+/*
+ * XEvent wire sizes. The encoder (xspace.c) writes records as XEvents; the
+ * store keeps, per chunk, the sum of what those bodies take apart from the
+ * offset (which depends on the window), so that the encoder sizes a
+ * sorted chunk the window takes whole without reading its records.
+ */
+
+/* A varint's bytes, without a loop (1..10). */
+static inline size_t trace_vsize(uint64_t v)
+{
+	unsigned bits = 64 - (unsigned)__builtin_clzll(v | 1);
+
+	return (bits * 9 + 64) >> 6; /* == ceil(bits / 7) for 1..64 */
+}
+
+/* The value stat's XEvent.stats entry (tag, length, body); XStat fields
+ * 1-4 have one-byte tags. */
+static inline size_t trace_value_stat_bytes(const struct trace_event *e)
+{
+	uint32_t type = TRACE_VSTAT_TYPE(e->vstat);
+	size_t body;
+
+	if (type == TRACE_STAT_NONE)
+		return 0;
+	body = 1 + trace_vsize(TRACE_VSTAT_ID(e->vstat));
+	body += type == TRACE_STAT_DOUBLE ? 1 + 8 : 1 + trace_vsize(e->value);
+	return 1 + trace_vsize(body) + body;
+}
+
+/* An XEvent body's bytes other than its offset_ps field (tag included):
+ * metadata_id, duration_ps when not 0, the stat set and the value stat,
+ * for a written duration of @dur_ps. */
+static inline size_t trace_event_body_bytes(const struct trace_plane *p, const struct trace_event *e,
+					    int64_t dur_ps)
+{
+	size_t n = 1 + trace_vsize(e->meta);
+
+	if (dur_ps)
+		n += 1 + trace_vsize((uint64_t)dur_ps);
+	if (e->statset)
+		n += p->statsets.ent[e->statset].len;
+	return n + trace_value_stat_bytes(e);
+}
+
 /* Limits that keep a misbehaving source from exhausting memory. */
 #define TRACE_MAX_PLANES 1024
 #define TRACE_MAX_LINES_PER_PLANE 65536
@@ -362,6 +419,13 @@ struct trace_chunk {
 	struct trace_chunk *next;
 	uint32_t n, cap;
 	int64_t max_end_ns;
+	/* Kept by whoever stores records (trace_line_append(),
+	 * trace_line_filter(), the encoder's merge) for the encoder's whole-
+	 * chunk path: */
+	uint64_t body_bytes; /* sum of trace_event_body_bytes() at the stored durations */
+	uint32_t max_body;   /* the largest of them */
+	bool unsorted;       /* some record precedes the one before it (trace_event_cmp()) */
+	bool neg_dur;        /* some record has a negative duration (written as 0) */
 	size_t map_len; /* from pagepool_get(); 0: malloc()ed */
 	struct trace_budget *budget; /* charged for this chunk (a reference); NULL: none */
 	struct trace_event ev[];

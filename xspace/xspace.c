@@ -52,6 +52,8 @@ struct plane_plan {
 #define HIST_BUCKETS 4096
 struct win {
 	int64_t start, stop, cut;
+	int64_t limit;  /* trace_clamp()'s bound on an event's end */
+	bool exact;     /* size record by record (fills @hist); else whole chunks use the store's sums */
 	unsigned hist_shift;
 	uint64_t hist[HIST_BUCKETS];
 };
@@ -64,41 +66,15 @@ struct ev_times {
 
 static int ev_cmp(const void *a, const void *b)
 {
-	const struct trace_event *x = a, *y = b;
-
-	if (x->start_ns != y->start_ns)
-		return x->start_ns < y->start_ns ? -1 : 1;
-	if (x->dur_ns != y->dur_ns)
-		return x->dur_ns > y->dur_ns ? -1 : 1; /* longer (enclosing) first */
-	return x->meta < y->meta ? -1 : x->meta > y->meta;
+	return trace_event_cmp(a, b);
 }
 
 static inline bool ev_before(const struct trace_event *x, const struct trace_event *y)
 {
-	return ev_cmp(x, y) < 0;
+	return trace_event_cmp(x, y) < 0;
 }
 
-/* pb_varint_size() without the loop: the per-event sizes are computed for
- * every record, so this is on the hot path. */
-static inline size_t vsize(uint64_t v)
-{
-	unsigned bits = 64 - (unsigned)__builtin_clzll(v | 1);
-
-	return (bits * 9 + 64) >> 6; /* == ceil(bits / 7) for 1..64 */
-}
-
-/* XEvent fields 1-4 and XStat fields 1-4 all have one-byte tags. */
-static inline size_t value_stat_size(const struct trace_event *e)
-{
-	uint32_t type = TRACE_VSTAT_TYPE(e->vstat);
-	size_t body;
-
-	if (type == TRACE_STAT_NONE)
-		return 0;
-	body = 1 + vsize(TRACE_VSTAT_ID(e->vstat));
-	body += type == TRACE_STAT_DOUBLE ? 1 + 8 : 1 + vsize(e->value);
-	return 1 + vsize(body) + body;
-}
+#define vsize trace_vsize
 
 /* Places a record in the window (trace_clamp(): records are hostile, see
  * trace.h): TRACE_DROP when it starts outside, else its offset and its
@@ -122,14 +98,39 @@ static inline enum trace_clamp_result place(const struct trace_event *e, const s
 static inline size_t event_body_size(const struct trace_plane *p, const struct trace_event *e,
 				     const struct ev_times *t)
 {
-	size_t n = 1 + vsize(e->meta);
+	return 1 + vsize((uint64_t)t->off_ps) + trace_event_body_bytes(p, e, t->dur_ps);
+}
 
-	n += 1 + vsize((uint64_t)t->off_ps);
-	if (t->dur_ps)
-		n += 1 + vsize((uint64_t)t->dur_ps);
-	if (e->statset)
-		n += p->statsets.ent[e->statset].len;
-	return n + value_stat_size(e);
+/*
+ * A chunk the window takes whole and unchanged: sorted, every record
+ * starting in [start, cut), none shortened by trace_clamp() (no negative
+ * duration, every end within its bound, none saturated), every offset_ps
+ * of the same varint length and every body under 128 bytes (one-byte
+ * lengths). Its bytes then follow from the store's sums (struct
+ * trace_chunk) without reading the records: *@bytes, and *@osize the
+ * offset varint's length. Most chunks of a capture are such chunks.
+ */
+static inline bool chunk_whole(const struct trace_chunk *c, const struct win *win, size_t *osize,
+			       size_t *bytes)
+{
+	int64_t first, last;
+	size_t o;
+
+	if (win->exact || !c->n || c->unsorted || c->neg_dur)
+		return false;
+	first = c->ev[0].start_ns;
+	last = c->ev[c->n - 1].start_ns;
+	if (first < win->start || last >= win->cut || last >= win->stop)
+		return false;
+	if (c->max_end_ns > win->limit || c->max_end_ns == INT64_MAX)
+		return false;
+	o = vsize((uint64_t)trace_ns_to_ps(trace_sat_sub(first, win->start)));
+	if (o != vsize((uint64_t)trace_ns_to_ps(trace_sat_sub(last, win->start))) || c->max_body + 1 + o >= 0x80)
+		return false;
+	*osize = o;
+	/* per record: the entry's tag and one-byte length, offset tag and varint */
+	*bytes = c->body_bytes + (size_t)c->n * (3 + o);
+	return true;
 }
 
 static size_t line_header_size(const struct trace_line *l)
@@ -179,6 +180,10 @@ static int coalesce(struct trace_line *l)
 		memcpy(&one->ev[one->n], c->ev, (size_t)c->n * sizeof(c->ev[0]));
 		one->n += c->n;
 		one->max_end_ns = MAX(one->max_end_ns, c->max_end_ns);
+		/* the sums do not depend on the order */
+		one->body_bytes += c->body_bytes;
+		one->max_body = MAX(one->max_body, c->max_body);
+		one->neg_dur |= c->neg_dur;
 		trace__chunk_free(c);
 	}
 	qsort(one->ev, one->n, sizeof(one->ev[0]), ev_cmp);
@@ -186,16 +191,23 @@ static int coalesce(struct trace_line *l)
 	return 0;
 }
 
-/* Pass 1 for one chunk, in a single read of its records: sizes the
- * in-window events (sizes do not depend on order) and sorts the chunk if
- * it is not sorted yet. */
+/* Pass 1 for one chunk: a whole chunk (chunk_whole()) from the store's
+ * sums; else in a single read of its records, sizing the in-window events
+ * (sizes do not depend on order) and sorting the chunk if it is not sorted
+ * yet. */
 static void plan_chunk(const struct trace_plane *p, struct trace_chunk *c, struct win *win,
 		       struct line_plan *lp)
 {
 	const struct trace_event *ev = c->ev;
-	size_t body = 0;
+	size_t body = 0, osize;
 	uint64_t n_in = 0, clamped = 0;
 	bool sorted = true;
+
+	if (chunk_whole(c, win, &osize, &body)) {
+		lp->body += body;
+		lp->n_in += c->n;
+		return;
+	}
 
 	for (uint32_t i = 0; i < c->n; i++) {
 		const struct trace_event *e = &ev[i];
@@ -220,6 +232,7 @@ static void plan_chunk(const struct trace_plane *p, struct trace_chunk *c, struc
 	 * equal starts, so this order is also the order of what is written. */
 	if (!sorted)
 		qsort(c->ev, c->n, sizeof(c->ev[0]), ev_cmp);
+	c->unsorted = false;
 	lp->body += body;
 	lp->n_in += n_in;
 	lp->clamped += clamped;
@@ -372,6 +385,34 @@ static uint8_t *put_checked(uint8_t *w, uint8_t *end, const struct trace_plane *
 	return put_event(w, p, e, &t);
 }
 
+/* Writes a whole chunk (chunk_whole(): every record inside the window, no
+ * duration shortened, @bytes in all) into [@w, @end). An entry then takes
+ * at most 2 + 127 bytes: only within that distance of @end is its exact
+ * size computed. NULL if an entry would not fit or the bytes written are
+ * not @bytes (the passes disagree: the caller fails the capture). */
+static uint8_t *put_whole(uint8_t *w, uint8_t *end, const struct trace_plane *p,
+			  const struct trace_chunk *c, const struct win *win, size_t bytes)
+{
+	uint8_t *w0 = w;
+
+	for (uint32_t i = 0; i < c->n; i++) {
+		const struct trace_event *e = &c->ev[i];
+		struct ev_times t = {
+			.off_ps = trace_ns_to_ps(trace_sat_sub(e->start_ns, win->start)),
+			.dur_ps = e->dur_ns ? trace_ns_to_ps(e->dur_ns) : 0,
+		};
+
+		if (_unlikely_((size_t)(end - w) < 2 + 0x7f)) {
+			size_t eb = event_body_size(p, e, &t);
+
+			if ((size_t)(end - w) < 1 + vsize(eb) + eb)
+				return NULL;
+		}
+		w = put_event(w, p, e, &t);
+	}
+	return (size_t)(w - w0) == bytes ? w : NULL;
+}
+
 /* Pass 2 for one line: emit in-window records in order into [@w, @end),
  * freeing chunks as they are used up. The line is left without chunks,
  * also on failure (NULL: a record did not fit). */
@@ -383,8 +424,13 @@ static uint8_t *put_line_events(uint8_t *w, uint8_t *end, const struct trace_pla
 		struct trace_chunk *c = l->head, *n;
 
 		for (; c && w; c = n) {
-			for (uint32_t i = 0; i < c->n && w; i++)
-				w = put_checked(w, end, p, &c->ev[i], win);
+			size_t osize, bytes;
+
+			if (chunk_whole(c, win, &osize, &bytes))
+				w = put_whole(w, end, p, c, win, bytes);
+			else
+				for (uint32_t i = 0; i < c->n && w; i++)
+					w = put_checked(w, end, p, &c->ev[i], win);
 			n = c->next;
 			trace__chunk_free(c);
 		}
@@ -566,6 +612,8 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 	}
 	win->start = info->start_ns;
 	win->stop = win->cut = info->stop_ns;
+	win->limit = trace_sat_add(win->stop, trace_sat_sub(win->stop, win->start));
+	win->exact = false;
 	/* The smallest shift with (stop - start) >> shift < HIST_BUCKETS, so
 	 * every in-window start has a bucket (an empty or inverted window
 	 * holds nothing: place() drops every record). */
@@ -623,6 +671,10 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 		 * capture; the warning says how many. */
 		if (total + tail <= limit - MIN(prefix, limit) || win->cut != win->stop)
 			break;
+		if (!win->exact) { /* the cut is chosen from sizes by start time: size every record */
+			win->exact = true;
+			continue;
+		}
 		n_uncut = out->n_events;
 		win->cut = choose_cut(win, total, tail + sizeof(cut_msg) + 16 + MIN(prefix, limit), limit);
 		if (win->cut == INT64_MIN)

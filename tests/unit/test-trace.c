@@ -602,4 +602,138 @@ TEST(xspace_hostile_durations_are_clamped_and_warned)
 	xspace_out_free(&out);
 }
 
+/*
+ * The encoder writes most chunks whole, sized from the store's running sums
+ * (xspace.c chunk_whole()), and the rest record by record. Lines that mix
+ * every reason for the slow path (a chunk across the window start or end,
+ * negative and window-long durations, offsets across a varint length at
+ * 2^35 ps, bodies of 128 bytes and more, an unsorted chunk, a filtered
+ * line) must decode to exactly the events the window rules give, computed
+ * here independently from the records.
+ */
+#define MIX_LINES 7
+struct mix_ev {
+	int64_t start, dur;
+	uint32_t meta;
+	uint64_t corr;
+};
+
+static int mix_cmp(const void *a, const void *b)
+{
+	const struct mix_ev *x = a, *y = b;
+
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	if (x->dur != y->dur)
+		return x->dur > y->dur ? -1 : 1;
+	return x->meta < y->meta ? -1 : x->meta > y->meta;
+}
+
+static bool keep_even_corr(const struct trace_event *ev, void *ud)
+{
+	(void)ud;
+	return ev->value % 2 == 0;
+}
+
+TEST(xspace_whole_chunks_match_the_window_rules)
+{
+	const int64_t base = 1700000000000000000LL, len = 100000000; /* a 100 ms window */
+	static struct mix_ev want[MIX_LINES][80000];
+	size_t n_want[MIX_LINES] = {0};
+	struct trace *t;
+	struct buf b = BUF_INIT;
+	struct xspace_out out;
+	uint64_t corr = 0;
+
+	ASSERT_OK(trace_new(0, &t));
+	struct trace_plane *p = trace_plane(t, "/device:GPU:0", 0);
+	int64_t k1 = trace_plane_event_id(p, "k1"), k2 = trace_plane_event_id(p, "k2");
+	int64_t cid = trace_plane_stat_id(p, "correlation_id");
+	char big[200];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = 0;
+	ASSERT_OK(trace_stat_str(p, &b, "long_annotation", big));
+	int64_t bigset = trace_plane_statset(p, &b);
+	ASSERT_OK(trace_stat_u64(p, &b, "device_id", 0));
+	int64_t smallset = trace_plane_statset(p, &b);
+
+	for (int li = 0; li < MIX_LINES; li++) {
+		struct trace_line *l = trace_line(p, li + 1, "Stream");
+		int n = li == 0 ? 70000 : 3000;
+
+		ASSERT_TRUE(l != NULL);
+		for (int i = 0; i < n; i++) {
+			struct trace_event e = {.meta = (uint32_t)(i % 3 ? k1 : k2), .statset = (uint32_t)smallset,
+						.vstat = TRACE_VSTAT(TRACE_STAT_U64, cid), .value = ++corr};
+			switch (li) {
+			case 0: /* sorted, offsets 0..70 ms: across 2^35 ps (34.4 ms) */
+				e.start_ns = base + (int64_t)i * 1000;
+				e.dur_ns = 500;
+				break;
+			case 1: /* across the window start */
+				e.start_ns = base - 150000 + (int64_t)i * 100;
+				e.dur_ns = 50;
+				break;
+			case 2: /* across the window end */
+				e.start_ns = base + len - 1500000 + (int64_t)i * 1000;
+				e.dur_ns = 700;
+				break;
+			case 3: /* negative durations, then a window-long one */
+				e.start_ns = base + 1000 + (int64_t)i * 1000;
+				e.dur_ns = i == 2500 ? -5 : i == 1000 ? INT64_MAX / 2 : 300;
+				break;
+			case 4: /* bodies of 128 bytes and more */
+				e.start_ns = base + 2000 + (int64_t)i * 1000;
+				e.dur_ns = 10;
+				e.statset = (uint32_t)(i % 2 ? bigset : smallset);
+				break;
+			case 5: /* unsorted within a chunk */
+				e.start_ns = base + 5000 + (int64_t)((i * 7919) % n) * 1000;
+				e.dur_ns = 20;
+				break;
+			default: /* filtered below */
+				e.start_ns = base + 7000 + (int64_t)i * 1000;
+				e.dur_ns = 30;
+				break;
+			}
+			ASSERT_OK(trace_line_append(l, &e));
+			if (li == 6 && e.value % 2)
+				continue;
+			int64_t dur = e.dur_ns;
+			if (trace_clamp(e.start_ns, &dur, base, base + len) == TRACE_DROP)
+				continue;
+			want[li][n_want[li]++] = (struct mix_ev){e.start_ns, dur, e.meta, e.value};
+		}
+		if (li == 6)
+			ASSERT_EQ(trace_line_filter(l, keep_even_corr, NULL), n / 2);
+		qsort(want[li], n_want[li], sizeof(want[li][0]), mix_cmp);
+	}
+	buf_free(&b);
+
+	Tensorflow__Profiler__XSpace *x = encode(t, base, base + len, &out);
+	ASSERT_TRUE(x != NULL);
+	const Tensorflow__Profiler__XPlane *xp = plane(x, "/device:GPU:0");
+	ASSERT_TRUE(xp != NULL);
+	ASSERT_EQ(xp->n_lines, MIX_LINES);
+	for (int li = 0; li < MIX_LINES; li++) {
+		const Tensorflow__Profiler__XLine *xl = xp->lines[li];
+
+		ASSERT_EQ(xl->id, li + 1);
+		ASSERT_EQ(xl->n_events, n_want[li]);
+		for (size_t i = 0; i < xl->n_events; i++) {
+			const Tensorflow__Profiler__XEvent *e = xl->events[i];
+			const struct mix_ev *w = &want[li][i];
+			const Tensorflow__Profiler__XStat *v = e->stats[e->n_stats - 1];
+
+			ASSERT_EQ(e->metadata_id, w->meta);
+			ASSERT_EQ(e->offset_ps, (w->start - base) * 1000);
+			ASSERT_EQ(e->duration_ps, w->dur * 1000);
+			ASSERT_EQ(v->metadata_id, cid);
+			ASSERT_U64_EQ(v->uint64_value, w->corr);
+		}
+	}
+	tensorflow__profiler__xspace__free_unpacked(x, NULL);
+	xspace_out_free(&out);
+}
+
 TEST_MAIN()
