@@ -26,6 +26,7 @@ static char *dup_text(const char *s)
 #define CHUNK_MIN 128u
 #define CHUNK_MAX 65536u
 #define CHUNK_MMAP_BYTES (64u << 10)
+#define COUNT_BATCH 1024u /* records counted at once (trace__chunk_count()): 40 KiB */
 
 /* XEvent.stats is field 4, XPlane.stats field 6; both one-byte LEN tags. */
 #define TAG_EVENT_STAT 0x22
@@ -39,6 +40,16 @@ static size_t chunk_bytes(uint32_t cap)
 /* Big chunks come from the page pool (base/pagepool.h): the next capture
  * reuses their resident pages instead of faulting in fresh ones, and the
  * pool returns them to the kernel once the daemon is idle. */
+static void chunk_reset_sums(struct trace_chunk *c)
+{
+	c->counted = 0;
+	c->max_end_ns = INT64_MIN;
+	c->body_bytes = 0;
+	c->max_body = 0;
+	c->unsorted = false;
+	c->neg_dur = false;
+}
+
 struct trace_chunk *trace__chunk_new(uint32_t cap)
 {
 	size_t bytes = chunk_bytes(cap), map_len = 0;
@@ -56,11 +67,7 @@ struct trace_chunk *trace__chunk_new(uint32_t cap)
 	c->next = NULL;
 	c->n = 0;
 	c->cap = cap;
-	c->max_end_ns = INT64_MIN;
-	c->body_bytes = 0;
-	c->max_body = 0;
-	c->unsorted = false;
-	c->neg_dur = false;
+	chunk_reset_sums(c);
 	c->map_len = map_len;
 	c->budget = NULL;
 	return c;
@@ -621,29 +628,41 @@ static struct trace_chunk *chunk_charged(struct trace *t, uint32_t cap, bool *fu
 	return c;
 }
 
-/* The chunk's running facts (see struct trace_chunk) for record @i, just
- * stored. */
-static inline void chunk_account(struct trace_chunk *c, const struct trace_plane *p, uint32_t i)
+/* The chunk's sums (see struct trace_chunk) over the records not counted
+ * yet: every COUNT_BATCH appends and when a chunk is full (on the writer's
+ * thread, while the window is still open), else by the encoder. A tight
+ * loop over records still in the cache, cheaper than the same work spread
+ * over the appends or left to the encoder. */
+void trace__chunk_count(struct trace_chunk *c, const struct trace_plane *p)
 {
-	const struct trace_event *ev = &c->ev[i];
-	int64_t end = trace_end_ns(ev->start_ns, ev->dur_ns); /* saturates: dur_ns is hostile */
-	size_t body = trace_event_body_bytes(p, ev, ev->dur_ns > 0 ? trace_ns_to_ps(ev->dur_ns) : 0);
+	uint64_t bytes = c->body_bytes;
+	size_t max_body = c->max_body;
+	bool unsorted = c->unsorted, neg = c->neg_dur;
 
-	if (end > c->max_end_ns)
-		c->max_end_ns = end;
-	c->body_bytes += body;
-	if (body > c->max_body) /* a body is a few hundred bytes at most: stat sets are bounded */
-		c->max_body = (uint32_t)MIN(body, (size_t)UINT32_MAX);
-	c->neg_dur |= ev->dur_ns < 0;
-	/* Strictly later starts are the common case: one compare. */
-	if (i && ev->start_ns <= c->ev[i - 1].start_ns && trace_event_cmp(ev, &c->ev[i - 1]) < 0)
-		c->unsorted = true;
+	for (uint32_t i = c->counted; i < c->n; i++) {
+		const struct trace_event *ev = &c->ev[i];
+		size_t body = trace_event_body_bytes(p, ev, ev->dur_ns > 0 ? trace_ns_to_ps(ev->dur_ns) : 0);
+
+		bytes += body;
+		max_body = MAX(max_body, body);
+		neg |= ev->dur_ns < 0;
+		/* Strictly later starts are the common case: one compare. */
+		if (i && ev->start_ns <= c->ev[i - 1].start_ns && trace_event_cmp(ev, &c->ev[i - 1]) < 0)
+			unsorted = true;
+	}
+	c->body_bytes = bytes;
+	/* a body is a few hundred bytes at most (stat sets are bounded) */
+	c->max_body = (uint32_t)MIN(max_body, (size_t)UINT32_MAX);
+	c->unsorted = unsorted;
+	c->neg_dur = neg;
+	c->counted = c->n;
 }
 
 int trace_line_append(struct trace_line *l, const struct trace_event *ev)
 {
 	struct trace *t = l->plane->trace;
 	struct trace_chunk *c = l->tail;
+	int64_t end;
 
 	if (t->max_events && t->n_events >= t->max_events) {
 		t->dropped++;
@@ -663,14 +682,22 @@ int trace_line_append(struct trace_line *l, const struct trace_event *ev)
 		}
 		if (!nc)
 			return -ENOMEM;
-		if (c)
+		if (c) {
+			trace__chunk_count(c, l->plane);
 			c->next = nc;
+		}
 		else
 			l->head = nc;
 		l->tail = c = nc;
 	}
-	c->ev[c->n] = *ev;
-	chunk_account(c, l->plane, c->n++);
+	c->ev[c->n++] = *ev;
+	/* Count as the records are written, a batch at a time while they are
+	 * still in the cache: the encoder is then left the last few. */
+	if ((c->n & (COUNT_BATCH - 1)) == 0)
+		trace__chunk_count(c, l->plane);
+	end = trace_end_ns(ev->start_ns, ev->dur_ns); /* saturates: dur_ns is hostile */
+	if (end > c->max_end_ns)
+		c->max_end_ns = end;
 	l->count++;
 	t->n_events++;
 	return 0;
@@ -847,20 +874,21 @@ uint64_t trace_line_filter(struct trace_line *l, bool (*keep)(const struct trace
 	for (struct trace_chunk *c = l->head; c; c = c->next) {
 		uint32_t w = 0;
 
-		/* recounted from what is kept */
-		c->max_end_ns = INT64_MIN;
-		c->body_bytes = 0;
-		c->max_body = 0;
-		c->unsorted = false;
-		c->neg_dur = false;
+		int64_t max_end = INT64_MIN;
+
 		for (uint32_t r = 0; r < c->n; r++) {
 			if (!keep(&c->ev[r], ud))
 				continue;
 			c->ev[w] = c->ev[r];
-			chunk_account(c, l->plane, w++);
+			max_end = MAX(max_end, trace_end_ns(c->ev[w].start_ns, c->ev[w].dur_ns));
+			w++;
 		}
 		gone += c->n - w;
 		c->n = w;
+		/* counted again from what is kept */
+		chunk_reset_sums(c);
+		c->max_end_ns = max_end;
+		trace__chunk_count(c, l->plane);
 	}
 	l->count -= gone;
 	l->plane->trace->n_events -= gone;

@@ -418,10 +418,11 @@ const struct trace_event *trace_iter_next(struct trace_iter *it);
 struct trace_chunk {
 	struct trace_chunk *next;
 	uint32_t n, cap;
-	int64_t max_end_ns;
-	/* Kept by whoever stores records (trace_line_append(),
-	 * trace_line_filter(), the encoder's merge) for the encoder's whole-
-	 * chunk path: */
+	int64_t max_end_ns;  /* the latest end (saturated), kept by every writer */
+	/* Sums over records [0, @counted) (trace__chunk_count(): when the
+	 * chunk is full, when filtered, by the encoder for the rest), for the
+	 * encoder's whole-chunk path: */
+	uint32_t counted;
 	uint64_t body_bytes; /* sum of trace_event_body_bytes() at the stored durations */
 	uint32_t max_body;   /* the largest of them */
 	bool unsorted;       /* some record precedes the one before it (trace_event_cmp()) */
@@ -431,4 +432,5 @@ struct trace_chunk {
 	struct trace_event ev[];
 };
 struct trace_chunk *trace__chunk_new(uint32_t cap);
+void trace__chunk_count(struct trace_chunk *c, const struct trace_plane *p);
 void trace__chunk_free(struct trace_chunk *c);

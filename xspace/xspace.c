@@ -186,6 +186,7 @@ static int coalesce(struct trace_line *l)
 		one->neg_dur |= c->neg_dur;
 		trace__chunk_free(c);
 	}
+	one->counted = one->n; /* plan_chunk() counted every chunk first */
 	qsort(one->ev, one->n, sizeof(one->ev[0]), ev_cmp);
 	l->head = l->tail = one;
 	return 0;
@@ -203,6 +204,8 @@ static void plan_chunk(const struct trace_plane *p, struct trace_chunk *c, struc
 	uint64_t n_in = 0, clamped = 0;
 	bool sorted = true;
 
+	if (c->counted < c->n)
+		trace__chunk_count(c, p);
 	if (chunk_whole(c, win, &osize, &body)) {
 		lp->body += body;
 		lp->n_in += c->n;
