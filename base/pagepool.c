@@ -42,12 +42,11 @@ static void *map_fresh(size_t len)
 
 	if (p == MAP_FAILED)
 		return NULL;
-#ifdef MADV_HUGEPAGE
-	/* Big mappings are written front to back: huge pages save a fault per
-	 * 4 KiB and add at most one partly used huge page. */
-	if (len >= PAGEPOOL_BIG)
-		(void)madvise(p, len, MADV_HUGEPAGE);
-#endif
+	/* No MADV_HUGEPAGE: it saves 511 faults per 2 MiB, but on the VMs
+	 * measured a fresh huge page costs far more to zero than 512 small
+	 * ones (the host backs it anew): profd CPU per million events of a
+	 * capture into fresh pages 0.315 s with the hint, 0.22 s without
+	 * (bench/RESULTS.md, "Capture tail"). */
 	return p;
 }
 
@@ -90,9 +89,6 @@ void *pagepool_get(size_t want, size_t *ret_len)
 		if (p != MAP_FAILED) {
 			r.p = p;
 			r.len = want;
-#ifdef MADV_HUGEPAGE
-			(void)madvise(p, want, MADV_HUGEPAGE);
-#endif
 		} else {
 			munmap(grow.p, grow.len);
 		}

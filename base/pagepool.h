@@ -32,8 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* From this size on, a mapping is "big": it may be grown by mremap() and
- * gets the transparent huge page hint. */
+/* From this size on, a mapping is "big": it may be grown by mremap(). */
 #define PAGEPOOL_BIG ((size_t)8 << 20)
 
 /* A mapping of at least @want bytes (*@ret_len: its real length, to pass to
