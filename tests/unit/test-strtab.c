@@ -65,4 +65,32 @@ TEST(strtab_copy_is_independent)
 	strtab_free(&b);
 }
 
+/* Every length the hash reads differently (pieces under 8 bytes, an
+ * overlapping last word, one or two lanes) and a change at every position
+ * of each: all distinct, each found again. */
+TEST(strtab_every_length_and_position)
+{
+	struct strtab t;
+	char s[70];
+	int64_t ids[70][70];
+
+	strtab_init(&t, 0);
+	for (size_t len = 1; len < sizeof(s); len++)
+		for (size_t pos = 0; pos < len; pos++) {
+			memset(s, 'a', len);
+			s[pos] = 'b';
+			ids[len][pos] = strtab_intern(&t, s, len);
+			ASSERT_TRUE(ids[len][pos] > 0);
+		}
+	ASSERT_EQ(t.n, (sizeof(s) - 1) * sizeof(s) / 2);
+	for (size_t len = 1; len < sizeof(s); len++)
+		for (size_t pos = 0; pos < len; pos++) {
+			memset(s, 'a', len);
+			s[pos] = 'b';
+			ASSERT_EQ(strtab_find(&t, s, len), ids[len][pos]);
+			ASSERT_EQ(strtab_intern(&t, s, len), ids[len][pos]);
+		}
+	strtab_free(&t);
+}
+
 TEST_MAIN()
