@@ -35,6 +35,7 @@
 #include "agent-nvtx.h"
 #include "agent-pm.h"
 #include "gpu-peaks.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
@@ -538,21 +539,11 @@ static struct agent_map_dev *dev_of(struct agent_src *s, uint32_t d)
 }
 
 /* A hash over the key's bytes (the key is zeroed first, so padding is 0):
- * 8 bytes a step, as a kernel record is the hot path. */
+ * a kernel record is the hot path, and the key's size is constant, so
+ * base/hash.h compiles to straight-line code. */
 static uint64_t kshape_hash(const struct kshape *k)
 {
-	const unsigned char *b = (const unsigned char *)k;
-	uint64_t h = 0, w;
-	size_t i;
-
-	for (i = 0; i + sizeof(w) <= sizeof(*k); i += sizeof(w)) {
-		memcpy(&w, b + i, sizeof(w));
-		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-		h ^= h >> 29;
-	}
-	for (; i < sizeof(*k); i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
-	return h ^ (h >> 32);
+	return hash_bytes64(k, sizeof(*k));
 }
 
 static void put_kernel(struct agent_src *s, const struct agent_rec_kernel *r)
