@@ -4,13 +4,15 @@
  *
  * DESIGN
  * ------
- * No protobuf object per event: the writer walks the compact records twice.
- * Pass 1 sorts each chunk in place (skipped when already sorted, the common
- * case), checks whether the chunks of a line follow each other in time, and
- * computes every message's exact size. The output is then allocated once,
- * at its final size, and pass 2 writes it front to back; each chunk is freed
- * as soon as its last record is written, so the records and the output are
- * not both held in full.
+ * No protobuf object per event. Pass 1 computes every message's exact
+ * size: a chunk the window takes whole (sorted, inside the window, nothing
+ * to shorten; most chunks) from the sums the store keeps while records
+ * arrive (struct trace_chunk), any other chunk by reading its records,
+ * sorting it in place if it is not sorted yet. It also checks whether the
+ * chunks of a line follow each other in time. The output is then allocated
+ * once, at its final size, and pass 2 writes it front to back (whole chunks
+ * without per-record window checks); each chunk is freed as soon as its
+ * last record is written.
  *
  * What it writes (reference/protocol.md §4): every plane of the snapshot with
  * its lines, metadata maps and plane stats; line timestamp_ns 0 relative to
