@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "base/timeutil.h"
 #include "nvml-internal.h"
@@ -550,6 +551,8 @@ void nvml_sampler_main(void *arg)
 	uint64_t epoch = 0, tick = 0, period = NSEC_PER_SEC / nv->hz;
 	uint64_t deliver_every = MAX(1u, nv->hz / 10);
 	int64_t next = 0;
+
+	(void)prctl(PR_SET_NAME, "profd-nvml"); /* for `top -H` */
 
 	uv_mutex_lock(&nv->lock);
 	for (;;) {

@@ -27,6 +27,7 @@
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -171,6 +172,8 @@ static void cq_thread_main(void *arg)
 {
 	struct rpc_server *s = arg;
 
+	/* named for `top -H` and bench/agent-stream's CPU per thread */
+	(void)prctl(PR_SET_NAME, "profd-cq");
 	for (;;) {
 		grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 
