@@ -82,7 +82,7 @@ class Config(unittest.TestCase):
             "proc-root": ["/srv/proc-fixture"], "sys-root": ["/srv/sys-fixture"], "nvml-library": ["/opt/libnvml.so"],
             "step-pattern": ["my_step,iter.x"], "log-level": ["debug"],
             "pm-sample": ["sm__cycles_active.avg,dram__throughput"], "pm-sample-interval": ["250"],
-            "pm-sample-buffer": ["128"],
+            "pm-sample-buffer": ["128"], "idle-trim": ["no"],
         }
         self.assertEqual(sorted(given), sorted(self.default_keys()), "the test names every key")
         text = "".join(f"{k} = {v}\n" for k, vs in given.items() for v in vs)
