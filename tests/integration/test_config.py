@@ -125,6 +125,7 @@ class Config(unittest.TestCase):
             ("max-sessions = 0\n", 1, "expected 1-1024"),
             ("\n\nmax-request-size = 1G\n", 3, "max-request-size"),
             ("log-level = loud\n", 1, "expected err, warn, notice, info or debug"),
+            ("idle-trim = maybe\n", 1, "invalid value \"maybe\" for idle-trim: expected yes or no"),
             ("max-sessions 4\n", 1, "expected \"key = value\""),
             ("listen = nowhere\n", 1, "HOST:PORT"),
             ("allow-from = 10.1.2.3/8\n", 1, "bits are set after the prefix"),
