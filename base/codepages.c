@@ -201,7 +201,9 @@ int codepages_trim(size_t *ret_bytes)
 	if (r < 0)
 		return r;
 	/* A segment madvise() refuses (a locked mapping) is skipped; the
-	 * others are still trimmed. */
+	 * others are still trimmed. dl_iterate_phdr() holds the loader's lock
+	 * meanwhile (about a millisecond): a thread that dlopen()s or unwinds
+	 * a C++ exception waits that long; nothing here calls the loader. */
 	dl_iterate_phdr(on_object, &w);
 	close(w.t.fd);
 	if (ret_bytes)
