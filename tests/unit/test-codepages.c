@@ -74,7 +74,7 @@ static void touch(const volatile uint8_t *p, size_t len)
  * 'a' + i throughout; every page resident. */
 static uint8_t *map_file(void)
 {
-	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : P_tmpdir;
 	char path[4096];
 	uint8_t *buf, *p;
 	int fd;
