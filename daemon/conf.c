@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h> /* strcasecmp() */
 
 #include "base/log.h"
 #include "base/parse.h"
@@ -41,6 +42,7 @@ enum conf_type {
 	T_LEVEL, /* err, warn, notice, info, debug */
 	T_MODE,  /* octal permission bits */
 	T_GROUP, /* group name or gid; empty = unset */
+	T_BOOL,  /* yes or no (also true/false, on/off, 1/0); a bool field */
 	T_LISTEN, T_CIDR, T_DIR, T_USER, /* repeatable: one value per flag or line */
 };
 
@@ -163,6 +165,11 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 		"load NVML from PATH (testing; empty: libnvidia-ml.so.1)", F(nvml_library)},
 	[CONF_LOG_LEVEL] = {"log-level", "LEVEL", T_LEVEL, 0, 0, "info", true, NULL,
 		"err, warn, notice, info or debug", F(log_level)},
+	[CONF_IDLE_TRIM] = {"idle-trim", "yes|no", T_BOOL, 0, 0, "yes", true, NULL,
+		"when idle (4 s after the last reply, and once after start-up), also unmap the clean "
+		"code and read-only data pages of profd and its libraries: they stay in the page cache "
+		"and what runs again is faulted back, so an idle profd holds less RSS and PSS "
+		"(docs/architecture.md, Idle footprint)", F(idle_trim)},
 };
 
 _Static_assert(CONF_N_KEYS <= 64, "struct profd_conf.set has one bit per key");
@@ -232,6 +239,19 @@ int conf_resolve_user(const char *v, uid_t *ret)
 		return -ENOENT;
 	*ret = pw->pw_uid;
 	return 0;
+}
+
+static int parse_bool(const char *v, bool *ret)
+{
+	static const char *const yes[] = {"yes", "true", "on", "1"}, *const no[] = {"no", "false", "off", "0"};
+
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (strcasecmp(v, yes[i]) == 0 || strcasecmp(v, no[i]) == 0) {
+			*ret = strcasecmp(v, yes[i]) == 0;
+			return 0;
+		}
+	}
+	return -EINVAL;
 }
 
 /* "65536", "64K", "1M" (powers of 1024). */
@@ -334,6 +354,7 @@ static const char *bounds(const struct conf_row *r, char *buf, size_t size)
 		break;
 	case T_PATH: snprintf(buf, size, "a non-empty path"); break;
 	case T_LEVEL: snprintf(buf, size, "err, warn, notice, info or debug"); break;
+	case T_BOOL: snprintf(buf, size, "yes or no"); break;
 	case T_MODE:
 		snprintf(buf, size, "octal permission bits up to 0777 that let someone write (0666, 0660, 0600)");
 		break;
@@ -425,6 +446,7 @@ int conf_set(struct profd_conf *c, size_t key, const char *v, char *why, size_t 
 		break;
 	}
 	case T_LEVEL: e = log_parse_level(v, (int *)p) < 0 ? -EINVAL : 0; break;
+	case T_BOOL: e = parse_bool(v, (bool *)p); break;
 	case T_MODE: e = parse_mode(v, (uint32_t *)p); break;
 	case T_PATH:
 		e = *v ? set_str((char **)p, v) : -EINVAL;
@@ -529,6 +551,7 @@ static size_t value_size(enum conf_type t)
 	case T_U32: case T_MODE: return sizeof(uint32_t);
 	case T_U64: case T_DUR: case T_SIZE: case T_USEC: return sizeof(uint64_t);
 	case T_LEVEL: return sizeof(int);
+	case T_BOOL: return sizeof(bool);
 	default: return 0;
 	}
 }
@@ -607,6 +630,7 @@ const char *conf_format(const struct profd_conf *c, size_t key, char *buf, size_
 	case T_SIZE: fmt_size(*(const uint64_t *)p, buf, size); break;
 	case T_USEC: fmt_usec(*(const uint64_t *)p, buf, size); break;
 	case T_MODE: snprintf(buf, size, "%04" PRIo32, *(const uint32_t *)p); break;
+	case T_BOOL: snprintf(buf, size, "%s", *(const bool *)p ? "yes" : "no"); break;
 	case T_LEVEL: {
 		int l = *(const int *)p;
 

@@ -56,6 +56,7 @@ struct profd_conf {
 	uint64_t pm_sample_interval_us;
 	uint32_t pm_sample_buffer_mb;
 	int log_level;
+	bool idle_trim;                    /* unmap clean code pages when idle (session.c) */
 	uint64_t set;                      /* bit i: key i was given (flag or file line) */
 };
 
@@ -68,7 +69,7 @@ enum conf_key {
 	CONF_TOKEN_FILE, CONF_AGENT_SOCKET_MODE, CONF_AGENT_SOCKET_GROUP, CONF_AGENT_ALLOW_UID,
 	CONF_HOST_SAMPLE_HZ, CONF_NVML_SAMPLE_HZ, CONF_AGENT_SOCKET, CONF_FLUSH_TIMEOUT, CONF_STEP_PATTERN,
 	CONF_PM_SAMPLE, CONF_PM_SAMPLE_INTERVAL, CONF_PM_SAMPLE_BUFFER,
-	CONF_HOSTNAME, CONF_PROC_ROOT, CONF_SYS_ROOT, CONF_NVML_LIBRARY, CONF_LOG_LEVEL,
+	CONF_HOSTNAME, CONF_PROC_ROOT, CONF_SYS_ROOT, CONF_NVML_LIBRARY, CONF_LOG_LEVEL, CONF_IDLE_TRIM,
 	CONF_N_KEYS
 };
 

@@ -279,6 +279,7 @@ static void apply_reloadable(struct daemon *d)
 	log_max_level = cfg.log_level;
 	agent_nvtx_set_step_patterns(cfg.step_pattern);
 	session_mgr_set_limits(d->mgr, cfg.max_sessions, cfg.flush_timeout_ms);
+	session_mgr_set_idle_trim(d->mgr, cfg.idle_trim);
 	{
 		struct agent_opts gpu;
 
@@ -506,6 +507,7 @@ int main(int argc, char **argv)
 		.max_events = cfg.max_events,
 		.max_bytes = cfg.max_bytes,
 		.flush_timeout_ms = cfg.flush_timeout_ms,
+		.idle_trim = cfg.idle_trim,
 	};
 	struct service_cfg scfg = {
 		.hostname = hostname,

@@ -10,6 +10,7 @@
 #include <malloc.h>
 #endif
 
+#include "base/codepages.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/pagepool.h"
@@ -27,7 +28,12 @@
  *   - once no window is open and nothing is handed out (the last reply has
  *     been sent), the pool is released after POOL_IDLE_RELEASE_MS, and
  *     malloc_trim() returns the heap's free pages: the idle daemon stays
- *     small. The timer then stops (an idle daemon does not wake up).
+ *     small. The timer then stops (an idle daemon does not wake up);
+ *   - with idle-trim (the default) the same idle moment also unmaps the
+ *     clean code and read-only data pages of profd and its libraries
+ *     (base/codepages.h): most of an idle daemon's RSS is gRPC's, TLS's and
+ *     the C++ runtime's text touched once. The timer is armed at start-up
+ *     too, so that the first idle period drops what start-up ran.
  */
 #define POOL_TICK_OPEN_MS 100
 #define POOL_TICK_IDLE_MS 1000
@@ -74,6 +80,7 @@ struct session_mgr {
 	uv_timer_t pool_timer;           /* see POOL_TICK_OPEN_MS */
 	int64_t pool_idle_since;         /* CLOCK_MONOTONIC; 0: in use */
 	struct prefault_job *prefault;   /* on a worker, at most one */
+	unsigned code_trims;             /* idle periods that unmapped code pages */
 };
 
 struct prefault_job {
@@ -261,6 +268,23 @@ static void prefault_ahead(struct session_mgr *m)
 	m->prefault = j;
 }
 
+/* Last of the idle steps: what start-up (the first time) or the last
+ * captures ran, unmapped; it refaults from the page cache when it runs
+ * again. The loop thread's own call: gRPC's and libuv's threads may be
+ * executing the unmapped code meanwhile, which is safe (codepages.h). */
+static void trim_code_pages(struct session_mgr *m)
+{
+	size_t bytes = 0;
+	int r = codepages_trim(&bytes);
+
+	if (r < 0) {
+		(void)log_debug_errno(r, "idle: code pages left mapped%s", r == -EBUSY ? " (traced)" : "");
+		return;
+	}
+	log_debug("idle: %zu KiB of %scode pages unmapped (clean text and read-only data; the page "
+		  "cache keeps them)", bytes / 1024, m->code_trims++ ? "" : "start-up ");
+}
+
 static void pool_tick(uv_timer_t *t)
 {
 	struct session_mgr *m = t->data;
@@ -284,6 +308,8 @@ static void pool_tick(uv_timer_t *t)
 	malloc_trim(0);
 #endif
 	log_debug("idle: page pool (%zu bytes) and free heap returned to the kernel", st.cached);
+	if (m->cfg.idle_trim)
+		trim_code_pages(m);
 	uv_timer_stop(t);
 }
 
@@ -471,6 +497,8 @@ int session_mgr_new(uv_loop_t *loop, const struct session_mgr_cfg *cfg,
 	uv_timer_init(loop, &m->pool_timer);
 	m->pool_timer.data = m;
 	uv_unref((uv_handle_t *)&m->pool_timer);
+	/* The first idle period returns what start-up used (and stops). */
+	pool_timer_set(m, POOL_TICK_IDLE_MS);
 	*ret = m;
 	return 0;
 }
@@ -574,6 +602,7 @@ void session_mgr_set_limits(struct session_mgr *m, uint32_t max_sessions, uint64
 	m->cfg.flush_timeout_ms = flush_timeout_ms;
 }
 void session_mgr_set_gpu_default(struct session_mgr *m, const struct agent_opts *gpu) { m->cfg.gpu = *gpu; }
+void session_mgr_set_idle_trim(struct session_mgr *m, bool on) { m->cfg.idle_trim = on; }
 struct collector_set *session_mgr_collectors(struct session_mgr *m) { return m->collectors; }
 
 static void on_collectors_closed(void *userdata)

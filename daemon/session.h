@@ -46,6 +46,7 @@ struct session_mgr_cfg {
 	uint64_t max_bytes;        /* record bytes of the hub and its snapshots; 0: no limit */
 	uint64_t flush_timeout_ms; /* how long a close waits for collectors */
 	struct agent_opts gpu;     /* a window's GPU options when its params give none */
+	bool idle_trim;            /* unmap clean code pages when idle (session.c) */
 };
 
 struct session_params {
@@ -89,6 +90,8 @@ void session_mgr_set_limits(struct session_mgr *m, uint32_t max_sessions, uint64
 /* SIGHUP reload: the GPU options of windows whose request sets none, from
  * the next window on (open ones keep theirs). */
 void session_mgr_set_gpu_default(struct session_mgr *m, const struct agent_opts *gpu);
+/* SIGHUP reload: whether the next idle period unmaps code pages. */
+void session_mgr_set_idle_trim(struct session_mgr *m, bool on);
 struct collector_set *session_mgr_collectors(struct session_mgr *m);
 /* Fail every session with -ESHUTDOWN, close collectors; @cb when done. */
 void session_mgr_shutdown(struct session_mgr *m, void (*cb)(void *), void *userdata);

@@ -82,7 +82,7 @@ class Config(unittest.TestCase):
             "proc-root": ["/srv/proc-fixture"], "sys-root": ["/srv/sys-fixture"], "nvml-library": ["/opt/libnvml.so"],
             "step-pattern": ["my_step,iter.x"], "log-level": ["debug"],
             "pm-sample": ["sm__cycles_active.avg,dram__throughput"], "pm-sample-interval": ["250"],
-            "pm-sample-buffer": ["128"],
+            "pm-sample-buffer": ["128"], "idle-trim": ["no"],
         }
         self.assertEqual(sorted(given), sorted(self.default_keys()), "the test names every key")
         text = "".join(f"{k} = {v}\n" for k, vs in given.items() for v in vs)
@@ -125,6 +125,7 @@ class Config(unittest.TestCase):
             ("max-sessions = 0\n", 1, "expected 1-1024"),
             ("\n\nmax-request-size = 1G\n", 3, "max-request-size"),
             ("log-level = loud\n", 1, "expected err, warn, notice, info or debug"),
+            ("idle-trim = maybe\n", 1, "invalid value \"maybe\" for idle-trim: expected yes or no"),
             ("max-sessions 4\n", 1, "expected \"key = value\""),
             ("listen = nowhere\n", 1, "HOST:PORT"),
             ("allow-from = 10.1.2.3/8\n", 1, "bits are set after the prefix"),
