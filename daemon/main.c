@@ -343,6 +343,16 @@ static void on_sighup(uv_signal_t *h, int signum)
 	update_status(d);
 }
 
+/* The server's threads just ran their connection code (the self-check's
+ * own connection): let the idle path unmap it again (idle-trim). */
+static void on_selfcheck_answered(void *ud)
+{
+	struct daemon *d = ud;
+
+	if (!d->stopping && d->mgr)
+		session_mgr_idle_hint(d->mgr);
+}
+
 /*
  * gRPC stopped accepting connections (after an accept4() failure such as
  * EMFILE it never tries again) while everything else runs: exit non-zero,
@@ -590,7 +600,8 @@ int main(int argc, char **argv)
 		r = selfcheck_target(cfg.listen.v[0], first_port, &target);
 		if (r >= 0)
 			r = selfcheck_new(&d.loop, (struct sockaddr *)&target, cfg.self_check_ms,
-					  SELF_CHECK_FAILURES, on_selfcheck_failed, &d, &d.selfcheck);
+					  SELF_CHECK_FAILURES, on_selfcheck_failed, on_selfcheck_answered, &d,
+					  &d.selfcheck);
 		if (r < 0)
 			log_warn("self-check off: cannot connect to %s", cfg.listen.v[0]);
 	}

@@ -36,6 +36,7 @@ struct selfcheck {
 	int open; /* the timer and probes not yet closed */
 	struct probe *probe;
 	void (*failed)(void *);
+	void (*answered_cb)(void *);
 	void *ud;
 };
 
@@ -90,6 +91,8 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 	if (n > 0 || n == UV_EOF || n == UV_ECONNRESET) {
 		sc->answered = true;
 		sc->failures = 0;
+		if (sc->answered_cb)
+			sc->answered_cb(sc->ud);
 	}
 	probe_close(sc);
 }
@@ -172,7 +175,8 @@ static void timer_closed(uv_handle_t *h)
 }
 
 int selfcheck_new(uv_loop_t *loop, const struct sockaddr *target, uint64_t interval_ms,
-		  unsigned max_failures, void (*failed)(void *ud), void *ud, struct selfcheck **ret)
+		  unsigned max_failures, void (*failed)(void *ud), void (*answered)(void *ud), void *ud,
+		  struct selfcheck **ret)
 {
 	struct selfcheck *sc = calloc(1, sizeof(*sc));
 	size_t len = target->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
@@ -183,6 +187,7 @@ int selfcheck_new(uv_loop_t *loop, const struct sockaddr *target, uint64_t inter
 	memcpy(&sc->target, target, len);
 	sc->max_failures = max_failures ? max_failures : 1;
 	sc->failed = failed;
+	sc->answered_cb = answered;
 	sc->ud = ud;
 	sc->answered = true; /* nothing to judge before the first round */
 	uv_timer_init(loop, &sc->timer);

@@ -8,6 +8,9 @@
  * every interval and counts a round as passed when the server answers
  * (any bytes, or a close: both need an accept()). After @max_failures
  * rounds in a row without an answer it calls @failed once and stops.
+ * @answered (may be NULL) is called on each answered round: the server's
+ * threads just ran connection code, which the idle path may want to trim
+ * again (daemon/session.c).
  * [loop thread]
  */
 #pragma once
@@ -20,6 +23,7 @@ struct selfcheck;
 
 /* @target is copied. */
 int selfcheck_new(uv_loop_t *loop, const struct sockaddr *target, uint64_t interval_ms,
-		  unsigned max_failures, void (*failed)(void *ud), void *ud, struct selfcheck **ret);
+		  unsigned max_failures, void (*failed)(void *ud), void (*answered)(void *ud), void *ud,
+		  struct selfcheck **ret);
 /* Stop probing and close every handle; frees @sc once they are closed. */
 void selfcheck_free(struct selfcheck *sc);

@@ -603,6 +603,14 @@ void session_mgr_set_limits(struct session_mgr *m, uint32_t max_sessions, uint64
 }
 void session_mgr_set_gpu_default(struct session_mgr *m, const struct agent_opts *gpu) { m->cfg.gpu = *gpu; }
 void session_mgr_set_idle_trim(struct session_mgr *m, bool on) { m->cfg.idle_trim = on; }
+
+void session_mgr_idle_hint(struct session_mgr *m)
+{
+	/* A running timer already leads to the idle path (or a window is
+	 * open and its close re-arms it). */
+	if (m->cfg.idle_trim && !m->n_windows && !uv_is_active((uv_handle_t *)&m->pool_timer))
+		pool_timer_set(m, POOL_TICK_IDLE_MS);
+}
 struct collector_set *session_mgr_collectors(struct session_mgr *m) { return m->collectors; }
 
 static void on_collectors_closed(void *userdata)

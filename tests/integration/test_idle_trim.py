@@ -55,7 +55,8 @@ def capture(tc, d, session_id):
 @unittest.skipUnless(os.path.exists("/proc/self/smaps_rollup"), "no /proc/PID/smaps_rollup")
 class IdleTrim(unittest.TestCase):
     def test_start_up_code_is_unmapped_and_captures_still_work(self):
-        with T.Daemon() as d:
+        # No self-check here: its connections also lead to a trim (below).
+        with T.Daemon("--self-check", "0") as d:
             before = rollup(d.proc.pid)
             self.assertTrue(wait_log(d, TRIMMED, TRIM_WAIT_S), d.log())
             self.assertIn("of start-up code pages unmapped", d.log())
@@ -79,7 +80,7 @@ class IdleTrim(unittest.TestCase):
             path = os.path.join(tmp, "profd.conf")
             with open(path, "w") as f:
                 f.write("idle-trim = no\n")
-            with T.Daemon("--config", path) as d:
+            with T.Daemon("--config", path, "--self-check", "0") as d:
                 before = rollup(d.proc.pid)
                 self.assertTrue(wait_log(d, IDLE, TRIM_WAIT_S), d.log())
                 time.sleep(0.3)
@@ -95,6 +96,16 @@ class IdleTrim(unittest.TestCase):
                 capture(self, d, "reloaded")
                 self.assertTrue(wait_log(d, TRIMMED, TRIM_WAIT_S), d.log())
                 self.assertLess(rollup(d.proc.pid)["File"], after["File"] - MIN_DROP_KIB)
+
+    def test_self_check_connections_are_trimmed_again(self):
+        # Each self-check makes gRPC's threads run their connection code
+        # (megabytes of text): the idle path runs again after an answered
+        # round, with no capture at all.
+        with T.Daemon("--self-check", "1s") as d:
+            self.assertTrue(wait_log(d, "of start-up code pages unmapped", TRIM_WAIT_S), d.log())
+            self.assertTrue(T.wait_for(lambda: d.log().count(TRIMMED) >= 3, TRIM_WAIT_S), d.log())
+            self.assertNotIn("self-check: the server did not answer", d.log())
+            capture(self, d, "after-self-check-trims")
 
 
 if __name__ == "__main__":
