@@ -608,8 +608,12 @@ void session_mgr_idle_hint(struct session_mgr *m)
 {
 	/* A running timer already leads to the idle path (or a window is
 	 * open and its close re-arms it). */
-	if (m->cfg.idle_trim && !m->n_windows && !uv_is_active((uv_handle_t *)&m->pool_timer))
-		pool_timer_set(m, POOL_TICK_IDLE_MS);
+	if (!m->cfg.idle_trim || m->n_windows || uv_is_active((uv_handle_t *)&m->pool_timer))
+		return;
+	pool_timer_set(m, POOL_TICK_IDLE_MS);
+	/* Nothing to wait for but that connection's own teardown: the first
+	 * tick runs the idle path (if nothing is handed out meanwhile). */
+	m->pool_idle_since = mono_ns() - (int64_t)(POOL_IDLE_RELEASE_MS - POOL_TICK_IDLE_MS) * NSEC_PER_MSEC;
 }
 struct collector_set *session_mgr_collectors(struct session_mgr *m) { return m->collectors; }
 

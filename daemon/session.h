@@ -92,8 +92,8 @@ void session_mgr_set_limits(struct session_mgr *m, uint32_t max_sessions, uint64
 void session_mgr_set_gpu_default(struct session_mgr *m, const struct agent_opts *gpu);
 /* SIGHUP reload: whether the next idle period unmaps code pages. */
 void session_mgr_set_idle_trim(struct session_mgr *m, bool on);
-/* Code ran outside any capture (a self-check's connection): with idle-trim,
- * run the idle path again once the daemon has been idle for a while. */
+/* Code ran outside any capture (a self-check's connection): with idle-trim
+ * and no capture open, run the idle path again at the next tick. */
 void session_mgr_idle_hint(struct session_mgr *m);
 struct collector_set *session_mgr_collectors(struct session_mgr *m);
 /* Fail every session with -ESHUTDOWN, close collectors; @cb when done. */
