@@ -38,6 +38,7 @@
 #define POOL_TICK_OPEN_MS 100
 #define POOL_TICK_IDLE_MS 1000
 #define POOL_IDLE_RELEASE_MS 4000
+#define IDLE_HINT_MS 100 /* session_mgr_idle_hint() */
 /* XSpace bytes per device event: 53 for agent kernel records with their
  * correlation_id (bench/agent-stream), fewer for host events. */
 #define PREFAULT_BYTES_PER_EVENT 56
@@ -608,12 +609,15 @@ void session_mgr_idle_hint(struct session_mgr *m)
 {
 	/* A running timer already leads to the idle path (or a window is
 	 * open and its close re-arms it). */
-	if (!m->cfg.idle_trim || m->n_windows || uv_is_active((uv_handle_t *)&m->pool_timer))
+	if (!m->cfg.idle_trim || m->n_windows || m->shutting_down ||
+	    uv_is_active((uv_handle_t *)&m->pool_timer))
 		return;
-	pool_timer_set(m, POOL_TICK_IDLE_MS);
-	/* Nothing to wait for but that connection's own teardown: the first
-	 * tick runs the idle path (if nothing is handed out meanwhile). */
-	m->pool_idle_since = mono_ns() - (int64_t)(POOL_IDLE_RELEASE_MS - POOL_TICK_IDLE_MS) * NSEC_PER_MSEC;
+	/* Nothing to wait for but that connection's own teardown (the prober
+	 * has closed it; the server's side takes milliseconds): the first tick,
+	 * IDLE_HINT_MS from now, runs the idle path unless something is handed
+	 * out meanwhile. */
+	m->pool_idle_since = mono_ns() - (int64_t)POOL_IDLE_RELEASE_MS * NSEC_PER_MSEC;
+	uv_timer_start(&m->pool_timer, pool_tick, IDLE_HINT_MS, POOL_TICK_IDLE_MS);
 }
 struct collector_set *session_mgr_collectors(struct session_mgr *m) { return m->collectors; }
 

@@ -93,7 +93,7 @@ void session_mgr_set_gpu_default(struct session_mgr *m, const struct agent_opts 
 /* SIGHUP reload: whether the next idle period unmaps code pages. */
 void session_mgr_set_idle_trim(struct session_mgr *m, bool on);
 /* Code ran outside any capture (a self-check's connection): with idle-trim
- * and no capture open, run the idle path again at the next tick. */
+ * and no capture open, run the idle path again 100 ms from now. */
 void session_mgr_idle_hint(struct session_mgr *m);
 struct collector_set *session_mgr_collectors(struct session_mgr *m);
 /* Fail every session with -ESHUTDOWN, close collectors; @cb when done. */
