@@ -36,9 +36,20 @@ static void take(unsigned i, struct region *ret)
 	cache[i] = cache[--n_cached];
 }
 
+/*
+ * A big mapping is written in full soon after it is taken (the XSpace
+ * output at once, a pre-fault job page by page): MAP_POPULATE has the
+ * kernel allocate and zero its pages in one call instead of one trap per
+ * 4 KiB page, a third of the cost of a fresh output on the VMs measured
+ * (bench/RESULTS.md, "Capture tail", cold encode). Best effort: under
+ * memory pressure the kernel populates less and the rest faults as usual.
+ * Chunks of the store (below PAGEPOOL_BIG) fill gradually and are left to
+ * fault.
+ */
 static void *map_fresh(size_t len)
 {
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int flags = MAP_PRIVATE | MAP_ANONYMOUS | (len >= PAGEPOOL_BIG ? MAP_POPULATE : 0);
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags, -1, 0);
 
 	if (p == MAP_FAILED)
 		return NULL;
@@ -89,6 +100,14 @@ void *pagepool_get(size_t want, size_t *ret_len)
 		if (p != MAP_FAILED) {
 			r.p = p;
 			r.len = want;
+#ifdef MADV_POPULATE_WRITE
+			/* as map_fresh() does for a new mapping; Linux < 5.14
+			 * says EINVAL and the pages fault as usual */
+			uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+			uintptr_t from = ((uintptr_t)p + grow.len) & ~(pg - 1);
+
+			(void)madvise((void *)from, (uintptr_t)p + want - from, MADV_POPULATE_WRITE);
+#endif
 		} else {
 			munmap(grow.p, grow.len);
 		}

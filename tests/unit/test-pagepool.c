@@ -107,9 +107,26 @@ TEST(pagepool_grows_a_big_mapping_and_keeps_its_pages)
 	ASSERT_EQ(len, 24 * MIB);
 	ASSERT_EQ(p[0], 0x5a);
 	ASSERT_EQ(p[16 * MIB - 1], 0x5a);
+	ASSERT_TRUE(resident(p + 16 * MIB, 8 * MIB)); /* the new part is populated too */
 	pagepool_put(p, len);
 	pagepool_stats(&st);
 	ASSERT_EQ(st.cached, 24 * MIB);
+	pagepool_release();
+}
+
+/* A fresh big mapping is written in full right away (the XSpace output):
+ * it comes populated, one call instead of a fault per page. */
+TEST(pagepool_big_fresh_mappings_come_populated)
+{
+	size_t len;
+	uint8_t *p;
+
+	pagepool_release();
+	p = pagepool_get(12 * MIB, &len);
+	ASSERT_TRUE(p != NULL);
+	ASSERT_TRUE(resident(p, len));
+	ASSERT_EQ(p[len - 1], 0);
+	pagepool_put(p, len);
 	pagepool_release();
 }
 
