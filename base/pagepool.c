@@ -40,8 +40,9 @@ static void take(unsigned i, struct region *ret)
  * A big mapping is written in full soon after it is taken (the XSpace
  * output at once, a pre-fault job page by page): MAP_POPULATE has the
  * kernel allocate and zero its pages in one call instead of one trap per
- * 4 KiB page, a third of the cost of a fresh output on the VMs measured
- * (bench/RESULTS.md, "Capture tail", cold encode). Best effort: under
+ * 4 KiB page: bench/xspace-encode's cold encode (a fresh output) went from
+ * 29-33 to 22-24 ns per event on the VM measured (bench/RESULTS.md,
+ * "Capture tail, second round"). Best effort: under
  * memory pressure the kernel populates less and the rest faults as usual.
  * Chunks of the store (below PAGEPOOL_BIG) fill gradually and are left to
  * fault.
