@@ -166,7 +166,8 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 	[CONF_LOG_LEVEL] = {"log-level", "LEVEL", T_LEVEL, 0, 0, "info", true, NULL,
 		"err, warn, notice, info or debug", F(log_level)},
 	[CONF_IDLE_TRIM] = {"idle-trim", "yes|no", T_BOOL, 0, 0, "yes", true, NULL,
-		"when idle (4 s after the last reply, and once after start-up), also unmap the clean "
+		"when idle (4 s after the last reply, once after start-up, and after each answered "
+		"self-check: its connection runs gRPC code), also unmap the clean "
 		"code and read-only data pages of profd and its libraries: they stay in the page cache "
 		"and what runs again is faulted back, so an idle profd holds less RSS and PSS "
 		"(docs/architecture.md, Idle footprint)", F(idle_trim)},

@@ -37,9 +37,7 @@ static size_t chunk_bytes(uint32_t cap)
 	return sizeof(struct trace_chunk) + (size_t)cap * sizeof(struct trace_event);
 }
 
-/* Big chunks come from the page pool (base/pagepool.h): the next capture
- * reuses their resident pages instead of faulting in fresh ones, and the
- * pool returns them to the kernel once the daemon is idle. */
+/* The per-chunk sums (struct trace_chunk) for no records counted. */
 static void chunk_reset_sums(struct trace_chunk *c)
 {
 	c->counted = 0;
@@ -50,6 +48,9 @@ static void chunk_reset_sums(struct trace_chunk *c)
 	c->neg_dur = false;
 }
 
+/* Big chunks come from the page pool (base/pagepool.h): the next capture
+ * reuses their resident pages instead of faulting in fresh ones, and the
+ * pool returns them to the kernel once the daemon is idle. */
 struct trace_chunk *trace__chunk_new(uint32_t cap)
 {
 	size_t bytes = chunk_bytes(cap), map_len = 0;
@@ -685,9 +686,9 @@ int trace_line_append(struct trace_line *l, const struct trace_event *ev)
 		if (c) {
 			trace__chunk_count(c, l->plane);
 			c->next = nc;
-		}
-		else
+		} else {
 			l->head = nc;
+		}
 		l->tail = c = nc;
 	}
 	c->ev[c->n++] = *ev;
@@ -873,7 +874,6 @@ uint64_t trace_line_filter(struct trace_line *l, bool (*keep)(const struct trace
 
 	for (struct trace_chunk *c = l->head; c; c = c->next) {
 		uint32_t w = 0;
-
 		int64_t max_end = INT64_MIN;
 
 		for (uint32_t r = 0; r < c->n; r++) {

@@ -45,6 +45,7 @@
 
 #include "base/buf.h"
 #include "base/macro.h"
+#include "base/pbwire.h"
 #include "base/strtab.h"
 
 enum trace_stat_type {
@@ -227,14 +228,6 @@ static inline int trace_event_cmp(const struct trace_event *x, const struct trac
  * sorted chunk the window takes whole without reading its records.
  */
 
-/* A varint's bytes, without a loop (1..10). */
-static inline size_t trace_vsize(uint64_t v)
-{
-	unsigned bits = 64 - (unsigned)__builtin_clzll(v | 1);
-
-	return (bits * 9 + 64) >> 6; /* == ceil(bits / 7) for 1..64 */
-}
-
 /* The value stat's XEvent.stats entry (tag, length, body); XStat fields
  * 1-4 have one-byte tags. */
 static inline size_t trace_value_stat_bytes(const struct trace_event *e)
@@ -244,9 +237,9 @@ static inline size_t trace_value_stat_bytes(const struct trace_event *e)
 
 	if (type == TRACE_STAT_NONE)
 		return 0;
-	body = 1 + trace_vsize(TRACE_VSTAT_ID(e->vstat));
-	body += type == TRACE_STAT_DOUBLE ? 1 + 8 : 1 + trace_vsize(e->value);
-	return 1 + trace_vsize(body) + body;
+	body = 1 + pb_varint_size(TRACE_VSTAT_ID(e->vstat));
+	body += type == TRACE_STAT_DOUBLE ? 1 + 8 : 1 + pb_varint_size(e->value);
+	return 1 + pb_varint_size(body) + body;
 }
 
 /* An XEvent body's bytes other than its offset_ps field (tag included):
@@ -255,10 +248,10 @@ static inline size_t trace_value_stat_bytes(const struct trace_event *e)
 static inline size_t trace_event_body_bytes(const struct trace_plane *p, const struct trace_event *e,
 					    int64_t dur_ps)
 {
-	size_t n = 1 + trace_vsize(e->meta);
+	size_t n = 1 + pb_varint_size(e->meta);
 
 	if (dur_ps)
-		n += 1 + trace_vsize((uint64_t)dur_ps);
+		n += 1 + pb_varint_size((uint64_t)dur_ps);
 	if (e->statset)
 		n += p->statsets.ent[e->statset].len;
 	return n + trace_value_stat_bytes(e);

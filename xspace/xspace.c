@@ -74,8 +74,6 @@ static inline bool ev_before(const struct trace_event *x, const struct trace_eve
 	return trace_event_cmp(x, y) < 0;
 }
 
-#define vsize trace_vsize
-
 /* Places a record in the window (trace_clamp(): records are hostile, see
  * trace.h): TRACE_DROP when it starts outside, else its offset and its
  * (possibly shortened) duration in ps, both saturated. */
@@ -98,7 +96,7 @@ static inline enum trace_clamp_result place(const struct trace_event *e, const s
 static inline size_t event_body_size(const struct trace_plane *p, const struct trace_event *e,
 				     const struct ev_times *t)
 {
-	return 1 + vsize((uint64_t)t->off_ps) + trace_event_body_bytes(p, e, t->dur_ps);
+	return 1 + pb_varint_size((uint64_t)t->off_ps) + trace_event_body_bytes(p, e, t->dur_ps);
 }
 
 /*
@@ -106,12 +104,11 @@ static inline size_t event_body_size(const struct trace_plane *p, const struct t
  * starting in [start, cut), none shortened by trace_clamp() (no negative
  * duration, every end within its bound, none saturated), every offset_ps
  * of the same varint length and every body under 128 bytes (one-byte
- * lengths). Its bytes then follow from the store's sums (struct
- * trace_chunk) without reading the records: *@bytes, and *@osize the
- * offset varint's length. Most chunks of a capture are such chunks.
+ * lengths). Its bytes (*@bytes) then follow from the store's sums
+ * (struct trace_chunk) without reading the records. Most chunks of a
+ * capture are such chunks.
  */
-static inline bool chunk_whole(const struct trace_chunk *c, const struct win *win, size_t *osize,
-			       size_t *bytes)
+static inline bool chunk_whole(const struct trace_chunk *c, const struct win *win, size_t *bytes)
 {
 	int64_t first, last;
 	size_t o;
@@ -124,10 +121,11 @@ static inline bool chunk_whole(const struct trace_chunk *c, const struct win *wi
 		return false;
 	if (c->max_end_ns > win->limit || c->max_end_ns == INT64_MAX)
 		return false;
-	o = vsize((uint64_t)trace_ns_to_ps(trace_sat_sub(first, win->start)));
-	if (o != vsize((uint64_t)trace_ns_to_ps(trace_sat_sub(last, win->start))) || c->max_body + 1 + o >= 0x80)
+	o = pb_varint_size((uint64_t)trace_ns_to_ps(trace_sat_sub(first, win->start)));
+	if (o != pb_varint_size((uint64_t)trace_ns_to_ps(trace_sat_sub(last, win->start))))
 		return false;
-	*osize = o;
+	if (c->max_body + 1 + o >= 0x80)
+		return false;
 	/* per record: the entry's tag and one-byte length, offset tag and varint */
 	*bytes = c->body_bytes + (size_t)c->n * (3 + o);
 	return true;
@@ -200,13 +198,13 @@ static void plan_chunk(const struct trace_plane *p, struct trace_chunk *c, struc
 		       struct line_plan *lp)
 {
 	const struct trace_event *ev = c->ev;
-	size_t body = 0, osize;
+	size_t body = 0;
 	uint64_t n_in = 0, clamped = 0;
 	bool sorted = true;
 
 	if (c->counted < c->n)
 		trace__chunk_count(c, p);
-	if (chunk_whole(c, win, &osize, &body)) {
+	if (chunk_whole(c, win, &body)) {
 		lp->body += body;
 		lp->n_in += c->n;
 		return;
@@ -225,9 +223,9 @@ static void plan_chunk(const struct trace_plane *p, struct trace_chunk *c, struc
 			continue;
 		size_t eb = event_body_size(p, e, &t);
 
-		body += 1 + vsize(eb) + eb;
+		body += 1 + pb_varint_size(eb) + eb;
 		/* start is in [win->start, win->stop): the bucket is in range */
-		win->hist[((uint64_t)e->start_ns - (uint64_t)win->start) >> win->hist_shift] += 1 + vsize(eb) + eb;
+		win->hist[((uint64_t)e->start_ns - (uint64_t)win->start) >> win->hist_shift] += 1 + pb_varint_size(eb) + eb;
 		n_in++;
 		clamped += r == TRACE_CLAMPED;
 	}
@@ -360,7 +358,7 @@ static uint8_t *put_event(uint8_t *w, const struct trace_plane *p, const struct 
 		w[1] = (uint8_t)n;
 		return q;
 	}
-	size_t extra = vsize(n) - 1;
+	size_t extra = pb_varint_size(n) - 1;
 
 	memmove(body + extra, body, n);
 	pb_put_varint(w + 1, n);
@@ -382,7 +380,7 @@ static uint8_t *put_checked(uint8_t *w, uint8_t *end, const struct trace_plane *
 	eb = e->statset ? p->statsets.ent[e->statset].len : 0;
 	if (room < EVENT_MAX_FIXED + eb) {
 		eb = event_body_size(p, e, &t);
-		if (room < 1 + vsize(eb) + eb)
+		if (room < 1 + pb_varint_size(eb) + eb)
 			return NULL;
 	}
 	return put_event(w, p, e, &t);
@@ -408,7 +406,7 @@ static uint8_t *put_whole(uint8_t *w, uint8_t *end, const struct trace_plane *p,
 		if (_unlikely_((size_t)(end - w) < 2 + 0x7f)) {
 			size_t eb = event_body_size(p, e, &t);
 
-			if ((size_t)(end - w) < 1 + vsize(eb) + eb)
+			if ((size_t)(end - w) < 1 + pb_varint_size(eb) + eb)
 				return NULL;
 		}
 		w = put_event(w, p, e, &t);
@@ -427,9 +425,9 @@ static uint8_t *put_line_events(uint8_t *w, uint8_t *end, const struct trace_pla
 		struct trace_chunk *c = l->head, *n;
 
 		for (; c && w; c = n) {
-			size_t osize, bytes;
+			size_t bytes;
 
-			if (chunk_whole(c, win, &osize, &bytes))
+			if (chunk_whole(c, win, &bytes))
 				w = put_whole(w, end, p, c, win, bytes);
 			else
 				for (uint32_t i = 0; i < c->n && w; i++)
