@@ -70,7 +70,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cuda.h>
+#include "cuda-abi.h"
 
 #include "agent-conn.h"
 #include "agent-proto.h"

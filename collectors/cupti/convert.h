@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cupti_activity.h>
+#include "cupti-abi.h"
 
 #include "agent-proto.h"
 

@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cupti.h>
+#include "cupti-abi.h"
 
 /* Every CUPTI entry point the agent calls, and those it can do without:
  * cuptiSubscribe_v2 is CUDA 13's (12.x has cuptiSubscribe only), the

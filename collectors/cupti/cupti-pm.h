@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cupti-pm.h - CUPTI's PM sampling and profiler host declarations, for
- * C: the one place that includes them (see c-shim/string for why a target
- * that includes this needs that folder on its include path).
+ * cupti-pm.h - the CUPTI PM sampling and profiler host entry points the
+ * agent uses (declared in cupti-pm-abi.h).
  *
  * PM_FUNCS lists every entry point pmsample.c calls; they exist from CUDA
  * 12.6 on, and the agent looks them up in the loaded CUPTI at run time
@@ -10,12 +9,7 @@
  */
 #pragma once
 
-#include <cuda.h>
-#include <cupti.h>
-#include <cupti_pmsampling.h>
-#include <cupti_profiler_host.h>
-#include <cupti_profiler_target.h>
-#include <cupti_target.h>
+#include "cupti-pm-abi.h"
 
 #define PM_FUNCS(X)                                  \
 	X(cuptiDeviceGetChipName)                    \

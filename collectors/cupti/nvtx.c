@@ -24,9 +24,7 @@
 #include <unistd.h>
 #include <wchar.h>
 
-#define NVTX_NO_IMPL
-#include <nvtx3/nvToolsExt.h>
-
+#include "nvtx-abi.h"
 #include "nvtx.h"
 
 #define EXPORT __attribute__((visibility("default")))

@@ -7,9 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cupti_driver_cbid.h>
-#include <cupti_runtime_cbid.h>
-
 #include "convert.h"
 #include "harness.h"
 

@@ -69,10 +69,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cuda.h>
-#include <nvtx3/nvToolsExt.h>
-
+#include "cuda-abi.h"
 #include "fake-cupti.h"
+#include "nvtx-abi.h"
 
 /* ---- the loaded CUPTI, found like the driver finds a tool's ---------------- */
 

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda.h>
+#include "cuda-abi.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define N_DEV 2

@@ -44,8 +44,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cupti.h>
-
 #include "fake-cupti.h"
 #include "fake-pm.h"
 

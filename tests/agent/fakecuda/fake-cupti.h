@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <cupti.h>
+#include "cupti-abi.h"
 
 struct fakecupti_state {
 	bool subscribed;
