@@ -124,10 +124,9 @@ int agent_path_resolve(const char *exe, const char *env_path, struct agent_path 
 
 	if (!HAVE_CUPTI_AGENT) {
 		snprintf(ap->hint, sizeof(ap->hint),
-			 "this profd was built without " AGENT_SO " (CUPTI headers not found at build "
-			 "time, or -Dcupti=disabled: see docs/agent.md, \"Building the agent\"; meson's summary says where it "
-			 "looked); start the job with CUDA_INJECTION64_PATH=<path of a " AGENT_SO
-			 " built elsewhere from the same release>");
+			 "this profd was built without " AGENT_SO " (-Dcupti=disabled; the agent needs no "
+			 "CUDA to build: docs/agent.md, \"Building the agent\"); start the job with "
+			 "CUDA_INJECTION64_PATH=<path of a " AGENT_SO " from the same release>");
 		return 0;
 	}
 	if (in_build)

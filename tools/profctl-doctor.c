@@ -182,8 +182,9 @@ static void check_cupti(struct doctor *d)
 		free(copy);
 	}
 	report(d, d->have_driver ? V_FAIL : V_WARN,
-	       "the in-job agent needs CUPTI 12 or 13 for GPU kernels and copies: install NVIDIA's CUDA "
-	       "toolkit, or pip install nvidia-cuda-cupti-cu12 (CUDA 13: nvidia-cuda-cupti; PyTorch's "
+	       "the in-job agent uses the job's own CUPTI 12 or 13 at run time for GPU kernels and copies "
+	       "(none is needed to build it): install NVIDIA's CUDA toolkit, or in the job's Python "
+	       "environment pip install nvidia-cuda-cupti-cu12 (CUDA 13: nvidia-cuda-cupti; PyTorch's "
 	       "CUDA wheels bring it); Debian 12's libcupti11.8 is too old for the agent; then "
 	       "set CUDA_HOME or LD_LIBRARY_PATH to its directory",
 	       "CUPTI: libcupti.so not found (looked in $CUDA_HOME, /usr/local/cuda*, /usr/lib, "

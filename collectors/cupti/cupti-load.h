@@ -61,8 +61,8 @@
 
 /* Record layouts this agent reads. The fields it reads sit at the same
  * offsets in every struct version CUDA 12.0 to 13.x emits (Kernel5-10,
- * Memcpy4-6, MemcpyPtoP3-4, Memset3-4, Memory2-4, Overhead2-3: checked
- * against the 13.0 headers' deprecated definitions by test-agent-convert);
+ * Memcpy4-6, MemcpyPtoP3-4, Memset3-4, Memory3-4, Overhead2-3: checked
+ * against the 13.0 headers' deprecated definitions by test-cuda-abi);
  * only Overhead3 (13.0) adds overheadData, which the client frees. CUPTI
  * numbered 12.x v19 (12.0) to v28 (12.9 Update 1), 13.x as 13yyzz. */
 #define CUPTI_V12_MIN 19u

@@ -10,11 +10,115 @@
  *   V(ours, real, field)  a field of a CUDA 12.x record version @real that
  *                       the converter reads through the 13.0 layout @ours:
  *                       its offset and size must be the same in both.
- *                       (Memory2, older than CUDA 12, has no
- *                       memoryPoolConfig.utilizedSize: 12.x writes Memory3.)
  * A field or constant added to those headers is added here too.
  */
 #pragma once
+
+/* The fields a 13.0 record shares with its 12.x version, as the
+ * declarations share them (cupti-abi.h's CUPTI_*_FIELDS). */
+#define CUDA_ABI_KERNEL9_F(F, type) \
+	F(type, kind) \
+	F(type, cacheConfig) \
+	F(type, cacheConfig.both) \
+	F(type, cacheConfig.config) \
+	F(type, sharedMemoryConfig) \
+	F(type, registersPerThread) \
+	F(type, partitionedGlobalCacheRequested) \
+	F(type, partitionedGlobalCacheExecuted) \
+	F(type, start) \
+	F(type, end) \
+	F(type, completed) \
+	F(type, deviceId) \
+	F(type, contextId) \
+	F(type, streamId) \
+	F(type, gridX) \
+	F(type, gridY) \
+	F(type, gridZ) \
+	F(type, blockX) \
+	F(type, blockY) \
+	F(type, blockZ) \
+	F(type, staticSharedMemory) \
+	F(type, dynamicSharedMemory) \
+	F(type, localMemoryPerThread) \
+	F(type, localMemoryTotal) \
+	F(type, correlationId) \
+	F(type, gridId) \
+	F(type, name) \
+	F(type, reserved0) \
+	F(type, queued) \
+	F(type, submitted) \
+	F(type, launchType) \
+	F(type, isSharedMemoryCarveoutRequested) \
+	F(type, sharedMemoryCarveoutRequested) \
+	F(type, padding) \
+	F(type, sharedMemoryExecuted) \
+	F(type, graphNodeId) \
+	F(type, shmemLimitConfig) \
+	F(type, graphId) \
+	F(type, pAccessPolicyWindow) \
+	F(type, channelID) \
+	F(type, channelType) \
+	F(type, clusterX) \
+	F(type, clusterY) \
+	F(type, clusterZ) \
+	F(type, clusterSchedulingPolicy) \
+	F(type, localMemoryTotal_v2) \
+	F(type, maxPotentialClusterSize) \
+	F(type, maxActiveClusters)
+#define CUDA_ABI_MEMCPY5_F(F, type) \
+	F(type, kind) \
+	F(type, copyKind) \
+	F(type, srcKind) \
+	F(type, dstKind) \
+	F(type, flags) \
+	F(type, bytes) \
+	F(type, start) \
+	F(type, end) \
+	F(type, deviceId) \
+	F(type, contextId) \
+	F(type, streamId) \
+	F(type, correlationId) \
+	F(type, runtimeCorrelationId) \
+	F(type, pad) \
+	F(type, reserved0) \
+	F(type, graphNodeId) \
+	F(type, graphId) \
+	F(type, channelID) \
+	F(type, channelType)
+#define CUDA_ABI_MEMORY3_F(F, type) \
+	F(type, kind) \
+	F(type, memoryOperationType) \
+	F(type, memoryKind) \
+	F(type, correlationId) \
+	F(type, address) \
+	F(type, bytes) \
+	F(type, timestamp) \
+	F(type, PC) \
+	F(type, processId) \
+	F(type, deviceId) \
+	F(type, contextId) \
+	F(type, streamId) \
+	F(type, name) \
+	F(type, isAsync) \
+	F(type, pad1) \
+	F(type, memoryPoolConfig) \
+	F(type, memoryPoolConfig.memoryPoolType) \
+	F(type, memoryPoolConfig.pad2) \
+	F(type, memoryPoolConfig.address) \
+	F(type, memoryPoolConfig.releaseThreshold) \
+	F(type, memoryPoolConfig.pool) \
+	F(type, memoryPoolConfig.pool.size) \
+	F(type, memoryPoolConfig.pool.processId) \
+	F(type, memoryPoolConfig.utilizedSize)
+#define CUDA_ABI_OVERHEAD2_F(F, type) \
+	F(type, kind) \
+	F(type, overheadKind) \
+	F(type, objectKind) \
+	F(type, objectId) \
+	F(type, start) \
+	F(type, end) \
+	F(type, correlationId) \
+	F(type, reserved0)
 
 #define CUDA_ABI_LIST(C, S, F, V) \
 	/* cuda-abi.h */ \
@@ -176,105 +280,11 @@
 	F(CUpti_ActivityAPI, correlationId) \
 	F(CUpti_ActivityAPI, returnValue) \
 	S(CUpti_ActivityKernel10) \
-	F(CUpti_ActivityKernel10, kind) \
-	F(CUpti_ActivityKernel10, cacheConfig) \
-	F(CUpti_ActivityKernel10, cacheConfig.both) \
-	F(CUpti_ActivityKernel10, cacheConfig.config) \
-	F(CUpti_ActivityKernel10, sharedMemoryConfig) \
-	F(CUpti_ActivityKernel10, registersPerThread) \
-	F(CUpti_ActivityKernel10, partitionedGlobalCacheRequested) \
-	F(CUpti_ActivityKernel10, partitionedGlobalCacheExecuted) \
-	F(CUpti_ActivityKernel10, start) \
-	F(CUpti_ActivityKernel10, end) \
-	F(CUpti_ActivityKernel10, completed) \
-	F(CUpti_ActivityKernel10, deviceId) \
-	F(CUpti_ActivityKernel10, contextId) \
-	F(CUpti_ActivityKernel10, streamId) \
-	F(CUpti_ActivityKernel10, gridX) \
-	F(CUpti_ActivityKernel10, gridY) \
-	F(CUpti_ActivityKernel10, gridZ) \
-	F(CUpti_ActivityKernel10, blockX) \
-	F(CUpti_ActivityKernel10, blockY) \
-	F(CUpti_ActivityKernel10, blockZ) \
-	F(CUpti_ActivityKernel10, staticSharedMemory) \
-	F(CUpti_ActivityKernel10, dynamicSharedMemory) \
-	F(CUpti_ActivityKernel10, localMemoryPerThread) \
-	F(CUpti_ActivityKernel10, localMemoryTotal) \
-	F(CUpti_ActivityKernel10, correlationId) \
-	F(CUpti_ActivityKernel10, gridId) \
-	F(CUpti_ActivityKernel10, name) \
-	F(CUpti_ActivityKernel10, reserved0) \
-	F(CUpti_ActivityKernel10, queued) \
-	F(CUpti_ActivityKernel10, submitted) \
-	F(CUpti_ActivityKernel10, launchType) \
-	F(CUpti_ActivityKernel10, isSharedMemoryCarveoutRequested) \
-	F(CUpti_ActivityKernel10, sharedMemoryCarveoutRequested) \
-	F(CUpti_ActivityKernel10, padding) \
-	F(CUpti_ActivityKernel10, sharedMemoryExecuted) \
-	F(CUpti_ActivityKernel10, graphNodeId) \
-	F(CUpti_ActivityKernel10, shmemLimitConfig) \
-	F(CUpti_ActivityKernel10, graphId) \
-	F(CUpti_ActivityKernel10, pAccessPolicyWindow) \
-	F(CUpti_ActivityKernel10, channelID) \
-	F(CUpti_ActivityKernel10, channelType) \
-	F(CUpti_ActivityKernel10, clusterX) \
-	F(CUpti_ActivityKernel10, clusterY) \
-	F(CUpti_ActivityKernel10, clusterZ) \
-	F(CUpti_ActivityKernel10, clusterSchedulingPolicy) \
-	F(CUpti_ActivityKernel10, localMemoryTotal_v2) \
-	F(CUpti_ActivityKernel10, maxPotentialClusterSize) \
-	F(CUpti_ActivityKernel10, maxActiveClusters) \
+	CUDA_ABI_KERNEL9_F(F, CUpti_ActivityKernel10) \
 	F(CUpti_ActivityKernel10, isDeviceLaunched) \
 	F(CUpti_ActivityKernel10, padding3) \
 	S(CUpti_ActivityKernel9) \
-	F(CUpti_ActivityKernel9, kind) \
-	F(CUpti_ActivityKernel9, cacheConfig) \
-	F(CUpti_ActivityKernel9, cacheConfig.both) \
-	F(CUpti_ActivityKernel9, cacheConfig.config) \
-	F(CUpti_ActivityKernel9, sharedMemoryConfig) \
-	F(CUpti_ActivityKernel9, registersPerThread) \
-	F(CUpti_ActivityKernel9, partitionedGlobalCacheRequested) \
-	F(CUpti_ActivityKernel9, partitionedGlobalCacheExecuted) \
-	F(CUpti_ActivityKernel9, start) \
-	F(CUpti_ActivityKernel9, end) \
-	F(CUpti_ActivityKernel9, completed) \
-	F(CUpti_ActivityKernel9, deviceId) \
-	F(CUpti_ActivityKernel9, contextId) \
-	F(CUpti_ActivityKernel9, streamId) \
-	F(CUpti_ActivityKernel9, gridX) \
-	F(CUpti_ActivityKernel9, gridY) \
-	F(CUpti_ActivityKernel9, gridZ) \
-	F(CUpti_ActivityKernel9, blockX) \
-	F(CUpti_ActivityKernel9, blockY) \
-	F(CUpti_ActivityKernel9, blockZ) \
-	F(CUpti_ActivityKernel9, staticSharedMemory) \
-	F(CUpti_ActivityKernel9, dynamicSharedMemory) \
-	F(CUpti_ActivityKernel9, localMemoryPerThread) \
-	F(CUpti_ActivityKernel9, localMemoryTotal) \
-	F(CUpti_ActivityKernel9, correlationId) \
-	F(CUpti_ActivityKernel9, gridId) \
-	F(CUpti_ActivityKernel9, name) \
-	F(CUpti_ActivityKernel9, reserved0) \
-	F(CUpti_ActivityKernel9, queued) \
-	F(CUpti_ActivityKernel9, submitted) \
-	F(CUpti_ActivityKernel9, launchType) \
-	F(CUpti_ActivityKernel9, isSharedMemoryCarveoutRequested) \
-	F(CUpti_ActivityKernel9, sharedMemoryCarveoutRequested) \
-	F(CUpti_ActivityKernel9, padding) \
-	F(CUpti_ActivityKernel9, sharedMemoryExecuted) \
-	F(CUpti_ActivityKernel9, graphNodeId) \
-	F(CUpti_ActivityKernel9, shmemLimitConfig) \
-	F(CUpti_ActivityKernel9, graphId) \
-	F(CUpti_ActivityKernel9, pAccessPolicyWindow) \
-	F(CUpti_ActivityKernel9, channelID) \
-	F(CUpti_ActivityKernel9, channelType) \
-	F(CUpti_ActivityKernel9, clusterX) \
-	F(CUpti_ActivityKernel9, clusterY) \
-	F(CUpti_ActivityKernel9, clusterZ) \
-	F(CUpti_ActivityKernel9, clusterSchedulingPolicy) \
-	F(CUpti_ActivityKernel9, localMemoryTotal_v2) \
-	F(CUpti_ActivityKernel9, maxPotentialClusterSize) \
-	F(CUpti_ActivityKernel9, maxActiveClusters) \
+	CUDA_ABI_KERNEL9_F(F, CUpti_ActivityKernel9) \
 	S(CUpti_ActivityCdpKernel) \
 	F(CUpti_ActivityCdpKernel, kind) \
 	F(CUpti_ActivityCdpKernel, cacheConfig) \
@@ -309,48 +319,12 @@
 	F(CUpti_ActivityCdpKernel, pad) \
 	F(CUpti_ActivityCdpKernel, name) \
 	S(CUpti_ActivityMemcpy6) \
-	F(CUpti_ActivityMemcpy6, kind) \
-	F(CUpti_ActivityMemcpy6, copyKind) \
-	F(CUpti_ActivityMemcpy6, srcKind) \
-	F(CUpti_ActivityMemcpy6, dstKind) \
-	F(CUpti_ActivityMemcpy6, flags) \
-	F(CUpti_ActivityMemcpy6, bytes) \
-	F(CUpti_ActivityMemcpy6, start) \
-	F(CUpti_ActivityMemcpy6, end) \
-	F(CUpti_ActivityMemcpy6, deviceId) \
-	F(CUpti_ActivityMemcpy6, contextId) \
-	F(CUpti_ActivityMemcpy6, streamId) \
-	F(CUpti_ActivityMemcpy6, correlationId) \
-	F(CUpti_ActivityMemcpy6, runtimeCorrelationId) \
-	F(CUpti_ActivityMemcpy6, pad) \
-	F(CUpti_ActivityMemcpy6, reserved0) \
-	F(CUpti_ActivityMemcpy6, graphNodeId) \
-	F(CUpti_ActivityMemcpy6, graphId) \
-	F(CUpti_ActivityMemcpy6, channelID) \
-	F(CUpti_ActivityMemcpy6, channelType) \
+	CUDA_ABI_MEMCPY5_F(F, CUpti_ActivityMemcpy6) \
 	F(CUpti_ActivityMemcpy6, isDeviceLaunched) \
 	F(CUpti_ActivityMemcpy6, pad2) \
 	F(CUpti_ActivityMemcpy6, copyCount) \
 	S(CUpti_ActivityMemcpy5) \
-	F(CUpti_ActivityMemcpy5, kind) \
-	F(CUpti_ActivityMemcpy5, copyKind) \
-	F(CUpti_ActivityMemcpy5, srcKind) \
-	F(CUpti_ActivityMemcpy5, dstKind) \
-	F(CUpti_ActivityMemcpy5, flags) \
-	F(CUpti_ActivityMemcpy5, bytes) \
-	F(CUpti_ActivityMemcpy5, start) \
-	F(CUpti_ActivityMemcpy5, end) \
-	F(CUpti_ActivityMemcpy5, deviceId) \
-	F(CUpti_ActivityMemcpy5, contextId) \
-	F(CUpti_ActivityMemcpy5, streamId) \
-	F(CUpti_ActivityMemcpy5, correlationId) \
-	F(CUpti_ActivityMemcpy5, runtimeCorrelationId) \
-	F(CUpti_ActivityMemcpy5, pad) \
-	F(CUpti_ActivityMemcpy5, reserved0) \
-	F(CUpti_ActivityMemcpy5, graphNodeId) \
-	F(CUpti_ActivityMemcpy5, graphId) \
-	F(CUpti_ActivityMemcpy5, channelID) \
-	F(CUpti_ActivityMemcpy5, channelType) \
+	CUDA_ABI_MEMCPY5_F(F, CUpti_ActivityMemcpy5) \
 	F(CUpti_ActivityMemcpy5, pad2) \
 	S(CUpti_ActivityMemcpyPtoP4) \
 	F(CUpti_ActivityMemcpyPtoP4, kind) \
@@ -395,75 +369,15 @@
 	F(CUpti_ActivityMemset4, isDeviceLaunched) \
 	F(CUpti_ActivityMemset4, pad2) \
 	S(CUpti_ActivityMemory4) \
-	F(CUpti_ActivityMemory4, kind) \
-	F(CUpti_ActivityMemory4, memoryOperationType) \
-	F(CUpti_ActivityMemory4, memoryKind) \
-	F(CUpti_ActivityMemory4, correlationId) \
-	F(CUpti_ActivityMemory4, address) \
-	F(CUpti_ActivityMemory4, bytes) \
-	F(CUpti_ActivityMemory4, timestamp) \
-	F(CUpti_ActivityMemory4, PC) \
-	F(CUpti_ActivityMemory4, processId) \
-	F(CUpti_ActivityMemory4, deviceId) \
-	F(CUpti_ActivityMemory4, contextId) \
-	F(CUpti_ActivityMemory4, streamId) \
-	F(CUpti_ActivityMemory4, name) \
-	F(CUpti_ActivityMemory4, isAsync) \
-	F(CUpti_ActivityMemory4, pad1) \
-	F(CUpti_ActivityMemory4, memoryPoolConfig) \
-	F(CUpti_ActivityMemory4, memoryPoolConfig.memoryPoolType) \
-	F(CUpti_ActivityMemory4, memoryPoolConfig.pad2) \
-	F(CUpti_ActivityMemory4, memoryPoolConfig.address) \
-	F(CUpti_ActivityMemory4, memoryPoolConfig.releaseThreshold) \
-	F(CUpti_ActivityMemory4, memoryPoolConfig.pool) \
-	F(CUpti_ActivityMemory4, memoryPoolConfig.pool.size) \
-	F(CUpti_ActivityMemory4, memoryPoolConfig.pool.processId) \
-	F(CUpti_ActivityMemory4, memoryPoolConfig.utilizedSize) \
+	CUDA_ABI_MEMORY3_F(F, CUpti_ActivityMemory4) \
 	F(CUpti_ActivityMemory4, source) \
 	S(CUpti_ActivityMemory3) \
-	F(CUpti_ActivityMemory3, kind) \
-	F(CUpti_ActivityMemory3, memoryOperationType) \
-	F(CUpti_ActivityMemory3, memoryKind) \
-	F(CUpti_ActivityMemory3, correlationId) \
-	F(CUpti_ActivityMemory3, address) \
-	F(CUpti_ActivityMemory3, bytes) \
-	F(CUpti_ActivityMemory3, timestamp) \
-	F(CUpti_ActivityMemory3, PC) \
-	F(CUpti_ActivityMemory3, processId) \
-	F(CUpti_ActivityMemory3, deviceId) \
-	F(CUpti_ActivityMemory3, contextId) \
-	F(CUpti_ActivityMemory3, streamId) \
-	F(CUpti_ActivityMemory3, name) \
-	F(CUpti_ActivityMemory3, isAsync) \
-	F(CUpti_ActivityMemory3, pad1) \
-	F(CUpti_ActivityMemory3, memoryPoolConfig) \
-	F(CUpti_ActivityMemory3, memoryPoolConfig.memoryPoolType) \
-	F(CUpti_ActivityMemory3, memoryPoolConfig.pad2) \
-	F(CUpti_ActivityMemory3, memoryPoolConfig.address) \
-	F(CUpti_ActivityMemory3, memoryPoolConfig.releaseThreshold) \
-	F(CUpti_ActivityMemory3, memoryPoolConfig.pool) \
-	F(CUpti_ActivityMemory3, memoryPoolConfig.pool.size) \
-	F(CUpti_ActivityMemory3, memoryPoolConfig.pool.processId) \
-	F(CUpti_ActivityMemory3, memoryPoolConfig.utilizedSize) \
+	CUDA_ABI_MEMORY3_F(F, CUpti_ActivityMemory3) \
 	S(CUpti_ActivityOverhead3) \
-	F(CUpti_ActivityOverhead3, kind) \
-	F(CUpti_ActivityOverhead3, overheadKind) \
-	F(CUpti_ActivityOverhead3, objectKind) \
-	F(CUpti_ActivityOverhead3, objectId) \
-	F(CUpti_ActivityOverhead3, start) \
-	F(CUpti_ActivityOverhead3, end) \
-	F(CUpti_ActivityOverhead3, correlationId) \
-	F(CUpti_ActivityOverhead3, reserved0) \
+	CUDA_ABI_OVERHEAD2_F(F, CUpti_ActivityOverhead3) \
 	F(CUpti_ActivityOverhead3, overheadData) \
 	S(CUpti_ActivityOverhead2) \
-	F(CUpti_ActivityOverhead2, kind) \
-	F(CUpti_ActivityOverhead2, overheadKind) \
-	F(CUpti_ActivityOverhead2, objectKind) \
-	F(CUpti_ActivityOverhead2, objectId) \
-	F(CUpti_ActivityOverhead2, start) \
-	F(CUpti_ActivityOverhead2, end) \
-	F(CUpti_ActivityOverhead2, correlationId) \
-	F(CUpti_ActivityOverhead2, reserved0) \
+	CUDA_ABI_OVERHEAD2_F(F, CUpti_ActivityOverhead2) \
 	S(CUpti_ActivityGraphTrace2) \
 	F(CUpti_ActivityGraphTrace2, kind) \
 	F(CUpti_ActivityGraphTrace2, correlationId) \
@@ -755,214 +669,78 @@
 	S(NvtxCallbackIdCore2) \
 	S(nvtxRangeId_t) \
 	/* CUDA 12.x record versions, read through the 13.0 layouts (convert.c) */ \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, kind) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, start) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, end) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, deviceId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, contextId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, streamId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, correlationId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, name) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, registersPerThread) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, staticSharedMemory) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, dynamicSharedMemory) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, gridX) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, gridY) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, gridZ) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, blockX) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, blockY) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, blockZ) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, graphId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, graphNodeId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, isSharedMemoryCarveoutRequested) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel5, sharedMemoryCarveoutRequested) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, kind) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, start) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, end) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, deviceId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, contextId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, streamId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, correlationId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, name) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, registersPerThread) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, staticSharedMemory) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, dynamicSharedMemory) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, gridX) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, gridY) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, gridZ) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, blockX) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, blockY) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, blockZ) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, graphId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, graphNodeId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, isSharedMemoryCarveoutRequested) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel6, sharedMemoryCarveoutRequested) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, kind) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, start) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, end) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, deviceId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, contextId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, streamId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, correlationId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, name) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, registersPerThread) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, staticSharedMemory) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, dynamicSharedMemory) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, gridX) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, gridY) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, gridZ) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, blockX) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, blockY) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, blockZ) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, graphId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, graphNodeId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, isSharedMemoryCarveoutRequested) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel7, sharedMemoryCarveoutRequested) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, kind) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, start) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, end) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, deviceId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, contextId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, streamId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, correlationId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, name) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, registersPerThread) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, staticSharedMemory) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, dynamicSharedMemory) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, gridX) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, gridY) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, gridZ) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, blockX) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, blockY) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, blockZ) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, graphId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, graphNodeId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, isSharedMemoryCarveoutRequested) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel8, sharedMemoryCarveoutRequested) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, kind) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, start) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, end) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, deviceId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, contextId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, streamId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, correlationId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, name) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, registersPerThread) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, staticSharedMemory) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, dynamicSharedMemory) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, gridX) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, gridY) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, gridZ) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, blockX) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, blockY) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, blockZ) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, graphId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, graphNodeId) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, isSharedMemoryCarveoutRequested) \
-	V(CUpti_ActivityKernel10, CUpti_ActivityKernel9, sharedMemoryCarveoutRequested) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy4, kind) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy4, start) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy4, end) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy4, deviceId) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy4, contextId) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy4, streamId) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy4, correlationId) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy4, bytes) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy4, copyKind) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy4, srcKind) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy4, dstKind) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy4, flags) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy4, graphId) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy4, graphNodeId) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy5, kind) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy5, start) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy5, end) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy5, deviceId) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy5, contextId) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy5, streamId) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy5, correlationId) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy5, bytes) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy5, copyKind) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy5, srcKind) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy5, dstKind) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy5, flags) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy5, graphId) \
-	V(CUpti_ActivityMemcpy6, CUpti_ActivityMemcpy5, graphNodeId) \
-	V(CUpti_ActivityMemcpyPtoP4, CUpti_ActivityMemcpyPtoP3, kind) \
-	V(CUpti_ActivityMemcpyPtoP4, CUpti_ActivityMemcpyPtoP3, start) \
-	V(CUpti_ActivityMemcpyPtoP4, CUpti_ActivityMemcpyPtoP3, end) \
-	V(CUpti_ActivityMemcpyPtoP4, CUpti_ActivityMemcpyPtoP3, deviceId) \
-	V(CUpti_ActivityMemcpyPtoP4, CUpti_ActivityMemcpyPtoP3, contextId) \
-	V(CUpti_ActivityMemcpyPtoP4, CUpti_ActivityMemcpyPtoP3, streamId) \
-	V(CUpti_ActivityMemcpyPtoP4, CUpti_ActivityMemcpyPtoP3, correlationId) \
-	V(CUpti_ActivityMemcpyPtoP4, CUpti_ActivityMemcpyPtoP3, bytes) \
-	V(CUpti_ActivityMemcpyPtoP4, CUpti_ActivityMemcpyPtoP3, srcKind) \
-	V(CUpti_ActivityMemcpyPtoP4, CUpti_ActivityMemcpyPtoP3, dstKind) \
-	V(CUpti_ActivityMemcpyPtoP4, CUpti_ActivityMemcpyPtoP3, dstDeviceId) \
-	V(CUpti_ActivityMemcpyPtoP4, CUpti_ActivityMemcpyPtoP3, flags) \
-	V(CUpti_ActivityMemcpyPtoP4, CUpti_ActivityMemcpyPtoP3, graphId) \
-	V(CUpti_ActivityMemcpyPtoP4, CUpti_ActivityMemcpyPtoP3, graphNodeId) \
-	V(CUpti_ActivityMemset4, CUpti_ActivityMemset3, kind) \
-	V(CUpti_ActivityMemset4, CUpti_ActivityMemset3, start) \
-	V(CUpti_ActivityMemset4, CUpti_ActivityMemset3, end) \
-	V(CUpti_ActivityMemset4, CUpti_ActivityMemset3, deviceId) \
-	V(CUpti_ActivityMemset4, CUpti_ActivityMemset3, contextId) \
-	V(CUpti_ActivityMemset4, CUpti_ActivityMemset3, streamId) \
-	V(CUpti_ActivityMemset4, CUpti_ActivityMemset3, correlationId) \
-	V(CUpti_ActivityMemset4, CUpti_ActivityMemset3, bytes) \
-	V(CUpti_ActivityMemset4, CUpti_ActivityMemset3, value) \
-	V(CUpti_ActivityMemset4, CUpti_ActivityMemset3, memoryKind) \
-	V(CUpti_ActivityMemset4, CUpti_ActivityMemset3, flags) \
-	V(CUpti_ActivityMemset4, CUpti_ActivityMemset3, graphId) \
-	V(CUpti_ActivityMemset4, CUpti_ActivityMemset3, graphNodeId) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory2, kind) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory2, memoryOperationType) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory2, memoryKind) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory2, timestamp) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory2, bytes) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory2, address) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory2, deviceId) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory2, contextId) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory2, isAsync) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory2, streamId) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory2, correlationId) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory2, memoryPoolConfig.memoryPoolType) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory2, memoryPoolConfig.pool.size) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory2, memoryPoolConfig.address) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory3, kind) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory3, memoryOperationType) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory3, memoryKind) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory3, timestamp) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory3, bytes) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory3, address) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory3, deviceId) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory3, contextId) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory3, isAsync) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory3, streamId) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory3, correlationId) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory3, memoryPoolConfig.memoryPoolType) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory3, memoryPoolConfig.pool.size) \
-	V(CUpti_ActivityMemory4, CUpti_ActivityMemory3, memoryPoolConfig.address) \
+	CUDA_ABI_KERNEL_READ(V, CUpti_ActivityKernel5) \
+	CUDA_ABI_KERNEL_READ(V, CUpti_ActivityKernel6) \
+	CUDA_ABI_KERNEL_READ(V, CUpti_ActivityKernel7) \
+	CUDA_ABI_KERNEL_READ(V, CUpti_ActivityKernel8) \
+	CUDA_ABI_KERNEL_READ(V, CUpti_ActivityKernel9) \
+	CUDA_ABI_MEMCPY_READ(V, CUpti_ActivityMemcpy4) \
+	CUDA_ABI_MEMCPY_READ(V, CUpti_ActivityMemcpy5) \
+	CUDA_ABI_PEER_READ(V, CUpti_ActivityMemcpyPtoP3) \
+	CUDA_ABI_MEMSET_READ(V, CUpti_ActivityMemset3) \
+	CUDA_ABI_MEMORY_READ(V, CUpti_ActivityMemory2) \
+	CUDA_ABI_MEMORY_READ(V, CUpti_ActivityMemory3) \
 	V(CUpti_ActivityMemory4, CUpti_ActivityMemory3, memoryPoolConfig.utilizedSize) \
-	V(CUpti_ActivityOverhead3, CUpti_ActivityOverhead2, kind) \
-	V(CUpti_ActivityOverhead3, CUpti_ActivityOverhead2, start) \
-	V(CUpti_ActivityOverhead3, CUpti_ActivityOverhead2, end) \
-	V(CUpti_ActivityOverhead3, CUpti_ActivityOverhead2, overheadKind) \
-	V(CUpti_ActivityOverhead3, CUpti_ActivityOverhead2, objectKind) \
-	V(CUpti_ActivityOverhead3, CUpti_ActivityOverhead2, objectId.pt.processId) \
-	V(CUpti_ActivityOverhead3, CUpti_ActivityOverhead2, objectId.pt.threadId) \
-	V(CUpti_ActivityOverhead3, CUpti_ActivityOverhead2, objectId.dcs.deviceId) \
-	V(CUpti_ActivityOverhead3, CUpti_ActivityOverhead2, objectId.dcs.contextId) \
-	V(CUpti_ActivityOverhead3, CUpti_ActivityOverhead2, objectId.dcs.streamId) \
-	V(CUpti_ActivityGraphTrace2, CUpti_ActivityGraphTrace, kind) \
-	V(CUpti_ActivityGraphTrace2, CUpti_ActivityGraphTrace, start) \
-	V(CUpti_ActivityGraphTrace2, CUpti_ActivityGraphTrace, end) \
-	V(CUpti_ActivityGraphTrace2, CUpti_ActivityGraphTrace, deviceId) \
-	V(CUpti_ActivityGraphTrace2, CUpti_ActivityGraphTrace, contextId) \
-	V(CUpti_ActivityGraphTrace2, CUpti_ActivityGraphTrace, streamId) \
-	V(CUpti_ActivityGraphTrace2, CUpti_ActivityGraphTrace, correlationId) \
-	V(CUpti_ActivityGraphTrace2, CUpti_ActivityGraphTrace, graphId) \
+	CUDA_ABI_OVERHEAD_READ(V, CUpti_ActivityOverhead2) \
+	CUDA_ABI_GRAPH_READ(V, CUpti_ActivityGraphTrace) \
 	/* end */
+
+/* The fields convert.c reads from each record kind, for V() above: the
+ * leading fields of every device record, then each kind's own. */
+#define CUDA_ABI_DEVICE_READ(V, ours, real)                                            \
+	V(ours, real, kind) V(ours, real, start) V(ours, real, end) V(ours, real, deviceId) \
+	V(ours, real, contextId) V(ours, real, streamId) V(ours, real, correlationId)
+#define CUDA_ABI_GRAPH_NODE_READ(V, ours, real) V(ours, real, graphId) V(ours, real, graphNodeId)
+#define CUDA_ABI_KERNEL_READ(V, real)                                                              \
+	CUDA_ABI_DEVICE_READ(V, CUpti_ActivityKernel10, real)                                     \
+	CUDA_ABI_GRAPH_NODE_READ(V, CUpti_ActivityKernel10, real)                                 \
+	V(CUpti_ActivityKernel10, real, name) V(CUpti_ActivityKernel10, real, registersPerThread) \
+	V(CUpti_ActivityKernel10, real, staticSharedMemory)                                       \
+	V(CUpti_ActivityKernel10, real, dynamicSharedMemory)                                      \
+	V(CUpti_ActivityKernel10, real, gridX) V(CUpti_ActivityKernel10, real, gridY)             \
+	V(CUpti_ActivityKernel10, real, gridZ) V(CUpti_ActivityKernel10, real, blockX)            \
+	V(CUpti_ActivityKernel10, real, blockY) V(CUpti_ActivityKernel10, real, blockZ)           \
+	V(CUpti_ActivityKernel10, real, isSharedMemoryCarveoutRequested)                          \
+	V(CUpti_ActivityKernel10, real, sharedMemoryCarveoutRequested)
+#define CUDA_ABI_MEMCPY_READ(V, real)                                                          \
+	CUDA_ABI_DEVICE_READ(V, CUpti_ActivityMemcpy6, real)                                  \
+	CUDA_ABI_GRAPH_NODE_READ(V, CUpti_ActivityMemcpy6, real)                              \
+	V(CUpti_ActivityMemcpy6, real, bytes) V(CUpti_ActivityMemcpy6, real, copyKind)        \
+	V(CUpti_ActivityMemcpy6, real, srcKind) V(CUpti_ActivityMemcpy6, real, dstKind)       \
+	V(CUpti_ActivityMemcpy6, real, flags)
+#define CUDA_ABI_PEER_READ(V, real)                                                                    \
+	CUDA_ABI_DEVICE_READ(V, CUpti_ActivityMemcpyPtoP4, real)                                      \
+	CUDA_ABI_GRAPH_NODE_READ(V, CUpti_ActivityMemcpyPtoP4, real)                                  \
+	V(CUpti_ActivityMemcpyPtoP4, real, bytes) V(CUpti_ActivityMemcpyPtoP4, real, srcKind)         \
+	V(CUpti_ActivityMemcpyPtoP4, real, dstKind) V(CUpti_ActivityMemcpyPtoP4, real, dstDeviceId)   \
+	V(CUpti_ActivityMemcpyPtoP4, real, flags)
+#define CUDA_ABI_MEMSET_READ(V, real)                                                          \
+	CUDA_ABI_DEVICE_READ(V, CUpti_ActivityMemset4, real)                                  \
+	CUDA_ABI_GRAPH_NODE_READ(V, CUpti_ActivityMemset4, real)                              \
+	V(CUpti_ActivityMemset4, real, bytes) V(CUpti_ActivityMemset4, real, value)           \
+	V(CUpti_ActivityMemset4, real, memoryKind) V(CUpti_ActivityMemset4, real, flags)
+/* memoryPoolConfig.utilizedSize is read too: Memory3 on (listed above). */
+#define CUDA_ABI_MEMORY_READ(V, real)                                                                 \
+	V(CUpti_ActivityMemory4, real, kind) V(CUpti_ActivityMemory4, real, memoryOperationType)     \
+	V(CUpti_ActivityMemory4, real, memoryKind) V(CUpti_ActivityMemory4, real, timestamp)         \
+	V(CUpti_ActivityMemory4, real, bytes) V(CUpti_ActivityMemory4, real, address)                \
+	V(CUpti_ActivityMemory4, real, deviceId) V(CUpti_ActivityMemory4, real, contextId)           \
+	V(CUpti_ActivityMemory4, real, isAsync) V(CUpti_ActivityMemory4, real, streamId)             \
+	V(CUpti_ActivityMemory4, real, correlationId)                                                \
+	V(CUpti_ActivityMemory4, real, memoryPoolConfig.memoryPoolType)                              \
+	V(CUpti_ActivityMemory4, real, memoryPoolConfig.pool.size)                                   \
+	V(CUpti_ActivityMemory4, real, memoryPoolConfig.address)
+#define CUDA_ABI_OVERHEAD_READ(V, real)                                                                   \
+	V(CUpti_ActivityOverhead3, real, kind) V(CUpti_ActivityOverhead3, real, start)                   \
+	V(CUpti_ActivityOverhead3, real, end) V(CUpti_ActivityOverhead3, real, overheadKind)             \
+	V(CUpti_ActivityOverhead3, real, objectKind) V(CUpti_ActivityOverhead3, real, objectId.pt.processId) \
+	V(CUpti_ActivityOverhead3, real, objectId.pt.threadId)                                           \
+	V(CUpti_ActivityOverhead3, real, objectId.dcs.deviceId)                                          \
+	V(CUpti_ActivityOverhead3, real, objectId.dcs.contextId)                                         \
+	V(CUpti_ActivityOverhead3, real, objectId.dcs.streamId)
+/* GraphTrace2's endDeviceId/endContextId have no 12.x twin (GraphTrace). */
+#define CUDA_ABI_GRAPH_READ(V, real) \
+	CUDA_ABI_DEVICE_READ(V, CUpti_ActivityGraphTrace2, real) V(CUpti_ActivityGraphTrace2, real, graphId)
 
 #include <stddef.h>
 

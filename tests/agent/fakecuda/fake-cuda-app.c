@@ -42,7 +42,7 @@
  *                             caused (must be 0) -> "child <that number>"
  *   fatal                     CUPTI hits a fatal error -> "fatal"
  *   nvtx push TEXT            nvtxRangePushA(TEXT), TEXT to the end of the
- *                             line, through the real NVTX3 headers -> "pushed <level>"
+ *                             line, through NVTX v3 (fake-nvtx.c) -> "pushed <level>"
  *   nvtx pop                  nvtxRangePop() -> "popped <level>"
  *   nvtx bench N              N push+pop pairs -> "nvtx-bench <ns per pair>"
  *   nvtx domain NAME          nvtxDomainCreateA(NAME), as XLA decides whether
@@ -225,9 +225,10 @@ static void launch(unsigned n, const char *name, unsigned dev, unsigned stream, 
 	}
 }
 
-/* The NVTX commands: the real NVTX3 API (header-only, its own function
- * table in this binary), so NVTX reaches the agent the way a job's does:
- * through NVTX_INJECTION64_PATH, read at the first NVTX call. */
+/* The NVTX commands: NVTX v3's API as a job compiles it in (fake-nvtx.c,
+ * its own function table in this binary), so NVTX reaches the agent the
+ * way a job's does: through NVTX_INJECTION64_PATH, read at the first NVTX
+ * call. */
 static void nvtx_command(const char *args)
 {
 	static nvtxDomainHandle_t domain;
