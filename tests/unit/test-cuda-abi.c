@@ -24,7 +24,8 @@ int main(void)
 		const struct cuda_abi_item *o = &cuda_abi_ours[i], *r = &cuda_abi_real[i];
 
 		if (strcmp(o->what, r->what) != 0) {
-			printf("FAIL: item %zu is %s in profd's table, %s in the headers'\n", i, o->what, r->what);
+			printf("FAIL: item %zu is %s in profd's table, %s in the headers'\n", i, o->what,
+			       r->what);
 			return 1;
 		}
 		if (o->value != r->value) {
