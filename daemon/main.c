@@ -499,6 +499,12 @@ int main(int argc, char **argv)
 	}
 	if (setup_access(&auth, &allow, uids) < 0)
 		goto out_conf;
+	/* Before anything is bound: a socket directory others can change would
+	 * let them redirect what profd does at the socket's path. */
+	if (agent_receiver_check_dir(cfg.agent_socket, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		goto out_conf;
+	}
 	limits.max_streams = cfg.max_streams;
 	limits.max_request_bytes = (uint32_t)cfg.max_request_size; /* <= 64M, the table's bound */
 	limits.first_message_ms = cfg.first_message_timeout_ms;
