@@ -115,7 +115,8 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 		"Access (docs/security.md; without these anyone who reaches the port may capture, as with "
 		"TensorFlow's own profiler server)",
 		"accept calls only from these addresses (repeatable; 10.0.0.0/8, ::1/128, 192.0.2.7); "
-		"others get PERMISSION_DENIED", F(allow_from)},
+		"others get PERMISSION_DENIED. An empty value on the command line is refused; a reload "
+		"drops the list only for an explicit \"allow-from =\" line", F(allow_from)},
 	[CONF_TLS_CERT] = {"tls-cert", "FILE", T_OPT, 0, 0, NULL, false, NULL,
 		"serve TLS with this PEM certificate chain ...", F(tls_cert)},
 	[CONF_TLS_KEY] = {"tls-key", "FILE", T_OPT, 0, 0, NULL, false, NULL,
@@ -141,7 +142,8 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 	[CONF_AGENT_SOCKET] = {"agent-socket", "PATH", T_OPT, 0, 0, PROFD_AGENT_SOCKET_DEFAULT, false,
 		NULL, "Unix socket for in-job agents ($PROFD_AGENT_SOCKET moves the default; empty: "
 		"none, no GPU data from agents); jobs need PROFD_AGENT_SOCKET=PATH when it is not the "
-		"default", F(agent_socket)},
+		"default. Its directory must be owned by root or profd's user and not writable by "
+		"group or others, or sticky: else profd does not start", F(agent_socket)},
 	[CONF_FLUSH_TIMEOUT] = {"flush-timeout", "DUR", T_DUR, 0, 60000, "500ms", true, NULL,
 		"how long a closing capture waits for collectors (and in-job agents) to deliver",
 		F(flush_timeout_ms)},
@@ -162,7 +164,9 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 		"PM sampling hardware buffer per GPU in MiB; a request's "
 		"gpu_pm_sample_buffer_size_per_gpu_mb overrides it", F(pm_sample_buffer_mb)},
 	[CONF_HOSTNAME] = {"hostname", "NAME", T_HOST, 0, 0, NULL, false, "Other",
-		"name written to XSpace.hostnames (empty: gethostname)", F(hostname)},
+		"name written to XSpace.hostnames and to the file names of captures that name no host: "
+		"1-64 bytes of printable UTF-8, no '/', not starting with '.' (empty: gethostname)",
+		F(hostname)},
 	[CONF_PROC_ROOT] = {"proc-root", "DIR", T_PATH, 0, 0, "/proc", false, NULL,
 		"read /proc from DIR (testing)", F(proc_root)},
 	[CONF_SYS_ROOT] = {"sys-root", "DIR", T_PATH, 0, 0, "/sys", false, NULL,
