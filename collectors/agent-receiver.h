@@ -27,6 +27,16 @@ struct agent_receiver_device {
 	const char *name;
 };
 
+/*
+ * Whether the directory of @socket_path (--agent-socket) is safe for the
+ * socket: owned by root or profd's user and not writable by group or
+ * others, or sticky. 0 (also when there is no socket or no directory yet),
+ * or -EPERM with the directory and the fix in @why. main.c refuses to start
+ * on -EPERM; agent_init() checks again on the directory it opens.
+ * [start-up]
+ */
+int agent_receiver_check_dir(const char *socket_path, char *why, size_t why_size);
+
 /* Number of connected agents that said HELLO; 0 if @c is not the
  * receiver or is unavailable. */
 size_t agent_receiver_count(struct collector *c);

@@ -10,18 +10,23 @@
  * Config files are hostile input like any other: lines are bounded, every
  * value is checked against the row's bounds, and errors name FILE:LINE.
  */
+#define _GNU_SOURCE /* memrchr() */
 #include <ctype.h>
 #include <errno.h>
 #include <grp.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h> /* strcasecmp() */
+#include <unistd.h>
 
+#include "base/file.h"
 #include "base/log.h"
 #include "base/parse.h"
+#include "base/utf8.h"
 #include "capture-opts.h"
 #include "config.h"
 #include "collectors/agent-nvtx.h"
@@ -36,6 +41,7 @@ enum conf_type {
 	T_SIZE,  /* "65536", "64K", "1M"; min..max bytes */
 	T_PATH,  /* a non-empty string */
 	T_OPT,   /* a string; empty = unset */
+	T_HOST,  /* a host name for XSpace and file names (conf_host_ok()); empty = unset */
 	T_STEPS, /* comma-separated step names (agent_nvtx_check_step_patterns()) */
 	T_PM,    /* PM sampling metrics (capture_opts_set_pm_metrics()); empty = off */
 	T_USEC,  /* "500us", "2ms", "1s", bare = us; min..max in us */
@@ -109,7 +115,8 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 		"Access (docs/security.md; without these anyone who reaches the port may capture, as with "
 		"TensorFlow's own profiler server)",
 		"accept calls only from these addresses (repeatable; 10.0.0.0/8, ::1/128, 192.0.2.7); "
-		"others get PERMISSION_DENIED", F(allow_from)},
+		"others get PERMISSION_DENIED. An empty value on the command line is refused; a reload "
+		"drops the list only for an explicit \"allow-from =\" line", F(allow_from)},
 	[CONF_TLS_CERT] = {"tls-cert", "FILE", T_OPT, 0, 0, NULL, false, NULL,
 		"serve TLS with this PEM certificate chain ...", F(tls_cert)},
 	[CONF_TLS_KEY] = {"tls-key", "FILE", T_OPT, 0, 0, NULL, false, NULL,
@@ -135,7 +142,8 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 	[CONF_AGENT_SOCKET] = {"agent-socket", "PATH", T_OPT, 0, 0, PROFD_AGENT_SOCKET_DEFAULT, false,
 		NULL, "Unix socket for in-job agents ($PROFD_AGENT_SOCKET moves the default; empty: "
 		"none, no GPU data from agents); jobs need PROFD_AGENT_SOCKET=PATH when it is not the "
-		"default", F(agent_socket)},
+		"default. Its directory must be owned by root or profd's user and not writable by "
+		"group or others, or sticky: else profd does not start", F(agent_socket)},
 	[CONF_FLUSH_TIMEOUT] = {"flush-timeout", "DUR", T_DUR, 0, 60000, "500ms", true, NULL,
 		"how long a closing capture waits for collectors (and in-job agents) to deliver",
 		F(flush_timeout_ms)},
@@ -155,8 +163,10 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 		CAPTURE_PM_BUFFER_MAX_MB, "64", true, NULL,
 		"PM sampling hardware buffer per GPU in MiB; a request's "
 		"gpu_pm_sample_buffer_size_per_gpu_mb overrides it", F(pm_sample_buffer_mb)},
-	[CONF_HOSTNAME] = {"hostname", "NAME", T_OPT, 0, 0, NULL, false, "Other",
-		"name written to XSpace.hostnames (empty: gethostname)", F(hostname)},
+	[CONF_HOSTNAME] = {"hostname", "NAME", T_HOST, 0, 0, NULL, false, "Other",
+		"name written to XSpace.hostnames and to the file names of captures that name no host: "
+		"1-64 bytes of printable UTF-8, no '/', not starting with '.' (empty: gethostname)",
+		F(hostname)},
 	[CONF_PROC_ROOT] = {"proc-root", "DIR", T_PATH, 0, 0, "/proc", false, NULL,
 		"read /proc from DIR (testing)", F(proc_root)},
 	[CONF_SYS_ROOT] = {"sys-root", "DIR", T_PATH, 0, 0, "/sys", false, NULL,
@@ -365,9 +375,24 @@ static const char *bounds(const struct conf_row *r, char *buf, size_t size)
 	case T_GROUP: snprintf(buf, size, "a group of this machine (name or gid)"); break;
 	case T_USER: snprintf(buf, size, "a user of this machine (name or uid)"); break;
 	case T_OPT: snprintf(buf, size, "any text"); break;
+	case T_HOST:
+		snprintf(buf, size, "1-%d bytes of printable UTF-8 without '/', not starting with '.'",
+			 HOST_NAME_MAX);
+		break;
 	case T_STEPS: snprintf(buf, size, "up to 32 comma-separated names of [A-Za-z0-9_.-], 1-63 characters each"); break;
 	}
 	return buf;
+}
+
+/*
+ * The host name goes into XSpace.hostnames (a proto3 string: invalid UTF-8
+ * breaks Python clients' Status), into the file name of every capture that
+ * names no host (where service.c refuses what repo_name_ok() refuses: then
+ * every such capture would fail), and into a HOST_NAME_MAX buffer.
+ */
+bool conf_host_ok(const char *v)
+{
+	return strlen(v) <= HOST_NAME_MAX && repo_name_ok(v);
 }
 
 static int set_str(char **dst, const char *v)
@@ -460,6 +485,7 @@ int conf_set(struct profd_conf *c, size_t key, const char *v, char *why, size_t 
 		e = set_str((char **)p, v);
 		break;
 	case T_OPT: e = set_str((char **)p, v); break;
+	case T_HOST: e = !*v || conf_host_ok(v) ? set_str((char **)p, v) : -EINVAL; break;
 	case T_STEPS:
 		e = agent_nvtx_check_step_patterns(v) < 0 ? -EINVAL : set_str((char **)p, v);
 		break;
@@ -539,7 +565,7 @@ void conf_free(struct profd_conf *c)
 
 		if (is_list(t))
 			list_clear(field(c, k));
-		else if (t == T_PATH || t == T_OPT || t == T_GROUP || t == T_STEPS || t == T_PM) {
+		else if (t == T_PATH || t == T_OPT || t == T_HOST || t == T_GROUP || t == T_STEPS || t == T_PM) {
 			free(*(char **)field(c, k));
 			*(char **)field(c, k) = NULL;
 		}
@@ -638,7 +664,7 @@ const char *conf_format(const struct profd_conf *c, size_t key, char *buf, size_
 		snprintf(buf, size, "%s", l >= LOG_LEVEL_ERR && l <= LOG_LEVEL_DEBUG ? level_names[l] : "info");
 		break;
 	}
-	case T_PATH: case T_OPT: case T_GROUP: case T_STEPS: case T_PM: {
+	case T_PATH: case T_OPT: case T_HOST: case T_GROUP: case T_STEPS: case T_PM: {
 		const char *s = *(char *const *)p;
 
 		snprintf(buf, size, "%s", s ? s : "");
@@ -781,27 +807,46 @@ static char *trim(char *s)
 
 int conf_load(struct profd_conf *c, const char *path, char *err, size_t err_size)
 {
-	char line[4096], why[256];
+	char line[4096], why[256], q[72];
 	unsigned lineno = 0;
-	int r = 0;
-	FILE *f = fopen(path, "re");
+	int r = 0, fd = file_open_regular(path, NULL);
+	FILE *f = NULL;
 
+	/* Never fopen(): a FIFO at the path would block SIGHUP's reload, and
+	 * with it every call, until someone writes to it (base/file.h). */
+	if (fd >= 0 && !(f = fdopen(fd, "r"))) {
+		int e = -errno;
+
+		close(fd);
+		fd = e;
+	}
 	if (!f) {
-		r = -errno;
+		r = fd;
 		if (r != -ENOENT)
-			snprintf(err, err_size, "%s: %s", path, strerror(-r));
+			snprintf(err, err_size, "%s: %s", path, file_strerror(r));
 		else
 			snprintf(err, err_size, "%s: no such file", path);
 		return r;
 	}
-	while (fgets(line, sizeof(line), f)) {
-		size_t n = strlen(line), k;
+	/* Filled with a byte fgets() never writes last: the last NUL in the
+	 * buffer is then the one fgets() ended the line with, and any NUL
+	 * before it was in the file. */
+	while (memset(line, 1, sizeof(line)), fgets(line, sizeof(line), f)) {
+		const char *end = memrchr(line, 0, sizeof(line));
+		size_t n = (size_t)(end - line), k;
 		char *eq, *key, *val;
 
 		lineno++;
 		if (lineno > CONF_MAX_LINES) {
 			snprintf(err, err_size, "%s:%u: too many lines (at most %d)", path, lineno, CONF_MAX_LINES);
 			r = -E2BIG;
+			break;
+		}
+		/* A NUL would hide the rest of the line from every check below:
+		 * its length, a '#' before it, the value after it. */
+		if (memchr(line, 0, n)) {
+			snprintf(err, err_size, "%s:%u: NUL byte in the line (a config file is text)", path, lineno);
+			r = -EINVAL;
 			break;
 		}
 		if (n == sizeof(line) - 1 && line[n - 1] != '\n' && !feof(f)) {
@@ -814,7 +859,8 @@ int conf_load(struct profd_conf *c, const char *path, char *err, size_t err_size
 			continue;
 		eq = strchr(key, '=');
 		if (!eq) {
-			snprintf(err, err_size, "%s:%u: expected \"key = value\", got \"%.64s\"", path, lineno, key);
+			snprintf(err, err_size, "%s:%u: expected \"key = value\", got \"%s\"", path, lineno,
+				 ascii_quote(q, sizeof(q), key));
 			r = -EINVAL;
 			break;
 		}
@@ -825,15 +871,17 @@ int conf_load(struct profd_conf *c, const char *path, char *err, size_t err_size
 			if (strcmp(rows[k].name, key) == 0)
 				break;
 		if (k == CONF_N_KEYS) {
-			snprintf(err, err_size, "%s:%u: unknown key \"%.64s\" (profd --dump-config lists them)",
-				 path, lineno, key);
+			snprintf(err, err_size, "%s:%u: unknown key \"%s\" (profd --dump-config lists them)",
+				 path, lineno, ascii_quote(q, sizeof(q), key));
 			r = -EINVAL;
 			break;
 		}
 		why[0] = 0;
 		r = conf_set(c, k, val, why, sizeof(why));
 		if (r < 0) {
-			snprintf(err, err_size, "%s:%u: invalid value \"%.128s\" for %s: %s", path, lineno, val,
+			/* Quoted: the value may hold any byte but NUL and newline. */
+			snprintf(err, err_size, "%s:%u: invalid value \"%s\" for %s: %s", path, lineno,
+				 ascii_quote(q, sizeof(q), val),
 				 rows[k].name, r == -ENOMEM ? strerror(ENOMEM) : why);
 			break;
 		}

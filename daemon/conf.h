@@ -125,3 +125,8 @@ void conf_help(FILE *f);
 /* Names resolved as conf_set() checked them (start-up, main.c). 0, -ENOENT. */
 int conf_resolve_group(const char *v, gid_t *ret);
 int conf_resolve_user(const char *v, uid_t *ret);
+
+/* Whether @v may be profd's host name (the hostname key, and what
+ * gethostname() says when it is unset): 1-HOST_NAME_MAX bytes of valid UTF-8
+ * without control characters or '/', not starting with '.'. */
+bool conf_host_ok(const char *v);

@@ -2,14 +2,19 @@
 /*
  * delivery.c - see delivery.h.
  */
+#define _GNU_SOURCE /* O_PATH */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <linux/openat2.h> /* struct open_how, RESOLVE_* */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/macro.h"
@@ -124,27 +129,84 @@ int repo_path_fits(const char *dir, const char *rel, const char *session, const 
 	return n < PATH_MAX ? 0 : -ENAMETOOLONG;
 }
 
-/* openat() one directory level, creating it, refusing symbolic links. */
-static int step(int dfd, const char *name, bool *made)
+/*
+ * openat() of one name below @dfd that never leaves it: openat2() with
+ * RESOLVE_BENEATH and RESOLVE_NO_SYMLINKS where the kernel has it (5.6+),
+ * else O_NOFOLLOW. The callers pass single components that repo_name_ok()
+ * accepted (no '/', no '..'), so the plain openat() is already confined;
+ * openat2() makes it so even if one ever is not. The fd or -errno.
+ */
+static int open_beneath(int dfd, const char *name, int flags, mode_t mode)
 {
+	static atomic_bool no_openat2;
 	int fd;
 
+	flags |= O_NOFOLLOW | O_CLOEXEC;
+	if (!atomic_load_explicit(&no_openat2, memory_order_relaxed)) {
+		struct open_how how = {
+			.flags = (uint64_t)flags,
+			.mode = flags & O_CREAT ? mode : 0,
+			.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+		};
+
+		fd = (int)syscall(SYS_openat2, dfd, name, &how, sizeof(how));
+		if (fd >= 0 || (errno != ENOSYS && errno != EPERM)) /* EPERM: a seccomp filter */
+			return fd >= 0 ? fd : -errno;
+		atomic_store_explicit(&no_openat2, true, memory_order_relaxed);
+	}
+	fd = openat(dfd, name, flags, mode);
+	return fd >= 0 ? fd : -errno;
+}
+
+/* open_beneath() of a directory: -ELOOP for a symbolic link at @name. */
+static int open_dir(int dfd, const char *name, int flags)
+{
+	int fd = open_beneath(dfd, name, flags | O_DIRECTORY, 0);
+	struct stat st;
+
+	/* A symbolic link gives ELOOP or, with O_DIRECTORY, ENOTDIR; a
+	 * regular file gives ENOTDIR too and must not be reported as a link,
+	 * so look at what is there. */
+	if (fd == -ENOTDIR && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+		fd = -ELOOP;
+	return fd;
+}
+
+/* One directory level, creating it, refusing symbolic links. */
+static int step(int dfd, const char *name, bool *made)
+{
 	*made = mkdirat(dfd, name, 0755) == 0;
 	if (!*made && errno != EEXIST)
 		return -errno;
-	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		struct stat st;
-		int e = errno;
+	return open_dir(dfd, name, O_RDONLY);
+}
 
-		/* A symbolic link gives ELOOP or, with O_DIRECTORY, ENOTDIR; a
-		 * regular file gives ENOTDIR too and must not be reported as a
-		 * link, so look at what is there. */
-		if (e == ENOTDIR && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-			e = ELOOP;
-		return -e;
+/*
+ * The allowed directory, opened anew for each write by the path resolved
+ * at start (realpath(): no link in it), one component at a time from '/'
+ * without following any symbolic link. Someone who renames it (or a
+ * parent) and puts a link in its place gets -ELOOP, never a write at the
+ * link's target; a real directory made at the path is written to (it is
+ * the allowed path). O_PATH: search permission is enough on the way.
+ */
+static int open_allowed(const char *path)
+{
+	_cleanup_free_ char *copy = strdup(path);
+	char *tok, *save;
+	int dfd;
+
+	if (!copy)
+		return -ENOMEM;
+	dfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	for (tok = strtok_r(copy, "/", &save); tok && dfd >= 0; tok = strtok_r(NULL, "/", &save)) {
+		int fd = open_dir(dfd, tok, O_PATH);
+
+		close(dfd);
+		dfd = fd;
 	}
-	return fd;
+	return dfd;
 }
 
 static int write_all(int fd, const uint8_t *p, size_t len)
@@ -205,9 +267,9 @@ int repo_write(const char *dir, const char *rel, const char *session, const char
 	lv = calloc(max, sizeof(*lv));
 	if (!lv)
 		return -ENOMEM;
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dfd = open_allowed(dir);
 	if (dfd < 0)
-		return -errno;
+		return dfd;
 	lv[n].name = dir;
 	lv[n++].fd = dfd;
 	for (tok = strtok_r(copy, "/", &save);; tok = strtok_r(NULL, "/", &save)) {
@@ -228,19 +290,20 @@ int repo_write(const char *dir, const char *rel, const char *session, const char
 	 * The temporary file must be one we create: O_EXCL refuses anything
 	 * planted at the name (a FIFO would block this thread forever, a hard
 	 * link would let the write land outside the allowed directory), and
-	 * O_NONBLOCK keeps even a surprise from blocking. The name is unique
-	 * per write (two captures may target the same file); on a clash, a
-	 * few fresh names are tried.
+	 * O_NONBLOCK keeps even a surprise from blocking. The name is random
+	 * (64 bits from getrandom()), so nobody can plant at it ahead; on a
+	 * clash, a few fresh names are tried.
 	 */
-	static atomic_uint seq;
 	fd = -EEXIST;
 	for (int tries = 0; tries < 8 && fd == -EEXIST; tries++) {
-		snprintf(tmp, sizeof(tmp), ".%.200s.%d.%u.tmp", file, (int)getpid(),
-			 atomic_fetch_add(&seq, 1));
-		fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-			    0644);
-		if (fd < 0)
-			fd = -errno;
+		uint64_t rnd;
+
+		if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+			fd = errno ? -errno : -EIO;
+			break;
+		}
+		snprintf(tmp, sizeof(tmp), ".%.200s.%016" PRIx64 ".tmp", file, rnd);
+		fd = open_beneath(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NONBLOCK, 0644);
 	}
 	if (fd < 0) {
 		r = fd;

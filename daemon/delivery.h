@@ -5,9 +5,16 @@
  *
  * Only directories the operator named with --repository-allow are written
  * to. A request's repository_root is matched component-wise against them
- * after they were resolved with realpath() at start; the part below the
- * allowed directory is then walked with openat(O_NOFOLLOW) one component at
- * a time, so neither '..' nor a symbolic link planted inside can lead out.
+ * after they were resolved with realpath() at start. Each write opens the
+ * allowed directory again by that path, one component at a time from '/',
+ * and then walks the part below it the same way: openat2() with
+ * RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS per component, or openat(O_NOFOLLOW)
+ * on kernels without it. No symbolic link is followed anywhere, so neither
+ * '..' nor a link planted inside can lead out, and neither can a link put
+ * in the place of the allowed directory or of a parent after it was renamed
+ * away: that write fails with -ELOOP (the reply still carries the capture,
+ * and XSpace.errors says why). A renamed directory gets no more captures;
+ * a directory made again at the allowed path does.
  * Files appear atomically: a temporary file in the target directory, fsync,
  * rename. A write that fails takes back what it made: the temporary file
  * and every directory it created for this capture (so a full disk or a
@@ -60,9 +67,10 @@ int repo_path_fits(const char *dir, const char *rel, const char *session, const 
 
 /*
  * Write @len bytes to <dir>/<rel>/<session>/<file>, creating directories
- * (0755). @session and @file must pass repo_name_ok(). 0, -ELOOP (a
- * symbolic link on the way), or another -errno; on failure the temporary
- * file and the directories this call created are removed. [any thread]
+ * (0755); @dir is one of repo_allow's (absolute, resolved). @session and
+ * @file must pass repo_name_ok(). 0, -ELOOP (a symbolic link on the way,
+ * from '/' down), or another -errno; on failure the temporary file and the
+ * directories this call created are removed. [any thread]
  */
 int repo_write(const char *dir, const char *rel, const char *session, const char *file,
 	       const void *data, size_t len);

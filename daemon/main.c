@@ -123,6 +123,14 @@ static int parse_args(int argc, char **argv, enum action *action)
 			}
 			key = (size_t)(c - CONF_OPT_BASE);
 		}
+		/* An empty value clears a list; for allow-from that means "every
+		 * address", which a flag should never say by accident (an unset
+		 * shell variable). Leaving the flag out says it on purpose. */
+		if (key == CONF_ALLOW_FROM && !*optarg) {
+			fprintf(stderr, "profd: --allow-from needs an address or ADDRESS/PREFIX; an empty "
+				"value would let every address call (leave the option out for that)\n");
+			return -EINVAL;
+		}
 		r = conf_set(&cli, key, optarg, why, sizeof(why));
 		if (r < 0) {
 			fprintf(stderr, "profd: invalid value \"%s\" for --%s: %s\n", optarg, conf_key_name(key),
@@ -310,6 +318,16 @@ static void on_sighup(uv_signal_t *h, int signum)
 		notify_status("reload failed: %s", err);
 		return;
 	}
+	/* A file that lost its allow-from lines (emptied, half written by an
+	 * editor, the wrong file) must not open the port to everyone: only an
+	 * explicit "allow-from =" line does that on reload. */
+	if (cfg.allow_from.n && !next.allow_from.n && !(next.set & (UINT64_C(1) << CONF_ALLOW_FROM))) {
+		log_error("reload: %s has no allow-from line: that would let every address call; keeping "
+			  "the current settings (write \"allow-from =\" to open access on purpose)", config_path);
+		notify_status("reload failed: %s has no allow-from line", config_path);
+		conf_free(&next);
+		return;
+	}
 	if (!conf_key_equal(&cfg, &next, CONF_ALLOW_FROM) && reload_allow_from(d, &next, err, sizeof(err)) < 0) {
 		log_error("reload: %s; keeping the current settings", err);
 		notify_status("reload failed: %s", err);
@@ -334,6 +352,8 @@ static void on_sighup(uv_signal_t *h, int signum)
 		if (conf_copy_key(&cfg, &next, k) < 0)
 			log_error("reload: %s: out of memory recording the new value", conf_key_name(k));
 		log_info("reload: %s: %s -> %s", conf_key_name(k), a, b);
+		if (k == CONF_ALLOW_FROM && !cfg.allow_from.n)
+			log_warn("reload: allow-from cleared: every address that reaches the port may call now");
 		changed++;
 	}
 	conf_free(&next);
@@ -479,6 +499,12 @@ int main(int argc, char **argv)
 	}
 	if (setup_access(&auth, &allow, uids) < 0)
 		goto out_conf;
+	/* Before anything is bound: a socket directory others can change would
+	 * let them redirect what profd does at the socket's path. */
+	if (agent_receiver_check_dir(cfg.agent_socket, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		goto out_conf;
+	}
 	limits.max_streams = cfg.max_streams;
 	limits.max_request_bytes = (uint32_t)cfg.max_request_size; /* <= 64M, the table's bound */
 	limits.first_message_ms = cfg.first_message_timeout_ms;
@@ -489,8 +515,11 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (cfg.hostname)
 		snprintf(hostname, sizeof(hostname), "%s", cfg.hostname);
-	else if (gethostname(hostname, sizeof(hostname)) < 0)
+	else if (gethostname(hostname, sizeof(hostname)) < 0 || !conf_host_ok(hostname)) {
+		log_warn("the machine's host name is not usable in XSpace or a file name; using "
+			 "\"localhost\" (set hostname in the config)");
 		snprintf(hostname, sizeof(hostname), "localhost");
+	}
 
 	rpc_global_init();
 	uv_loop_init(&d.loop);

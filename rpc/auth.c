@@ -7,24 +7,23 @@
  * client. The order of the checks is fixed and documented in
  * docs/security.md: address (PERMISSION_DENIED), then client certificate,
  * then token (both UNAUTHENTICATED). Files are read once at start-up, so a
- * later change of a file needs a restart.
+ * later change of a file needs a restart; they are opened by
+ * file_read_small() (base/file.h), which never blocks on a FIFO.
  */
 #define LOG_TOPIC "rpc.auth"
 
 #include <arpa/inet.h>
 #include <ctype.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <grpc/support/alloc.h>
 
 #include "auth.h"
+#include "base/file.h"
 #include "base/log.h"
 
 #define PEM_MAX (1u << 20)  /* a certificate chain or key file */
@@ -47,65 +46,6 @@ struct rpc_auth {
 
 /* ---- files ------------------------------------------------------------- */
 
-/* Read a whole small file as a NUL-terminated string. 0 or -errno. */
-static int read_small_file(const char *path, size_t max, char **ret, bool *ret_private)
-{
-	struct stat st;
-	char *buf;
-	size_t len = 0;
-	int fd, r = 0;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0)
-		r = -errno;
-	else if (!S_ISREG(st.st_mode))
-		r = -EINVAL; /* a FIFO or device could block or never end */
-	if (r < 0) {
-		close(fd);
-		return r;
-	}
-	if (ret_private)
-		*ret_private = (st.st_mode & 0077) == 0;
-	buf = malloc(max + 1);
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	for (;;) {
-		ssize_t k = read(fd, buf + len, max + 1 - len);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0) {
-			r = -errno;
-			break;
-		}
-		if (k == 0)
-			break;
-		len += (size_t)k;
-		if (len > max) {
-			r = -EFBIG;
-			break;
-		}
-	}
-	close(fd);
-	if (r < 0) {
-		explicit_bzero(buf, max + 1);
-		free(buf);
-		return r;
-	}
-	buf[len] = 0;
-	if (memchr(buf, 0, len)) { /* PEM and tokens are text; a NUL would cut them short */
-		explicit_bzero(buf, len);
-		free(buf);
-		return -EINVAL;
-	}
-	*ret = buf;
-	return 0;
-}
-
 static void free_secret(char *s)
 {
 	if (s) {
@@ -123,11 +63,11 @@ static int read_token(const char *path, char **ret, char *err, size_t err_size)
 {
 	char *buf, *b, *e;
 	bool priv = false;
-	int r = read_small_file(path, TOKEN_MAX, &buf, &priv);
+	int r = file_read_small(path, TOKEN_MAX, &buf, &priv);
 
 	if (r < 0) {
 		snprintf(err, err_size, "cannot read the token file %s: %s", path,
-			 r == -EFBIG ? "larger than 4 KiB" : strerror(-r));
+			 r == -EFBIG ? "larger than 4 KiB" : file_strerror(r));
 		return r;
 	}
 	for (b = buf; *b && isspace((unsigned char)*b); b++)
@@ -157,11 +97,11 @@ static int read_token(const char *path, char **ret, char *err, size_t err_size)
 
 static int read_pem(const char *what, const char *path, char **ret, char *err, size_t err_size)
 {
-	int r = read_small_file(path, PEM_MAX, ret, NULL);
+	int r = file_read_small(path, PEM_MAX, ret, NULL);
 
 	if (r < 0) {
 		snprintf(err, err_size, "cannot read the %s %s: %s", what, path,
-			 r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
+			 r == -EFBIG ? "larger than 1 MiB" : file_strerror(r));
 		return r;
 	}
 	if (!strstr(*ret, "-----BEGIN ")) {

@@ -150,6 +150,61 @@ class Config(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertNotIn("ready on", r.stderr)
 
+    def test_nul_byte_in_a_line_is_refused_naming_the_line(self):
+        # Before, a NUL hid the rest of its line from every check: a line
+        # that starts "#\0" and fills fgets()'s buffer let the next line
+        # through unseen, here one that changes max-sessions.
+        cases = [
+            (b"#\0" + b"x" * 4093 + b"max-sessions = 2\n", 1),
+            (b"log-level = info\nmax-sessions = 4\0 = 9\n", 2),
+            (b"hostname = a\0" + b"y" * 5000 + b"\n", 1),
+        ]
+        for data, line in cases:
+            path = os.path.join(self.tmp, "nul.conf")
+            with open(path, "wb") as f:
+                f.write(data)
+            r = run("--config", path, "--dump-config")
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            self.assertIn(f"{path}:{line}: NUL byte", r.stderr)
+
+    def test_bad_hostname_is_refused(self):
+        for value in ("a\x01b", "tab\there", "x" * 65, ".hidden", "a/b", "\x7fdel"):
+            path = self.write(f"max-sessions = 3\nhostname = {value}\n")
+            r = run("--config", path, "--dump-config")
+            self.assertNotEqual(r.returncode, 0, value)
+            self.assertIn(f"{path}:2: invalid value", r.stderr, value)
+            self.assertIn("for hostname: expected 1-64 bytes of printable UTF-8", r.stderr, value)
+        path = os.path.join(self.tmp, "utf8.conf")
+        with open(path, "wb") as f:
+            f.write(b"hostname = ab\xff\xfe\n")
+        r = run("--config", path, "--dump-config")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("for hostname", r.stderr)
+        r = run("--hostname", "bad\x1bname", "--dump-config")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--hostname", r.stderr)
+        # A good one, 64 bytes and not ASCII, is taken.
+        name = "h\u00f6st-" + "n" * 58
+        self.assertEqual(len(name.encode()), 64)
+        self.assertIn(("hostname", name), dump_pairs(self.dump("--config", self.write(f"hostname = {name}\n"))))
+
+    def test_empty_allow_from_flag_is_refused(self):
+        r = run("--allow-from", "", "--dump-config")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--allow-from needs an address", r.stderr)
+        self.assertEqual(r.stdout, "")
+
+    def test_fifo_token_file_is_refused_at_once(self):
+        fifo = os.path.join(self.tmp, "token")
+        os.mkfifo(fifo, 0o600)
+        t0 = time.monotonic()
+        # Before, open() blocked until someone wrote the FIFO: no start, no exit.
+        r = run("--token-file", fifo, "--listen", "127.0.0.1:0", "--agent-socket", "")
+        self.assertLess(time.monotonic() - t0, 20)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(f"cannot read the token file {fifo}: not a regular file", r.stderr)
+        self.assertNotIn("ready on", r.stderr)
+
     def test_hostile_files_are_refused_not_crashed_on(self):
         import random
         rnd = random.Random(16)
@@ -293,6 +348,65 @@ class Reload(unittest.TestCase):
             d.proc.send_signal(signal.SIGHUP)
             self.assertTrue(wait_log(d, "reload: allow-from: 10.0.0.0/8 -> (none)"), d.log())
             self.assertEqual(status_code(d.addr), grpc.StatusCode.OK)
+            self.assertEqual(d.stop(), 0, d.log())
+
+
+class ReloadRefused(unittest.TestCase):
+    """Reloads that must change nothing: a FIFO at the config path, a file
+    without the allow-from lines the running daemon has, a bad hostname."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="profd-conf-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.path = os.path.join(self.tmp, "profd.conf")
+
+    def write(self, text):
+        with open(self.path, "w") as f:
+            f.write(text)
+
+    def sighup_refused(self, d, want):
+        before = d.log().count("keeping the current settings")
+        d.proc.send_signal(signal.SIGHUP)
+        self.assertTrue(wait_log(d, want), d.log())
+        self.assertTrue(T.wait_for(lambda: d.log().count("keeping the current settings") > before), d.log())
+
+    def test_fifo_config_on_sighup_does_not_block_the_loop(self):
+        self.write("max-sessions = 3\n")
+        with T.Daemon("--config", self.path) as d:
+            os.unlink(self.path)
+            os.mkfifo(self.path, 0o600)
+            d.proc.send_signal(signal.SIGHUP)
+            # Before, the reload's open() blocked the loop until someone
+            # wrote the FIFO: this call got DEADLINE_EXCEEDED.
+            t0 = time.monotonic()
+            self.assertEqual(T.status(d.addr, timeout=5).max_sessions, 3)
+            self.assertLess(time.monotonic() - t0, 5)
+            self.assertTrue(wait_log(d, f"reload: {self.path}: not a regular file; keeping the current settings"),
+                            d.log())
+            self.assertEqual(d.stop(), 0, d.log())
+
+    def test_file_without_allow_from_does_not_open_access(self):
+        self.write("allow-from = 10.0.0.0/8\n")
+        with T.Daemon("--config", self.path) as d:
+            with self.assertRaises(grpc.RpcError) as e:
+                status(d.addr)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+            for text in ("", "max-sessions = 4\n"):  # emptied; the line deleted
+                self.write(text)
+                self.sighup_refused(d, f"reload: {self.path} has no allow-from line")
+                with self.assertRaises(grpc.RpcError) as e:
+                    status(d.addr)
+                self.assertEqual(e.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+            self.assertNotIn("reload: max-sessions", d.log())
+            self.assertEqual(d.stop(), 0, d.log())
+
+    def test_bad_hostname_on_reload_keeps_the_old_settings(self):
+        self.write("hostname = good-host\nmax-sessions = 3\n")
+        with T.Daemon("--config", self.path) as d:
+            self.write("hostname = bad\x01host\nmax-sessions = 5\n")
+            self.sighup_refused(d, f"reload: {self.path}:1: invalid value")
+            st = status(d.addr)
+            self.assertEqual((st.hostname, st.max_sessions), ("good-host", 3))
             self.assertEqual(d.stop(), 0, d.log())
 
 

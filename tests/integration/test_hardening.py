@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Regressions for defects found in review: things planted at the temporary
-file's name in an allowed repository, and per-window drop accounting."""
+file's name in an allowed repository, an allowed directory renamed and
+replaced by a symbolic link, and per-window drop accounting."""
 import os
 import shutil
 import tempfile
@@ -23,7 +24,9 @@ class PlantedTempFile(unittest.TestCase):
         self.allowed = tempfile.mkdtemp(prefix="profd-allow-")
         self.outside = tempfile.mkdtemp(prefix="profd-outside-")
         self.d = T.Daemon("--repository-allow", self.allowed)
-        # The first write of this daemon uses sequence number 0.
+        # Where the first write's temporary file was when its names were
+        # predictable (PID and a counter); they are random now, and what is
+        # planted at the old name must still change nothing.
         self.sdir = os.path.join(self.allowed, "plugins", "profile", "s1")
         os.makedirs(self.sdir)
         self.tmpname = os.path.join(self.sdir, f".h_1.xplane.pb.{self.d.proc.pid}.0.tmp")
@@ -58,6 +61,51 @@ class PlantedTempFile(unittest.TestCase):
             self.assertEqual(f.read(), "precious")
         final = os.path.join(self.sdir, "h_1.xplane.pb")
         self.assertNotEqual(os.stat(final).st_ino, os.stat(victim).st_ino)
+
+
+class RenamedAllowedDirectory(unittest.TestCase):
+    """The allowed directory (or a parent) renamed, and a symbolic link to
+    a directory outside put at its old path: the capture and every later
+    one are answered with their data, the repository copy is refused
+    (XSpace.errors says why), and nothing is written outside, nor into the
+    renamed directory."""
+
+    def setUp(self):
+        self.base = tempfile.mkdtemp(prefix="profd-rename-")
+        self.addCleanup(shutil.rmtree, self.base, True)
+        self.outside = os.path.join(self.base, "outside")
+        os.makedirs(os.path.join(self.outside, "repo"))
+
+    def files_under(self, top):
+        return sorted(os.path.relpath(os.path.join(r, f), top) for r, _, fs in os.walk(top) for f in fs)
+
+    def swap_and_capture(self, allowed, renamed_path, new_path, link_to, moved_allowed):
+        with T.Daemon("--repository-allow", allowed) as d:
+            os.rename(renamed_path, new_path)
+            os.symlink(link_to, renamed_path)
+            for i in range(2):  # the capture after the swap and a later one
+                req = T.profile_request(P, 100, "h:1", session_id=f"s{i}", logdir=allowed)
+                resp = profile(d, req)
+                self.assertTrue(resp.tool_data)
+                xs = T.decode_xspace(P, resp.tool_data[0].data)
+                self.assertTrue(any("could not write the repository copy" in e and
+                                    "does not follow symbolic links" in e for e in xs.errors), xs.errors)
+            self.assertEqual(self.files_under(self.outside), [], "written outside the allowed directory")
+            self.assertEqual(self.files_under(moved_allowed), [])
+            self.assertEqual(d.stop(), 0, d.log())
+
+    def test_allowed_directory_renamed(self):
+        allowed = os.path.join(self.base, "repo")
+        os.makedirs(allowed)
+        moved = os.path.join(self.base, "repo-moved")
+        self.swap_and_capture(allowed, allowed, moved, os.path.join(self.outside, "repo"), moved)
+
+    def test_parent_of_the_allowed_directory_renamed(self):
+        parent = os.path.join(self.base, "parent")
+        allowed = os.path.join(parent, "repo")
+        os.makedirs(allowed)
+        moved = os.path.join(self.base, "parent-moved")
+        self.swap_and_capture(allowed, parent, moved, self.outside, os.path.join(moved, "repo"))
 
 
 class DropsPerWindow(unittest.TestCase):

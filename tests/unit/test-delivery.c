@@ -290,6 +290,40 @@ TEST(repo_write_refuses_a_symlink_planted_on_the_way)
 	tmp_remove();
 }
 
+TEST(repo_write_refuses_a_link_put_in_place_of_the_renamed_allowed_directory)
+{
+	struct repo_allow a;
+
+	tmp_new();
+	mkdir_ok(path("parent"));
+	mkdir_ok(path("parent/allowed"));
+	mkdir_ok(path("outside"));
+	mkdir_ok(path("outside/allowed"));
+	a = (struct repo_allow){0};
+	ASSERT_OK(repo_allow_add(&a, path("parent/allowed")));
+	/* The allowed directory renamed, a link to outside in its place. */
+	if (rename(path("parent/allowed"), path("parent/moved")) < 0 ||
+	    symlink(path("outside/allowed"), path("parent/allowed")) < 0)
+		TEST_FAIL("swap: %s", strerror(errno));
+	ASSERT_EQ(repo_write(a.dirs[0], "run", "s", "f", "x", 1), -ELOOP);
+	/* Its parent renamed, a link in the parent's place. */
+	if (unlink(path("parent/allowed")) < 0 || rename(path("parent/moved"), path("parent/allowed")) < 0 ||
+	    rename(path("parent"), path("parent2")) < 0 || symlink(path("outside"), path("parent")) < 0)
+		TEST_FAIL("swap: %s", strerror(errno));
+	ASSERT_EQ(repo_write(a.dirs[0], "run", "s", "f", "x", 1), -ELOOP);
+	ASSERT_EQ(entries(path("outside/allowed")), 0);
+	ASSERT_EQ(entries(path("parent2/allowed")), 0);
+	/* A real directory made again at the allowed path is written to. */
+	if (unlink(path("parent")) < 0)
+		TEST_FAIL("unlink");
+	mkdir_ok(path("parent"));
+	mkdir_ok(path("parent/allowed"));
+	ASSERT_OK(repo_write(a.dirs[0], "run", "s", "f", "x", 1));
+	ASSERT_TRUE(exists(path("parent/allowed/run/s/f")));
+	repo_allow_free(&a);
+	tmp_remove();
+}
+
 TEST(repo_write_replaces_a_planted_link_at_the_file_name_without_following_it)
 {
 	struct repo_allow a;
