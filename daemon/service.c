@@ -212,7 +212,8 @@ static void job_work(struct window_job *w)
 	if (r < 0) {
 		j->err = RPC_INTERNAL;
 		snprintf(j->errmsg, sizeof(j->errmsg), "encoding the XSpace failed: %s%s", strerror(-r),
-			 r == -EFBIG ? " (over 2 GiB; capture for a shorter time)" : "");
+			 r == -EFBIG ? " (its names and metadata alone are over 2 GiB, the most a protobuf "
+			 "message holds)" : "");
 		return;
 	}
 	if (j->repo_dir >= 0) {
