@@ -518,6 +518,7 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	sp.start_ns = o ? (int64_t)o->start_timestamp_ns : 0;
 	sp.duration_ms = duration;
 	sp.gpu = &j->gpu.agent;
+	sp.hide_cmdlines = !rpc_call_sees_cmdlines(call);
 	r = window_job_open(&j->win, &profile_window_ops, svc->loop, svc->mgr, &sp);
 	if (r == -EBUSY)
 		FAIL(RPC_RESOURCE_EXHAUSTED, "%u captures are already running, the most this daemon takes "
@@ -658,13 +659,9 @@ static void handle_status(void *userdata, struct rpc_call *call, const ProtobufC
 	}
 	resp.n_collectors = n;
 	resp.collectors = csp;
-	/*
-	 * Command lines carry paths, data set names and sometimes secrets. With
-	 * no access option profd keeps its historic open answer; once the
-	 * operator configured any, only an authenticated caller (token or
-	 * verified client certificate) sees them (docs/security.md).
-	 */
-	fill_agents(set, &resp, rpc_call_access_open(call) || rpc_call_authenticated(call));
+	/* Command lines carry paths, data set names and sometimes secrets:
+	 * rpc_call_sees_cmdlines() says who sees them (docs/security.md). */
+	fill_agents(set, &resp, rpc_call_sees_cmdlines(call));
 	rpc_call_reply_msg(call, &resp.base);
 	free_agents(&resp);
 	free(cs);

@@ -56,6 +56,7 @@ struct session {
 	int64_t delay_ns;          /* WAITING: the delay asked for */
 	uint64_t duration_ms;
 	struct agent_opts gpu;     /* what this window asks of agents */
+	bool hide_cmdlines;        /* its snapshot's trace.hide_cmdlines */
 	uv_timer_t timer; /* WAITING: until start; OPEN: until stop */
 	session_done_cb cb;
 	void *userdata;
@@ -444,6 +445,7 @@ static void on_flushed(void *userdata)
 		if (r == 0) {
 			/* Only what the budget refused while this window was open. */
 			snap->dropped = dropped - s->dropped_at_open;
+			snap->hide_cmdlines = s->hide_cmdlines;
 			collector_set_describe(m->collectors, snap, s->start_ns, s->stop_ns);
 		}
 	}
@@ -526,6 +528,7 @@ int session_open(struct session_mgr *m, const struct session_params *p, session_
 	s->mgr = m;
 	s->duration_ms = p->duration_ms;
 	s->gpu = p->gpu ? *p->gpu : m->cfg.gpu;
+	s->hide_cmdlines = p->hide_cmdlines;
 	s->cb = cb;
 	s->userdata = userdata;
 	uv_timer_init(m->loop, &s->timer);

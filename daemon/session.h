@@ -57,6 +57,10 @@ struct session_params {
 	 * open windows' union goes to the collectors (collector_set_options())
 	 * whenever a window opens or closes, before they start. */
 	const struct agent_opts *gpu;
+	/* The caller may not see command lines (rpc_call_sees_cmdlines()):
+	 * what collectors add to the window's snapshot names processes by pid
+	 * and name only (struct trace.hide_cmdlines). */
+	bool hide_cmdlines;
 };
 
 /*

@@ -206,6 +206,10 @@ struct trace {
 	uint64_t own_bytes;          /* chunk bytes this trace holds (cap_bytes; the encoder's room) */
 	struct trace_diag *diags;
 	uint32_t n_diags, diags_cap;
+	/* A window's snapshot for a caller who may not see command lines
+	 * (docs/security.md): what a collector's describe adds names a process
+	 * by pid and name only. Set by the session before describe. */
+	bool hide_cmdlines;
 };
 
 /*
