@@ -573,6 +573,24 @@ void session_abort(struct session *s)
 	}
 }
 
+/* Close @s now if it is waiting or open; true if it was. */
+static bool session_terminate(struct session *s)
+{
+	if (s->aborted)
+		return false;
+	if (s->state == S_WAITING) {
+		/* Never started: an empty window now. */
+		open_window(s);
+		begin_close(s);
+		return true;
+	}
+	if (s->state == S_OPEN) {
+		begin_close(s);
+		return true;
+	}
+	return false;
+}
+
 unsigned session_mgr_terminate(struct session_mgr *m, const char *id)
 {
 	unsigned n = 0;
@@ -580,17 +598,8 @@ unsigned session_mgr_terminate(struct session_mgr *m, const char *id)
 
 	for (s = m->all; s; s = next) {
 		next = s->next;
-		if (s->aborted || strcmp(s->id, id) != 0)
-			continue;
-		if (s->state == S_WAITING) {
-			/* Never started: an empty window now. */
-			open_window(s);
-			begin_close(s);
-			n++;
-		} else if (s->state == S_OPEN) {
-			begin_close(s);
-			n++;
-		}
+		if (strcmp(s->id, id) == 0)
+			n += session_terminate(s);
 	}
 	return n;
 }
@@ -742,6 +751,11 @@ int window_job_open(struct window_job *j, const struct window_job_ops *ops, uv_l
 	j->session = NULL;
 	j->snap = NULL;
 	return session_open(m, p, window_job_closed, j, &j->session);
+}
+
+bool window_job_terminate(struct window_job *j)
+{
+	return j->session && session_terminate(j->session);
 }
 
 bool window_job_abort(struct window_job *j)

@@ -149,5 +149,8 @@ int window_job_open(struct window_job *j, const struct window_job_ops *ops, uv_l
 /* The client left. True: the window was still open and is dropped, free
  * the job now. False: @done will run. */
 bool window_job_abort(struct window_job *j);
+/* Terminate: close the job's window now if it is waiting or open; true if
+ * it was. */
+bool window_job_terminate(struct window_job *j);
 /* Free what the job holds (the snapshot, if the worker did not take it). */
 void window_job_release(struct window_job *j);
