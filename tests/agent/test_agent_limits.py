@@ -154,6 +154,31 @@ class Limits(unittest.TestCase):
             finally:
                 done(job)
 
+    def test_agent_names_are_escaped_in_the_log(self):
+        """An agent chooses its name (and kernel names, NVTX strings...):
+        in profd's log it is one line of valid UTF-8, control characters
+        and stray bytes shown as \\xNN; Status still decodes."""
+        tmp = tempfile.mkdtemp(prefix="profd-lim-")
+        sock = os.path.join(tmp, "agent.sock")
+        with T.Daemon("--agent-socket", sock) as d:
+            a = subprocess.Popen([FAKE.encode(), b"--socket", sock.encode(), b"--devices", UUID.encode(),
+                                  b"--name", b"ev\nil\xff\x1b[31m", b"--error", b"7:no\rpe\xc3"],
+                                 stdout=subprocess.PIPE, text=True)
+            try:
+                self.assertEqual(a.stdout.readline().strip(), "connected")
+                T.wait_for(lambda: status(d).agents)
+                capture(d, 200)
+                T.wait_for(lambda: b"no\\x0dpe\\xc3" in open(d.log_path, "rb").read())
+            finally:
+                done(a)
+            log = open(d.log_path, "rb").read()
+            log.decode("utf-8")  # valid UTF-8 throughout
+            # (the invalid byte of a name is '?' from the start: Status carries it)
+            self.assertIn(f"agent connected: pid {a.pid} (ev\\x0ail?\\x1b[31m)".encode(), log)
+            self.assertIn(b"no\\x0dpe\\xc3", log)
+            for bad in (b"\r", b"\x1b", b"\xff"):
+                self.assertNotIn(bad, log)
+
     def test_idle_connections_cannot_lock_agents_out(self):
         tmp = tempfile.mkdtemp(prefix="profd-lim-")
         sock = os.path.join(tmp, "agent.sock")
