@@ -114,13 +114,19 @@ class Limits(unittest.TestCase):
     def test_long_kernel_names_cost_no_capture(self):
         """Issue 26 hole 1: 4,000 kernels with distinct 500-byte names (a
         templated C++ job's CUTLASS GEMMs), each launched once, under three
-        overlapping captures. The names, not the records, are most of the
-        reply; the reservation counts them, so every capture is answered
-        with its data (it failed INTERNAL "File too large" when only the
-        records were counted)."""
+        overlapping captures, with the default --max-bytes and with one
+        below what the names take. The names, not the records, are most of
+        the reply; the reservation counts them, so every capture is
+        answered with its data (it failed INTERNAL "File too large" when
+        only the records were counted)."""
+        for budget in ([], ["--max-bytes", "3M"]):  # the default, and less than the names take
+            with self.subTest(budget=budget):
+                self.long_names_under_three_captures(budget)
+
+    def long_names_under_three_captures(self, budget):
         tmp = tempfile.mkdtemp(prefix="profd-lim-")
         sock = os.path.join(tmp, "agent.sock")
-        with T.Daemon("--agent-socket", sock, "--flush-timeout", "5s") as d:
+        with T.Daemon("--agent-socket", sock, "--flush-timeout", "5s", *budget) as d:
             job = fake(sock, "cutlass", "--devices", UUID, "--kernels", "4000", "--name-bytes", "500",
                        "--captures", "3")
             try:
