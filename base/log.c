@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "utf8.h"
 
 int log_max_level = LOG_LEVEL_INFO;
 static int to_journal;
@@ -60,19 +61,19 @@ int log_internal(int level, int err, const char *topic, const char *fmt, ...)
 		n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03ldZ %s %s: ",
 				      ts.tv_nsec / 1000000, level_names[level], topic);
 	}
-	if (n < sizeof(line)) {
-		size_t start = n;
+	if (n < sizeof(line) - 2) {
+		char msg[sizeof(line)];
 
 		va_start(ap, fmt);
-		int m = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+		int m = vsnprintf(msg, sizeof(msg), fmt, ap);
 		va_end(ap);
-		n = m < 0 ? n : MIN(n + (size_t)m, sizeof(line) - 2);
-		/* Messages carry client-sent strings (session ids, paths): a
-		 * newline in one would start a forged line, with a journald
-		 * priority prefix of the client's choosing. One record, one line. */
-		for (size_t i = start; i < n; i++)
-			if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
-				line[i] = '?';
+		/* Messages carry peer-sent text (session ids, paths, agent,
+		 * process and kernel names): a newline in one would start a
+		 * forged line, with a journald priority prefix of the peer's
+		 * choosing, and a stray byte would make the log invalid UTF-8.
+		 * One escaping rule for every line (utf8_escape()). */
+		if (m > 0)
+			n += utf8_escape(line + n, sizeof(line) - 1 - n, msg, MIN((size_t)m, sizeof(msg) - 1));
 	}
 	if (err)
 		n += (size_t)snprintf(line + n, sizeof(line) - n, ": %s", strerror(abs(err)));

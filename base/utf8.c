@@ -71,6 +71,42 @@ void utf8_fix(char *s, size_t n)
 	}
 }
 
+size_t utf8_escape(char *out, size_t size, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	const uint8_t *p = (const uint8_t *)s;
+	size_t o = 0;
+
+	for (size_t i = 0; i < n;) {
+		size_t l = p[i] >= 0x20 && p[i] != 0x7f && p[i] != '\\' ? seq_len(p + i, n - i) : 0;
+
+		if (l) {
+			if (o + l >= size)
+				break;
+			memcpy(out + o, p + i, l);
+			o += l;
+			i += l;
+		} else if (p[i] == '\\') {
+			if (o + 2 >= size)
+				break;
+			out[o++] = '\\';
+			out[o++] = '\\';
+			i++;
+		} else {
+			if (o + 4 >= size)
+				break;
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[p[i] >> 4];
+			out[o++] = hex[p[i] & 0xf];
+			i++;
+		}
+	}
+	if (size)
+		out[o] = 0;
+	return o;
+}
+
 const char *ascii_quote(char *buf, size_t size, const char *s)
 {
 	size_t i = 0;

@@ -49,6 +49,7 @@
 #include "agent-receiver.h"
 #include "base/log.h"
 #include "base/timeutil.h"
+#include "base/utf8.h"
 #include "collector.h"
 #include "collectors.h"
 #include "config.h"
@@ -206,9 +207,12 @@ static void handle_hello(struct conn *k, const struct agent_hello *h)
 	k->src.runtime_version = h->cuda_runtime_version;
 	k->src.cupti_version = h->cupti_version;
 	k->src.hello_flags = h->flags;
-	/* The parser NUL-terminated both. */
+	/* The parser NUL-terminated both. Status carries them in proto3
+	 * strings, which a client refuses whole over one invalid byte. */
 	snprintf(k->src.name, sizeof(k->src.name), "%s", h->name);
 	snprintf(k->cmdline, sizeof(k->cmdline), "%s", h->cmdline);
+	utf8_fix(k->src.name, strlen(k->src.name));
+	utf8_fix(k->cmdline, strlen(k->cmdline));
 	log_info("agent connected: pid %u (%s), protocol v%u, %u device(s), CUDA driver %u, CUPTI %u",
 		 k->src.pid, k->src.name, k->ps.version, h->n_devices, h->cuda_driver_version,
 		 h->cupti_version);

@@ -142,7 +142,8 @@ void nvml_plane_caps(struct trace *snap, const struct gpu *g, int64_t start_ns, 
 		gpu_peaks_stats(p, &b, (uint32_t)g->cc_major, (uint32_t)g->cc_minor, g->sm_count,
 				g->max_sm_mhz > UINT32_MAX / 1000 ? 0 : g->max_sm_mhz * 1000,
 			2ULL * g->max_mem_mhz * 1000000ULL * g->bus_width / 8);
-	/* Who used this GPU in the window. */
+	/* Who used this GPU in the window; the command line only for a caller
+	 * who may see it (trace.hide_cmdlines, docs/security.md). */
 	char list[2048];
 	size_t off = 0;
 	unsigned n = 0;
@@ -152,8 +153,12 @@ void nvml_plane_caps(struct trace *snap, const struct gpu *g, int64_t start_ns, 
 
 		if (pr->last_ns < start_ns - (int64_t)NSEC_PER_SEC || pr->first_ns > stop_ns)
 			continue;
-		int k = snprintf(list + off, sizeof(list) - off, "%s%d %s (%s) gpu_mem=%.0fMiB", n ? "; " : "",
-				 pr->pid, pr->name, pr->cmdline[0] ? pr->cmdline : "?", pr->gpu_mem_mib);
+		int k = snap->hide_cmdlines
+				? snprintf(list + off, sizeof(list) - off, "%s%d %s gpu_mem=%.0fMiB", n ? "; " : "",
+					   pr->pid, pr->name, pr->gpu_mem_mib)
+				: snprintf(list + off, sizeof(list) - off, "%s%d %s (%s) gpu_mem=%.0fMiB",
+					   n ? "; " : "", pr->pid, pr->name, pr->cmdline[0] ? pr->cmdline : "?",
+					   pr->gpu_mem_mib);
 		if (k < 0 || (size_t)k >= sizeof(list) - off)
 			break;
 		off += (size_t)k;

@@ -446,6 +446,7 @@ static void handle_monitor(void *userdata, struct rpc_call *call, const Protobuf
 	j->level = req->monitoring_level;
 	j->timestamp = req->timestamp;
 	sp.duration_ms = duration;
+	sp.hide_cmdlines = !rpc_call_sees_cmdlines(call);
 	r = window_job_open(&j->win, &monitor_window_ops, m->loop, m->mgr, &sp);
 	if (r < 0) {
 		if (r == -EBUSY)

@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,7 +213,8 @@ static void job_work(struct window_job *w)
 	if (r < 0) {
 		j->err = RPC_INTERNAL;
 		snprintf(j->errmsg, sizeof(j->errmsg), "encoding the XSpace failed: %s%s", strerror(-r),
-			 r == -EFBIG ? " (over 2 GiB; capture for a shorter time)" : "");
+			 r == -EFBIG ? " (its names and metadata alone are over 2 GiB, the most a protobuf "
+			 "message holds)" : "");
 		return;
 	}
 	if (j->repo_dir >= 0) {
@@ -242,9 +244,24 @@ static void free_out(void *opaque)
 	free(o);
 }
 
+/* One log line per failed capture: its session, its caller, the cause
+ * (the caller's identity: the client may be gone by now). */
+static void log_failed(const struct profile_job *j, const char *cause)
+{
+	log_warn("capture '%s' for %s failed: %s", j->session_id ? j->session_id : "",
+		 j->owner ? j->owner : "?", cause);
+}
+
 /* The window failed or the encoder could not be queued: say so, if anyone listens. */
 static void job_failed(struct profile_job *j, enum window_job_err what, int err)
 {
+	char cause[128];
+
+	if (what == WINDOW_JOB_QUEUE_FAILED)
+		snprintf(cause, sizeof(cause), "could not queue the encoder: %s", strerror(-err));
+	else
+		snprintf(cause, sizeof(cause), "%s", err == -ESHUTDOWN ? "profd is shutting down" : strerror(-err));
+	log_failed(j, cause);
 	if (j->call) {
 		rpc_call_on_cancel(j->call, NULL, NULL);
 		if (what == WINDOW_JOB_QUEUE_FAILED)
@@ -267,6 +284,8 @@ static void job_done(struct window_job *w, enum window_job_err what, int err)
 		job_failed(j, what, err);
 		return;
 	}
+	if (j->err)
+		log_failed(j, j->errmsg);
 	if (!j->call) { /* the client left while we encoded */
 		job_free(j);
 		return;
@@ -279,6 +298,7 @@ static void job_done(struct window_job *w, enum window_job_err what, int err)
 	}
 	o = malloc(sizeof(*o));
 	if (!o) {
+		log_failed(j, "out of memory");
 		rpc_call_error(j->call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		job_free(j);
 		return;
@@ -358,9 +378,26 @@ static char *timestamp_session_id(void)
 	return strdup(buf);
 }
 
+/* A Profile request refused before its window opens: the status to the
+ * client and one log line (session, caller, cause). */
+static void _printf_(4, 5) refuse(struct rpc_call *call, const Tensorflow__ProfileRequest *req, int code,
+				  const char *fmt, ...)
+{
+	char msg[CAPTURE_WARN_MAX * CAPTURE_WARN_LEN + 512];
+	const char *sid = req->session_id[0] ? req->session_id
+					     : (req->opts && req->opts->session_id ? req->opts->session_id : "");
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_info("capture '%s' for %s refused: %s", sid, rpc_call_peer(call), msg);
+	rpc_call_error(call, code, "%s", msg);
+}
+
 #define FAIL(code, ...)                                      \
 	do {                                                 \
-		rpc_call_error(call, code, __VA_ARGS__);     \
+		refuse(call, req, code, __VA_ARGS__);        \
 		if (j)                                       \
 			job_free(j);                         \
 		return;                                      \
@@ -517,6 +554,7 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	sp.start_ns = o ? (int64_t)o->start_timestamp_ns : 0;
 	sp.duration_ms = duration;
 	sp.gpu = &j->gpu.agent;
+	sp.hide_cmdlines = !rpc_call_sees_cmdlines(call);
 	r = window_job_open(&j->win, &profile_window_ops, svc->loop, svc->mgr, &sp);
 	if (r == -EBUSY)
 		FAIL(RPC_RESOURCE_EXHAUSTED, "%u captures are already running, the most this daemon takes "
@@ -536,19 +574,23 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
  * same client-certificate identity, or the same IP address when nothing
  * else identifies the caller. When a capture with the id belongs to someone
  * else the whole request is refused, so that it never stops half of them.
- * Monitor's windows have no recorded owner; only the token stops them.
+ * Monitor's windows have no recorded owner: only the token stops them, so a
+ * caller without it stops its own Profile windows one by one (also its own
+ * capture named like Monitor's windows), never by id.
  */
 static bool terminate_allowed(struct service *svc, struct rpc_call *call, const char *id)
 {
-	if (rpc_call_has_token(call))
-		return true;
-	if (strcmp(id, MONITOR_SESSION_ID) == 0)
-		return false;
-	for (const struct profile_job *j = svc->jobs_head; j; j = j->next)
-		if (!j->window_closed && strcmp(j->session_id, id) == 0 &&
-		    strcmp(j->owner, rpc_call_identity(call)) != 0)
+	bool own = false;
+
+	for (const struct profile_job *j = svc->jobs_head; j; j = j->next) {
+		if (j->window_closed || strcmp(j->session_id, id) != 0)
+			continue;
+		if (strcmp(j->owner, rpc_call_identity(call)) != 0)
 			return false;
-	return true;
+		own = true;
+	}
+	/* Nothing of the caller's by that id: only Monitor's could be stopped. */
+	return own || strcmp(id, MONITOR_SESSION_ID) != 0;
 }
 
 static void handle_terminate(void *userdata, struct rpc_call *call, const ProtobufCMessage *msg)
@@ -556,16 +598,24 @@ static void handle_terminate(void *userdata, struct rpc_call *call, const Protob
 	struct service *svc = userdata;
 	const Tensorflow__TerminateRequest *req = (const Tensorflow__TerminateRequest *)msg;
 	Tensorflow__TerminateResponse resp = TENSORFLOW__TERMINATE_RESPONSE__INIT;
-	unsigned n;
+	unsigned n = 0;
 
-	if (!terminate_allowed(svc, call, req->session_id)) {
+	if (rpc_call_has_token(call)) {
+		n = session_mgr_terminate(svc->mgr, req->session_id);
+	} else if (terminate_allowed(svc, call, req->session_id)) {
+		/* A close may end its job at once (a failed snapshot): step first. */
+		for (struct profile_job *j = svc->jobs_head, *next; j; j = next) {
+			next = j->next;
+			if (!j->window_closed && strcmp(j->session_id, req->session_id) == 0)
+				n += window_job_terminate(&j->win);
+		}
+	} else {
 		log_info("terminate '%s' from %s (%s) refused: another client's capture",
 			 req->session_id, rpc_call_peer(call), rpc_call_identity(call));
 		rpc_call_error(call, RPC_PERMISSION_DENIED, "a capture with this session_id was started by "
 			       "another client; only that client or a caller with profd's token may stop it");
 		return;
 	}
-	n = session_mgr_terminate(svc->mgr, req->session_id);
 	/* Upstream always answers OK, also for unknown ids. */
 	log_info("terminate '%s' from %s: %u capture(s) stopped", req->session_id, rpc_call_peer(call), n);
 	rpc_call_reply_msg(call, &resp.base);
@@ -657,13 +707,9 @@ static void handle_status(void *userdata, struct rpc_call *call, const ProtobufC
 	}
 	resp.n_collectors = n;
 	resp.collectors = csp;
-	/*
-	 * Command lines carry paths, data set names and sometimes secrets. With
-	 * no access option profd keeps its historic open answer; once the
-	 * operator configured any, only an authenticated caller (token or
-	 * verified client certificate) sees them (docs/security.md).
-	 */
-	fill_agents(set, &resp, rpc_call_access_open(call) || rpc_call_authenticated(call));
+	/* Command lines carry paths, data set names and sometimes secrets:
+	 * rpc_call_sees_cmdlines() says who sees them (docs/security.md). */
+	fill_agents(set, &resp, rpc_call_sees_cmdlines(call));
 	rpc_call_reply_msg(call, &resp.base);
 	free_agents(&resp);
 	free(cs);

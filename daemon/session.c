@@ -56,6 +56,7 @@ struct session {
 	int64_t delay_ns;          /* WAITING: the delay asked for */
 	uint64_t duration_ms;
 	struct agent_opts gpu;     /* what this window asks of agents */
+	bool hide_cmdlines;        /* its snapshot's trace.hide_cmdlines */
 	uv_timer_t timer; /* WAITING: until start; OPEN: until stop */
 	session_done_cb cb;
 	void *userdata;
@@ -444,6 +445,7 @@ static void on_flushed(void *userdata)
 		if (r == 0) {
 			/* Only what the budget refused while this window was open. */
 			snap->dropped = dropped - s->dropped_at_open;
+			snap->hide_cmdlines = s->hide_cmdlines;
 			collector_set_describe(m->collectors, snap, s->start_ns, s->stop_ns);
 		}
 	}
@@ -526,6 +528,7 @@ int session_open(struct session_mgr *m, const struct session_params *p, session_
 	s->mgr = m;
 	s->duration_ms = p->duration_ms;
 	s->gpu = p->gpu ? *p->gpu : m->cfg.gpu;
+	s->hide_cmdlines = p->hide_cmdlines;
 	s->cb = cb;
 	s->userdata = userdata;
 	uv_timer_init(m->loop, &s->timer);
@@ -570,6 +573,24 @@ void session_abort(struct session *s)
 	}
 }
 
+/* Close @s now if it is waiting or open; true if it was. */
+static bool session_terminate(struct session *s)
+{
+	if (s->aborted)
+		return false;
+	if (s->state == S_WAITING) {
+		/* Never started: an empty window now. */
+		open_window(s);
+		begin_close(s);
+		return true;
+	}
+	if (s->state == S_OPEN) {
+		begin_close(s);
+		return true;
+	}
+	return false;
+}
+
 unsigned session_mgr_terminate(struct session_mgr *m, const char *id)
 {
 	unsigned n = 0;
@@ -577,17 +598,8 @@ unsigned session_mgr_terminate(struct session_mgr *m, const char *id)
 
 	for (s = m->all; s; s = next) {
 		next = s->next;
-		if (s->aborted || strcmp(s->id, id) != 0)
-			continue;
-		if (s->state == S_WAITING) {
-			/* Never started: an empty window now. */
-			open_window(s);
-			begin_close(s);
-			n++;
-		} else if (s->state == S_OPEN) {
-			begin_close(s);
-			n++;
-		}
+		if (strcmp(s->id, id) == 0)
+			n += session_terminate(s);
 	}
 	return n;
 }
@@ -739,6 +751,11 @@ int window_job_open(struct window_job *j, const struct window_job_ops *ops, uv_l
 	j->session = NULL;
 	j->snap = NULL;
 	return session_open(m, p, window_job_closed, j, &j->session);
+}
+
+bool window_job_terminate(struct window_job *j)
+{
+	return j->session && session_terminate(j->session);
 }
 
 bool window_job_abort(struct window_job *j)

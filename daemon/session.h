@@ -57,6 +57,10 @@ struct session_params {
 	 * open windows' union goes to the collectors (collector_set_options())
 	 * whenever a window opens or closes, before they start. */
 	const struct agent_opts *gpu;
+	/* The caller may not see command lines (rpc_call_sees_cmdlines()):
+	 * what collectors add to the window's snapshot names processes by pid
+	 * and name only (struct trace.hide_cmdlines). */
+	bool hide_cmdlines;
 };
 
 /*
@@ -145,5 +149,8 @@ int window_job_open(struct window_job *j, const struct window_job_ops *ops, uv_l
 /* The client left. True: the window was still open and is dropped, free
  * the job now. False: @done will run. */
 bool window_job_abort(struct window_job *j);
+/* Terminate: close the job's window now if it is waiting or open; true if
+ * it was. */
+bool window_job_terminate(struct window_job *j);
 /* Free what the job holds (the snapshot, if the worker did not take it). */
 void window_job_release(struct window_job *j);

@@ -168,6 +168,11 @@ bool rpc_call_has_token(const struct rpc_call *c);
 bool rpc_call_authenticated(const struct rpc_call *c);
 /* True when the server has no access option at all (profd's open default). */
 bool rpc_call_access_open(const struct rpc_call *c);
+/* The one rule for who sees other processes' command lines (Status's
+ * agents, NVML's process list, anything a capture or Monitor carries;
+ * docs/security.md): everyone while no access option is set, else only an
+ * authenticated caller (token or verified client certificate). */
+bool rpc_call_sees_cmdlines(const struct rpc_call *c);
 /* Who the caller is, for ownership: "x509:<certificate identity>" with a
  * verified client certificate, else "ip:<address>" (no port). */
 const char *rpc_call_identity(const struct rpc_call *c);

@@ -597,6 +597,7 @@ int rpc_server_reload_auth(struct rpc_server *s, const struct rpc_server_auth *a
 bool rpc_call_has_token(const struct rpc_call *c) { return c->who.token; }
 bool rpc_call_authenticated(const struct rpc_call *c) { return c->who.token || c->who.cert; }
 bool rpc_call_access_open(const struct rpc_call *c) { return c->who.open; }
+bool rpc_call_sees_cmdlines(const struct rpc_call *c) { return c->who.open || rpc_call_authenticated(c); }
 
 const char *rpc_call_identity(const struct rpc_call *c)
 {

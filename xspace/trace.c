@@ -154,6 +154,11 @@ struct trace_budget *trace_budget_reserve_out(struct trace_budget *b, uint64_t o
 	return budget_ref(b);
 }
 
+void trace_budget_grant(struct trace_budget *b, uint64_t bytes)
+{
+	__atomic_add_fetch(&b->used, bytes, __ATOMIC_RELAXED);
+}
+
 void trace_budget_give_back(struct trace_budget *b, uint64_t bytes)
 {
 	budget_release(b, bytes);

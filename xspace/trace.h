@@ -206,6 +206,10 @@ struct trace {
 	uint64_t own_bytes;          /* chunk bytes this trace holds (cap_bytes; the encoder's room) */
 	struct trace_diag *diags;
 	uint32_t n_diags, diags_cap;
+	/* A window's snapshot for a caller who may not see command lines
+	 * (docs/security.md): what a collector's describe adds names a process
+	 * by pid and name only. Set by the session before describe. */
+	bool hide_cmdlines;
 };
 
 /*
@@ -286,6 +290,11 @@ struct trace_budget *trace_budget_reserve_out(struct trace_budget *b, uint64_t o
 					      uint64_t *ret);
 void trace_budget_release_out(struct trace_budget *b, uint64_t bytes);
 void trace_budget_give_back(struct trace_budget *b, uint64_t bytes);
+/* Add @bytes to a reply's reservation past the budget: what the reply
+ * needs besides its events (its names, stats and headers, already held by
+ * the snapshot), so that no capture fails for its own metadata. Released
+ * with the rest of the reservation. */
+void trace_budget_grant(struct trace_budget *b, uint64_t bytes);
 /* A copy's own first bytes, granted past the budget (see chunk_charged()). */
 #define TRACE_COPY_FLOOR ((uint64_t)1 << 20)
 /* Make @t (a hub, before its first append) draw on @b, up to half of it;

@@ -572,7 +572,29 @@ static int64_t choose_cut(const struct win *win, size_t planes, size_t other, si
 	return INT64_MIN;
 }
 
-/* Reserves in @snap's byte budget the most its output may take (see
+/*
+ * What the message takes besides its events, from pass 1's plan: every
+ * plane's and line's header and length prefix, the metadata tables (event
+ * and stat names) and plane stats. Exact for the uncut plan; a cut only
+ * shrinks the length prefixes.
+ */
+static size_t fixed_size(const struct trace *snap, const struct plane_plan *pp)
+{
+	size_t n = 0;
+
+	for (uint32_t i = 0; i < snap->n_planes; i++) {
+		const struct trace_plane *p = snap->planes[i];
+		size_t body = plane_header_size(p);
+
+		for (uint32_t j = 0; j < p->n_lines; j++)
+			if (pp[i].lines[j].n_in)
+				body += 1 + pb_varint_size(pp[i].lines[j].body) + line_header_size(p->lines[j]);
+		n += 1 + pb_varint_size(pp[i].body) + body;
+	}
+	return n;
+}
+
+/* Reserves in @snap's byte budget the most its events may take (see
  * xspace_encode()); SIZE_MAX without a budget. */
 static size_t budget_reserve(const struct trace *snap, struct xspace_out *out, uint64_t *reserved)
 {
@@ -593,7 +615,7 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 	size_t limit = info->max_bytes && info->max_bytes < MAX_MESSAGE ? info->max_bytes : MAX_MESSAGE;
 	uint64_t clamped = 0, n_uncut = 0, reserved;
 	size_t budget_room;
-	bool by_budget;
+	bool by_budget = false, planned = false;
 	size_t total = 0, tail;
 	struct win *win;
 	uint8_t *w, *end;
@@ -602,9 +624,6 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 	memset(out, 0, sizeof(*out));
 	budget_room = budget_reserve(snap, out, &reserved);
 	out->size = (size_t)reserved; /* what xspace_out_free() gives back until the size is known */
-	by_budget = budget_room < limit;
-	if (by_budget)
-		limit = budget_room;
 	win = malloc(sizeof(*win));
 	if (!win) {
 		trace_free(snap);
@@ -668,6 +687,25 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 		if (cut_msg[0])
 			tail += string_fields_size(3, cut_v);
 		tail += pb_len_field_size(4, strlen(info->hostname));
+		/* Now that pass 1 knows what the reply takes besides its events
+		 * (names, stats, headers, the warnings with room for a cut's), the
+		 * reservation grows by all of it: a reply never fails for its own
+		 * metadata; only its events are cut to fit the budget. */
+		if (!planned) {
+			size_t fixed = fixed_size(snap, pp) + tail + sizeof(cut_msg) + 16 + prefix;
+
+			planned = true;
+			if (out->budget) {
+				fixed = MIN(fixed, MAX_MESSAGE);
+				trace_budget_grant(out->budget, fixed);
+				reserved += fixed;
+				out->size = (size_t)reserved;
+				budget_room = (size_t)MIN(reserved, (uint64_t)SIZE_MAX);
+			}
+			by_budget = budget_room < limit;
+			if (by_budget)
+				limit = budget_room;
+		}
 		/* Too big: drop the newest events (once) rather than fail the
 		 * capture; the warning says how many. */
 		if (total + tail <= limit - MIN(prefix, limit) || win->cut != win->stop)

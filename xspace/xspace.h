@@ -66,10 +66,12 @@ struct xspace_out {
 /* Consumes @snap (freed, also on failure). 0, -ENOMEM or -EFBIG (even
  * without events over info->max_bytes: 2 GiB, the most a protobuf message
  * may hold). A snapshot with a byte budget (trace.h) charges its output to
- * it until xspace_out_free(): the output may take what the budget has left
- * plus the snapshot's own records (written out and freed as it goes), at
- * least XSPACE_BUDGET_FLOOR; past that the newest events are cut, with a
- * warning, as past max_bytes. */
+ * it until xspace_out_free(): the output may take what it needs besides its
+ * events (names, stats, headers, warnings: sized exactly by pass 1, always
+ * granted, so a budget never fails a capture), and for its events what the
+ * budget has left plus the snapshot's own records (written out and freed
+ * as it goes), at least XSPACE_BUDGET_FLOOR; past that the newest events
+ * are cut, with a warning, as past max_bytes. */
 #define XSPACE_BUDGET_FLOOR ((size_t)1 << 20)
 int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t prefix,
 		  struct xspace_out *out);

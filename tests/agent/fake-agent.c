@@ -9,7 +9,7 @@
  *              [--dropped N] [--no-flush-reply] [--error CODE:TEXT]
  *              [--proto-version N] [--stats-v2 CUT,FOREIGN,FLAGS]
  *              [--hostile-times N] [--fake-uuids N] [--tid N] [--print-options]
- *              [--pm-hostile]
+ *              [--pm-hostile] [--name-bytes N]
  *
  * On START it sends a clock anchor (its clock is CLOCK_MONOTONIC, as an
  * unknown agent clock would be) and, per device in the order given (=
@@ -36,6 +36,10 @@
  * capturing, which changes only them) as one line before anything else it
  * does with it: "options flags=0xF interval_us=N buffer_mb=N metrics=CSV"
  * (tests of docs/options.md assert what reached the agent).
+ *
+ * --name-bytes N gives every kernel launch of the burst a name of its own,
+ * N bytes long (a templated C++ name such as a CUTLASS GEMM's is ~500):
+ * the names, not the records, are then most of what a capture holds.
  *
  * --fake-uuids N sends, after the real devices, N more DEVICE frames with
  * made-up UUIDs on the spare ordinals (reused: a hostile process claiming
@@ -74,6 +78,7 @@ static unsigned arg_stats_flags;
 static unsigned long arg_hostile;
 static unsigned arg_fake_uuids;
 static int arg_pm_hostile;
+static unsigned arg_name_bytes;
 
 static struct agent_client cl;
 static uint8_t batch[AGENT_FRAME_MAX];
@@ -116,7 +121,7 @@ static void put_string(uint32_t id, const char *s)
 	memcpy(r + 1, s, len);
 }
 
-enum { S_KERNEL = 1, S_LAUNCH = 2, S_MEMCPY = 3, S_GEMM = 4 };
+enum { S_KERNEL = 1, S_LAUNCH = 2, S_MEMCPY = 3, S_GEMM = 4, S_OWN = 100 };
 
 static void put_kernel(uint32_t dev, uint64_t t, uint32_t name, uint32_t c, uint32_t grid)
 {
@@ -246,6 +251,20 @@ static void pm_round(uint64_t t)
 		put_pm_sample(1, t, 2, s4); /* device 1 announced nothing */
 }
 
+/* --name-bytes: kernel @i of device @d's own name, arg_name_bytes long
+ * (distinct in its first bytes, padded like a long template argument list). */
+static void put_own_name(uint32_t id, uint32_t d, unsigned i)
+{
+	char name[AGENT_MAX_STRING_LEN + 1];
+	size_t n = arg_name_bytes < AGENT_MAX_STRING_LEN ? arg_name_bytes : AGENT_MAX_STRING_LEN;
+	int k = snprintf(name, sizeof(name), "cutlass::Kernel<gemm_%u_%u", d, i);
+
+	for (size_t j = (size_t)k; j < n; j++)
+		name[j] = j + 1 == n ? '>' : "_Tile128x256"[j % 12];
+	name[n > (size_t)k ? n : (size_t)k] = 0;
+	put_string(id, name);
+}
+
 static void burst(void)
 {
 	uint64_t t = agent_mono_ns();
@@ -259,8 +278,14 @@ static void burst(void)
 		struct agent_rec_memory *a;
 
 		for (unsigned i = 0; i < arg_kernels; i++, t += 100000) {
+			uint32_t name = S_KERNEL;
+
+			if (arg_name_bytes && i < AGENT_MAX_STRINGS - S_OWN) {
+				name = S_OWN + i;
+				put_own_name(name, d, i);
+			}
 			put_api(t, S_LAUNCH, corr, 307);
-			put_kernel(d, t, S_KERNEL, corr++, 64 + d);
+			put_kernel(d, t, name, corr++, 64 + d);
 		}
 		put_api(t, S_MEMCPY, corr, 279);
 		m = put(AGENT_REC_MEMCPY, sizeof(*m), 0);
@@ -405,6 +430,7 @@ int main(int argc, char **argv)
 		{ "stats-v2", required_argument, NULL, 'T' }, { "hostile-times", required_argument, NULL, 'H' },
 		{ "fake-uuids", required_argument, NULL, 'U' }, { "tid", required_argument, NULL, 't' },
 		{ "pm-hostile", no_argument, &arg_pm_hostile, 1 },
+		{ "name-bytes", required_argument, NULL, 'B' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned captures = 0;
@@ -425,6 +451,7 @@ int main(int argc, char **argv)
 			arg_error_code = (unsigned)atoi(optarg);
 			arg_error_text = strchr(optarg, ':') ? strchr(optarg, ':') + 1 : "";
 			break;
+		case 'B': arg_name_bytes = (unsigned)atoi(optarg); break;
 		case 'U': arg_fake_uuids = (unsigned)atoi(optarg); break;
 		case 't': arg_tid = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'H': arg_hostile = strtoul(optarg, NULL, 10); break;

@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -109,6 +110,80 @@ class Limits(unittest.TestCase):
                 self.assertIn("GPU-44444442-2222-3333-4444-555555555555", per_uid[0])
             finally:
                 done(*hogs)
+
+    def test_long_kernel_names_cost_no_capture(self):
+        """Issue 26 hole 1: 4,000 kernels with distinct 500-byte names (a
+        templated C++ job's CUTLASS GEMMs), each launched once, under three
+        overlapping captures, with the default --max-bytes and with one
+        below what the names take. The names, not the records, are most of
+        the reply; the reservation counts them, so every capture is
+        answered with its data (it failed INTERNAL "File too large" when
+        only the records were counted)."""
+        for budget in ([], ["--max-bytes", "3M"]):  # the default, and less than the names take
+            with self.subTest(budget=budget):
+                self.long_names_under_three_captures(budget)
+
+    def long_names_under_three_captures(self, budget):
+        tmp = tempfile.mkdtemp(prefix="profd-lim-")
+        sock = os.path.join(tmp, "agent.sock")
+        with T.Daemon("--agent-socket", sock, "--flush-timeout", "5s", *budget) as d:
+            job = fake(sock, "cutlass", "--devices", UUID, "--kernels", "4000", "--name-bytes", "500",
+                       "--captures", "3")
+            try:
+                T.wait_for(lambda: len(status(d).agents) == 1)
+                results = [None] * 3
+                # One start for all three, so each window holds the whole burst.
+                t0 = time.time_ns() + 500 * 1000000
+
+                def one(i):
+                    try:
+                        with T.channel(d.addr) as ch:
+                            results[i] = T.stub(ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)(
+                                T.profile_request(P, 1500 - 300 * i, f"localhost:{d.port}",
+                                                  session_id=f"names-{i}", start_timestamp_ns=t0), timeout=60)
+                    except Exception as e:  # reported below, with the daemon's log
+                        results[i] = e
+
+                threads = [threading.Thread(target=one, args=(i,)) for i in range(3)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                for i, r in enumerate(results):
+                    self.assertNotIsInstance(r, Exception, f"capture {i}: {r}\n{d.log()[-3000:]}")
+                    x = T.decode_xspace(P, r.tool_data[0].data)
+                    names = {m.name for p in x.planes if p.name.startswith("/device:GPU:")
+                             for m in p.event_metadata.values() if m.name.startswith("cutlass::Kernel<")}
+                    self.assertEqual(len(names), 4000, f"capture {i}: {list(x.warnings)}")
+                    self.assertTrue(all(len(n) == 500 for n in names))
+                    self.assertEqual(kernels_of(x, job.pid), 4000 + 4, list(x.warnings))
+            finally:
+                done(job)
+
+    def test_agent_names_are_escaped_in_the_log(self):
+        """An agent chooses its name (and kernel names, NVTX strings...):
+        in profd's log it is one line of valid UTF-8, control characters
+        and stray bytes shown as \\xNN; Status still decodes."""
+        tmp = tempfile.mkdtemp(prefix="profd-lim-")
+        sock = os.path.join(tmp, "agent.sock")
+        with T.Daemon("--agent-socket", sock) as d:
+            a = subprocess.Popen([FAKE.encode(), b"--socket", sock.encode(), b"--devices", UUID.encode(),
+                                  b"--name", b"ev\nil\xff\x1b[31m", b"--error", b"7:no\rpe\xc3"],
+                                 stdout=subprocess.PIPE, text=True)
+            try:
+                self.assertEqual(a.stdout.readline().strip(), "connected")
+                T.wait_for(lambda: status(d).agents)
+                capture(d, 200)
+                T.wait_for(lambda: b"no\\x0dpe\\xc3" in open(d.log_path, "rb").read())
+            finally:
+                done(a)
+            log = open(d.log_path, "rb").read()
+            log.decode("utf-8")  # valid UTF-8 throughout
+            # (the invalid byte of a name is '?' from the start: Status carries it)
+            self.assertIn(f"agent connected: pid {a.pid} (ev\\x0ail?\\x1b[31m)".encode(), log)
+            self.assertIn(b"no\\x0dpe\\xc3", log)
+            for bad in (b"\r", b"\x1b", b"\xff"):
+                self.assertNotIn(bad, log)
 
     def test_idle_connections_cannot_lock_agents_out(self):
         tmp = tempfile.mkdtemp(prefix="profd-lim-")

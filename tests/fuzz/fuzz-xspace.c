@@ -11,7 +11,10 @@
  *   - the encoder succeeds (or fails cleanly with -EFBIG / -EPROTO, never
  *     by writing past its output), the bytes decode, and the decoded event
  *     count is the number of records starting inside the window;
- *   - every event ends within twice the window (trace_clamp()).
+ *   - every event ends within twice the window (trace_clamp());
+ *   - under a byte budget (as the daemon encodes) the same holds: the
+ *     reply's names and metadata are granted past the budget, and every
+ *     byte reserved comes back when the output is freed.
  * ASan does not guard mmap()ed memory, and the writer and the store both
  * map theirs through base/pagepool.c: run-fuzz.sh compiles this target
  * with -Dmmap=fuzz_mmap -Dmunmap=fuzz_munmap, and the pool's cache is
@@ -176,6 +179,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t in = 0, decoded = 0;
 	struct xspace_info info = { .hostname = "fuzz" };
 	struct xspace_out out;
+	struct trace_budget *bud = NULL;
 	struct trace *t;
 	int rc;
 
@@ -191,11 +195,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	PROMISE(trace_new(0, &t) == 0);
 	build(&r, t, take(&r, 1) & 1 ? start : base, start, stop, &in);
+	/* Taken after the store's bytes, so older seeds keep their meaning.
+	 * Attached after the appends: the records are not charged, only the
+	 * reply's reservation is (budget_reserve() in xspace.c). */
+	if (take(&r, 1) & 1) {
+		PROMISE(trace_budget_new(1ull << 30, &bud) == 0);
+		trace_set_budget(t, bud);
+	}
 	info.start_ns = start;
 	info.stop_ns = stop;
 	rc = xspace_encode(t, &info, 16, &out);
-	if (rc == -ENOMEM || rc == -EFBIG)
+	if (bud)
+		PROMISE(rc != -EFBIG); /* a few KB of metadata: never failed for it */
+	if (rc == -ENOMEM || rc == -EFBIG) {
+		trace_budget_unref(bud);
 		return 0;
+	}
 	PROMISE(rc == 0);
 	PROMISE(out.n_events == in);
 	Tensorflow__Profiler__XSpace *x = tensorflow__profiler__xspace__unpack(NULL, out.xspace_len, out.xspace);
@@ -220,5 +235,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	PROMISE(x->n_hostnames == 1);
 	tensorflow__profiler__xspace__free_unpacked(x, NULL);
 	xspace_out_free(&out);
+	if (bud) {
+		PROMISE(trace_budget_used(bud) == 0);
+		trace_budget_unref(bud);
+	}
 	return 0;
 }

@@ -60,6 +60,33 @@ class Lifecycle(T.DaemonCase):
             self.assertFalse(line.startswith("<0>"), line)
         self.assertNotIn("\r", log)
 
+    def test_refused_capture_is_logged(self):
+        req = T.profile_request(P, 100, self.d.addr, session_id="refused-1")
+        req.opts.duration_ms = 0
+        req.duration_ms = 0
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.profile(req, timeout=10)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        line = [l for l in self.d.log().splitlines() if "capture 'refused-1' for " in l]
+        self.assertEqual(len(line), 1, self.d.log()[-2000:])
+        self.assertIn("refused: duration_ms must be greater than 0", line[0])
+
+    def test_owner_stops_its_capture_named_like_monitors_windows(self):
+        # Monitor's windows (id profd-monitor) have no owner and stay open;
+        # a client's own capture of that name is its to stop, token or not.
+        mon = self.monitor.future(P.ps.MonitorRequest(duration_ms=1500), timeout=30)
+        fut = self.profile.future(T.profile_request(P, 10000, self.d.addr, session_id="profd-monitor"),
+                                  timeout=30)
+        self.assertEqual(wait_active(self.d.addr, 2), 2)
+        t0 = time.time()
+        self.terminate(P.ps.TerminateRequest(session_id="profd-monitor"), timeout=5)
+        fut.result(timeout=5)
+        self.assertLess(time.time() - t0, 2)
+        self.assertIn("terminate 'profd-monitor'", self.d.log())
+        self.assertEqual(wait_active(self.d.addr, 1, timeout=0.3), 1)  # Monitor's window still open
+        text = mon.result(timeout=10).data
+        self.assertGreaterEqual(float(text.split(": ", 1)[1].split(" ms window")[0]), 1400, text)
+
     def test_terminate_leaves_no_stale_flag(self):
         # Upstream keeps a flag for an unknown id and a later Profile with
         # that id stops at once; profd only stops captures running now.
@@ -172,6 +199,9 @@ class Shutdown(unittest.TestCase):
         self.assertEqual(rc, 0, d.log())
         self.assertLess(time.time() - t0, 5)
         self.assertIn("exit 0", d.log())
+        # Each failed capture is one log line: session, caller, cause.
+        for i in range(3):
+            self.assertIn(f"capture 'sigterm-{i}' for ip:127.0.0.1 failed: profd is shutting down", d.log())
 
     def test_listen_failure_after_a_good_address_exits_1(self):
         # The first address is bound, the second is taken: a clean exit 1

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <string.h>
 
 #include "base/parse.h"
+#include "base/utf8.h"
 #include "harness.h"
 
 TEST(parse_duration_units)
@@ -80,6 +82,26 @@ TEST(path_component_rules)
 	ASSERT_TRUE(!path_component_ok(".."));
 	ASSERT_TRUE(!path_component_ok("a/b"));
 	ASSERT_TRUE(!path_component_ok("a\nb"));
+}
+
+/* The log sink's one escaping rule (base/utf8.h): peer text stays one
+ * line of valid UTF-8, readable, and nothing is split at the end. */
+TEST(utf8_escape_rules)
+{
+	static const char in[] = "ok \xc3\xa9 a\nb\r\x1b[31m \\ \xff\xc3 \x7f";
+	char out[128];
+
+	ASSERT_EQ(utf8_escape(out, sizeof(out), in, sizeof(in) - 1), strlen(out));
+	ASSERT_STREQ(out, "ok \xc3\xa9 a\\x0ab\\x0d\\x1b[31m \\\\ \\xff\\xc3 \\x7f");
+	ASSERT_TRUE(utf8_valid(out, strlen(out)));
+	/* Cut: never half an escape or half a character. */
+	ASSERT_EQ(utf8_escape(out, 6, "ab\ncd", 5), 2);
+	ASSERT_STREQ(out, "ab");
+	ASSERT_EQ(utf8_escape(out, 4, "a\xc3\xa9", 3), 3);
+	ASSERT_EQ(utf8_escape(out, 3, "a\xc3\xa9", 3), 1);
+	ASSERT_STREQ(out, "a");
+	ASSERT_EQ(utf8_escape(out, 1, "abc", 3), 0);
+	ASSERT_STREQ(out, "");
 }
 
 TEST_MAIN()
