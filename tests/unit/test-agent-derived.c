@@ -60,7 +60,7 @@ static size_t window(struct agent_derived *ad, int64_t start, int64_t stop, char
 				/* Offsets count from the window start (xspace.h). */
 				int64_t t0 = (p->lines[l]->timestamp_ns * 1000 + e->offset_ps) / 1000 + start;
 
-				snprintf(out[n++], 64, "%lx %s %lld %lld %lld", (long)p->lines[l]->id,
+				snprintf(out[n++], 64, "%lld %s %lld %lld %lld", (long long)p->lines[l]->id,
 					 event_name(p, e->metadata_id), (long long)t0,
 					 (long long)(e->duration_ps / 1000),
 					 (long long)(e->n_stats ? e->stats[0]->int64_value : -1));
@@ -90,15 +90,41 @@ TEST(agent_derived_merges_runs_per_name_and_step)
 	agent_derived_add(&ad, 0, AGENT_DERIVED_STEPS, "0", BASE + 120, 10, 0);
 	agent_derived_add(&ad, 3, AGENT_DERIVED_STEPS, "1", BASE + 100, 10, 1);
 	ASSERT_EQ(window(&ad, 0, 1000, got, 16), 4);
-	ASSERT_STREQ(got[0], "deadbeef 1 100 300 1");
-	ASSERT_STREQ(got[1], "deadbef2 a 100 100 1");
-	ASSERT_STREQ(got[2], "deadbef2 b 300 100 1");
-	ASSERT_STREQ(got[3], "deadbef2 a 500 10 2");
+	ASSERT_STREQ(got[0], "-559038737 1 100 300 1");
+	ASSERT_STREQ(got[1], "-559038734 a 100 100 1");
+	ASSERT_STREQ(got[2], "-559038734 b 300 100 1");
+	ASSERT_STREQ(got[3], "-559038734 a 500 10 2");
 	/* A window takes the runs that start in it. */
 	ASSERT_EQ(window(&ad, 400, 1000, got, 16), 1);
-	ASSERT_STREQ(got[0], "deadbef2 a 500 10 2");
+	ASSERT_STREQ(got[0], "-559038734 a 500 10 2");
 	ASSERT_EQ(n_notes, 0);
 	agent_derived_free(&ad);
+}
+
+/*
+ * XProf's derived-line ids, copied from upstream
+ * (openxla/xla xla/tsl/profiler/utils/trace_utils.h; xprof reads the same):
+ *   constexpr int kThreadIdDerivedMin = 0xdeadbeef;
+ *   constexpr int kThreadIdStepInfo = kThreadIdDerivedMin;
+ *   constexpr int kThreadIdKernelLaunch = kThreadIdDerivedMin + 1;
+ *   constexpr int kThreadIdTfNameScope = kThreadIdDerivedMin + 2;
+ *   constexpr int kThreadIdTfOp = kThreadIdDerivedMin + 3;
+ *   constexpr int kThreadIdHloModule = kThreadIdDerivedMin + 4;
+ *   constexpr int kThreadIdHloOp = kThreadIdDerivedMin + 5;
+ * `int` is 32 bits, so 0xdeadbeef is -559038737 there, and XLineBuilder
+ * stores that value in XLine.id (int64): readers compare against it.
+ */
+TEST(agent_derived_line_ids_are_upstreams)
+{
+	ASSERT_EQ((int64_t)XN_LINE_ID_DERIVED_MIN, (int64_t)-559038737);
+	ASSERT_EQ((int64_t)XN_LINE_ID_STEPS, (int64_t)-559038737);
+	ASSERT_EQ((int64_t)XN_LINE_ID_KERNEL_LAUNCH, (int64_t)-559038736);
+	ASSERT_EQ((int64_t)XN_LINE_ID_TF_NAME_SCOPE, (int64_t)-559038735);
+	ASSERT_EQ((int64_t)XN_LINE_ID_TF_OP, (int64_t)-559038734);
+	ASSERT_EQ((int64_t)XN_LINE_ID_HLO_MODULE, (int64_t)-559038733);
+	ASSERT_EQ((int64_t)XN_LINE_ID_HLO_OP, (int64_t)-559038732);
+	/* ...and what IsDerivedThreadId(int) sees of them: the low 32 bits. */
+	ASSERT_EQ((uint32_t)XN_LINE_ID_STEPS, 0xdeadbeefu);
 }
 
 TEST(agent_derived_budget_is_counted)
