@@ -10,7 +10,8 @@
  * agent queues a LAUNCH at the call and sends it before the CUPTI buffer
  * that holds the call's GPU work, so the stack is known here when the
  * kernel, copy or memset arrives: agent-map.c asks agent_nvtx_statset()
- * for its stats. Nothing waits or is rewritten later.
+ * for its stats. Nothing waits; only the step ids are rewritten, when a
+ * window is described (agent-steps.h).
  *
  * What goes where (docs/agent.md "NVTX", reference protocol §4.4, §4.9):
  *   - a range: /host:CPU, line "<comm> (pid P)/tid T/NVTX" (id: pid in the
@@ -19,14 +20,17 @@
  *     its `key=value` pairs, nvtx_domain, marker_payload; a step range
  *     also `_r` = 1 and step_num (int64), everything inside a step
  *     group_id (int64);
- *   - GPU work and API calls inside ranges: tf_op = the outermost range's
- *     name, or for an XLA op "<hlo_op>:<its kind>", nvtx_range = the innermost range's text, every `key=value`
+ *   - GPU work and API calls inside ranges: tf_op = the op (agent_nvtx_tf_op():
+ *     an XLA op's "<hlo_op>:<its kind>", else the innermost framework-op
+ *     range under the step, scoped by the ranges in between), nvtx_range =
+ *     the innermost range's text, every `key=value`
  *     pair of the stack (innermost wins; digits as int64, else a string),
  *     except that hlo_op is written as hlo_op_name (XProf's op metrics
  *     drop an event whose hlo_op has no HLO proto), and group_id.
- * Steps: the outermost range of the stack whose name
- * matches a step pattern; numbered per process in the order they are first
- * seen (ranges of a thread arrive in push order).
+ * Steps: the outermost range of the stack whose name matches a step
+ * pattern. Each gets a hub id when first seen (agent-steps.h), written as
+ * group_id and step_num, and its times; a window's description numbers
+ * them per window and rewrites the ids.
  */
 #define LOG_TOPIC "collector.agent"
 
@@ -68,7 +72,7 @@ struct agent_nvtx_src {
 	uint64_t gen;    /* the map's resets when ranges was counted */
 	bool any;        /* NVTX records ever came from this process */
 	/* this window */
-	uint64_t gpu, annotated, in_step, dropped, steps_seen, module_steps;
+	uint64_t gpu, annotated, in_step, dropped, module_steps;
 };
 
 #define MAX_PATTERNS 32
@@ -211,10 +215,23 @@ static unsigned parse_pairs(const char *t, struct kv *kv, unsigned n, unsigned m
 	return n;
 }
 
-/* The step number of range @serial, numbering it if new (0: over the
- * budget). Steps are numbered per capture. */
-static uint32_t step_no(struct agent_src *s, struct agent_nvtx_src *ns, uint32_t serial)
+static uint64_t hash_n(const char *t, size_t n)
 {
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)t[i]) * 0x100000001b3ull;
+	return h | 1;
+}
+
+static uint64_t hash_str(const char *t) { return hash_n(t, strlen(t)); }
+
+/* The step (hub id, agent-steps.h) of range @serial named @t, a new one if
+ * not seen yet (0: over the budget). Per capture. */
+static uint32_t step_no(struct agent_src *s, struct agent_nvtx_src *ns, uint32_t serial, const char *t)
+{
+	uint32_t id;
+
 	if (ns->steps_gen != s->m->resets) {
 		ns->n_steps = 0;
 		ns->steps_gen = s->m->resets;
@@ -224,19 +241,13 @@ static uint32_t step_no(struct agent_src *s, struct agent_nvtx_src *ns, uint32_t
 			return ns->steps[j].no;
 	if (ns->n_steps >= AGENT_NVTX_MAX_STEPS)
 		return 0;
+	id = agent_steps_new(&s->m->steps, s->pid, (uint32_t)hash_n(t, name_len(t)));
+	if (!id)
+		return 0;
 	ns->steps[ns->n_steps].serial = serial;
-	ns->steps[ns->n_steps].no = ns->n_steps + 1;
-	ns->steps_seen++;
-	return ++ns->n_steps;
-}
-
-static uint64_t hash_str(const char *t)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (; *t; t++)
-		h = (h ^ (uint8_t)*t) * 0x100000001b3ull;
-	return h | 1;
+	ns->steps[ns->n_steps].no = id;
+	ns->n_steps++;
+	return id;
 }
 
 /* An execution of an XLA module (XlaModule:#hlo_module=M,...#, range
@@ -272,7 +283,7 @@ static bool module_step(struct agent_nvtx_src *ns, const char *t, uint32_t seria
 			ns->mods[m].last_serial = serial;
 			if (++ns->mods[m].runs >= 2) {
 				ns->step_module = h;
-				snprintf(ns->step_module_name, sizeof(ns->step_module_name), "%s", kv[i].v);
+				snprintf(ns->step_module_name, sizeof(ns->step_module_name), "%.63s", kv[i].v);
 			}
 		}
 	}
@@ -294,7 +305,7 @@ static uint32_t step_of(struct agent_src *s, struct agent_nvtx_src *ns, const st
 			continue;
 		*level = (int)i;
 		ns->pattern_seen = true;
-		return step_no(s, ns, lv[i].serial);
+		return step_no(s, ns, lv[i].serial, t);
 	}
 	if (ns->pattern_seen)
 		return 0;
@@ -305,7 +316,7 @@ static uint32_t step_of(struct agent_src *s, struct agent_nvtx_src *ns, const st
 		if (!t || !lv[i].serial || !module_step(ns, t, lv[i].serial))
 			continue;
 		*level = (int)i;
-		no = step_no(s, ns, lv[i].serial);
+		no = step_no(s, ns, lv[i].serial, t);
 		ns->module_steps += no != 0;
 		return no;
 	}
@@ -633,6 +644,13 @@ static void put_launch(struct agent_nvtx_src *ns, struct agent_src *s, const str
 	for (uint32_t i = 0; i < v->n_levels; i++)
 		e->text[i] = v->levels[i].text_id;
 	e->step = step_of(s, ns, v->levels, v->n_levels, &e->step_lv);
+	/* Until its range ends, a step's launches tell when it ran. */
+	if (e->step && s->clock_known) {
+		int64_t at, dur;
+
+		if (agent_map_place_times(s, v->r.nvtx.start, v->r.nvtx.end, &at, &dur))
+			agent_steps_time(&s->m->steps, e->step, at, trace_end_ns(at, dur), false);
+	}
 }
 
 static void put_range(struct agent_nvtx_src *ns, struct agent_src *s, const struct agent_rec_view *v)
@@ -660,6 +678,8 @@ static void put_range(struct agent_nvtx_src *ns, struct agent_src *s, const stru
 	}
 	if (!agent_map_place_times(s, r->start, r->end, &ev.start_ns, &ev.dur_ns))
 		return;
+	if (step && self)
+		agent_steps_time(&m->steps, step, ev.start_ns, trace_end_ns(ev.start_ns, ev.dur_ns), true);
 	snprintf(lname, sizeof(lname), XN_LINE_NVTX_FMT, s->name, s->pid, r->tid);
 	l = agent_map_aux_line(s, AGENT_MAP_LINE_NVTX, r->tid, lname);
 	if (!l)
@@ -729,7 +749,7 @@ void agent_nvtx_describe(struct agent_src *s)
 	if (!(s->hello_flags & AGENT_HELLO_NVTX) || s->m->nvtx_off) {
 		/* An agent that cannot collect NVTX, or was asked for none
 		 * (docs/options.md): the hints would mislead. */
-		ns->gpu = ns->annotated = ns->in_step = ns->dropped = ns->steps_seen = 0;
+		ns->gpu = ns->annotated = ns->in_step = ns->dropped = 0;
 		return;
 	}
 	if (ns->gpu && !ns->annotated)
@@ -744,13 +764,13 @@ void agent_nvtx_describe(struct agent_src *s)
 				     "torch.cuda.nvtx.range(\"train_step\")",
 			       s->pid, s->name);
 	else if (ns->in_step && ns->pattern_seen)
-		agent_map_note(s->m, "pid %u (%s): steps from NVTX ranges matching the step pattern: %llu new "
-				     "this window; host and GPU events inside carry group_id",
-			       s->pid, s->name, (unsigned long long)ns->steps_seen);
+		agent_map_info(s->m, "pid %u (%s): %u steps in this window, from NVTX ranges matching the step "
+				     "pattern; host and GPU events inside carry group_id",
+			       s->pid, s->name, agent_steps_of(&s->m->steps, s->pid));
 	else if (ns->in_step)
-		agent_map_note(s->m, "pid %u (%s): steps from the executions of XLA module %s (the first module "
-				     "it ran twice; no NVTX range matched the step pattern): %llu new this window; "
+		agent_map_info(s->m, "pid %u (%s): %u steps in this window, from the executions of XLA module %s "
+				     "(the first module it ran twice; no NVTX range matched the step pattern); "
 				     "host and GPU events inside carry group_id",
-			       s->pid, s->name, ns->step_module_name, (unsigned long long)ns->steps_seen);
-	ns->gpu = ns->annotated = ns->in_step = ns->dropped = ns->steps_seen = ns->module_steps = 0;
+			       s->pid, s->name, agent_steps_of(&s->m->steps, s->pid), ns->step_module_name);
+	ns->gpu = ns->annotated = ns->in_step = ns->dropped = ns->module_steps = 0;
 }

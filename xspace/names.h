@@ -58,6 +58,9 @@
 /* ---- Task Environment stats (§4.2) --------------------------------------- */
 #define XN_STAT_PROFILE_START "profile_start_time"
 #define XN_STAT_PROFILE_STOP "profile_stop_time"
+/* profd's information lines about the window (not warnings: XSpace has no
+ * list for them), one per line; e.g. where steps came from (docs/agent.md). */
+#define XN_STAT_PROFD_INFO "profd_info"
 
 /* ---- event stats on GPU and host events (§4.4, §4.6, §4.9) --------------- */
 /* uint64 on both ends of a launch: XProf draws the flow arrow from it. */
