@@ -90,19 +90,27 @@ static int by_start(const void *a, const void *b)
 }
 
 /* DDP ranks: the same step, each overlapping the other by at least half of
- * the longer one. */
+ * the longer one. A step known only from its launches (its range not in
+ * yet) is taken when those lie within the other's span. */
 static bool lockstep(const struct agent_step *a, const struct agent_step *b)
 {
 	int64_t lo = MAX(a->start, b->start), hi = MIN(a->end, b->end);
 	int64_t la = trace_sat_sub(a->end, a->start), lb = trace_sat_sub(b->end, b->start);
 
-	return a->name == b->name && a->pid != b->pid && hi > lo && trace_sat_sub(hi, lo) >= MAX(la, lb) / 2;
+	if (a->name != b->name || a->pid == b->pid || hi < lo)
+		return false;
+	if (!a->exact || !b->exact) {
+		const struct agent_step *in = a->exact ? b : a, *out = a->exact ? a : b;
+
+		return in->start >= out->start && in->end <= out->end;
+	}
+	return hi > lo && trace_sat_sub(hi, lo) >= MAX(la, lb) / 2;
 }
 
 /* win[] for the steps starting in [@start, @stop); 0 or -ENOMEM. */
 static int number(struct agent_steps *st, int64_t start, int64_t stop)
 {
-	uint32_t *cand, *rep, nc = 0, nr = 0;
+	uint32_t *cand, *rep, nc = 0, nr = 0; /* rep[k]: where number k + 1's first step is in cand */
 	uint32_t *win = realloc(st->win, (st->n ? st->n : 1) * sizeof(*win));
 
 	if (!win)
@@ -126,16 +134,16 @@ static int number(struct agent_steps *st, int64_t start, int64_t stop)
 		for (uint32_t k = nr; k-- > 0 && nr - k <= LOOK_BACK && !no;) {
 			bool taken = false;
 
-			if (!lockstep(s, &st->v[rep[k]]))
+			if (!lockstep(s, &st->v[cand[rep[k]]]))
 				continue;
-			/* one step of a process per number */
-			for (uint32_t j = 0; j < i && !taken; j++)
+			/* one step of a process per number (its steps start from rep[k] on) */
+			for (uint32_t j = rep[k]; j < i && !taken; j++)
 				taken = win[cand[j]] == k + 1 && st->v[cand[j]].pid == s->pid;
 			if (!taken)
 				no = k + 1;
 		}
 		if (!no) {
-			rep[nr++] = cand[i];
+			rep[nr++] = i;
 			no = nr;
 		}
 		win[cand[i]] = no;

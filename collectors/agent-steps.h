@@ -13,8 +13,9 @@
  * window is described the steps that start in it are numbered from 1 in
  * start order, and the window's events are rewritten with those numbers:
  *   - steps of different processes that run in lockstep (same name, each
- *     overlapping the other by at least half of the longer: DDP ranks)
- *     share a number; others never do;
+ *     overlapping the other by at least half of the longer: DDP ranks;
+ *     a step whose range is not in yet, by its launches lying within the
+ *     other) share a number; others never do;
  *   - a step that started before the window is cut: its events in the
  *     window keep no group_id (nor _r, step_num), as the in-process
  *     profiler never records a step begun before tracing started.
