@@ -17,10 +17,10 @@ static const struct {
 	int64_t id;       /* XProf's kThreadId* (trace_utils.h) */
 	const char *name; /* XProf's k*LineName (xplane_schema.cc) */
 } lines[AGENT_DERIVED__N] = {
-	[AGENT_DERIVED_STEPS] = { XN_LINE_ID_LIMIT + 0, XN_LINE_DERIVED_STEPS },
-	[AGENT_DERIVED_FRAMEWORK_OPS] = { XN_LINE_ID_LIMIT + 3, XN_LINE_DERIVED_FRAMEWORK_OPS },
-	[AGENT_DERIVED_XLA_MODULES] = { XN_LINE_ID_LIMIT + 4, XN_LINE_DERIVED_XLA_MODULES },
-	[AGENT_DERIVED_XLA_OPS] = { XN_LINE_ID_LIMIT + 5, XN_LINE_DERIVED_XLA_OPS },
+	[AGENT_DERIVED_STEPS] = { XN_LINE_ID_STEPS, XN_LINE_DERIVED_STEPS },
+	[AGENT_DERIVED_FRAMEWORK_OPS] = { XN_LINE_ID_TF_OP, XN_LINE_DERIVED_FRAMEWORK_OPS },
+	[AGENT_DERIVED_XLA_MODULES] = { XN_LINE_ID_HLO_MODULE, XN_LINE_DERIVED_XLA_MODULES },
+	[AGENT_DERIVED_XLA_OPS] = { XN_LINE_ID_HLO_OP, XN_LINE_DERIVED_XLA_OPS },
 };
 
 void agent_derived_init(struct agent_derived *ad)
@@ -93,7 +93,7 @@ static int rec_cmp(const void *a, const void *b)
 
 static void put(struct agent_derived *ad, struct trace *snap, const struct agent_derived_rec *r)
 {
-	char plane_name[32];
+	char plane_name[32], step[24];
 	struct trace_plane *p;
 	struct trace_line *l;
 	struct trace_event ev = { .start_ns = r->start_ns, .dur_ns = trace_sat_sub(r->end_ns, r->start_ns) };
@@ -103,7 +103,9 @@ static void put(struct agent_derived *ad, struct trace *snap, const struct agent
 	if (!(p = trace_find_plane(snap, plane_name)) || !(l = trace_line(p, lines[r->line].id, lines[r->line].name)))
 		return;
 	trace_stat_i64(p, &ad->sb, XN_STAT_GROUP_ID, r->group_id);
-	meta = trace_plane_event_id(p, strtab_get(&ad->names, r->name, NULL));
+	/* a Steps event is named by its step's number (in this window) */
+	snprintf(step, sizeof(step), "%lld", (long long)r->group_id);
+	meta = trace_plane_event_id(p, r->line == AGENT_DERIVED_STEPS ? step : strtab_get(&ad->names, r->name, NULL));
 	set = trace_plane_statset(p, &ad->sb);
 	if (meta < 0 || set < 0)
 		return;
@@ -112,8 +114,13 @@ static void put(struct agent_derived *ad, struct trace *snap, const struct agent
 	trace_line_append(l, &ev); /* past the snapshot's budget: counted there */
 }
 
+static int64_t number(const struct agent_steps *steps, int64_t group_id)
+{
+	return steps ? agent_steps_number(steps, group_id) : group_id;
+}
+
 void agent_derived_describe(struct agent_derived *ad, struct trace *snap, int64_t start_ns, int64_t stop_ns,
-			    void (*note)(void *ud, const char *text), void *ud)
+			    const struct agent_steps *steps, void (*note)(void *ud, const char *text), void *ud)
 {
 	char text[256];
 
@@ -122,13 +129,16 @@ void agent_derived_describe(struct agent_derived *ad, struct trace *snap, int64_
 	for (uint32_t i = 0; i < ad->n;) {
 		struct agent_derived_rec run = ad->recs[i++];
 
-		/* Consecutive events of one name and step on one line: one event. */
+		/* Consecutive events of one name and step on one line: one event
+		 * (processes in lockstep share a step number). */
+		run.group_id = number(steps, run.group_id);
 		while (i < ad->n && ad->recs[i].plane == run.plane && ad->recs[i].line == run.line &&
-		       ad->recs[i].name == run.name && ad->recs[i].group_id == run.group_id) {
+		       (ad->recs[i].name == run.name || run.line == AGENT_DERIVED_STEPS) &&
+		       number(steps, ad->recs[i].group_id) == run.group_id) {
 			run.end_ns = MAX(run.end_ns, ad->recs[i].end_ns);
 			i++;
 		}
-		if (run.start_ns >= start_ns && run.start_ns < stop_ns)
+		if (run.group_id > 0 && run.start_ns >= start_ns && run.start_ns < stop_ns)
 			put(ad, snap, &run);
 	}
 	if (ad->dropped) {

@@ -22,6 +22,7 @@
 
 #include <stdint.h>
 
+#include "agent-steps.h"
 #include "base/strtab.h"
 #include "xspace/trace.h"
 
@@ -64,6 +65,8 @@ void agent_derived_free(struct agent_derived *ad);
 void agent_derived_add(struct agent_derived *ad, uint32_t plane, enum agent_derived_line line,
 		       const char *name, int64_t start_ns, int64_t dur_ns, int64_t group_id);
 /* Write the merged events that start in [@start_ns, @stop_ns) into @snap's
- * GPU planes; @note (with @ud) gets one line about dropped records. */
+ * GPU planes, their steps numbered as @steps numbered the window (NULL: as
+ * added; a step it does not number is left out); @note (with @ud) gets one
+ * line about dropped records. */
 void agent_derived_describe(struct agent_derived *ad, struct trace *snap, int64_t start_ns, int64_t stop_ns,
-			    void (*note)(void *ud, const char *text), void *ud);
+			    const struct agent_steps *steps, void (*note)(void *ud, const char *text), void *ud);

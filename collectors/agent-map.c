@@ -87,27 +87,47 @@ void agent_map_free(struct agent_map *m)
 	for (unsigned i = 0; i < m->n_notes; i++)
 		free(m->notes[i]);
 	m->n_notes = 0;
+	for (unsigned i = 0; i < m->n_infos; i++)
+		free(m->infos[i]);
+	m->n_infos = 0;
 	agent_memory_free(&m->mem);
 	agent_derived_free(&m->derived);
+	agent_steps_free(&m->steps);
 	buf_free(&m->sb);
+}
+
+/* @fmt into @list (of *@n), once per text, at most AGENT_MAP_MAX_NOTES. */
+static void add_line(char **list, unsigned *n, const char *fmt, va_list ap)
+{
+	char text[600];
+
+	vsnprintf(text, sizeof(text), fmt, ap);
+	for (unsigned i = 0; i < *n; i++)
+		if (strcmp(list[i], text) == 0)
+			return;
+	if (*n >= AGENT_MAP_MAX_NOTES)
+		return;
+	list[*n] = strdup(text);
+	if (list[*n])
+		(*n)++;
 }
 
 void agent_map_note(struct agent_map *m, const char *fmt, ...)
 {
-	char text[600];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
+	add_line(m->notes, &m->n_notes, fmt, ap);
 	va_end(ap);
-	for (unsigned i = 0; i < m->n_notes; i++)
-		if (strcmp(m->notes[i], text) == 0)
-			return;
-	if (m->n_notes >= AGENT_MAP_MAX_NOTES)
-		return;
-	m->notes[m->n_notes] = strdup(text);
-	if (m->notes[m->n_notes])
-		m->n_notes++;
+}
+
+void agent_map_info(struct agent_map *m, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	add_line(m->infos, &m->n_infos, fmt, ap);
+	va_end(ap);
 }
 
 void agent_map_src_init(struct agent_map *m, struct agent_src *s)
@@ -142,6 +162,7 @@ static void reset_caches(struct agent_map *m)
 	memset(m->kcache, 0, sizeof(m->kcache));
 	m->host_plane = NULL;
 	memset(m->sid_cache, 0, sizeof(m->sid_cache));
+	agent_steps_reset(&m->steps);
 }
 
 void agent_map_start(struct agent_map *m)
@@ -1098,7 +1119,7 @@ static void memory_note(void *ud, const char *text) { agent_map_note(ud, "%s", t
 
 void agent_map_describe_derived(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns)
 {
-	agent_derived_describe(&m->derived, snap, start_ns, stop_ns, memory_note, m);
+	agent_derived_describe(&m->derived, snap, start_ns, stop_ns, &m->steps, memory_note, m);
 }
 
 void agent_map_describe_memory(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns)
@@ -1106,11 +1127,34 @@ void agent_map_describe_memory(struct agent_map *m, struct trace *snap, int64_t 
 	agent_memory_describe(&m->mem, snap, start_ns, stop_ns, memory_note, m);
 }
 
+void agent_map_describe_steps(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns)
+{
+	agent_steps_window(&m->steps, snap, start_ns, stop_ns);
+}
+
 void agent_map_flush_notes(struct agent_map *m, struct trace *snap, int64_t start_ns)
 {
+	struct buf text = BUF_INIT;
+
 	for (unsigned i = 0; i < m->n_notes; i++) {
 		trace_diag(snap, start_ns, false, "%s", m->notes[i]);
 		free(m->notes[i]);
 	}
 	m->n_notes = 0;
+	for (unsigned i = 0; i < m->n_infos; i++) {
+		if (i)
+			buf_putc(&text, '\n');
+		buf_put(&text, m->infos[i], strlen(m->infos[i]));
+		free(m->infos[i]);
+	}
+	if (m->n_infos) {
+		struct trace_plane *p = trace_plane(snap, XN_PLANE_TASK_ENV, 0);
+
+		buf_putc(&text, 0);
+		if (p && !text.oom && trace_stat_str(p, &m->sb, XN_STAT_PROFD_INFO, (const char *)text.data) == 0)
+			trace_plane_set_stats(p, &m->sb);
+		buf_reset(&m->sb);
+	}
+	m->n_infos = 0;
+	buf_free(&text);
 }

@@ -19,6 +19,7 @@
 #include "agent-memory.h"
 #include "agent-parse.h"
 #include "agent-proto.h"
+#include "agent-steps.h"
 #include "base/macro.h"
 #include "collector.h"
 
@@ -176,9 +177,13 @@ struct agent_map {
 	/* the capture's memory profile (agent-memory.h) */
 	struct agent_memory mem;
 	struct agent_derived derived; /* Steps / op lines of GPU work in NVTX steps */
-	/* messages for the next window's warnings */
+	struct agent_steps steps;     /* the hub's steps, numbered per window */
+	/* messages for the next window's warnings, and its information lines
+	 * (agent_map_info()) */
 	char *notes[AGENT_MAP_MAX_NOTES];
 	unsigned n_notes;
+	char *infos[AGENT_MAP_MAX_NOTES];
+	unsigned n_infos;
 };
 
 /* For agent-nvtx.c: the time rules of one record (agent ns -> wall ns,
@@ -204,6 +209,10 @@ void agent_map_start(struct agent_map *m);
 /* A warning for the capture's XSpace, once per text (at most
  * AGENT_MAP_MAX_NOTES per window). */
 void agent_map_note(struct agent_map *m, const char *fmt, ...) _printf_(2, 3);
+/* An information line for the window (not a warning: nothing is wrong);
+ * XSpace has no list for them, so they go into the Task Environment
+ * plane's XN_STAT_PROFD_INFO stat, one per line (docs/agent.md "Steps"). */
+void agent_map_info(struct agent_map *m, const char *fmt, ...) _printf_(2, 3);
 
 void agent_map_src_init(struct agent_map *m, struct agent_src *s);
 void agent_map_src_free(struct agent_src *s);
@@ -234,5 +243,9 @@ void agent_map_describe_metadata(struct agent_map *m, struct trace *snap, const 
  * impossible times or durations, beyond its fair share); the counts start
  * over. */
 void agent_map_describe_src(struct agent_src *s);
-/* describe: every note into @snap's warnings; the list starts over. */
+/* describe: the window's step numbers (agent-steps.h), before the derived
+ * lines and the sources' notes, which use them. */
+void agent_map_describe_steps(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns);
+/* describe: every note into @snap's warnings, every information line into
+ * its Task Environment plane; the lists start over. */
 void agent_map_flush_notes(struct agent_map *m, struct trace *snap, int64_t start_ns);

@@ -10,7 +10,8 @@
  * agent queues a LAUNCH at the call and sends it before the CUPTI buffer
  * that holds the call's GPU work, so the stack is known here when the
  * kernel, copy or memset arrives: agent-map.c asks agent_nvtx_statset()
- * for its stats. Nothing waits or is rewritten later.
+ * for its stats. Nothing waits; only the step ids are rewritten, when a
+ * window is described (agent-steps.h).
  *
  * What goes where (docs/agent.md "NVTX", reference protocol §4.4, §4.9):
  *   - a range: /host:CPU, line "<comm> (pid P)/tid T/NVTX" (id: pid in the
@@ -19,14 +20,17 @@
  *     its `key=value` pairs, nvtx_domain, marker_payload; a step range
  *     also `_r` = 1 and step_num (int64), everything inside a step
  *     group_id (int64);
- *   - GPU work and API calls inside ranges: tf_op = the outermost range's
- *     name, or for an XLA op "<hlo_op>:<its kind>", nvtx_range = the innermost range's text, every `key=value`
+ *   - GPU work and API calls inside ranges: tf_op = the op (agent_nvtx_tf_op():
+ *     an XLA op's "<hlo_op>:<its kind>", else the innermost framework-op
+ *     range under the step, scoped by the ranges in between), nvtx_range =
+ *     the innermost range's text, every `key=value`
  *     pair of the stack (innermost wins; digits as int64, else a string),
  *     except that hlo_op is written as hlo_op_name (XProf's op metrics
  *     drop an event whose hlo_op has no HLO proto), and group_id.
- * Steps: the outermost range of the stack whose name
- * matches a step pattern; numbered per process in the order they are first
- * seen (ranges of a thread arrive in push order).
+ * Steps: the outermost range of the stack whose name matches a step
+ * pattern. Each gets a hub id when first seen (agent-steps.h), written as
+ * group_id and step_num, and its times; a window's description numbers
+ * them per window and rewrites the ids.
  */
 #define LOG_TOPIC "collector.agent"
 
@@ -42,6 +46,7 @@
 struct corr_ent {
 	uint32_t corr; /* 0 = empty */
 	uint32_t step; /* group_id, 0 = none */
+	int32_t step_lv; /* the step's level, -1 = none */
 	uint32_t n;
 	uint32_t text[AGENT_NVTX_MAX_LEVELS];
 };
@@ -67,7 +72,7 @@ struct agent_nvtx_src {
 	uint64_t gen;    /* the map's resets when ranges was counted */
 	bool any;        /* NVTX records ever came from this process */
 	/* this window */
-	uint64_t gpu, annotated, in_step, dropped, steps_seen, module_steps;
+	uint64_t gpu, annotated, in_step, dropped, module_steps;
 };
 
 #define MAX_PATTERNS 32
@@ -210,10 +215,23 @@ static unsigned parse_pairs(const char *t, struct kv *kv, unsigned n, unsigned m
 	return n;
 }
 
-/* The step number of range @serial, numbering it if new (0: over the
- * budget). Steps are numbered per capture. */
-static uint32_t step_no(struct agent_src *s, struct agent_nvtx_src *ns, uint32_t serial)
+static uint64_t hash_n(const char *t, size_t n)
 {
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)t[i]) * 0x100000001b3ull;
+	return h | 1;
+}
+
+static uint64_t hash_str(const char *t) { return hash_n(t, strlen(t)); }
+
+/* The step (hub id, agent-steps.h) of range @serial named @t, a new one if
+ * not seen yet (0: over the budget). Per capture. */
+static uint32_t step_no(struct agent_src *s, struct agent_nvtx_src *ns, uint32_t serial, const char *t)
+{
+	uint32_t id;
+
 	if (ns->steps_gen != s->m->resets) {
 		ns->n_steps = 0;
 		ns->steps_gen = s->m->resets;
@@ -223,19 +241,13 @@ static uint32_t step_no(struct agent_src *s, struct agent_nvtx_src *ns, uint32_t
 			return ns->steps[j].no;
 	if (ns->n_steps >= AGENT_NVTX_MAX_STEPS)
 		return 0;
+	id = agent_steps_new(&s->m->steps, s->pid, (uint32_t)hash_n(t, name_len(t)));
+	if (!id)
+		return 0;
 	ns->steps[ns->n_steps].serial = serial;
-	ns->steps[ns->n_steps].no = ns->n_steps + 1;
-	ns->steps_seen++;
-	return ++ns->n_steps;
-}
-
-static uint64_t hash_str(const char *t)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (; *t; t++)
-		h = (h ^ (uint8_t)*t) * 0x100000001b3ull;
-	return h | 1;
+	ns->steps[ns->n_steps].no = id;
+	ns->n_steps++;
+	return id;
 }
 
 /* An execution of an XLA module (XlaModule:#hlo_module=M,...#, range
@@ -271,7 +283,7 @@ static bool module_step(struct agent_nvtx_src *ns, const char *t, uint32_t seria
 			ns->mods[m].last_serial = serial;
 			if (++ns->mods[m].runs >= 2) {
 				ns->step_module = h;
-				snprintf(ns->step_module_name, sizeof(ns->step_module_name), "%s", kv[i].v);
+				snprintf(ns->step_module_name, sizeof(ns->step_module_name), "%.63s", kv[i].v);
 			}
 		}
 	}
@@ -280,19 +292,20 @@ static bool module_step(struct agent_nvtx_src *ns, const char *t, uint32_t seria
 
 /* The group_id of a stack, numbering a new step; 0 when none. The
  * outermost range matching a step pattern; failing any such range in the
- * process, the execution of the step module (module_step()). *@is_self:
- * the step is the last level. */
+ * process, the execution of the step module (module_step()). *@level: the
+ * step's level (-1: none). */
 static uint32_t step_of(struct agent_src *s, struct agent_nvtx_src *ns, const struct agent_nvtx_level *lv,
-			uint32_t n, bool *is_self)
+			uint32_t n, int *level)
 {
+	*level = -1;
 	for (uint32_t i = 0; i < n; i++) {
 		const char *t = agent_map_str(s, lv[i].text_id, NULL);
 
 		if (!t || !lv[i].serial || !agent_nvtx_is_step(t))
 			continue;
-		*is_self = i == n - 1;
+		*level = (int)i;
 		ns->pattern_seen = true;
-		return step_no(s, ns, lv[i].serial);
+		return step_no(s, ns, lv[i].serial, t);
 	}
 	if (ns->pattern_seen)
 		return 0;
@@ -302,8 +315,8 @@ static uint32_t step_of(struct agent_src *s, struct agent_nvtx_src *ns, const st
 
 		if (!t || !lv[i].serial || !module_step(ns, t, lv[i].serial))
 			continue;
-		*is_self = i == n - 1;
-		no = step_no(s, ns, lv[i].serial);
+		*level = (int)i;
+		no = step_no(s, ns, lv[i].serial, t);
 		ns->module_steps += no != 0;
 		return no;
 	}
@@ -323,10 +336,9 @@ static void put_pairs(struct trace_plane *p, struct buf *b, const struct kv *kv,
 	}
 }
 
-/* tf_op: an XLA op's "<hlo_op>:<its kind>" (fusion.3 -> "fusion.3:fusion"),
- * since hlo_op itself cannot be written (see the top); else the outermost
- * range's name, "name:type" when it has that form. Into @op (@size). */
-static void tf_op_text(const char *outer, const struct kv *kv, unsigned n, char *op, size_t size)
+/* The XLA op of a stack: "<hlo_op>:<its kind>" (fusion.3 -> "fusion.3:fusion"),
+ * since hlo_op itself cannot be written (see the top). False without one. */
+static bool xla_op_text(const struct kv *kv, unsigned n, char *op, size_t size)
 {
 	for (unsigned i = 0; i < n; i++) {
 		size_t len;
@@ -341,9 +353,167 @@ static void tf_op_text(const char *outer, const struct kv *kv, unsigned n, char 
 		else
 			len = strlen(kv[i].v);
 		snprintf(op, size, "%s:%.*s", kv[i].v, (int)len, kv[i].v);
+		return true;
+	}
+	return false;
+}
+
+/* The part of a range text that names it: before '#', and before the
+ * ", seq = " / ", op_id = " / ", sizes = " that PyTorch's emit_nvtx()
+ * appends to an operator's name. */
+static size_t op_name_len(const char *t)
+{
+	static const char *const tails[] = { ", seq = ", ", op_id = ", ", sizes = ", ", input_op_ids = " };
+	size_t n = name_len(t);
+
+	for (size_t i = 0; i < ARRAY_SIZE(tails); i++) {
+		const char *at = strstr(t, tails[i]);
+
+		if (at && (size_t)(at - t) < n)
+			n = (size_t)(at - t);
+	}
+	return n;
+}
+
+static bool all_of(const char *t, size_t n, const char *set, bool alnum)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!(alnum && isalnum((unsigned char)t[i])) && !strchr(set, t[i]))
+			return false;
+	return true;
+}
+
+/* XProf's op types (tf_op_utils.cc): TensorFlow's [A-Z_][a-zA-Z0-9_]*, JAX's
+ * [a-z_][a-z0-9_]*, optionally "[...]". */
+static bool tf_type(const char *t, size_t n)
+{
+	return n && (isupper((unsigned char)t[0]) || t[0] == '_') && all_of(t, n, "_", true);
+}
+
+static bool jax_type(const char *t, size_t n)
+{
+	const char *br = memchr(t, '[', n);
+	size_t m = br ? (size_t)(br - t) : n;
+
+	if (br && t[n - 1] != ']')
+		return false;
+	if (!m || !(islower((unsigned char)t[0]) || t[0] == '_'))
+		return false;
+	for (size_t i = 0; i < m; i++)
+		if (!islower((unsigned char)t[i]) && !isdigit((unsigned char)t[i]) && t[i] != '_')
+			return false;
+	return true;
+}
+
+/* TensorFlow's op names: [A-Za-z0-9.][A-Za-z0-9_./>-]*. */
+static bool tf_name(const char *t, size_t n)
+{
+	return n && (isalnum((unsigned char)t[0]) || t[0] == '.') && all_of(t, n, "_./>-", true);
+}
+
+struct op_form {
+	const char *name, *type; /* within the range text */
+	size_t name_n, type_n;
+};
+
+/*
+ * Whether the range text @t names a framework op in a form XProf's
+ * ParseTfOpFullname() gives a category (tf_op_utils.cc): "name:Type"
+ * (TensorFlow, e.g. dense:MatMul) or "name:type" (JAX), or PyTorch's
+ * "ns::op[.overload]" (aten::mm, as emit_nvtx() and record_function name
+ * operators), which XProf does not parse: its name is then the whole text
+ * and its type the op, written in the JAX form "aten.mm:mm" (put_scope()).
+ */
+static bool op_form(const char *t, struct op_form *f)
+{
+	size_t n = op_name_len(t), c = strcspn(t, ":");
+
+	if (c >= n || c == 0 || (c == 8 && strncmp(t, "Iterator", 8) == 0)) /* tf.data's, as it is */
+		return false;
+	if (c + 2 < n && t[c + 1] == ':') {
+		f->name = t;
+		f->name_n = n;
+		f->type = t + c + 2;
+		f->type_n = strcspn(f->type, ".");
+		if (f->type_n > n - c - 2)
+			f->type_n = n - c - 2;
+		return all_of(t, c, "_", true) && all_of(f->type, n - c - 2, "_.", true) &&
+		       (jax_type(f->type, f->type_n) || tf_type(f->type, f->type_n));
+	}
+	f->name = t;
+	f->name_n = c;
+	f->type = t + c + 1;
+	f->type_n = n - c - 1;
+	return (tf_type(f->type, f->type_n) && tf_name(t, c)) || jax_type(f->type, f->type_n);
+}
+
+/* Append @t (@n bytes) to the op name @op (@size, NUL-terminated) as
+ * TensorFlow's op names allow it ([A-Za-z0-9.][A-Za-z0-9_./>-]*): "::"
+ * becomes '.', any other character outside the set '_'. */
+static void put_scope(char *op, size_t size, const char *t, size_t n)
+{
+	size_t at = strlen(op);
+
+	for (size_t i = 0; i < n && at + 1 < size; i++) {
+		char ch = t[i];
+
+		if (ch == ':') {
+			if (at && op[at - 1] == '.')
+				continue;
+			ch = '.';
+		} else if (!isalnum((unsigned char)ch) && !strchr("_./>-", ch)) {
+			ch = '_';
+		}
+		if (!at && !isalnum((unsigned char)ch) && ch != '.')
+			continue;
+		op[at++] = ch;
+	}
+	op[at] = 0;
+}
+
+void agent_nvtx_tf_op(const char *const *texts, uint32_t n, int step, char *op, size_t size)
+{
+	struct kv kv[16];
+	unsigned nkv = 0;
+	uint32_t from = step >= 0 ? (uint32_t)step + 1 : 0, k;
+	struct op_form f;
+	bool found = false;
+
+	if (!size)
+		return;
+	op[0] = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (texts[i])
+			nkv = parse_pairs(texts[i], kv, nkv, 16);
+	if (!n || xla_op_text(kv, nkv, op, size))
+		return;
+	/* The innermost framework op under the step... */
+	for (k = n; k > from && !found;)
+		found = texts[--k] && op_form(texts[k], &f);
+	if (!found) {
+		/* ...else the innermost range's name, as it is. */
+		const char *t = texts[n - 1] ? texts[n - 1] : "";
+
+		snprintf(op, size, "%.*s", (int)op_name_len(t), t);
 		return;
 	}
-	snprintf(op, size, "%.*s", (int)name_len(outer), outer);
+	/* ...its name scope the ranges between the step and it. */
+	for (uint32_t i = from; i < k; i++) {
+		struct op_form g;
+		const char *t = texts[i];
+
+		if (!t)
+			continue;
+		if (op_form(t, &g))
+			put_scope(op, size, g.name, g.name_n);
+		else
+			put_scope(op, size, t, op_name_len(t));
+		if (op[0] && op[strlen(op) - 1] != '/')
+			put_scope(op, size, "/", 1);
+	}
+	put_scope(op, size, f.name, f.name_n);
+	if (strlen(op) + 1 + f.type_n < size)
+		snprintf(op + strlen(op), size - strlen(op), ":%.*s", (int)f.type_n, f.type);
 }
 
 /* The launch stack remembered for correlation @corr of @s, or NULL. */
@@ -375,20 +545,24 @@ static unsigned launch_pairs(struct agent_src *s, const struct corr_ent *e, stru
 	return nkv;
 }
 
+/* The tf_op text of launch stack @e (agent_nvtx_tf_op()). */
+static void tf_op_text(struct agent_src *s, const struct corr_ent *e, char *op, size_t size)
+{
+	const char *texts[AGENT_NVTX_MAX_LEVELS];
+
+	for (uint32_t i = 0; i < e->n; i++)
+		texts[i] = agent_map_str(s, e->text[i], NULL);
+	agent_nvtx_tf_op(texts, e->n, e->step_lv, op, size);
+}
+
 bool agent_nvtx_op_of(struct agent_src *s, uint32_t corr, char *tf_op, size_t size, int64_t *group_id)
 {
 	const struct corr_ent *e = launch_of(s, corr);
-	const char *outer, *inner;
-	struct kv kv[16];
-	unsigned nkv;
 
 	*group_id = -1;
-	if (!e)
+	if (!e || !agent_map_str(s, e->text[0], NULL) || !agent_map_str(s, e->text[e->n - 1], NULL))
 		return false;
-	nkv = launch_pairs(s, e, kv, 16, &outer, &inner);
-	if (!outer || !inner)
-		return false;
-	tf_op_text(outer, kv, nkv, tf_op, size);
+	tf_op_text(s, e, tf_op, size);
 	if (e->step)
 		*group_id = e->step;
 	return true;
@@ -410,7 +584,7 @@ void agent_nvtx_derive(struct agent_src *s, uint32_t plane, int64_t start, int64
 		return;
 	snprintf(text, sizeof(text), "%u", e->step);
 	agent_derived_add(ad, plane, AGENT_DERIVED_STEPS, text, start, dur, e->step);
-	tf_op_text(outer, kv, nkv, text, sizeof(text));
+	tf_op_text(s, e, text, sizeof(text));
 	agent_derived_add(ad, plane, AGENT_DERIVED_FRAMEWORK_OPS, text, start, dur, e->step);
 	for (unsigned i = 0; i < nkv; i++) {
 		if (strcmp(kv[i].k, XN_STAT_HLO_MODULE) == 0)
@@ -449,7 +623,7 @@ int64_t agent_nvtx_statset(struct agent_src *s, struct trace_plane *p, struct bu
 
 		buf_put(b, bytes, len);
 	}
-	tf_op_text(outer, kv, nkv, op, sizeof(op));
+	tf_op_text(s, e, op, sizeof(op));
 	trace_stat_str_ref(p, b, XN_STAT_TF_OP, op);
 	trace_stat_str_ref(p, b, XN_STAT_NVTX_RANGE, inner);
 	put_pairs(p, b, kv, nkv);
@@ -461,7 +635,6 @@ int64_t agent_nvtx_statset(struct agent_src *s, struct trace_plane *p, struct bu
 static void put_launch(struct agent_nvtx_src *ns, struct agent_src *s, const struct agent_rec_view *v)
 {
 	struct corr_ent *e;
-	bool self;
 
 	if (!ns->corr && !(ns->corr = calloc(AGENT_NVTX_CORR_SLOTS, sizeof(*ns->corr))))
 		return;
@@ -470,7 +643,14 @@ static void put_launch(struct agent_nvtx_src *ns, struct agent_src *s, const str
 	e->n = v->n_levels;
 	for (uint32_t i = 0; i < v->n_levels; i++)
 		e->text[i] = v->levels[i].text_id;
-	e->step = step_of(s, ns, v->levels, v->n_levels, &self);
+	e->step = step_of(s, ns, v->levels, v->n_levels, &e->step_lv);
+	/* Until its range ends, a step's launches tell when it ran. */
+	if (e->step && s->clock_known) {
+		int64_t at, dur;
+
+		if (agent_map_place_times(s, v->r.nvtx.start, v->r.nvtx.end, &at, &dur))
+			agent_steps_time(&s->m->steps, e->step, at, trace_end_ns(at, dur), false);
+	}
 }
 
 static void put_range(struct agent_nvtx_src *ns, struct agent_src *s, const struct agent_rec_view *v)
@@ -484,8 +664,9 @@ static void put_range(struct agent_nvtx_src *ns, struct agent_src *s, const stru
 	struct kv kv[16];
 	unsigned nkv;
 	int64_t meta, set;
-	bool self = false;
-	uint32_t step = step_of(s, ns, v->levels, v->n_levels, &self);
+	int step_lv;
+	uint32_t step = step_of(s, ns, v->levels, v->n_levels, &step_lv);
+	bool self = step_lv == (int)v->n_levels - 1;
 
 	if (ns->gen != m->resets) {
 		ns->ranges = 0;
@@ -497,6 +678,8 @@ static void put_range(struct agent_nvtx_src *ns, struct agent_src *s, const stru
 	}
 	if (!agent_map_place_times(s, r->start, r->end, &ev.start_ns, &ev.dur_ns))
 		return;
+	if (step && self)
+		agent_steps_time(&m->steps, step, ev.start_ns, trace_end_ns(ev.start_ns, ev.dur_ns), true);
 	snprintf(lname, sizeof(lname), XN_LINE_NVTX_FMT, s->name, s->pid, r->tid);
 	l = agent_map_aux_line(s, AGENT_MAP_LINE_NVTX, r->tid, lname);
 	if (!l)
@@ -566,7 +749,7 @@ void agent_nvtx_describe(struct agent_src *s)
 	if (!(s->hello_flags & AGENT_HELLO_NVTX) || s->m->nvtx_off) {
 		/* An agent that cannot collect NVTX, or was asked for none
 		 * (docs/options.md): the hints would mislead. */
-		ns->gpu = ns->annotated = ns->in_step = ns->dropped = ns->steps_seen = 0;
+		ns->gpu = ns->annotated = ns->in_step = ns->dropped = 0;
 		return;
 	}
 	if (ns->gpu && !ns->annotated)
@@ -581,13 +764,13 @@ void agent_nvtx_describe(struct agent_src *s)
 				     "torch.cuda.nvtx.range(\"train_step\")",
 			       s->pid, s->name);
 	else if (ns->in_step && ns->pattern_seen)
-		agent_map_note(s->m, "pid %u (%s): steps from NVTX ranges matching the step pattern: %llu new "
-				     "this window; host and GPU events inside carry group_id",
-			       s->pid, s->name, (unsigned long long)ns->steps_seen);
+		agent_map_info(s->m, "pid %u (%s): %u steps in this window, from NVTX ranges matching the step "
+				     "pattern; host and GPU events inside carry group_id",
+			       s->pid, s->name, agent_steps_of(&s->m->steps, s->pid));
 	else if (ns->in_step)
-		agent_map_note(s->m, "pid %u (%s): steps from the executions of XLA module %s (the first module "
-				     "it ran twice; no NVTX range matched the step pattern): %llu new this window; "
+		agent_map_info(s->m, "pid %u (%s): %u steps in this window, from the executions of XLA module %s "
+				     "(the first module it ran twice; no NVTX range matched the step pattern); "
 				     "host and GPU events inside carry group_id",
-			       s->pid, s->name, ns->step_module_name, (unsigned long long)ns->steps_seen);
-	ns->gpu = ns->annotated = ns->in_step = ns->dropped = ns->steps_seen = ns->module_steps = 0;
+			       s->pid, s->name, agent_steps_of(&s->m->steps, s->pid), ns->step_module_name);
+	ns->gpu = ns->annotated = ns->in_step = ns->dropped = ns->module_steps = 0;
 }

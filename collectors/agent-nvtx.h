@@ -50,6 +50,16 @@ void agent_nvtx_derive(struct agent_src *s, uint32_t plane, int64_t start, int64
  * steps); counts start over. */
 void agent_nvtx_describe(struct agent_src *s);
 void agent_nvtx_src_free(struct agent_src *s);
+/*
+ * The tf_op of GPU work launched inside the ranges @texts (@n, outermost
+ * first; NULL entries unknown) whose step is level @step (-1: none), into
+ * @op (@size): an XLA op's "<hlo_op>:<kind>"; else the innermost range under
+ * the step that names a framework op in a form XProf parses (dense:MatMul;
+ * PyTorch's aten::mm as "aten.mm:mm"), its name scope the ranges between the
+ * step and it ("forward/aten.linear/aten.addmm:addmm"); else the innermost
+ * range's name. docs/agent.md "Op names".
+ */
+void agent_nvtx_tf_op(const char *const *texts, uint32_t n, int step, char *op, size_t size);
 /* Whether the range @text names a step under the current patterns. */
 bool agent_nvtx_is_step(const char *text);
 /* The step patterns (comma-separated names), for every source; NULL = the

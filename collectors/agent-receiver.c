@@ -898,6 +898,7 @@ static void agent_describe(struct collector *c, struct trace *snap, int64_t star
 
 	agent_map_describe_caps(&rx->map, snap);
 	agent_map_describe_memory(&rx->map, snap, start_ns, stop_ns);
+	agent_map_describe_steps(&rx->map, snap, start_ns, stop_ns);
 	agent_map_describe_derived(&rx->map, snap, start_ns, stop_ns);
 	if (rx->agents_in_window)
 		set_metadata(rx, snap);

@@ -111,16 +111,28 @@ static void job_free(struct profile_job *j)
 
 /* ---- worker ---------------------------------------------------------- */
 
-/* Tracer level 0 turns a side off (ProfileOptions host/device_tracer_level). */
-static void drop_planes(struct trace *t, uint32_t host_level, uint32_t device_level)
+/* Tracer level 0 turns a side off (ProfileOptions host/device_tracer_level),
+ * as the in-process profiler makes no GPU planes without its device tracer.
+ * profd's GPU planes also hold NVML's counters: a user who asked for no GPU
+ * trace is told they went too (one warning). */
+static void drop_planes(struct trace *t, int64_t ts, uint32_t host_level, uint32_t device_level)
 {
+	uint32_t gpus = 0;
+
 	for (uint32_t i = t->n_planes; i-- > 0;) {
 		const char *name = t->planes[i]->name;
+		bool gpu = strncmp(name, XN_PLANE_GPU_PREFIX, strlen(XN_PLANE_GPU_PREFIX)) == 0;
 
-		if ((device_level == 0 && strncmp(name, XN_PLANE_GPU_PREFIX, strlen(XN_PLANE_GPU_PREFIX)) == 0) ||
-		    (host_level == 0 && strcmp(name, XN_PLANE_HOST) == 0))
+		if ((device_level == 0 && gpu) || (host_level == 0 && strcmp(name, XN_PLANE_HOST) == 0)) {
 			trace_drop_plane(t, i);
+			gpus += gpu;
+		}
 	}
+	if (gpus)
+		trace_diag(t, ts, false, "device_tracer_level=0: %" PRIu32 " " XN_PLANE_GPU_PREFIX "* plane%s left out, with "
+			   "their GPU activity, derived step and op lines and NVML counters (utilization, "
+			   "memory, power, clocks); ask for device_tracer_level=1 to keep them", gpus,
+			   gpus == 1 ? "" : "s");
 }
 
 /*
@@ -134,9 +146,10 @@ static void warn_levels(struct trace *t, int64_t ts, uint32_t host_level, uint32
 {
 	if (python_level > 0)
 		trace_diag(t, ts, false, "python_tracer_level=%u: profd cannot trace Python calls from outside "
-			   "the process; mark the code with NVTX ranges (torch.cuda.nvtx.range, "
-			   "jax.profiler.TraceAnnotation) to see them, or start the framework's in-process "
-			   "profiler server for a Python trace", python_level);
+			   "the process; mark the code with NVTX ranges (torch.cuda.nvtx.range, or "
+			   "nvtx.annotate from the nvtx package; jax.profiler.TraceAnnotation is a TraceMe, "
+			   "not NVTX) to see them, or start the framework's in-process profiler server for a "
+			   "Python trace", python_level);
 	if (host_level > 2)
 		trace_diag(t, ts, false, "host_tracer_level=%u: verbose TraceMe events live inside the "
 			   "process and profd cannot collect them; it records CUDA API calls, NVTX ranges and "
@@ -201,7 +214,7 @@ static void job_work(struct window_job *w)
 	w->snap = NULL; /* the encoder takes it */
 	if (j->repo_skip[0])
 		info.extra_errors = skip;
-	drop_planes(snap, j->host_level, j->device_level);
+	drop_planes(snap, w->start_ns, j->host_level, j->device_level);
 	warn_levels(snap, w->start_ns, j->host_level, j->python_level);
 	capture_limits_apply(snap, &j->gpu, w->start_ns);
 	for (uint32_t i = 0; i < j->warn.n; i++)

@@ -34,10 +34,20 @@
 /* XProf keeps the low 32 bits of a line id and derives lines of its own from
  * kThreadIdDerivedMin = 0xdeadbeef up (xla trace_utils.h): ids stay below. */
 #define XN_LINE_ID_LIMIT 0xdeadbeefu
-/* XProf's derived lines (xplane_schema.cc; ids XN_LINE_ID_LIMIT + 0, 3, 4, 5
- * as trace_utils.h kThreadIdStepInfo, kThreadIdTfOp, kThreadIdHloModule,
- * kThreadIdHloOp), written by profd for GPU work in NVTX steps
- * (collectors/agent-derived.h). */
+/* XProf's derived lines (names: xplane_schema.cc k*LineName; ids:
+ * xla/tsl/profiler/utils/trace_utils.h kThreadId*), written by profd for GPU
+ * work in NVTX steps (collectors/agent-derived.h). The ids are C++ `int`
+ * constants: 0xdeadbeef is the int -559038737, and XLineBuilder stores it
+ * widened to int64, so a reader's `line.id() == kThreadIdStepInfo` holds only
+ * for the negative value (the positive 0xdeadbeef shares its low 32 bits, which
+ * is all IsDerivedThreadId() looks at). */
+#define XN_LINE_ID_DERIVED_MIN (-559038737) /* kThreadIdDerivedMin, (int)0xdeadbeef */
+#define XN_LINE_ID_STEPS (XN_LINE_ID_DERIVED_MIN + 0)         /* kThreadIdStepInfo */
+#define XN_LINE_ID_KERNEL_LAUNCH (XN_LINE_ID_DERIVED_MIN + 1) /* kThreadIdKernelLaunch */
+#define XN_LINE_ID_TF_NAME_SCOPE (XN_LINE_ID_DERIVED_MIN + 2) /* kThreadIdTfNameScope */
+#define XN_LINE_ID_TF_OP (XN_LINE_ID_DERIVED_MIN + 3)         /* kThreadIdTfOp */
+#define XN_LINE_ID_HLO_MODULE (XN_LINE_ID_DERIVED_MIN + 4)    /* kThreadIdHloModule */
+#define XN_LINE_ID_HLO_OP (XN_LINE_ID_DERIVED_MIN + 5)        /* kThreadIdHloOp */
 #define XN_LINE_DERIVED_STEPS "Steps"
 #define XN_LINE_DERIVED_FRAMEWORK_OPS "Framework Ops"
 #define XN_LINE_DERIVED_XLA_MODULES "XLA Modules"
@@ -48,6 +58,9 @@
 /* ---- Task Environment stats (§4.2) --------------------------------------- */
 #define XN_STAT_PROFILE_START "profile_start_time"
 #define XN_STAT_PROFILE_STOP "profile_stop_time"
+/* profd's information lines about the window (not warnings: XSpace has no
+ * list for them), one per line; e.g. where steps came from (docs/agent.md). */
+#define XN_STAT_PROFD_INFO "profd_info"
 
 /* ---- event stats on GPU and host events (§4.4, §4.6, §4.9) --------------- */
 /* uint64 on both ends of a launch: XProf draws the flow arrow from it. */

@@ -529,9 +529,7 @@ int64_t trace_plane_statset(struct trace_plane *p, struct buf *b)
 	return id;
 }
 
-/* Walks XStat entries: returns the entry length at @q (tag..end) and its
- * metadata id, or 0 on malformed input. */
-static size_t stat_entry(const uint8_t *q, const uint8_t *end, uint64_t *ret_id)
+size_t trace_stat_entry(const uint8_t *q, const uint8_t *end, uint64_t *ret_id)
 {
 	const uint8_t *s = q + 1;
 	uint64_t len = 0, id = 0;
@@ -567,7 +565,7 @@ int trace_plane_set_stats(struct trace_plane *p, struct buf *b)
 	}
 	while (q < end) {
 		uint64_t id, old_id;
-		size_t n = stat_entry(q, end, &id);
+		size_t n = trace_stat_entry(q, end, &id);
 
 		if (!n) {
 			r = -EINVAL;
@@ -576,7 +574,7 @@ int trace_plane_set_stats(struct trace_plane *p, struct buf *b)
 		/* Drop an earlier value of the same stat, then append this one. */
 		struct buf *ps = &p->plane_stats;
 		for (size_t off = 0; off < ps->len;) {
-			size_t m = stat_entry(ps->data + off, ps->data + ps->len, &old_id);
+			size_t m = trace_stat_entry(ps->data + off, ps->data + ps->len, &old_id);
 
 			if (!m)
 				break;
@@ -898,6 +896,23 @@ uint64_t trace_line_filter(struct trace_line *l, bool (*keep)(const struct trace
 	l->count -= gone;
 	l->plane->trace->n_events -= gone;
 	return gone;
+}
+
+void trace_line_edit(struct trace_line *l, bool (*edit)(struct trace_event *ev, void *ud), void *ud)
+{
+	for (struct trace_chunk *c = l->head; c; c = c->next) {
+		int64_t max_end = c->max_end_ns;
+		bool changed = false;
+
+		for (uint32_t i = 0; i < c->n; i++)
+			changed |= edit(&c->ev[i], ud);
+		if (!changed)
+			continue;
+		/* counted again: the stat sets' sizes may differ */
+		chunk_reset_sums(c);
+		c->max_end_ns = max_end;
+		trace__chunk_count(c, l->plane);
+	}
 }
 
 void trace_iter_init(struct trace_iter *it, const struct trace_line *l)

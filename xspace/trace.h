@@ -407,6 +407,15 @@ void trace_trim(struct trace *hub, int64_t before_ns);
 uint64_t trace_line_filter(struct trace_line *l, bool (*keep)(const struct trace_event *ev, void *ud),
 			   void *ud);
 
+/* Let @edit() change records of @l in place (their stat sets, never their
+ * times); it returns whether it changed one. For a snapshot's owner
+ * (step numbers per window, collectors/agent-steps.h). */
+void trace_line_edit(struct trace_line *l, bool (*edit)(struct trace_event *ev, void *ud), void *ud);
+
+/* One XStat entry of a stat set or of plane stats at @q (before @end): its
+ * length (tag to end) and metadata id, or 0 when malformed. */
+size_t trace_stat_entry(const uint8_t *q, const uint8_t *end, uint64_t *ret_id);
+
 /* Iteration over a line's records in storage order, for readers other than
  * the encoder (tests, summaries). */
 struct trace_iter {

@@ -11,6 +11,8 @@ and what XProf's own rules then do with the space (IsXSpaceGrouped).
 import json
 import os
 import subprocess
+import threading
+import time
 import unittest
 
 import profdtest as T
@@ -20,6 +22,17 @@ from test_agent_cupti import AGENT, APP, kernels
 P = T.protos()
 STEPS = 3
 FUSION = "fusion.3#hlo_op=fusion.3,hlo_module=jit_train_step,program_id=12#"
+
+# XProf's derived-line ids, as upstream defines them (openxla/xla
+# xla/tsl/profiler/utils/trace_utils.h, read by xprof):
+#   constexpr int kThreadIdDerivedMin = 0xdeadbeef;
+#   constexpr int kThreadIdStepInfo = kThreadIdDerivedMin;
+#   constexpr int kThreadIdTfOp = kThreadIdDerivedMin + 3;
+#   constexpr int kThreadIdHloModule = kThreadIdDerivedMin + 4;
+#   constexpr int kThreadIdHloOp = kThreadIdDerivedMin + 5;
+# A C++ int: 0xdeadbeef is -559038737, and XLine.id (int64) holds that.
+K_THREAD_ID_DERIVED_MIN = -559038737
+STEP_INFO, TF_OP, HLO_MODULE, HLO_OP = (K_THREAD_ID_DERIVED_MIN + k for k in (0, 3, 4, 5))
 
 
 def stats_of(p, e):
@@ -44,6 +57,32 @@ def device_events(x):
 
 def host_plane(x):
     return [p for p in x.planes if p.name == "/host:CPU"][0]
+
+
+def parse_tf_op_fullname(name):
+    """XProf's ParseTfOpFullname (xprof tf_op_utils.cc): (category, op name,
+    op type); category None when XProf cannot parse it (framework op stats
+    then lump the event into one unknown op)."""
+    import re
+    parts = name.split(":", 1)
+    if len(parts) != 2 or parts[0] == "Iterator":
+        return (None, name, "")
+    if re.fullmatch(r"[A-Z_][a-zA-Z0-9_]*", parts[1]) and re.fullmatch(r"[A-Za-z0-9.][A-Za-z0-9_./>-]*", parts[0]):
+        return ("tensorflow", parts[0], parts[1])
+    if re.fullmatch(r"[a-z_][a-z0-9_]*(\[.*\])?", parts[1]):
+        return ("jax", parts[0], parts[1].split("[")[0])
+    return (None, name, "")
+
+
+def info_lines(x):
+    """profd's information lines: the Task Environment plane's profd_info stat
+    (docs/agent.md "Steps"); XSpace has no list for them."""
+    for p in x.planes:
+        if p.name == "Task Environment":
+            for s in p.stats:
+                if p.stat_metadata[s.metadata_id].name == "profd_info":
+                    return s.str_value.split("\n")
+    return []
 
 
 def is_xspace_grouped(x):
@@ -97,7 +136,7 @@ class NvtxOnFakeCupti(unittest.TestCase):
         plane0 = [p for p in x.planes if p.name.startswith("/device:GPU:")][0]
         groups = set()
         for st in by_name["gemm_kernel"]:
-            self.assertEqual(ref(plane0, st["tf_op"]), "train_step")  # the outermost range
+            self.assertEqual(ref(plane0, st["tf_op"]), "dense:MatMul")  # the op, not the step
             self.assertEqual(ref(plane0, st["nvtx_range"]), "dense:MatMul")  # the innermost
             self.assertEqual(st["group_id"].WhichOneof("value"), "int64_value")
             groups.add(st["group_id"].int64_value)
@@ -120,30 +159,29 @@ class NvtxOnFakeCupti(unittest.TestCase):
         # XProf derives no lines for a grouped space: profd writes the step and
         # op lines of the work inside steps, with XProf's ids and names, one
         # event per run of one name in one step (agent-derived.h).
-        derived = {l.id: l for l in plane0.lines if l.id >= T.LINE_ID_LIMIT}
-        want = {0xdeadbeef: "Steps", 0xdeadbeef + 3: "Framework Ops", 0xdeadbeef + 4: "XLA Modules",
-                0xdeadbeef + 5: "XLA Ops"}
-        self.assertEqual({i: l.name for i, l in derived.items()}, want)
+        derived = {l.id: l for l in plane0.lines if l.id < 0}
+        self.assertEqual({i: l.name for i, l in derived.items()},
+                         {STEP_INFO: "Steps", TF_OP: "Framework Ops", HLO_MODULE: "XLA Modules", HLO_OP: "XLA Ops"})
 
         def names(i):
             return [(plane0.event_metadata[e.metadata_id].name, stats_of(plane0, e)["group_id"].int64_value)
                     for e in sorted(derived[i].events, key=lambda e: e.offset_ps)]
-        self.assertEqual(names(0xdeadbeef), [(str(i), i) for i in range(1, STEPS + 1)])
-        self.assertEqual(names(0xdeadbeef + 3),
-                         [x for i in range(1, STEPS + 1) for x in (("train_step", i), ("fusion.3:fusion", i))])
-        self.assertEqual(names(0xdeadbeef + 4), [("jit_train_step", i) for i in range(1, STEPS + 1)])
-        self.assertEqual(names(0xdeadbeef + 5), [("fusion.3", i) for i in range(1, STEPS + 1)])
+        self.assertEqual(names(STEP_INFO), [(str(i), i) for i in range(1, STEPS + 1)])
+        self.assertEqual(names(TF_OP),
+                         [x for i in range(1, STEPS + 1) for x in (("dense:MatMul", i), ("fusion.3:fusion", i))])
+        self.assertEqual(names(HLO_MODULE), [("jit_train_step", i) for i in range(1, STEPS + 1)])
+        self.assertEqual(names(HLO_OP), [("fusion.3", i) for i in range(1, STEPS + 1)])
         # Each step's event spans its kernels and copies.
-        steps = sorted(derived[0xdeadbeef].events, key=lambda e: e.offset_ps)
+        steps = sorted(derived[STEP_INFO].events, key=lambda e: e.offset_ps)
         spans = [(e.offset_ps, e.offset_ps + e.duration_ps) for e in steps]
         for l in plane0.lines:
-            if l.id >= T.LINE_ID_LIMIT:
+            if l.id < 0:
                 continue
             for e in l.events:
                 g = stats_of(plane0, e).get("group_id")
                 if g is None:
                     continue
-                t0 = l.timestamp_ns * 1000 + e.offset_ps - derived[0xdeadbeef].timestamp_ns * 1000
+                t0 = l.timestamp_ns * 1000 + e.offset_ps - derived[STEP_INFO].timestamp_ns * 1000
                 lo, hi = spans[g.int64_value - 1]
                 self.assertTrue(lo <= t0 and t0 + e.duration_ps <= hi, (g.int64_value, t0, lo, hi))
 
@@ -173,13 +211,87 @@ class NvtxOnFakeCupti(unittest.TestCase):
         self.assertEqual(sorted(st["group_id"].int64_value for st in api if "group_id" in st),
                          sorted(list(range(1, STEPS + 1)) * 3))
 
-        # Warnings: where the steps came from; no "no op names", no "no steps".
-        self.assertEqual(len([s for s in mine if "steps from NVTX ranges" in s]), 1, w)
+        # Where the steps came from is information, not a warning (issue 27
+        # item 6), with this window's count; no "no op names", no "no steps".
+        self.assertFalse([s for s in w if "steps in this window" in s], w)
+        self.assertEqual([s for s in info_lines(x) if f"pid {a.pid}" in s],
+                         [f"pid {a.pid} (fake-cuda-app): {STEPS} steps in this window, from NVTX ranges matching "
+                          "the step pattern; host and GPU events inside carry group_id"])
         self.assertFalse([s for s in mine if "no op names" in s or "no steps" in s], w)
         # XProf's rule: every host and device plane declares group_id, so XProf
         # takes these steps as they are and skips its own grouping, flows and
         # derived lines (docs/agent.md, "Steps").
         self.assertTrue(is_xspace_grouped(x))
+        self.assertEqual(a.finish(), 0)
+
+    def test_pytorch_nesting_names_the_inner_ops(self):
+        """issue 27 item 1: under the step, each kernel's tf_op is the innermost
+        framework-op range (TensorFlow-style names, PyTorch operators as
+        emit_nvtx() names them), its scope the ranges in between, and XProf's
+        framework op stats then list the real ops, not the step."""
+        a, _ = self.app()
+
+        def step():
+            a.ask("nvtx push train_step")
+            a.ask("nvtx push data:H2D")
+            a.ask("memcpy 1 0 4096")
+            a.ask("nvtx pop")
+            a.ask("nvtx push forward")  # a record_function name
+            a.ask("nvtx push dense:MatMul")
+            a.ask("launch 2 gemm_kernel 0 7")
+            a.ask("nvtx pop")
+            a.ask("nvtx push relu:Relu")
+            a.ask("launch 1 relu_kernel 0 7")
+            a.ask("nvtx pop")
+            a.ask("nvtx push aten::mm, seq = 4, op_id = 9, sizes = [[2, 3], [3, 4]]")
+            a.ask("launch 1 mm_kernel 0 7")
+            a.ask("nvtx pop")
+            a.ask("nvtx pop")
+            a.ask("nvtx push backward")  # a region, not an op
+            a.ask("launch 1 bwd_kernel 0 7")
+            a.ask("nvtx pop")
+            a.ask("nvtx push optimizer:AdamW")
+            a.ask("launch 1 adam_kernel 0 7")
+            a.ask("nvtx pop")
+            a.ask("nvtx pop")
+
+        def work():
+            for _ in range(STEPS):
+                step()
+            a.ask("busy 1500")
+        x, _ = self.capture_while(1200, work, a)
+        want = {"gemm_kernel": "forward/dense:MatMul", "relu_kernel": "forward/relu:Relu",
+                "mm_kernel": "forward/aten.mm:mm", "bwd_kernel": "backward", "adam_kernel": "optimizer:AdamW",
+                "MemcpyH2D": "data:H2D"}
+        got = {}
+        time_by_op = {}
+        for p, name, st in device_events(x):
+            if name in want:
+                got.setdefault(name, set()).add(ref(p, st["tf_op"]))
+                self.assertIn("group_id", st)
+                cat, op, typ = parse_tf_op_fullname(ref(p, st["tf_op"]))
+                key = (op, typ) if cat else ("", "")  # XProf lumps what it cannot parse
+                time_by_op[key] = time_by_op.get(key, 0) + 1
+        self.assertEqual(got, {k: {v} for k, v in want.items()}, list(x.warnings))
+        # Framework op stats by XProf's parse: the real ops with their types.
+        self.assertEqual(set(time_by_op) - {("", "")},
+                         {("forward/dense", "MatMul"), ("forward/relu", "Relu"), ("forward/aten.mm", "mm"),
+                          ("optimizer", "AdamW"), ("data", "H2D")})
+        self.assertEqual(time_by_op[("forward/dense", "MatMul")], 2 * STEPS)
+        self.assertNotIn(("train_step", ""), time_by_op)
+        h = host_plane(x)
+        fw = [l for p in x.planes if p.name.startswith("/device:GPU:") for l in p.lines if l.id == TF_OP]
+        self.assertEqual(len(fw), 1)
+        p0 = [p for p in x.planes if p.name.startswith("/device:GPU:")][0]
+        self.assertEqual({p0.event_metadata[e.metadata_id].name for e in fw[0].events}, set(want.values()))
+        self.assertTrue(h.lines)
+        profctl = os.environ.get("PROFCTL")
+        if profctl:
+            path = os.path.join(self.tmp, "torch.xplane.pb")
+            with open(path, "wb") as f:
+                f.write(x.SerializeToString())
+            out = subprocess.run([profctl, "doctor", path], capture_output=True, text=True, timeout=60)
+            self.assertTrue(T.doctor_verdicts(out.stdout).get("framework_op_stats", (False,))[0], out.stdout)
         self.assertEqual(a.finish(), 0)
 
     def test_doctor_says_the_training_loop_fills_the_tools(self):
@@ -214,7 +326,7 @@ class NvtxOnFakeCupti(unittest.TestCase):
         allocs = [stats_of(h, e) for l in h.lines for e in l.events
                   if h.event_metadata[e.metadata_id].name == "MemoryAllocation"]
         self.assertEqual(len(allocs), STEPS, [l.name for l in h.lines])
-        self.assertEqual([ref(h, st["tf_op"]) if "tf_op" in st else None for st in allocs], ["train_step"] * STEPS,
+        self.assertEqual([ref(h, st["tf_op"]) if "tf_op" in st else None for st in allocs], ["dense:MatMul"] * STEPS,
                          [sorted(st) for st in allocs])
         self.assertEqual(sorted(st["group_id"].int64_value for st in allocs), list(range(1, STEPS + 1)))
         path = os.path.join(self.tmp, "loop.xplane.pb")
@@ -231,6 +343,89 @@ class NvtxOnFakeCupti(unittest.TestCase):
         for tool in ("overview_page", "framework_op_stats", "memory_profile", "kernel_stats", "trace_viewer"):
             self.assertTrue(got.get(tool, (False,))[0], (tool, out.stdout))
         self.assertEqual(a.finish(), 0)
+
+    def test_step_ids_are_one_space_per_window(self):
+        """issue 27 item 3: one group_id space per XSpace, numbered per window
+        from 1 in start order: two processes in lockstep on one GPU share
+        each step's id, a job that starts late gets ids of its own, a window
+        inside a longer one numbers its steps from 1, and a step begun
+        before a window is cut from it (its events there carry no id)."""
+        a, _ = self.app()
+        b, _ = self.app()
+        outer, inner = {}, {}
+
+        def capture(ms, out, sid):
+            r = self.profile(T.profile_request(P, ms, f"localhost:{self.d.port}", session_id=sid), timeout=60)
+            out["x"] = T.decode_xspace(P, r.tool_data[0].data)
+
+        def lockstep(tag):
+            a.ask("nvtx push train_step")
+            b.ask("nvtx push train_step")
+            a.ask(f"launch 1 a_{tag} 0 7")
+            b.ask(f"launch 1 b_{tag} 0 7")
+            a.ask("nvtx pop")
+            b.ask("nvtx pop")
+
+        t = threading.Thread(target=capture, args=(4000, outer, "outer"))
+        t.start()
+        self.assertTrue(T.wait_for(lambda: a.state()["kinds"] & C.TRACED == C.TRACED, 10), self.d.log())
+        self.assertTrue(T.wait_for(lambda: b.state()["kinds"] & C.TRACED == C.TRACED, 10), self.d.log())
+        for _ in range(2):
+            lockstep("early")                  # outer steps 1, 2
+        c, _ = self.app()                      # the late job
+        a.ask("nvtx push train_step")          # begun before the inner window
+        ti = threading.Thread(target=capture, args=(1000, inner, "inner"))
+        ti.start()
+        time.sleep(0.4)
+        a.ask("launch 1 a_cut 0 7")
+        a.ask("nvtx pop")                      # outer step 3
+        for _ in range(2):
+            lockstep("inner")                  # outer 4, 5; inner 1, 2
+        for _ in range(2):
+            c.ask("nvtx push train_step")      # outer 6, 7; inner 3, 4
+            c.ask("launch 1 c_inner 0 7")
+            c.ask("nvtx pop")
+        ti.join()
+        lockstep("late")                       # outer 8
+        t.join()
+
+        def ids(x):
+            got = {}
+            for _, _, name, st in kernels(x):
+                got.setdefault(name, []).append(st["group_id"].int64_value if "group_id" in st else None)
+            return {k: sorted(v, key=lambda g: (g is None, g)) for k, v in got.items()}
+
+        def step_line(x):
+            p0 = [p for p in x.planes if p.name.startswith("/device:GPU:")][0]
+            line = [l for l in p0.lines if l.id == STEP_INFO][0]
+            return [p0.event_metadata[e.metadata_id].name for e in sorted(line.events, key=lambda e: e.offset_ps)]
+
+        xo, xi = outer["x"], inner["x"]
+        self.assertEqual(ids(xo), {"a_early": [1, 2], "b_early": [1, 2], "a_cut": [3], "a_inner": [4, 5],
+                                   "b_inner": [4, 5], "c_inner": [6, 7], "a_late": [8], "b_late": [8]},
+                         list(xo.warnings))
+        self.assertEqual(step_line(xo), [str(i) for i in range(1, 9)])
+        self.assertEqual(ids(xi), {"a_cut": [None], "a_inner": [1, 2], "b_inner": [1, 2], "c_inner": [3, 4]},
+                         list(xi.warnings))
+        self.assertEqual(step_line(xi), ["1", "2", "3", "4"])
+        # The step ranges: step_num follows; the cut step is no step.
+        h = host_plane(xi)
+        roots = sorted((stats_of(h, e)["step_num"].int64_value, T.line_pid(l)) for l in h.lines
+                       if l.name.endswith("/NVTX") for e in l.events if "step_num" in stats_of(h, e))
+        self.assertEqual(roots, sorted([(1, a.pid), (1, b.pid), (2, a.pid), (2, b.pid), (3, c.pid), (4, c.pid)]))
+        cut = [stats_of(h, e) for l in h.lines if l.name.endswith(f"(pid {a.pid})/tid {a.main_tid}/NVTX")
+               for e in l.events if h.event_metadata[e.metadata_id].name == "train_step"]
+        self.assertEqual(len(cut), 2)  # the cut step's range began before the window: not in it
+        api = [stats_of(h, e) for l in h.lines if l.name.endswith(f"(pid {a.pid})/tid {a.main_tid}")
+               for e in l.events if h.event_metadata[e.metadata_id].name == "cudaLaunchKernel_v7000"]
+        self.assertEqual(sorted(st["group_id"].int64_value if "group_id" in st else 0 for st in api),
+                         [0, 1, 2])  # the cut step's launch keeps no id
+        # Counts per window, as information.
+        self.assertIn(f"pid {c.pid} (fake-cuda-app): 2 steps in this window", "\n".join(info_lines(xi)))
+        self.assertIn(f"pid {a.pid} (fake-cuda-app): 2 steps in this window", "\n".join(info_lines(xi)))
+        self.assertIn(f"pid {a.pid} (fake-cuda-app): 6 steps in this window", "\n".join(info_lines(xo)))
+        for app in (a, b, c):
+            self.assertEqual(app.finish(), 0)
 
     def test_step_pattern_flag(self):
         bad = subprocess.run([T.PROFD, "--step-pattern", "a,,b"], capture_output=True, text=True, timeout=10)
@@ -303,8 +498,9 @@ class NvtxOnFakeCupti(unittest.TestCase):
                 for e in l.events}
         self.assertEqual(doms, {"TSL"})
         mine = [s for s in x.warnings if f"pid {a.pid}" in s]
-        self.assertEqual(len([s for s in mine if "steps from the executions of XLA module jit_train_step" in s]),
-                         1, mine)
+        info = [s for s in info_lines(x) if f"pid {a.pid}" in s]
+        self.assertEqual(len([s for s in info if "3 steps in this window, from the executions of XLA module "
+                              "jit_train_step" in s]), 1, info)
         self.assertFalse([s for s in mine if "no op names" in s or "no steps" in s], mine)
         self.assertEqual(a.finish(), 0)
 

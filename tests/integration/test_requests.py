@@ -62,6 +62,8 @@ class Requests(T.DaemonCase):
         host = [w for w in x.warnings if w.startswith("host_tracer_level=3:")]
         self.assertEqual((len(py), len(host)), (1, 1), list(x.warnings))
         self.assertIn("NVTX", py[0])
+        # JAX's TraceAnnotation is a TraceMe (docs/agent.md): not offered as an NVTX range.
+        self.assertIn("jax.profiler.TraceAnnotation is a TraceMe, not NVTX", py[0])
         self.assertIn("in-process profiler", host[0])
         # The defaults (host 2, python 0) ask for nothing profd lacks: no such warning.
         x = T.decode_xspace(P, self.profile(self.req(300), timeout=30).tool_data[0].data)

@@ -175,6 +175,11 @@ class Variants(unittest.TestCase):
         with N.daemon(FAKE_NVML_GPUS=1) as d:
             x = N.capture(d, 300, device_tracer_level=0)
             self.assertIsNone(N.plane(x, "/device:GPU:0"))
+            # ...and says so: the NVML counters went with the plane (issue 27 item 10).
+            said = [w for w in x.warnings if w.startswith("device_tracer_level=0:")]
+            self.assertEqual(len(said), 1, list(x.warnings))
+            self.assertIn("1 /device:GPU:* plane left out", said[0])
+            self.assertIn("NVML counters", said[0])
 
     def test_status_reports_nvml_available(self):
         with N.daemon(FAKE_NVML_GPUS=1) as d:

@@ -47,7 +47,7 @@ static size_t window(struct agent_derived *ad, int64_t start, int64_t stop, char
 	n_notes = 0;
 	if (trace_new(0, &t) < 0 || !trace_plane(t, "/device:GPU:0", 0))
 		return 0;
-	agent_derived_describe(ad, t, BASE + start, BASE + stop, note, NULL);
+	agent_derived_describe(ad, t, BASE + start, BASE + stop, NULL, note, NULL);
 	if (xspace_encode(t, &info, 16, &xo) < 0 ||
 	    !(x = tensorflow__profiler__xspace__unpack(NULL, xo.xspace_len, xo.xspace)))
 		return 0;
@@ -60,7 +60,7 @@ static size_t window(struct agent_derived *ad, int64_t start, int64_t stop, char
 				/* Offsets count from the window start (xspace.h). */
 				int64_t t0 = (p->lines[l]->timestamp_ns * 1000 + e->offset_ps) / 1000 + start;
 
-				snprintf(out[n++], 64, "%lx %s %lld %lld %lld", (long)p->lines[l]->id,
+				snprintf(out[n++], 64, "%lld %s %lld %lld %lld", (long long)p->lines[l]->id,
 					 event_name(p, e->metadata_id), (long long)t0,
 					 (long long)(e->duration_ps / 1000),
 					 (long long)(e->n_stats ? e->stats[0]->int64_value : -1));
@@ -90,15 +90,128 @@ TEST(agent_derived_merges_runs_per_name_and_step)
 	agent_derived_add(&ad, 0, AGENT_DERIVED_STEPS, "0", BASE + 120, 10, 0);
 	agent_derived_add(&ad, 3, AGENT_DERIVED_STEPS, "1", BASE + 100, 10, 1);
 	ASSERT_EQ(window(&ad, 0, 1000, got, 16), 4);
-	ASSERT_STREQ(got[0], "deadbeef 1 100 300 1");
-	ASSERT_STREQ(got[1], "deadbef2 a 100 100 1");
-	ASSERT_STREQ(got[2], "deadbef2 b 300 100 1");
-	ASSERT_STREQ(got[3], "deadbef2 a 500 10 2");
+	ASSERT_STREQ(got[0], "-559038737 1 100 300 1");
+	ASSERT_STREQ(got[1], "-559038734 a 100 100 1");
+	ASSERT_STREQ(got[2], "-559038734 b 300 100 1");
+	ASSERT_STREQ(got[3], "-559038734 a 500 10 2");
 	/* A window takes the runs that start in it. */
 	ASSERT_EQ(window(&ad, 400, 1000, got, 16), 1);
-	ASSERT_STREQ(got[0], "deadbef2 a 500 10 2");
+	ASSERT_STREQ(got[0], "-559038734 a 500 10 2");
 	ASSERT_EQ(n_notes, 0);
 	agent_derived_free(&ad);
+}
+
+/* Step numbers per window (collectors/agent-steps.c): lockstep processes
+ * share one, other processes never, a step begun before the window is cut,
+ * and the window's events are rewritten to match. */
+TEST(agent_steps_number_per_window)
+{
+	struct agent_steps st = { 0 };
+	uint32_t a1 = agent_steps_new(&st, 10, 7), b1 = agent_steps_new(&st, 11, 7);
+	uint32_t a2 = agent_steps_new(&st, 10, 7), b2 = agent_steps_new(&st, 11, 7);
+	uint32_t c1 = agent_steps_new(&st, 12, 7), d1 = agent_steps_new(&st, 13, 9);
+	struct trace *t;
+	struct trace_plane *p;
+	struct trace_line *l;
+	struct buf b = BUF_INIT;
+	struct trace_event ev = { .start_ns = BASE + 150, .dur_ns = 10 };
+	struct trace_iter it;
+	const struct trace_event *e;
+	int64_t set;
+
+	/* a and b in lockstep; c overlaps a2 by a third only; d is another name. */
+	agent_steps_time(&st, a1, BASE + 100, BASE + 200, true);
+	agent_steps_time(&st, b1, BASE + 110, BASE + 205, true);
+	agent_steps_time(&st, a2, BASE + 200, BASE + 300, true);
+	agent_steps_time(&st, b2, BASE + 206, BASE + 206, false); /* one launch, its range not in */
+	agent_steps_time(&st, c1, BASE + 266, BASE + 400, true);
+	agent_steps_time(&st, d1, BASE + 200, BASE + 300, true);
+	ASSERT_TRUE(trace_new(0, &t) == 0 && (p = trace_plane(t, "/device:GPU:0", 0)) && (l = trace_line(p, 1, "s")));
+	trace_stat_i64(p, &b, XN_STAT_GROUP_ID, b1);
+	set = trace_plane_statset(p, &b);
+	ev.statset = (uint32_t)set;
+	ASSERT_EQ(trace_line_append(l, &ev), 0);
+	agent_steps_window(&st, t, BASE, BASE + 1000);
+	ASSERT_EQ(agent_steps_number(&st, a1), 1);
+	ASSERT_EQ(agent_steps_number(&st, b1), 1);
+	ASSERT_EQ(agent_steps_number(&st, a2), 2);
+	ASSERT_EQ(agent_steps_number(&st, d1), 3);
+	ASSERT_EQ(agent_steps_number(&st, b2), 2);
+	ASSERT_EQ(agent_steps_number(&st, c1), 4);
+	ASSERT_EQ(agent_steps_of(&st, 10), 2);
+	ASSERT_EQ(agent_steps_of(&st, 12), 1);
+	trace_iter_init(&it, l);
+	e = trace_iter_next(&it);
+	trace_stat_i64(p, &b, XN_STAT_GROUP_ID, 1); /* b1 (hub id 2) is step 1 */
+	ASSERT_TRUE(e && e->statset != (uint32_t)set && (int64_t)e->statset == trace_plane_statset(p, &b));
+	trace_free(t);
+	/* A window from 150: a1 and b1 began before it and are cut. */
+	ASSERT_TRUE(trace_new(0, &t) == 0 && (p = trace_plane(t, "/device:GPU:0", 0)) && (l = trace_line(p, 1, "s")));
+	trace_stat_i64(p, &b, XN_STAT_GROUP_ID, a2);
+	trace_stat_i64(p, &b, XN_STAT_STEP_NUM, a2);
+	trace_stat_i64(p, &b, XN_STAT_IS_ROOT, 1);
+	ev.statset = (uint32_t)trace_plane_statset(p, &b);
+	ASSERT_EQ(trace_line_append(l, &ev), 0);
+	trace_stat_i64(p, &b, XN_STAT_GROUP_ID, a1);
+	trace_stat_i64(p, &b, XN_STAT_STEP_NUM, a1);
+	trace_stat_i64(p, &b, XN_STAT_IS_ROOT, 1);
+	trace_stat_str(p, &b, "tf_op", "x:X");
+	ev.statset = (uint32_t)trace_plane_statset(p, &b);
+	ASSERT_EQ(trace_line_append(l, &ev), 0);
+	agent_steps_window(&st, t, BASE + 150, BASE + 1000);
+	ASSERT_EQ(agent_steps_number(&st, a1), 0);
+	ASSERT_EQ(agent_steps_number(&st, a2), 1);
+	ASSERT_EQ(agent_steps_number(&st, c1), 3);
+	trace_iter_init(&it, l);
+	e = trace_iter_next(&it);
+	{
+		/* a2's stats, renumbered in place: group_id, step_num 1, _r */
+		struct buf want = BUF_INIT;
+		size_t len;
+		const char *got;
+
+		trace_stat_i64(p, &want, XN_STAT_GROUP_ID, 1);
+		trace_stat_i64(p, &want, XN_STAT_STEP_NUM, 1);
+		trace_stat_i64(p, &want, XN_STAT_IS_ROOT, 1);
+		got = strtab_get(&p->statsets, e->statset, &len);
+		ASSERT_TRUE(len == want.len && memcmp(got, want.data, len) == 0);
+		buf_reset(&want);
+		/* a1's: only tf_op is left */
+		e = trace_iter_next(&it);
+		trace_stat_str(p, &want, "tf_op", "x:X");
+		got = strtab_get(&p->statsets, e->statset, &len);
+		ASSERT_TRUE(len == want.len && memcmp(got, want.data, len) == 0);
+		buf_free(&want);
+	}
+	trace_free(t);
+	buf_free(&b);
+	agent_steps_free(&st);
+}
+
+/*
+ * XProf's derived-line ids, copied from upstream
+ * (openxla/xla xla/tsl/profiler/utils/trace_utils.h; xprof reads the same):
+ *   constexpr int kThreadIdDerivedMin = 0xdeadbeef;
+ *   constexpr int kThreadIdStepInfo = kThreadIdDerivedMin;
+ *   constexpr int kThreadIdKernelLaunch = kThreadIdDerivedMin + 1;
+ *   constexpr int kThreadIdTfNameScope = kThreadIdDerivedMin + 2;
+ *   constexpr int kThreadIdTfOp = kThreadIdDerivedMin + 3;
+ *   constexpr int kThreadIdHloModule = kThreadIdDerivedMin + 4;
+ *   constexpr int kThreadIdHloOp = kThreadIdDerivedMin + 5;
+ * `int` is 32 bits, so 0xdeadbeef is -559038737 there, and XLineBuilder
+ * stores that value in XLine.id (int64): readers compare against it.
+ */
+TEST(agent_derived_line_ids_are_upstreams)
+{
+	ASSERT_EQ((int64_t)XN_LINE_ID_DERIVED_MIN, (int64_t)-559038737);
+	ASSERT_EQ((int64_t)XN_LINE_ID_STEPS, (int64_t)-559038737);
+	ASSERT_EQ((int64_t)XN_LINE_ID_KERNEL_LAUNCH, (int64_t)-559038736);
+	ASSERT_EQ((int64_t)XN_LINE_ID_TF_NAME_SCOPE, (int64_t)-559038735);
+	ASSERT_EQ((int64_t)XN_LINE_ID_TF_OP, (int64_t)-559038734);
+	ASSERT_EQ((int64_t)XN_LINE_ID_HLO_MODULE, (int64_t)-559038733);
+	ASSERT_EQ((int64_t)XN_LINE_ID_HLO_OP, (int64_t)-559038732);
+	/* ...and what IsDerivedThreadId(int) sees of them: the low 32 bits. */
+	ASSERT_EQ((uint32_t)XN_LINE_ID_STEPS, 0xdeadbeefu);
 }
 
 TEST(agent_derived_budget_is_counted)
