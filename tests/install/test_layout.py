@@ -4,6 +4,7 @@
 path each profd recommends (build tree, install tree, agent missing,
 $PROFD_AGENT_PATH), as its log and `profctl doctor` say it. Also that the
 man pages document every option the binaries' --help lists."""
+import glob
 import json
 import os
 import re
@@ -146,14 +147,24 @@ class ManPages(unittest.TestCase):
             opts |= long_options(help_text(PROFCTL, c))
         self.assertFalse(opts - long_options(page), "in profctl's --help but not in docs/man/profctl.1")
 
-    @unittest.skipUnless(shutil.which("groff"), "groff not installed")
+    @unittest.skipUnless(shutil.which("groff"), "groff not installed (Debian: groff-base)")
     def test_pages_render_without_warnings(self):
-        for page in ("profd.8", "profctl.1", "profd.conf.5"):
-            path = os.path.join(SRC, "docs", "man", page)
-            if not os.path.exists(path):
-                continue
-            r = subprocess.run(["groff", "-man", "-ww", "-z", path], capture_output=True, text=True)
-            self.assertEqual((r.returncode, r.stderr), (0, ""), page)
+        # As man(1) renders them on terminals of common widths ("cannot
+        # adjust line" shows only at some), every warning an error.
+        pages = sorted(glob.glob(os.path.join(SRC, "docs", "man", "*.[1-9]")))
+        self.assertGreaterEqual(len(pages), 3)
+        for path in pages:
+            for args in (["-z"], *(["-Tutf8", "-z", f"-rLL={w}n"] for w in (60, 70, 78, 80, 100, 120))):
+                r = subprocess.run(["groff", "-man", "-ww"] + args + [path], capture_output=True, text=True)
+                self.assertEqual((r.returncode, r.stderr), (0, ""), f"{os.path.basename(path)} {args}")
+
+
+class HelpText(unittest.TestCase):
+    def test_profd_help_fits_80_columns(self):
+        text = help_text(PROFD)
+        self.assertIn("--listen", text)
+        wide = [line for line in text.splitlines() if len(line) > 80]
+        self.assertFalse(wide, "lines of `profd --help` over 80 columns")
 
 
 if __name__ == "__main__":
