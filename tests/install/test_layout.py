@@ -63,6 +63,31 @@ class InstallTree(unittest.TestCase):
                 execs = re.findall(r"^ExecStart=(\S+)", f.read(), re.M)
             self.assertEqual(execs, [self.profd[len(self.dest):]])
 
+    def test_an_existing_config_is_kept_and_the_new_default_goes_beside_it(self):
+        with tempfile.TemporaryDirectory(prefix="profd-destdir-") as t:
+            def install():
+                subprocess.run(["meson", "install", "-C", BUILD, "--destdir", t, "--no-rebuild"],
+                                      check=True, capture_output=True, text=True)
+            install()
+            conf = t + self.under("sysconfdir", "profd", "profd.conf")[len(self.dest):]
+            with open(conf) as f:
+                default = f.read()
+            self.assertIn("max-sessions", default)
+            self.assertFalse(os.path.exists(conf + ".dist"), "no .dist beside a fresh install")
+            mine = "# the operator's\nmax-sessions = 3\n"
+            with open(conf, "w") as f:
+                f.write(mine)
+            install()
+            with open(conf) as f:
+                self.assertEqual(f.read(), mine, "a later install overwrote the operator's config")
+            with open(conf + ".dist") as f:
+                self.assertEqual(f.read(), default)
+            # Back at the default: the stale .dist goes.
+            with open(conf, "w") as f:
+                f.write(default)
+            install()
+            self.assertFalse(os.path.exists(conf + ".dist"))
+
     @unittest.skipUnless(HAVE_AGENT, "this build has no agent (no CUPTI 13 headers)")
     def test_installed_profd_recommends_the_installed_agent(self):
         with Profd(self.profd) as d:
