@@ -686,35 +686,64 @@ const char *conf_format(const struct profd_conf *c, size_t key, char *buf, size_
 	return buf;
 }
 
+/* The longest part of the @n bytes at @p that ends with ',' and is at most
+ * @room long; 0 if none. */
+static size_t comma_cut(const char *p, size_t n, size_t room)
+{
+	size_t cut = 0;
+
+	for (size_t i = 0; i < n && i < room; i++)
+		if (p[i] == ',')
+			cut = i + 1;
+	return cut;
+}
+
 /* Print @text wrapped to @width; @col is where the cursor stands (0: start
- * the first line with @indent too), later lines start with @indent. */
+ * the first line with @indent too), later lines start with @indent. A word
+ * longer than a whole line (a default list of names) breaks after a comma. */
 static void wrap(FILE *f, const char *text, size_t col, const char *indent, size_t width)
 {
 	size_t ind = strlen(indent);
-	bool empty = true;
+	bool empty = true, glued = false; /* glued: the rest of a word broken at a comma */
 
 	if (col == 0) {
 		fputs(indent, f);
 		col = ind;
 	}
 	for (const char *p = text; *p;) {
-		size_t n;
+		size_t n, sep;
 
-		while (*p == ' ')
-			p++;
+		if (!glued)
+			while (*p == ' ')
+				p++;
 		n = strcspn(p, " ");
 		if (n == 0)
 			break;
-		if (!empty && col + 1 + n > width) {
+		sep = empty || glued ? 0 : 1;
+		if (n + ind > width) {
+			size_t cut = comma_cut(p, n, col + sep < width ? width - col - sep : 0);
+
+			if (cut == 0 && !empty) {
+				fprintf(f, "\n%s", indent);
+				col = ind;
+				empty = true;
+				sep = 0;
+				cut = comma_cut(p, n, width - ind);
+			}
+			if (cut)
+				n = cut;
+		}
+		if (!empty && col + sep + n > width) {
 			fprintf(f, "\n%s", indent);
 			col = ind;
 			empty = true;
-		} else if (!empty) {
+		} else if (sep) {
 			fputc(' ', f);
 			col++;
 		}
 		fwrite(p, 1, n, f);
 		col += n;
+		glued = p[n] != ' ' && p[n] != '\0';
 		p += n;
 		empty = false;
 	}

@@ -1,7 +1,11 @@
 # SPDX-License-Identifier: MIT
 """A capture whose reply is hundreds of MB: 4 M GPU events from a fake agent,
 fetched with profctl (the C-core client, receive limit raised like the TF
-client's), written to disk and counted with `profctl top --json`."""
+client's), written to disk and counted with `profctl top --json`.
+
+The window is long and ended by Terminate once the fake agent has sent its
+last event: a slow (sanitized, 2-core) machine takes longer to send them,
+never fewer of them."""
 import glob
 import json
 import os
@@ -26,9 +30,22 @@ class LargeResponse(unittest.TestCase):
                                     stdout=subprocess.PIPE, text=True)
             self.assertEqual(fake.stdout.readline().strip(), "connected")
             logdir = os.path.join(tmp, "logs")
-            r = subprocess.run([PROFCTL, "capture", d.addr, "--logdir", logdir, "--duration-ms", "3000",
-                                "--attempts", "1"], capture_output=True, text=True, timeout=120)
-            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            cap = subprocess.Popen([PROFCTL, "capture", d.addr, "--logdir", logdir, "--duration-ms", "120000",
+                                    "--session-id", "large", "--attempts", "1"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            try:
+                self.assertEqual(fake.stdout.readline().strip(), "started")
+                # "stopped" instead: the window closed before the last event.
+                self.assertEqual(fake.stdout.readline().strip(), "streamed")
+                t = subprocess.run([PROFCTL, "terminate", d.addr, "large"], capture_output=True, text=True,
+                                   timeout=30)
+                self.assertEqual(t.returncode, 0, t.stdout + t.stderr)
+                out = cap.communicate(timeout=300)[0]
+            finally:
+                if cap.poll() is None:
+                    cap.kill()
+                    cap.communicate()
+            self.assertEqual(cap.returncode, 0, out)
             fake.wait(timeout=30)
             fake.stdout.close()
             (path,) = glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))

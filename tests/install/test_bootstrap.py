@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """tools/bootstrap end to end, into a temporary PREFIX and build directory:
-it builds, installs and starts the INSTALLED profd, and the agent path that
-profd prints exists. Skips where a package tools/install-deps would install
+with --no-start it builds and installs and returns; without, it starts the
+INSTALLED profd in the foreground, and the agent path that profd prints
+exists. Skips where a package tools/install-deps would install
 is missing (the test never runs apt-get)."""
 import os
 import re
@@ -30,8 +31,17 @@ class Bootstrap(unittest.TestCase):
             self.skipTest("tools/install-deps would install " + " ".join(missing))
         with tempfile.TemporaryDirectory(prefix="profd-bootstrap-") as t:
             prefix, build = os.path.join(t, "prefix"), os.path.join(t, "build")
-            with Profd(os.path.join(SRC, "tools", "bootstrap"), env={"PREFIX": prefix, "BUILD": build},
-                       timeout=900) as d:
+            env = dict(os.environ, PREFIX=prefix, BUILD=build)
+            env.pop("PROFD_AGENT_PATH", None)
+            bootstrap = os.path.join(SRC, "tools", "bootstrap")
+            # --no-start: installed, and the command returns (for systemd).
+            r = subprocess.run([bootstrap, "--no-start"], env=env, capture_output=True, text=True,
+                               timeout=900)
+            self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+            self.assertIn("not started (--no-start)", r.stderr)
+            self.assertTrue(os.access(os.path.join(prefix, "sbin", "profd"), os.X_OK))
+            # Then the same build started: nothing left to build.
+            with Profd(bootstrap, env={"PREFIX": prefix, "BUILD": build}, timeout=900) as d:
                 exe = os.readlink(f"/proc/{d.proc.pid}/exe")
                 self.assertTrue(exe.startswith(prefix + "/") and exe.endswith("/profd"), exe)
                 with open(os.path.join(build, "config.h")) as f:

@@ -4,6 +4,7 @@
 path each profd recommends (build tree, install tree, agent missing,
 $PROFD_AGENT_PATH), as its log and `profctl doctor` say it. Also that the
 man pages document every option the binaries' --help lists."""
+import glob
 import json
 import os
 import re
@@ -61,6 +62,31 @@ class InstallTree(unittest.TestCase):
             with open(self.dest + u) as f:
                 execs = re.findall(r"^ExecStart=(\S+)", f.read(), re.M)
             self.assertEqual(execs, [self.profd[len(self.dest):]])
+
+    def test_an_existing_config_is_kept_and_the_new_default_goes_beside_it(self):
+        with tempfile.TemporaryDirectory(prefix="profd-destdir-") as t:
+            def install():
+                subprocess.run(["meson", "install", "-C", BUILD, "--destdir", t, "--no-rebuild"],
+                                      check=True, capture_output=True, text=True)
+            install()
+            conf = t + self.under("sysconfdir", "profd", "profd.conf")[len(self.dest):]
+            with open(conf) as f:
+                default = f.read()
+            self.assertIn("max-sessions", default)
+            self.assertFalse(os.path.exists(conf + ".dist"), "no .dist beside a fresh install")
+            mine = "# the operator's\nmax-sessions = 3\n"
+            with open(conf, "w") as f:
+                f.write(mine)
+            install()
+            with open(conf) as f:
+                self.assertEqual(f.read(), mine, "a later install overwrote the operator's config")
+            with open(conf + ".dist") as f:
+                self.assertEqual(f.read(), default)
+            # Back at the default: the stale .dist goes.
+            with open(conf, "w") as f:
+                f.write(default)
+            install()
+            self.assertFalse(os.path.exists(conf + ".dist"))
 
     @unittest.skipUnless(HAVE_AGENT, "this build has no agent (-Dcupti=disabled)")
     def test_installed_profd_recommends_the_installed_agent(self):
@@ -146,14 +172,24 @@ class ManPages(unittest.TestCase):
             opts |= long_options(help_text(PROFCTL, c))
         self.assertFalse(opts - long_options(page), "in profctl's --help but not in docs/man/profctl.1")
 
-    @unittest.skipUnless(shutil.which("groff"), "groff not installed")
+    @unittest.skipUnless(shutil.which("groff"), "groff not installed (Debian: groff-base)")
     def test_pages_render_without_warnings(self):
-        for page in ("profd.8", "profctl.1", "profd.conf.5"):
-            path = os.path.join(SRC, "docs", "man", page)
-            if not os.path.exists(path):
-                continue
-            r = subprocess.run(["groff", "-man", "-ww", "-z", path], capture_output=True, text=True)
-            self.assertEqual((r.returncode, r.stderr), (0, ""), page)
+        # As man(1) renders them on terminals of common widths ("cannot
+        # adjust line" shows only at some), every warning an error.
+        pages = sorted(glob.glob(os.path.join(SRC, "docs", "man", "*.[1-9]")))
+        self.assertGreaterEqual(len(pages), 3)
+        for path in pages:
+            for args in (["-z"], *(["-Tutf8", "-z", f"-rLL={w}n"] for w in (60, 70, 78, 80, 100, 120))):
+                r = subprocess.run(["groff", "-man", "-ww"] + args + [path], capture_output=True, text=True)
+                self.assertEqual((r.returncode, r.stderr), (0, ""), f"{os.path.basename(path)} {args}")
+
+
+class HelpText(unittest.TestCase):
+    def test_profd_help_fits_80_columns(self):
+        text = help_text(PROFD)
+        self.assertIn("--listen", text)
+        wide = [line for line in text.splitlines() if len(line) > 80]
+        self.assertFalse(wide, "lines of `profd --help` over 80 columns")
 
 
 if __name__ == "__main__":

@@ -264,7 +264,8 @@ class Config(unittest.TestCase):
         for k in keys:
             m = re.search(rf"--{re.escape(k)} .*?(?= --[a-z]|$)", help_text)
             self.assertEqual(rows.get(k) == "yes", "reloaded on SIGHUP" in m.group(0), k)
-            self.assertIn(f"(default {defaults[k]}", m.group(0), k)
+            # --help breaks a list longer than a line after a comma.
+            self.assertIn(re.sub(r",\s+", ",", f"(default {defaults[k]}"), re.sub(r",\s+", ",", m.group(0)), k)
 
     def test_file_settings_reach_the_daemon(self):
         path = self.write("hostname = conf-file-host\nmax-sessions = 2\n")

@@ -109,6 +109,52 @@ def _protos_from_descriptor_set(path):
     return p
 
 
+class LogPipe:
+    """A child's stdout and stderr through a pipe that a thread copies into
+    the file @path. Not a file the child writes: limits set on the child
+    (`ulimit -f`, a full disk) would cut its log short, and a readiness
+    line never written would leave the test waiting for it.
+    text() is everything copied so far; close() waits for the child's end
+    of the pipe to close (the child exited) and closes the file."""
+
+    def __init__(self, path):
+        import threading
+
+        self.path = path
+        self._rfd, self.wfd = os.pipe()
+        self._out = open(path, "wb", buffering=0)
+        self._thread = threading.Thread(target=self._copy, daemon=True)
+        self._thread.start()
+
+    def _copy(self):
+        while True:
+            try:
+                chunk = os.read(self._rfd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self._out.write(chunk)
+        os.close(self._rfd)
+
+    def started(self):
+        """The child holds the write end now: ours closes, so the pipe
+        reports EOF once the child (and whatever it forked) is gone."""
+        if self.wfd is not None:
+            os.close(self.wfd)
+            self.wfd = None
+
+    def text(self):
+        with open(self.path, errors="replace") as f:
+            return f.read()
+
+    def close(self, timeout=10):
+        self.started()
+        self._thread.join(timeout)
+        if not self._out.closed and not self._thread.is_alive():
+            self._out.close()
+
+
 class Daemon:
     """A profd process on loopback. Use as a context manager.
 
@@ -130,8 +176,11 @@ class Daemon:
             cmd += ["--agent-socket", self.agent_socket]
         e = dict(os.environ)
         e.update(env or {})
-        self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=e)
+        self._log = LogPipe(self.log_path)
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=self._log.wfd, stderr=subprocess.STDOUT, env=e)
+        finally:
+            self._log.started()
         self.ports = []
         deadline = time.time() + timeout * (5 if wrapper else 1)
         while time.time() < deadline:
@@ -140,18 +189,20 @@ class Daemon:
             if "ready on" in text:
                 break
             if self.proc.poll() is not None:
-                raise RuntimeError(f"profd exited {self.proc.returncode}:\n{text}")
+                self._log.close()
+                raise RuntimeError(f"profd exited {self.proc.returncode}:\n{self.log()}")
             time.sleep(0.02)
         else:
             self.proc.kill()
+            self.proc.wait()
+            self._log.close()
             raise RuntimeError("profd did not become ready:\n" + self.log())
         self.port = self.ports[0] if self.ports else None
         self.host = host
         self.addr = (f"[{host}]" if ":" in host else host) + f":{self.port}"
 
     def log(self):
-        with open(self.log_path) as f:
-            return f.read()
+        return self._log.text()
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
         if self.proc.poll() is None:

