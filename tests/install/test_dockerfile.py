@@ -4,8 +4,8 @@
 steps on a copy of the source in a temporary directory (each absolute path
 the stage uses mapped into it), assemble the final stage's files as its
 COPY does, and check the image layout and its entrypoint: profd, profctl,
-the agent when CUPTI 13 headers exist here (the image takes them from the
-CUDA image), the unit, man pages, a default config when the source
+the agent (built from profd's own CUDA declarations, so always, with no
+CUDA anywhere), the unit, man pages, a default config when the source
 installs one, and the agent the entrypoint shares with jobs."""
 import filecmp
 import glob
@@ -45,17 +45,6 @@ def instructions(path):
             out.append((stage, word, rest.strip()))
             cur = ""
     return out
-
-
-def cuda13_include():
-    for d in [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]:
-        try:
-            with open(os.path.join(d, "include", "cupti_activity.h")) as f:
-                if d and "CUpti_ActivityOverhead3" in f.read():
-                    return os.path.join(d, "include")
-        except OSError:
-            pass
-    return None
 
 
 def apt_packages(cmd):
@@ -111,11 +100,9 @@ class Dockerfile(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory(prefix="profd-docker-")
         t = cls.tmp.name
         cls.steps = instructions(DOCKERFILE)
-        cls.inc = cuda13_include()
-        cls.expect_agent = cls.inc is not None
         # Every absolute path the build stage names, mapped into the temp dir;
         # /opt/profd stays: it is the prefix, installed under DESTDIR=/out.
-        paths = {"/src": "src", "/build": "build", "/out": "out", "/opt/cuda": "cuda"}
+        paths = {"/src": "src", "/build": "build", "/out": "out"}
         cls.map = {k: os.path.join(t, v) for k, v in paths.items()}
         cls.ran, cls.build_apt, cls.final_apt = [], set(), set()
         cwd = t
@@ -127,17 +114,10 @@ class Dockerfile(unittest.TestCase):
                 os.makedirs(cwd, exist_ok=True)
             elif word == "COPY" and args == ". .":
                 copy_source(cwd)
-            elif word == "COPY" and args.startswith("--from=cuda "):
-                dst = cls.mapped(args.split()[-1]).rstrip("/")
-                if cls.inc:
-                    os.makedirs(os.path.dirname(dst), exist_ok=True)
-                    os.symlink(cls.inc, dst)
             elif word == "RUN" and "apt-get" in args:
                 cls.build_apt |= apt_packages(args)
             elif word == "RUN":
                 cmd = cls.mapped(args)
-                if not cls.inc:  # the image has the headers; this machine does not
-                    cmd = cmd.replace("-Dcupti=enabled", "-Dcupti=disabled")
                 r = subprocess.run(["sh", "-ec", cmd], cwd=cwd, capture_output=True, text=True, timeout=1100)
                 if r.returncode != 0:
                     raise AssertionError(f"RUN {cmd} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
@@ -164,7 +144,7 @@ class Dockerfile(unittest.TestCase):
 
     @classmethod
     def mapped(cls, text):
-        return re.sub(r"(?<![\w.-])(/src|/build|/out|/opt/cuda)(?=/|\s|$)",
+        return re.sub(r"(?<![\w.-])(/src|/build|/out)(?=/|\s|$)",
                       lambda m: cls.map[m.group(1)], text)
 
     @classmethod
@@ -179,14 +159,16 @@ class Dockerfile(unittest.TestCase):
         for step in ("meson setup", "ninja -C", "meson install"):
             self.assertIn(step, joined)
 
-    def test_cuda_stage_provides_what_the_build_stage_copies(self):
-        # This test takes the headers from this machine; the image from the
-        # cuda stage: that stage must make the directory the build copies.
-        (copy,) = [a for st, w, a in self.steps if st == "build" and w == "COPY" and a.startswith("--from=cuda ")]
-        src = copy.split()[1].rstrip("/")
-        runs = [a for st, w, a in self.steps if st == "cuda" and w == "RUN"]
-        self.assertTrue([r for r in runs if "/usr/local/cuda/include" in r and r.rstrip().endswith(src)], runs)
-        self.assertIn("-Dcupti=enabled", "\n".join(a for st, w, a in self.steps if st == "build"))
+    def test_no_cuda_image_and_the_agent_is_required(self):
+        # The agent is built from profd's own declarations: no stage may pull
+        # a CUDA image for headers, and -Dcupti=enabled makes a build that
+        # cannot produce the agent fail instead of shipping an image without it.
+        stages = {st for st, w, a in self.steps if w == "FROM"}
+        self.assertEqual(stages, {"build", "final"})
+        for st, w, a in self.steps:
+            self.assertNotRegex(f"{w} {a}", r"(?i)nvidia/cuda|--from=cuda|cupti_root|/cuda\b")
+        (setup,) = [a for st, w, a in self.steps if st == "build" and w == "RUN" and "meson setup" in a]
+        self.assertIn("-Dcupti=enabled", setup.split())
 
     def test_build_stage_packages_are_those_install_deps_knows(self):
         self.assertTrue(self.build_apt)
@@ -195,7 +177,7 @@ class Dockerfile(unittest.TestCase):
     def test_image_layout(self):
         for exe in ("/opt/profd/sbin/profd", "/opt/profd/bin/profctl", "/opt/profd/libexec/profd-entrypoint"):
             self.assertTrue(os.access(self.img(exe), os.X_OK), exe)
-        self.assertEqual(os.path.isfile(self.img("/opt/profd/lib", AGENT)), self.expect_agent)
+        self.assertTrue(os.path.isfile(self.img("/opt/profd/lib", AGENT)))
         self.assertTrue(os.path.isfile(self.img("/opt/profd/lib/systemd/system/profd.service")))
         self.assertTrue(os.path.isfile(self.img("/opt/profd/share/man/man8/profd.8")))
         self.assertTrue(os.path.isfile(self.img("/opt/profd/share/man/man1/profctl.1")))
@@ -216,9 +198,8 @@ class Dockerfile(unittest.TestCase):
             for name in host_deps(todo.pop()) - have:
                 have.add(name)
                 todo.append(name)
-        bins = [self.img("/opt/profd/sbin/profd"), self.img("/opt/profd/bin/profctl")]
-        if self.expect_agent:
-            bins.append(self.img("/opt/profd/lib", AGENT))
+        bins = [self.img("/opt/profd/sbin/profd"), self.img("/opt/profd/bin/profctl"),
+                self.img("/opt/profd/lib", AGENT)]
         for b in bins:
             needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", subprocess.run(
                 ["readelf", "-d", b], capture_output=True, text=True, check=True).stdout)
@@ -238,7 +219,7 @@ class Dockerfile(unittest.TestCase):
 
     def test_header_shows_how_to_run_next_to_jobs(self):
         with open(DOCKERFILE) as f:
-            header = f.read().split("\nARG ")[0]
+            header = f.read().split("\nFROM ")[0]
         d = self.env.get("PROFD_AGENT_DIR")
         self.assertTrue(d)
         for want in ("--gpus all", "--pid host", "-p 6009:6009", f"-v {d}:{d}",
@@ -255,16 +236,11 @@ class Dockerfile(unittest.TestCase):
         os.chmod(ep, 0o755)
         shared = os.path.join(self.tmp.name, "run-profd")
         with Profd(ep, env={"PROFD_AGENT_DIR": shared}) as d:
-            if self.expect_agent:
-                self.assertEqual(d.agent_path(), os.path.join(shared, AGENT), d.log())
-                self.assertTrue(filecmp.cmp(d.agent_path(), self.img("/opt/profd/lib", AGENT), shallow=False))
-            else:
-                self.assertIsNone(d.agent_path(), d.hint)
-                self.assertIn(f"built without {AGENT}", d.hint)
+            self.assertEqual(d.agent_path(), os.path.join(shared, AGENT), d.log())
+            self.assertTrue(filecmp.cmp(d.agent_path(), self.img("/opt/profd/lib", AGENT), shallow=False))
         # Without the entrypoint the image's profd finds the image's agent.
-        if self.expect_agent:
-            with Profd(self.img("/opt/profd/sbin/profd")) as d:
-                self.assertEqual(d.agent_path(), self.img("/opt/profd/lib", AGENT))
+        with Profd(self.img("/opt/profd/sbin/profd")) as d:
+            self.assertEqual(d.agent_path(), self.img("/opt/profd/lib", AGENT))
 
 
 if __name__ == "__main__":
