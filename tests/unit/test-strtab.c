@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdint.h>
 
 #include "base/strtab.h"
 #include "harness.h"
@@ -23,18 +24,35 @@ TEST(strtab_ids_are_dense_and_stable)
 	strtab_free(&t);
 }
 
+/* Key @id holds exactly @want_len bytes @want (printed as hex if not). */
+static void assert_key(const struct strtab *t, uint32_t id, const char *want, size_t want_len)
+{
+	size_t len = SIZE_MAX;
+	const char *got = strtab_get(t, id, &len);
+
+	ASSERT_TRUE(got != NULL);
+	ASSERT_EQ(len, want_len);
+	for (size_t i = 0; i < len; i++)
+		if (got[i] != want[i])
+			TEST_FAIL("key %" PRIu32 " byte %zu: 0x%02x != 0x%02x", id, i, (unsigned char)got[i],
+				  (unsigned char)want[i]);
+}
+
 TEST(strtab_binary_keys_and_empty_string)
 {
 	struct strtab t;
 	const char k1[] = {0, 1, 2}, k2[] = {0, 1, 3};
-	size_t len;
 
 	strtab_init(&t, 0);
 	ASSERT_EQ(strtab_intern(&t, k1, 3), 1);
 	ASSERT_EQ(strtab_intern(&t, k2, 3), 2);
 	ASSERT_EQ(strtab_intern(&t, "", 0), 3);
-	strtab_get(&t, 2, &len);
-	ASSERT_EQ(len, 3);
+	/* The bytes come back, embedded NULs included, not only the length. */
+	assert_key(&t, 1, k1, 3);
+	assert_key(&t, 2, k2, 3);
+	assert_key(&t, 3, "", 0);
+	ASSERT_EQ(strtab_find(&t, k2, 3), 2);
+	ASSERT_EQ(strtab_find(&t, k1, 2), 0);
 	strtab_free(&t);
 }
 
