@@ -404,6 +404,9 @@ class AgentTests(T.AgentDaemonCase):
             x = T.decode_xspace(P, prof(T.profile_request(P, 200, f"localhost:{d2.port}"), timeout=30)
                                 .tool_data[0].data)
             ch.close()
+            # The capture holds data (the host counters): an empty answer
+            # must not pass for "no warning".
+            self.assertTrue(list(T.plane_events(x, "/host:CPU")), [p.name for p in x.planes])
             self.assertFalse([w for w in x.warnings if "GPU data" in w], list(x.warnings))
             self.assertIn("gpu.agent: unavailable: no agent socket configured", d2.log())
 
@@ -494,10 +497,16 @@ class AgentTests(T.AgentDaemonCase):
 
     def test_16d_v1_stats_say_nothing_new(self):
         # A v1 agent cannot send the v2 fields: whatever it has in mind, they are 0.
-        a = Agent(self.sock, [UUID_A], "v1stats", "--proto-version", "1", "--stats-v2", "17,4,1")
+        # Its kernels and its v1 STATS (2 dropped buffers) arrived, and that
+        # drop is all the warnings say of it: no cut, foreign or leak warning.
+        a = Agent(self.sock, [UUID_A], "v1stats", "--proto-version", "1", "--stats-v2", "17,4,1",
+                  "--dropped", "2")
         x = self.capture(300, "v1stats")
-        a.finish()
-        self.assertFalse([w for w in x.warnings if f"pid {a.proc.pid} " in w], list(x.warnings))
+        self.assertEqual(a.finish(), 0)
+        kernels = sum(1 for p, l, name, st in T.plane_events(x, "/device:GPU:") if name.startswith("fake_gemm"))
+        self.assertEqual(kernels, 5, list(x.warnings))
+        self.assertEqual([w for w in x.warnings if f"pid {a.proc.pid} " in w],
+                         [f"GPU events dropped in pid {a.proc.pid} (v1stats): 2 CUPTI buffers, 0 records"])
 
     @unittest.skipUnless(os.environ.get("PROFD_AGENT_SO"), "libprofd-agent.so not built (no CUPTI)")
     def test_8_real_agent_without_gpu(self):
