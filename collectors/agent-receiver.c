@@ -87,7 +87,6 @@ struct conn {
 struct rx {
 	struct collector *c;
 	uv_pipe_t server;
-	bool listening;
 	char path[108];
 	struct conn *conns;
 	unsigned n_conns;
@@ -99,7 +98,6 @@ struct rx {
 	uint64_t flush_token;
 	unsigned flush_waiting;
 	uv_timer_t sweep; /* closes connections silent past the HELLO deadline */
-	bool sweep_init;
 	unsigned agents_in_window;
 	uint64_t refused_uid; /* connections closed for --agent-allow-uid */
 	struct agent_map map;
@@ -792,21 +790,22 @@ static int agent_init(struct collector *c)
 		return fd;
 	}
 	uv_pipe_init(c->loop, &rx->server, 0);
-	rx->server.data = rx;
-	rx->listening = true; /* the handle exists: agent_close() closes it */
 	r = uv_pipe_open(&rx->server, fd);
 	if (r < 0)
 		close(fd); /* not the handle's yet */
 	else
 		r = uv_listen((uv_stream_t *)&rx->server, 64, on_connection);
 	if (r < 0) {
+		/* close() is not called after a failed init: undo it here. */
 		snprintf(c->reason, sizeof(c->reason), "cannot listen on agent socket %s: %s", path,
 			 uv_strerror(r));
+		collector_init_failed_close(c, (uv_handle_t *)&rx->server);
+		unlink(path);
 		return -EIO;
 	}
+	rx->server.data = rx;
 	uv_timer_init(c->loop, &rx->sweep);
 	rx->sweep.data = rx;
-	rx->sweep_init = true;
 	uv_timer_start(&rx->sweep, on_sweep, 1000, 1000);
 	uv_unref((uv_handle_t *)&rx->sweep); /* never keeps the loop alive alone */
 	char group[32] = "";
@@ -933,15 +932,8 @@ static void agent_stop(struct collector *c)
 	count_capturing(rx);
 }
 
-static void on_server_closed(uv_handle_t *h)
-{
-	struct rx *rx = h->data;
-
-	rx->pending_closes--;
-	maybe_closed(rx);
-}
-
-static void on_sweep_closed(uv_handle_t *h)
+/* The listening socket's and the sweep timer's. */
+static void on_handle_closed(uv_handle_t *h)
 {
 	struct rx *rx = h->data;
 
@@ -953,21 +945,14 @@ static void agent_close(struct collector *c)
 {
 	struct rx *rx = to_rx(c);
 
-	rx->c = c; /* also when probe failed and init never ran */
 	rx->closing = true;
-	if (rx->sweep_init) {
-		rx->sweep_init = false;
-		rx->pending_closes++;
-		uv_close((uv_handle_t *)&rx->sweep, on_sweep_closed);
-	}
+	rx->pending_closes++;
+	uv_close((uv_handle_t *)&rx->sweep, on_handle_closed);
 	while (rx->conns)
 		conn_close(rx->conns, NULL);
-	if (rx->listening) {
-		rx->pending_closes++;
-		uv_close((uv_handle_t *)&rx->server, on_server_closed);
-		unlink(rx->path);
-		rx->listening = false;
-	}
+	rx->pending_closes++;
+	uv_close((uv_handle_t *)&rx->server, on_handle_closed);
+	unlink(rx->path);
 	agent_map_free(&rx->map);
 	maybe_closed(rx);
 }

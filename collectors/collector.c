@@ -28,6 +28,8 @@ struct collector_set {
 	collector_set_cb close_cb;
 	void *close_ud;
 	bool timer_closed;
+	bool closing;          /* collector_set_close() ran */
+	unsigned init_closing; /* handles of failed inits still closing */
 };
 
 static void flush_finish(struct collector_set *s)
@@ -197,13 +199,17 @@ void collector_set_describe(struct collector_set *s, struct trace *snap, int64_t
 	}
 }
 
-void collector_closed(struct collector *c)
+/* One thing collector_set_close() waits for is done. */
+static void close_step(struct collector_set *s)
 {
-	struct collector_set *s = c->set;
-
-	c->state = COLLECTOR_CLOSED;
 	if (--s->close_waiting == 0 && s->close_cb)
 		s->close_cb(s->close_ud);
+}
+
+void collector_closed(struct collector *c)
+{
+	c->state = COLLECTOR_CLOSED;
+	close_step(c->set);
 }
 
 static void on_timer_closed(uv_handle_t *h)
@@ -211,21 +217,44 @@ static void on_timer_closed(uv_handle_t *h)
 	struct collector_set *s = h->data;
 
 	s->timer_closed = true;
-	if (--s->close_waiting == 0 && s->close_cb)
-		s->close_cb(s->close_ud);
+	close_step(s);
+}
+
+static void on_init_handle_closed(uv_handle_t *h)
+{
+	struct collector_set *s = h->data;
+
+	s->init_closing--;
+	if (s->closing)
+		close_step(s);
+}
+
+void collector_init_failed_close(struct collector *c, uv_handle_t *h)
+{
+	struct collector_set *s = c->set;
+
+	s->init_closing++;
+	h->data = s;
+	uv_close(h, on_init_handle_closed);
 }
 
 void collector_set_close(struct collector_set *s, collector_set_cb cb, void *userdata)
 {
 	collector_set_stop(s);
 	s->close_cb = NULL;
-	s->close_waiting = 1; /* held while asking */
+	s->closing = true;
+	/* held while asking, and the handles failed inits still close (their
+	 * collectors' private data is freed only after the callback) */
+	s->close_waiting = 1 + s->init_closing;
 	for (size_t i = 0; i < s->n; i++) {
 		struct collector *c = s->v[i];
+		/* A failed probe or init opened nothing that is still open:
+		 * close is only for collectors whose init succeeded. */
+		bool inited = c->state != COLLECTOR_UNAVAILABLE;
 
 		s->close_waiting++;
 		c->state = COLLECTOR_CLOSING;
-		if (c->ops->close)
+		if (inited && c->ops->close)
 			c->ops->close(c);
 		else
 			collector_closed(c);

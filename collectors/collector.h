@@ -9,9 +9,10 @@
  * open. The session manager drives all collectors together through a
  * struct collector_set:
  *
- *   probe -> init          at daemon start; a collector whose probe fails is
- *                          kept as "unavailable" with its reason (status,
- *                          XSpace warnings) and never started.
+ *   probe -> init          at daemon start; a collector whose probe or init
+ *                          fails is kept as "unavailable" with its reason
+ *                          (status, XSpace warnings), never started and
+ *                          never closed.
  *   start                  the first window opened
  *   flush -> flushed       a window is closing: make every event up to
  *                          @until_ns visible in the hub (agents drain their
@@ -20,8 +21,9 @@
  *   describe               add plane stats and warnings to a closing
  *                          window's snapshot (e.g. "NVML unavailable: ...").
  *   stop                   the last window closed
- *   close                  daemon exit: uv_close() every handle, then call
- *                          collector_closed() from the last close callback.
+ *   close                  daemon exit, after a successful init: uv_close()
+ *                          every handle, then call collector_closed() from
+ *                          the last close callback.
  *
  * Hub rule: when the last window closes, the hub's planes move into that
  * window's snapshot and the hub starts empty; hub->generation then changes.
@@ -89,7 +91,12 @@ struct collector_cfg {
  * @priv_size: zeroed private bytes allocated for @init (collector_priv()).
  * @probe:     can this host run us? 0, or -errno with a one-line reason and
  *             its fix written to @why. No side effects. NULL = always.
- * @init:      open files, init handles; arm nothing.
+ * @init:      open files, init handles; arm nothing. On failure release
+ *             everything it took before returning: @close is not called
+ *             after a failed @probe or @init. libuv closes a handle only on a
+ *             later loop turn, so do what can fail before the first
+ *             uv_*_init(), or hand a handle already initialised to
+ *             collector_init_failed_close().
  * @start:     the first window opened: begin appending to c->hub.
  * @flush:     a window closes at @until_ns: get pending data into the hub
  *             and call collector_flushed(c) (at once if nothing is pending).
@@ -104,7 +111,8 @@ struct collector_cfg {
  *             window opens or closes with other options. NULL = ignored.
  * @stop:      the last window closed: disarm.
  * @close:     uv_close() handles; call collector_closed(c) once all are
- *             closed (at once if none). NULL = nothing to close.
+ *             closed (at once if none). Called only after a successful
+ *             @init. NULL = nothing to close.
  */
 struct agent_opts; /* agent-opts.h */
 
@@ -149,6 +157,10 @@ static inline void *collector_priv(struct collector *c) { return c->priv; }
 void collector_flushed(struct collector *c);
 /* [loop] All handles are closed: the core may free the collector. */
 void collector_closed(struct collector *c);
+/* [loop] From a failing @init only: uv_close() @h, which it had initialised
+ * (its data pointer is taken). The core keeps the collector's private data,
+ * which holds @h, until the close is done; init then returns its error. */
+void collector_init_failed_close(struct collector *c, uv_handle_t *h);
 /* True once per hub generation change: re-resolve cached planes and ids.
  * @seen is the collector's own copy of the generation. */
 static inline bool collector_hub_changed(const struct collector *c, uint64_t *seen)

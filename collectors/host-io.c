@@ -43,7 +43,6 @@ struct pid_prev {
 
 struct host_io {
 	uv_timer_t timer;
-	bool timer_init;
 	struct proc_reader rd; /* cfg->proc_root; loop thread */
 	long clk_tck;
 	bool have_prev;
@@ -179,7 +178,6 @@ static int host_io_init(struct collector *c)
 		h->clk_tck = 100;
 	uv_timer_init(c->loop, &h->timer);
 	h->timer.data = c;
-	h->timer_init = true;
 	h->clamp = INT64_MAX;
 	return 0;
 }
@@ -228,14 +226,7 @@ static void on_closed(uv_handle_t *hd)
 
 static void host_io_close(struct collector *c)
 {
-	struct host_io *h = to_hio(c);
-
-	if (!h->timer_init) {
-		/* init never ran or failed: it closed what it opened */
-		collector_closed(c);
-		return;
-	}
-	uv_close((uv_handle_t *)&h->timer, on_closed);
+	uv_close((uv_handle_t *)&to_hio(c)->timer, on_closed);
 }
 
 const struct collector_ops host_io_collector_ops = {

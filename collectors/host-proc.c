@@ -77,7 +77,6 @@ struct source {
 struct host_proc {
 	struct collector *c;
 	uv_timer_t timer;
-	bool inited;     /* init() ran: the timer and the reader exist */
 	struct proc_reader rd; /* cfg->proc_root, loop thread */
 
 	/* /proc/stat samples: stat[cur] is the newest, stat[!cur] the one before */
@@ -350,7 +349,6 @@ static int host_proc_init(struct collector *c)
 	}
 	uv_timer_init(c->loop, &hp->timer);
 	hp->timer.data = c;
-	hp->inited = true;
 	return 0;
 }
 
@@ -413,7 +411,7 @@ static void host_proc_describe(struct collector *c, struct trace *snap, int64_t 
 	struct host_proc *hp = to_hp(c);
 
 	(void)stop_ns;
-	if (!hp->inited) {
+	if (c->state == COLLECTOR_UNAVAILABLE) {
 		trace_diag(snap, start_ns, false, "%s: host counters unavailable: %s", c->ops->name,
 			   c->reason);
 		return;
@@ -452,14 +450,7 @@ static void on_timer_closed(uv_handle_t *h)
 
 static void host_proc_close(struct collector *c)
 {
-	struct host_proc *hp = to_hp(c);
-
-	if (!hp->inited) {
-		/* probe or init failed: nothing was opened */
-		collector_closed(c);
-		return;
-	}
-	uv_close((uv_handle_t *)&hp->timer, on_timer_closed);
+	uv_close((uv_handle_t *)&to_hp(c)->timer, on_timer_closed);
 }
 
 const struct collector_ops host_proc_collector_ops = {

@@ -140,7 +140,6 @@ struct nvml {
 	struct proc_reader proc; /* cfg->proc_root; used by the sampler thread only */
 	/* thread */
 	uv_thread_t thread;
-	bool thread_started;
 	uv_mutex_t lock;
 	uv_cond_t cond;
 	bool running, quit;
@@ -159,7 +158,6 @@ struct nvml {
 	long clk_tck;
 	/* loop */
 	uv_async_t async;
-	bool async_init;
 	uint64_t loop_epoch;
 	bool flushing;
 	struct batch work;

@@ -92,16 +92,27 @@ static int nvml_init(struct collector *c)
 		nv->clk_tck = 100;
 	uv_mutex_init(&nv->lock);
 	uv_cond_init(&nv->cond);
-	uv_async_init(c->loop, &nv->async, on_async);
-	nv->async.data = c;
-	nv->async_init = true;
+	/* The thread before the loop's handle: close() is not called after a
+	 * failed init, and this failure then leaves no handle to close. The
+	 * thread waits for start (nv->running) before it uses nv->async. */
 	r = uv_thread_create(&nv->thread, nvml_sampler_main, nv);
-	if (r < 0) {
-		snprintf(c->reason, sizeof(c->reason), "could not start the sampler thread: %s", uv_strerror(r));
-		return r; /* handles are closed by close() */
+	if (r == 0) {
+		r = uv_async_init(c->loop, &nv->async, on_async);
+		if (r == 0) {
+			nv->async.data = c;
+			return 0;
+		}
+		uv_mutex_lock(&nv->lock);
+		nv->quit = true;
+		uv_cond_signal(&nv->cond);
+		uv_mutex_unlock(&nv->lock);
+		uv_thread_join(&nv->thread);
 	}
-	nv->thread_started = true;
-	return 0;
+	snprintf(c->reason, sizeof(c->reason), "could not start the sampler thread: %s", uv_strerror(r));
+	uv_cond_destroy(&nv->cond);
+	uv_mutex_destroy(&nv->lock);
+	nvml_bind_unload(nv);
+	return r;
 }
 
 /* ---- loop side: runs, flushes, hand-off ---------------------------------- */
@@ -240,31 +251,22 @@ static void abandon(struct collector *c)
 static void nvml_close(struct collector *c)
 {
 	struct nvml *nv = to_nv(c);
+	uint64_t deadline = uv_hrtime() + CLOSE_WAIT_NS, now;
+	bool exited;
 
-	if (!nv->async_init) {
-		nvml_bind_unload(nv);
-		collector_closed(c);
+	uv_mutex_lock(&nv->lock);
+	nv->quit = true;
+	nv->epoch++; /* whatever it is sampling now is never delivered */
+	uv_cond_signal(&nv->cond);
+	while (!nv->exited && (now = uv_hrtime()) < deadline)
+		uv_cond_timedwait(&nv->cond, &nv->lock, deadline - now);
+	exited = nv->exited;
+	uv_mutex_unlock(&nv->lock);
+	if (!exited) {
+		abandon(c);
 		return;
 	}
-	if (nv->thread_started) {
-		uint64_t deadline = uv_hrtime() + CLOSE_WAIT_NS, now;
-		bool exited;
-
-		uv_mutex_lock(&nv->lock);
-		nv->quit = true;
-		nv->epoch++; /* whatever it is sampling now is never delivered */
-		uv_cond_signal(&nv->cond);
-		while (!nv->exited && (now = uv_hrtime()) < deadline)
-			uv_cond_timedwait(&nv->cond, &nv->lock, deadline - now);
-		exited = nv->exited;
-		uv_mutex_unlock(&nv->lock);
-		if (!exited) {
-			abandon(c);
-			return;
-		}
-		uv_thread_join(&nv->thread);
-		nv->thread_started = false;
-	}
+	uv_thread_join(&nv->thread);
 	uv_close((uv_handle_t *)&nv->async, on_async_closed);
 }
 

@@ -15,6 +15,7 @@
 struct fake {
 	int starts, stops, flushes, closes;
 	int64_t until_ns; /* of the last flush asked for */
+	uv_timer_t timer; /* failing_init's */
 };
 
 static struct fake *fake(struct collector *c) { return collector_priv(c); }
@@ -53,25 +54,36 @@ static int absent_probe(const struct collector_cfg *cfg, char *why, size_t why_s
 	return -ENODEV;
 }
 
-#define FAKE_OPS(n, fl, pr)                                                                      \
-	{ .name = (n), .priv_size = sizeof(struct fake), .probe = (pr), .start = fake_start,      \
-	  .flush = (fl), .stop = fake_stop, .close = fake_close }
+/* Fails after it initialised a handle, which it hands to the core to close. */
+static int failing_init(struct collector *c)
+{
+	uv_timer_init(c->loop, &fake(c)->timer);
+	snprintf(c->reason, sizeof(c->reason), "init failed on purpose");
+	collector_init_failed_close(c, (uv_handle_t *)&fake(c)->timer);
+	return -EIO;
+}
+
+#define FAKE_OPS_INIT(n, fl, pr, in)                                                              \
+	{ .name = (n), .priv_size = sizeof(struct fake), .probe = (pr), .init = (in),             \
+	  .start = fake_start, .flush = (fl), .stop = fake_stop, .close = fake_close }
+#define FAKE_OPS(n, fl, pr) FAKE_OPS_INIT(n, fl, pr, NULL)
 
 static const struct collector_ops slow_ops = FAKE_OPS("fake.slow", slow_flush, NULL);
 static const struct collector_ops slow2_ops = FAKE_OPS("fake.slow2", slow_flush, NULL);
 static const struct collector_ops quick_ops = FAKE_OPS("fake.quick", quick_flush, NULL);
 static const struct collector_ops noflush_ops = FAKE_OPS("fake.noflush", NULL, NULL);
 static const struct collector_ops absent_ops = FAKE_OPS("fake.absent", slow_flush, absent_probe);
+static const struct collector_ops broken_ops = FAKE_OPS_INIT("fake.broken", slow_flush, NULL, failing_init);
 
 const struct collector_ops *const collector_registry[] = {
-	&slow_ops, &slow2_ops, &quick_ops, &noflush_ops, &absent_ops,
+	&slow_ops, &slow2_ops, &quick_ops, &noflush_ops, &absent_ops, &broken_ops,
 };
 const size_t collector_registry_size = ARRAY_SIZE(collector_registry);
 
 static uv_loop_t loop;
 static struct trace *hub;
 static struct collector_set *set;
-static struct collector *slow, *slow2, *quick, *absent;
+static struct collector *slow, *slow2, *quick, *absent, *broken;
 static const struct collector_cfg cfg;
 static int done_calls, closed_calls;
 
@@ -89,23 +101,26 @@ static void setup(void)
 	ASSERT_OK(uv_loop_init(&loop));
 	ASSERT_OK(trace_new(0, &hub));
 	ASSERT_OK(collector_set_new(&loop, &cfg, hub, &set));
-	ASSERT_EQ(collector_set_count(set), 5);
+	ASSERT_EQ(collector_set_count(set), 6);
 	slow = collector_set_find(set, "fake.slow");
 	slow2 = collector_set_find(set, "fake.slow2");
 	quick = collector_set_find(set, "fake.quick");
 	absent = collector_set_find(set, "fake.absent");
-	ASSERT_TRUE(slow && slow2 && quick && absent);
+	broken = collector_set_find(set, "fake.broken");
+	ASSERT_TRUE(slow && slow2 && quick && absent && broken);
 	ASSERT_TRUE(collector_set_find(set, "fake.other") == NULL);
 }
 
-/* Close, free, and check that no handle is left behind. */
+/* Close, free, and check that no handle is left behind. Only collectors
+ * whose init succeeded are asked to close. */
 static void teardown(void)
 {
 	collector_set_close(set, on_closed, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	ASSERT_EQ(closed_calls, 1);
 	ASSERT_EQ(fake(slow)->closes, 1);
-	ASSERT_EQ(fake(absent)->closes, 1);
+	ASSERT_EQ(fake(absent)->closes, 0);
+	ASSERT_EQ(fake(broken)->closes, 0);
 	set = collector_set_free(set);
 	hub = trace_free(hub);
 	ASSERT_EQ(uv_loop_close(&loop), 0);
@@ -231,8 +246,49 @@ TEST(collector_close_waits_for_every_collector_and_stops_running_ones)
 	ASSERT_EQ(closed_calls, 1);
 	for (size_t i = 0; i < collector_set_count(set); i++)
 		ASSERT_EQ(collector_set_get(set, i)->state, COLLECTOR_CLOSED);
-	ASSERT_TRUE(collector_set_get(set, 5) == NULL);
+	ASSERT_TRUE(collector_set_get(set, 6) == NULL);
 	set = collector_set_free(set);
+	hub = trace_free(hub);
+	ASSERT_EQ(uv_loop_close(&loop), 0);
+}
+
+static void count_handle(uv_handle_t *h, void *arg) { ++*(int *)arg; }
+
+/* As the session manager does: free the set from the close callback. No
+ * handle may still be open then (the failed init's timer lives in the
+ * set's memory). */
+static int handles_at_close = -1;
+static void on_closed_free(void *userdata)
+{
+	handles_at_close = 0;
+	uv_walk(&loop, count_handle, &handles_at_close);
+	closed_calls++;
+	set = collector_set_free(set);
+}
+
+TEST(collector_failed_init_is_unavailable_and_never_closed)
+{
+	struct fake *b;
+
+	setup();
+	ASSERT_EQ(broken->state, COLLECTOR_UNAVAILABLE);
+	ASSERT_STREQ(broken->reason, "init failed on purpose");
+	collector_set_start(set);
+	ASSERT_EQ(fake(broken)->starts, 0);
+	/* Closed before the loop ever turned: the set's close waits for the
+	 * handle the failed init handed over (its memory is the collector's
+	 * private data), and close is called for no collector that failed. */
+	b = fake(broken);
+	collector_set_close(set, on_closed_free, NULL);
+	ASSERT_EQ(closed_calls, 0);
+	ASSERT_EQ(b->closes, 0);
+	ASSERT_EQ(fake(absent)->closes, 0);
+	ASSERT_EQ(fake(quick)->closes, 1);
+	ASSERT_EQ(broken->state, COLLECTOR_CLOSED);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ASSERT_EQ(closed_calls, 1);
+	ASSERT_EQ(handles_at_close, 0);
+	ASSERT_TRUE(set == NULL);
 	hub = trace_free(hub);
 	ASSERT_EQ(uv_loop_close(&loop), 0);
 }
