@@ -12,11 +12,17 @@
  * START/STOP/FLUSH frames; flush completes when every capturing agent
  * answered FLUSHED (the core's flush timeout covers stragglers).
  *
- * Three files, by job:
+ * Eight files, by job (each with its header; agent-proto.h is the wire
+ * format, agent-opts.h what the open windows ask of agents):
  *   agent-receiver.c  this one: the socket, connections and their limits,
  *                     the collector ops, the Status accessors;
  *   agent-parse.c     bytes -> validated frames and records (pure);
- *   agent-map.c       records -> planes, lines and events of the trace.
+ *   agent-map.c       records -> planes, lines and events of the trace;
+ *   agent-nvtx.c      NVTX records -> host ranges, annotations and steps;
+ *   agent-pm.c        PM sampling records -> GPU counter lines;
+ *   agent-memory.c    memory records -> the memory profile;
+ *   agent-steps.c     step ids, one space per XSpace;
+ *   agent-derived.c   derived lines of the GPU work inside steps.
  * Every frame header is validated before its payload is buffered; a
  * malformed frame closes that connection with one log line; the daemon and
  * the other connections carry on.

@@ -58,7 +58,7 @@ struct conf_row {
 	enum conf_type type;
 	uint64_t min, max;
 	const char *def;    /* default, in file syntax; NULL = unset / empty list */
-	bool reload;        /* SIGHUP applies it (main.c: apply_reload()) */
+	bool reload;        /* SIGHUP applies it (main.c: apply_reloadable()) */
 	const char *section;/* --help heading where it changes; NULL = same as above */
 	const char *help;   /* one paragraph; --help wraps it and adds default and bounds */
 	size_t off;         /* field in struct profd_conf */
