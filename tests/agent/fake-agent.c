@@ -59,6 +59,7 @@
 
 #include "agent-conn.h"
 #include "agent-proto.h"
+#include "agent-records.h"
 
 static const char *arg_socket;
 static char *arg_devices;
@@ -103,11 +104,7 @@ static void *put(uint16_t type, size_t size, uint32_t aux)
 
 	if (blen + size > sizeof(batch))
 		send_batch();
-	h = (struct agent_rec *)(batch + blen);
-	memset(h, 0, size);
-	h->type = type;
-	h->size = (uint16_t)size;
-	h->aux = aux;
+	h = agent_rec_lay(batch + blen, type, size, aux);
 	blen += size;
 	records_sent++;
 	return h;
@@ -115,11 +112,7 @@ static void *put(uint16_t type, size_t size, uint32_t aux)
 
 static void put_string(uint32_t id, const char *s)
 {
-	uint32_t len = (uint32_t)strlen(s);
-	struct agent_rec_string *r = put(AGENT_REC_STRING, sizeof(*r) + agent_rec_align(len), len);
-
-	r->id = id;
-	memcpy(r + 1, s, len);
+	agent_rec_string_fill(put(AGENT_REC_STRING, agent_rec_string_size(s), (uint32_t)strlen(s)), id, s);
 }
 
 enum { S_KERNEL = 1, S_LAUNCH = 2, S_MEMCPY = 3, S_GEMM = 4, S_OWN = 100 };

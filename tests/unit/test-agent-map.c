@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "agent-map.h"
+#include "agent-records.h"
 #include "base/timeutil.h"
 #include "harness.h"
 #include "xspace/names.h"
@@ -36,25 +37,18 @@ static size_t plen;
 
 static void *put(uint16_t type, size_t size, uint32_t aux)
 {
-	struct agent_rec *h = (struct agent_rec *)(payload + plen);
+	void *h;
 
 	if (plen + size > sizeof(payload))
 		TEST_FAIL("payload full");
-	memset(h, 0, size);
-	h->type = type;
-	h->size = (uint16_t)size;
-	h->aux = aux;
+	h = agent_rec_lay(payload + plen, type, size, aux);
 	plen += size;
 	return h;
 }
 
 static void put_string(uint32_t id, const char *s)
 {
-	uint32_t len = (uint32_t)strlen(s);
-	struct agent_rec_string *r = put(AGENT_REC_STRING, sizeof(*r) + agent_rec_align(len), len);
-
-	r->id = id;
-	memcpy(r + 1, s, len);
+	agent_rec_string_fill(put(AGENT_REC_STRING, agent_rec_string_size(s), (uint32_t)strlen(s)), id, s);
 }
 
 /* A kernel on @device, [@t + 10 us, @t + 60 us) of the agent's clock. */
