@@ -12,6 +12,7 @@
 
 #include "agent-pm.h"
 #include "base/buf.h"
+#include "xspace/names.h"
 #include "xspace/trace.h"
 
 /* What one process announced per device (PM_METRICS), and its counts. */
@@ -63,8 +64,8 @@ static struct trace_line *perf_line(struct trace_plane *p, uint32_t plane_no)
 	for (uint32_t i = 0; i < p->n_lines; i++)
 		if (p->lines[i]->id == AGENT_PM_LINE_ID)
 			return p->lines[i];
-	l = trace_line(p, AGENT_PM_LINE_ID, AGENT_PM_LINE_NAME);
-	if (l && trace_stat_i64(p, &b, "device_id", plane_no) == 0)
+	l = trace_line(p, AGENT_PM_LINE_ID, XN_LINE_PM_COUNTERS);
+	if (l && trace_stat_i64(p, &b, XN_STAT_DEVICE_ID, plane_no) == 0)
 		trace_plane_set_stats(p, &b);
 	buf_free(&b);
 	return l;
@@ -96,8 +97,8 @@ static void put_sample(struct agent_pm_src *ps, struct agent_src *s, const struc
 	p = agent_map_gpu_plane(s, r->device, &plane_no);
 	if (!p || !(cl = trace_counter_line(p)) || !(pl = perf_line(p, plane_no)))
 		return;
-	vsid = trace_plane_stat_id(p, AGENT_PM_STAT_VALUE);
-	if (trace_stat_str_ref(p, &b, AGENT_PM_STAT_DESCRIPTION,
+	vsid = trace_plane_stat_id(p, XN_STAT_COUNTER_VALUE);
+	if (trace_stat_str_ref(p, &b, XN_STAT_PM_DESCRIPTION,
 			       "PM sampling (CUPTI), rounded; exact values on the _counters_ track") < 0 ||
 	    (statset = trace_plane_statset(p, &b)) < 0 || vsid < 0) {
 		buf_free(&b);

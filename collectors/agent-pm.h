@@ -38,9 +38,6 @@
  * range of every XProf pin (its end is +289 or more) and clear of the
  * derived lines XProf itself makes (+0 .. +12). */
 #define AGENT_PM_LINE_ID ((int64_t)XN_LINE_ID_LIMIT + 200)
-#define AGENT_PM_LINE_NAME "PM counters"
-#define AGENT_PM_STAT_VALUE "counter_value"
-#define AGENT_PM_STAT_DESCRIPTION "performance_counter_description"
 /* Samples one process may put in one window (as NVTX ranges have theirs):
  * 2 GPUs at 500 us fill it in about a minute; beyond, dropped and counted. */
 #define AGENT_PM_MAX_SAMPLES 262144u

@@ -120,23 +120,23 @@ void nvml_plane_caps(struct trace *snap, const struct gpu *g, int64_t start_ns, 
 
 	if (!p)
 		return;
-	trace_stat_str(p, &b, "device_vendor", "Nvidia");
-	trace_stat_str(p, &b, "gpu_device_name", g->name);
-	trace_stat_str(p, &b, "gpu_uuid", g->uuid);
+	trace_stat_str(p, &b, XN_STAT_DEVICE_VENDOR, XN_VENDOR_NVIDIA);
+	trace_stat_str(p, &b, XN_STAT_GPU_DEVICE_NAME, g->name);
+	trace_stat_str(p, &b, XN_STAT_GPU_UUID, g->uuid);
 	if (g->pci[0])
-		trace_stat_str(p, &b, "gpu_pci_bus_id", g->pci);
+		trace_stat_str(p, &b, XN_STAT_GPU_PCI_BUS_ID, g->pci);
 	if (g->max_sm_mhz)
-		trace_stat_i64(p, &b, "clock_rate", (int64_t)g->max_sm_mhz * 1000);
+		trace_stat_i64(p, &b, XN_STAT_CLOCK_RATE, (int64_t)g->max_sm_mhz * 1000);
 	if (g->sm_count)
-		trace_stat_i64(p, &b, "core_count", g->sm_count);
+		trace_stat_i64(p, &b, XN_STAT_CORE_COUNT, g->sm_count);
 	if (g->max_mem_mhz && g->bus_width)
-		trace_stat_u64(p, &b, "memory_bandwidth",
+		trace_stat_u64(p, &b, XN_STAT_MEMORY_BANDWIDTH,
 			       2ULL * g->max_mem_mhz * 1000000ULL * g->bus_width / 8);
 	if (g->mem_total)
-		trace_stat_u64(p, &b, "memory_size", g->mem_total);
+		trace_stat_u64(p, &b, XN_STAT_MEMORY_SIZE, g->mem_total);
 	if (g->cc_major) {
-		trace_stat_i64(p, &b, "compute_cap_major", g->cc_major);
-		trace_stat_i64(p, &b, "compute_cap_minor", g->cc_minor);
+		trace_stat_i64(p, &b, XN_STAT_CC_MAJOR, g->cc_major);
+		trace_stat_i64(p, &b, XN_STAT_CC_MINOR, g->cc_minor);
 	}
 	if (g->cc_major > 0)
 		gpu_peaks_stats(p, &b, (uint32_t)g->cc_major, (uint32_t)g->cc_minor, g->sm_count,
@@ -165,7 +165,7 @@ void nvml_plane_caps(struct trace *snap, const struct gpu *g, int64_t start_ns, 
 		n++;
 	}
 	if (n)
-		trace_stat_str(p, &b, "gpu_processes", list);
+		trace_stat_str(p, &b, XN_STAT_GPU_PROCESSES, list);
 	trace_plane_set_stats(p, &b);
 	buf_free(&b);
 }

@@ -39,6 +39,7 @@
 
 #include "profctl.h"
 #include "xspace-reader.h"
+#include "xspace/names.h"
 
 
 struct u64vec {
@@ -108,8 +109,8 @@ static bool u64vec_has(const struct u64vec *a, uint64_t x)
 	return u64vec_find(a, x, &idx);
 }
 
-static bool is_host_plane(const struct xs_plane *pl) { return xs_str_has_prefix(pl->name, "/host:"); }
-static bool is_device_plane(const struct xs_plane *pl) { return xs_str_has_prefix(pl->name, "/device:"); }
+static bool is_host_plane(const struct xs_plane *pl) { return xs_str_has_prefix(pl->name, XN_PLANE_HOST_PREFIX); }
+static bool is_device_plane(const struct xs_plane *pl) { return xs_str_has_prefix(pl->name, XN_PLANE_DEVICE_PREFIX); }
 
 /* The correlation_id stat of @ev as uint64, if any. */
 static bool event_corr(const struct xs_event *ev, int64_t corr_id, uint64_t *out)
@@ -144,7 +145,7 @@ static int collect_flows(struct xs_file *f, struct u64vec *flows)
 		r = xs_plane_index(&pl);
 		if (r < 0)
 			break;
-		corr = xs_plane_stat_id(&pl, "correlation_id");
+		corr = xs_plane_stat_id(&pl, XN_STAT_CORRELATION_ID);
 		li = xs_plane_lines(&pl);
 		while (corr >= 0 && (r = xs_next_line(&li, &ln)) > 0) {
 			struct pb_cursor ei = xs_line_events(&ln);
@@ -352,7 +353,7 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct 
 		return r;
 	if (pl->n_lines == 0)
 		return 0;
-	corr = flows->n && (host || dev) ? xs_plane_stat_id(pl, "correlation_id") : -1;
+	corr = flows->n && (host || dev) ? xs_plane_stat_id(pl, XN_STAT_CORRELATION_ID) : -1;
 	sep(w);
 	ow_printf(w, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"args\":{\"name\":", pid);
 	if (label) {
@@ -380,7 +381,7 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct 
 	li = xs_plane_lines(pl);
 	while ((r = xs_next_line(&li, &ln)) > 0) {
 		unsigned tid = (unsigned)ln.index + 1;
-		bool counters = xs_str_eq(ln.name, "_counters_");
+		bool counters = xs_str_eq(ln.name, XN_LINE_COUNTERS);
 		struct pb_cursor ei = xs_line_events(&ln);
 		struct xs_event ev;
 		ps128 base = (ps128)ln.timestamp_ns * 1000;

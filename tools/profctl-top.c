@@ -37,6 +37,7 @@
 #include "base/parse.h"
 #include "profctl.h"
 #include "xspace-reader.h"
+#include "xspace/names.h"
 
 /* ---- small hash tables -------------------------------------------------- */
 
@@ -295,13 +296,13 @@ static int copy_direction(struct xs_str ev_name, struct xs_str details)
 {
 	struct xs_str src = {0}, dst = {0};
 
-	if (xs_str_eq(ev_name, "MemcpyH2D"))
+	if (xs_str_eq(ev_name, XN_EVENT_MEMCPY_H2D))
 		return CP_H2D;
-	if (xs_str_eq(ev_name, "MemcpyD2H"))
+	if (xs_str_eq(ev_name, XN_EVENT_MEMCPY_D2H))
 		return CP_D2H;
-	if (xs_str_eq(ev_name, "MemcpyD2D"))
+	if (xs_str_eq(ev_name, XN_EVENT_MEMCPY_D2D))
 		return CP_D2D;
-	if (xs_str_eq(ev_name, "MemcpyP2P"))
+	if (xs_str_eq(ev_name, XN_EVENT_MEMCPY_P2P))
 		return CP_P2P;
 	detail(details, "kind_src", &src);
 	detail(details, "kind_dst", &dst);
@@ -328,11 +329,11 @@ static int walk_env(struct xs_file *f, struct top *t)
 	int r;
 
 	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
-		if (!xs_str_eq(pl.name, "Task Environment"))
+		if (!xs_str_eq(pl.name, XN_PLANE_TASK_ENV))
 			continue;
 		if ((r = xs_plane_index(&pl)) < 0)
 			return r;
-		int64_t a = xs_plane_stat_id(&pl, "profile_start_time"), b = xs_plane_stat_id(&pl, "profile_stop_time");
+		int64_t a = xs_plane_stat_id(&pl, XN_STAT_PROFILE_START), b = xs_plane_stat_id(&pl, XN_STAT_PROFILE_STOP);
 		uint64_t start = 0, stop = 0, v;
 		struct pb_cursor it = pl.raw;
 		struct xs_stat st;
@@ -451,11 +452,11 @@ static int walk_host(struct xs_file *f, struct top *t)
 	int r;
 
 	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
-		if (!xs_str_has_prefix(pl.name, "/host:"))
+		if (!xs_str_has_prefix(pl.name, XN_PLANE_HOST_PREFIX))
 			continue;
 		if ((r = xs_plane_index(&pl)) < 0)
 			return r;
-		int64_t corr = xs_plane_stat_id(&pl, "correlation_id");
+		int64_t corr = xs_plane_stat_id(&pl, XN_STAT_CORRELATION_ID);
 		struct xs_line_iter li = xs_plane_lines(&pl);
 		struct xs_line ln;
 
@@ -464,7 +465,7 @@ static int walk_host(struct xs_file *f, struct top *t)
 			struct xs_event ev;
 			int pi;
 
-			if (xs_str_eq(ln.name, "_counters_")) {
+			if (xs_str_eq(ln.name, XN_LINE_COUNTERS)) {
 				if ((r = walk_counters(t, &pl, &ln)) < 0)
 					break;
 				continue;
@@ -570,7 +571,7 @@ static int walk_gpus(struct xs_file *f, struct top *t)
 	t->span_lo = INT64_MAX;
 	t->span_hi = INT64_MIN;
 	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
-		if (!xs_str_has_prefix(pl.name, "/device:GPU:"))
+		if (!xs_str_has_prefix(pl.name, XN_PLANE_GPU_PREFIX))
 			continue;
 		memset(memo, 0, SHAPE_MEMO * sizeof(*memo)); /* the keys are this plane's */
 		if ((r = xs_plane_index(&pl)) < 0)
@@ -578,8 +579,8 @@ static int walk_gpus(struct xs_file *f, struct top *t)
 		if ((r = grow((void **)&t->g, &t->capg, t->ng, sizeof(*t->g))) < 0)
 			break;
 		struct gpu *g = &t->g[t->ng++];
-		int64_t kd = xs_plane_stat_id(&pl, "kernel_details"), md = xs_plane_stat_id(&pl, "memcpy_details");
-		int64_t corr = xs_plane_stat_id(&pl, "correlation_id");
+		int64_t kd = xs_plane_stat_id(&pl, XN_STAT_KERNEL_DETAILS), md = xs_plane_stat_id(&pl, XN_STAT_MEMCPY_DETAILS);
+		int64_t corr = xs_plane_stat_id(&pl, XN_STAT_CORRELATION_ID);
 		struct xs_line_iter li = xs_plane_lines(&pl);
 		struct xs_line ln;
 
@@ -590,7 +591,7 @@ static int walk_gpus(struct xs_file *f, struct top *t)
 			struct pb_cursor ei = xs_line_events(&ln);
 			struct xs_event ev;
 
-			if (xs_str_eq(ln.name, "_counters_")) {
+			if (xs_str_eq(ln.name, XN_LINE_COUNTERS)) {
 				if ((r = walk_counters(t, &pl, &ln)) < 0)
 					break;
 				continue;
@@ -610,7 +611,7 @@ static int walk_gpus(struct xs_file *f, struct top *t)
 					t->span_lo = start;
 				if (start + dur > t->span_hi)
 					t->span_hi = start + dur;
-				if (kd >= 0 && (r = xs_event_find_stat(&pl, &ev, m, "kernel_details", &st)) > 0 &&
+				if (kd >= 0 && (r = xs_event_find_stat(&pl, &ev, m, XN_STAT_KERNEL_DETAILS, &st)) > 0 &&
 				    xs_stat_str(&pl, &st, &details)) {
 					uintptr_t h = ((uintptr_t)m >> 4) ^ ((uintptr_t)details.p >> 3) ^ details.len;
 					struct shape_memo *sm = &memo[(h ^ (h >> 11)) & (SHAPE_MEMO - 1)];
@@ -670,7 +671,7 @@ static int walk_gpus(struct xs_file *f, struct top *t)
 					}
 				} else if (r < 0) {
 					break;
-				} else if (md >= 0 && (r = xs_event_find_stat(&pl, &ev, m, "memcpy_details", &st)) > 0 &&
+				} else if (md >= 0 && (r = xs_event_find_stat(&pl, &ev, m, XN_STAT_MEMCPY_DETAILS, &st)) > 0 &&
 					   xs_stat_str(&pl, &st, &details)) {
 					struct copy_dir *cd = &t->copies[copy_direction(name, details)];
 					double size;
@@ -875,7 +876,7 @@ static void print_text(const struct top *t, size_t limit)
 	for (size_t i = 0; i < t->nk; i++)
 		launches += t->k[i].count;
 	printf("host %s, window %s (%s)\n\n", t->host[0] ? t->host : "?", fmt_ps(win, a, sizeof(a)),
-	       t->window_from_env ? "Task Environment" : "first to last device event");
+	       t->window_from_env ? XN_PLANE_TASK_ENV : "first to last device event");
 	/* First: they say why a section below is empty (no GPU data, a collector off). */
 	for (int k = 0; k < 2; k++) {
 		if (!t->nnotes[k])

@@ -22,6 +22,7 @@
 #include "base/macro.h"
 #include "profctl.h"
 #include "xspace-reader.h"
+#include "xspace/names.h"
 
 struct facts {
 	uint64_t planes_traced, events_traced;  /* host and GPU planes */
@@ -62,17 +63,17 @@ static int gpu_caps(const struct xs_plane *pl, struct facts *fx)
 		if (!m)
 			continue;
 		xs_stat_number(&st, &v);
-		if (xs_str_eq(m->name, "device_vendor"))
-			vendor = xs_stat_str(pl, &st, &s) && xs_str_eq(s, "Nvidia");
-		else if (xs_str_eq(m->name, "compute_cap_major"))
+		if (xs_str_eq(m->name, XN_STAT_DEVICE_VENDOR))
+			vendor = xs_stat_str(pl, &st, &s) && xs_str_eq(s, XN_VENDOR_NVIDIA);
+		else if (xs_str_eq(m->name, XN_STAT_CC_MAJOR))
 			cc = v > 0;
-		else if (xs_str_eq(m->name, "clock_rate"))
+		else if (xs_str_eq(m->name, XN_STAT_CLOCK_RATE))
 			clock = v > 0;
-		else if (xs_str_eq(m->name, "core_count"))
+		else if (xs_str_eq(m->name, XN_STAT_CORE_COUNT))
 			cores = v > 0;
-		else if (xs_str_eq(m->name, "memory_bandwidth"))
+		else if (xs_str_eq(m->name, XN_STAT_MEMORY_BANDWIDTH))
 			bw = st.kind == XS_STAT_UINT64 && st.u > 0;
-		else if (xs_str_eq(m->name, "peak_teraflops_per_second"))
+		else if (xs_str_eq(m->name, XN_STAT_PEAK_TFLOPS))
 			peak = st.kind == XS_STAT_DOUBLE && st.d > 0;
 	}
 	if (r < 0)
@@ -86,13 +87,13 @@ static int gpu_caps(const struct xs_plane *pl, struct facts *fx)
 
 static int walk_plane(struct xs_plane *pl, struct facts *fx)
 {
-	bool gpu = xs_str_has_prefix(pl->name, "/device:GPU:");
+	bool gpu = xs_str_has_prefix(pl->name, XN_PLANE_GPU_PREFIX);
 	/* The trace viewer takes every /host:CPU* plane
 	 * (xprof/convert/xplane_to_trace_container.cc); op stats and the
 	 * memory profile only the first one named exactly /host:CPU
 	 * (xplane_to_op_stats.cc, xplane_to_memory_profile.cc FindPlaneWithName). */
-	bool host = xs_str_has_prefix(pl->name, "/host:CPU");
-	bool host_exact = xs_str_eq(pl->name, "/host:CPU") && !fx->host_exact;
+	bool host = xs_str_has_prefix(pl->name, XN_PLANE_HOST);
+	bool host_exact = xs_str_eq(pl->name, XN_PLANE_HOST) && !fx->host_exact;
 	int64_t kd, tf, hlo, grp, bytes;
 	struct xs_line_iter li;
 	struct xs_line ln;
@@ -101,7 +102,7 @@ static int walk_plane(struct xs_plane *pl, struct facts *fx)
 
 	if ((r = xs_plane_index(pl)) < 0)
 		return r;
-	if (xs_str_eq(pl->name, "/host:metadata")) {
+	if (xs_str_eq(pl->name, XN_PLANE_METADATA)) {
 		/* HLO protos ride there as "Hlo Proto" stats (protocol §4.8). */
 		fx->hlo_protos = plane_has_stat_name(pl, "Hlo Proto");
 		return 0;
@@ -115,11 +116,11 @@ static int walk_plane(struct xs_plane *pl, struct facts *fx)
 	}
 	if (host_exact)
 		fx->host_exact = true;
-	kd = xs_plane_stat_id(pl, "kernel_details");
-	tf = xs_plane_stat_id(pl, "tf_op");
-	hlo = xs_plane_stat_id(pl, "hlo_op");
-	grp = xs_plane_stat_id(pl, "group_id");
-	bytes = xs_plane_stat_id(pl, "bytes_allocated");
+	kd = xs_plane_stat_id(pl, XN_STAT_KERNEL_DETAILS);
+	tf = xs_plane_stat_id(pl, XN_STAT_TF_OP);
+	hlo = xs_plane_stat_id(pl, XN_STAT_HLO_OP);
+	grp = xs_plane_stat_id(pl, XN_STAT_GROUP_ID);
+	bytes = xs_plane_stat_id(pl, XN_STAT_BYTES_ALLOCATED);
 	before = fx->events_traced;
 	li = xs_plane_lines(pl);
 	while ((r = xs_next_line(&li, &ln)) > 0) {
@@ -156,7 +157,7 @@ static int walk_plane(struct xs_plane *pl, struct facts *fx)
 				/* Kernel stats: GPU events with a duration and
 				 * kernel_details, on the event or its metadata
 				 * (xprof/convert/xplane_to_kernel_stats_db.cc). */
-				if (!has_kd && m && xs_event_find_stat(pl, &ev, m, "kernel_details", &ms) > 0)
+				if (!has_kd && m && xs_event_find_stat(pl, &ev, m, XN_STAT_KERNEL_DETAILS, &ms) > 0)
 					has_kd = true;
 				if (has_kd && ev.duration_ps > 0)
 					fx->kernels++;
@@ -175,8 +176,8 @@ static int walk_plane(struct xs_plane *pl, struct facts *fx)
 			if (host_exact) {
 				const struct xs_meta *m = xs_plane_event_meta(pl, ev.metadata_id);
 
-				if (m && (xs_str_eq(m->name, "MemoryAllocation") ||
-					  xs_str_eq(m->name, "MemoryDeallocation")))
+				if (m && (xs_str_eq(m->name, XN_EVENT_MEMORY_ALLOCATION) ||
+					  xs_str_eq(m->name, XN_EVENT_MEMORY_DEALLOCATION)))
 					mem_ok ? fx->mem_events++ : fx->mem_wrong_type++;
 			}
 		}
@@ -225,10 +226,10 @@ static void report(const struct facts *fx)
 			"reads it as 0)", fx->mem_wrong_type);
 	else
 		verdict("memory_profile", false, "no MemoryAllocation/MemoryDeallocation event on %s (no "
-			"allocation during the capture, or no agent)", fx->host_exact ? "/host:CPU" : "a /host:CPU plane");
+			"allocation during the capture, or no agent)", fx->host_exact ? XN_PLANE_HOST : "a " XN_PLANE_HOST " plane");
 	if (fx->hlo_op && !fx->hlo_protos)
 		snprintf(why, sizeof(why), "; %" PRIu64 " events with hlo_op are dropped: no HLO proto in "
-			 "/host:metadata", fx->hlo_op);
+			 XN_PLANE_METADATA, fx->hlo_op);
 	if (ops)
 		verdict("framework_op_stats", true, "%" PRIu64 " GPU events with tf_op or a resolvable hlo_op%s", ops,
 			why);

@@ -4,8 +4,10 @@
  * XSpace, in one place, with where XProf (or the TF/JAX tooling) reads it.
  *
  * These strings are a contract with readers we do not control: a typo is
- * a silently missing column, so call sites use these macros, never a
- * literal. § refers to the project's XSpace notes; docs/protocol.md, docs/agent.md
+ * a silently missing column, so call sites (writers, and profctl reading
+ * them back) use these macros, never a literal; tools/check-names fails
+ * the test suite on a literal, and on a name here that nothing uses.
+ * § refers to the project's XSpace notes; docs/protocol.md, docs/agent.md
  * and docs/counters.md describe what profd writes.
  */
 #pragma once
@@ -13,12 +15,14 @@
 /* ---- planes (§4.1) ------------------------------------------------------ */
 /* "/device:GPU:<n>", n = profd's plane number of a physical GPU (gpu-map.h);
  * XProf's GPU tools select planes by this prefix (§4.4). */
-#define XN_PLANE_GPU_PREFIX "/device:GPU:"
+#define XN_PLANE_DEVICE_PREFIX "/device:"
+#define XN_PLANE_GPU_PREFIX XN_PLANE_DEVICE_PREFIX "GPU:"
 #define XN_PLANE_GPU_FMT XN_PLANE_GPU_PREFIX "%u"
 /* Host threads and host counters (§4.6). */
-#define XN_PLANE_HOST "/host:CPU"
+#define XN_PLANE_HOST_PREFIX "/host:"
+#define XN_PLANE_HOST XN_PLANE_HOST_PREFIX "CPU"
 /* Versions of the CUDA stack, as the in-process GPU tracer fills it (§4.8). */
-#define XN_PLANE_METADATA "/host:metadata"
+#define XN_PLANE_METADATA XN_PLANE_HOST_PREFIX "metadata"
 /* profile_start_time / profile_stop_time (§4.2; read by no converter, §4.9). */
 #define XN_PLANE_TASK_ENV "Task Environment"
 
@@ -43,8 +47,7 @@
  * is all IsDerivedThreadId() looks at). */
 #define XN_LINE_ID_DERIVED_MIN (-559038737) /* kThreadIdDerivedMin, (int)0xdeadbeef */
 #define XN_LINE_ID_STEPS (XN_LINE_ID_DERIVED_MIN + 0)         /* kThreadIdStepInfo */
-#define XN_LINE_ID_KERNEL_LAUNCH (XN_LINE_ID_DERIVED_MIN + 1) /* kThreadIdKernelLaunch */
-#define XN_LINE_ID_TF_NAME_SCOPE (XN_LINE_ID_DERIVED_MIN + 2) /* kThreadIdTfNameScope */
+/* + 1 kThreadIdKernelLaunch, + 2 kThreadIdTfNameScope: profd writes neither. */
 #define XN_LINE_ID_TF_OP (XN_LINE_ID_DERIVED_MIN + 3)         /* kThreadIdTfOp */
 #define XN_LINE_ID_HLO_MODULE (XN_LINE_ID_DERIVED_MIN + 4)    /* kThreadIdHloModule */
 #define XN_LINE_ID_HLO_OP (XN_LINE_ID_DERIVED_MIN + 5)        /* kThreadIdHloOp */
@@ -87,6 +90,10 @@
 #define XN_STAT_MEMORY_SIZE "memory_size"
 #define XN_STAT_CC_MAJOR "compute_cap_major"
 #define XN_STAT_CC_MINOR "compute_cap_minor"
+/* profd's own, from NVML (docs/nvml.md): who the GPU is and who used it. */
+#define XN_STAT_GPU_UUID "gpu_uuid"
+#define XN_STAT_GPU_PCI_BUS_ID "gpu_pci_bus_id"
+#define XN_STAT_GPU_PROCESSES "gpu_processes"
 
 /* Roofline peaks (§4.4 optional, §4.9): double; computed per architecture
  * (docs/agent.md "Roofline"). XProf reads the FLOP peak for GPUs and takes
@@ -216,11 +223,10 @@
 
 /* NVTX ranges through the agent (collectors/agent-nvtx.c, docs/agent.md "NVTX"). */
 #define XN_LINE_NVTX_FMT XN_LINE_HOST_THREAD_FMT "/NVTX"
-#define XN_STAT_TF_OP "tf_op"
 #define XN_STAT_NVTX_RANGE "nvtx_range"
 #define XN_STAT_NVTX_DOMAIN "nvtx_domain"
 #define XN_STAT_NVTX_PAYLOAD "marker_payload"
-#define XN_STAT_GROUP_ID "group_id"
+/* tf_op and group_id: XN_STAT_TF_OP, XN_STAT_GROUP_ID above. */
 #define XN_STAT_STEP_NUM "step_num"
 #define XN_STAT_IS_ROOT "_r"
 /* hlo_op is written under this name: XProf's op metrics drop an event whose
@@ -228,3 +234,11 @@
 #define XN_STAT_HLO_OP_NAME "hlo_op_name"
 #define XN_STAT_HLO_OP "hlo_op"
 #define XN_STAT_HLO_MODULE "hlo_module"
+
+/* CUPTI PM sampling through the agent (collectors/agent-pm.c, docs/agent.md
+ * "PM sampling"), as XProf's perf_counters tool reads it: a plane lists
+ * only with a device_id stat. */
+#define XN_LINE_PM_COUNTERS "PM counters"
+#define XN_STAT_DEVICE_ID "device_id"
+#define XN_STAT_COUNTER_VALUE "counter_value"
+#define XN_STAT_PM_DESCRIPTION "performance_counter_description"

@@ -11,6 +11,7 @@
 #include "base/pagepool.h"
 #include "base/pbwire.h"
 #include "base/utf8.h"
+#include "names.h"
 #include "trace.h"
 
 /* strdup() that leaves valid UTF-8. */
@@ -385,7 +386,7 @@ int trace_line_set_display_name(struct trace_line *l, const char *name)
 
 struct trace_line *trace_counter_line(struct trace_plane *p)
 {
-	return trace_line(p, INT64_MAX, "_counters_");
+	return trace_line(p, INT64_MAX, XN_LINE_COUNTERS);
 }
 
 int trace_counter_append(struct trace_line *l, struct trace_counter *cache, const char *name,

@@ -18,6 +18,7 @@
 
 #include "base/pagepool.h"
 #include "base/pbwire.h"
+#include "names.h"
 #include "xspace.h"
 
 #define MAX_MESSAGE ((size_t)INT32_MAX)
@@ -498,15 +499,15 @@ static uint8_t *put_string_fields(uint8_t *w, uint32_t field, const char *const 
 /* The Task Environment plane, built as a tiny trace plane of its own. */
 static int add_task_env(struct trace *snap, const struct xspace_info *info)
 {
-	struct trace_plane *p = trace_plane(snap, "Task Environment", 0);
+	struct trace_plane *p = trace_plane(snap, XN_PLANE_TASK_ENV, 0);
 	struct buf b = BUF_INIT;
 	int r;
 
 	if (!p)
 		return -ENOMEM;
-	r = trace_stat_u64(p, &b, "profile_start_time", (uint64_t)info->start_ns);
+	r = trace_stat_u64(p, &b, XN_STAT_PROFILE_START, (uint64_t)info->start_ns);
 	if (r >= 0)
-		r = trace_stat_u64(p, &b, "profile_stop_time", (uint64_t)info->stop_ns);
+		r = trace_stat_u64(p, &b, XN_STAT_PROFILE_STOP, (uint64_t)info->stop_ns);
 	if (r >= 0)
 		r = trace_plane_set_stats(p, &b);
 	buf_free(&b);
