@@ -89,9 +89,12 @@ static int by_start(const void *a, const void *b)
 	return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
-/* DDP ranks: the same step, each overlapping the other by at least half of
- * the longer one. A step known only from its launches (its range not in
- * yet) is taken when those lie within the other's span. */
+/* DDP ranks: the same step, overlapping by at least half of the shorter
+ * one. Not of the longer: a rank that stalls once (its first NVTX call
+ * loads the tool, a slow data batch) stretches its own step, and the pair
+ * must still hold; a step of an unrelated job that only grazes another
+ * stays apart. A step known only from its launches (its range not in yet)
+ * is taken when those lie within the other's span. */
 static bool lockstep(const struct agent_step *a, const struct agent_step *b)
 {
 	int64_t lo = MAX(a->start, b->start), hi = MIN(a->end, b->end);
@@ -104,7 +107,7 @@ static bool lockstep(const struct agent_step *a, const struct agent_step *b)
 
 		return in->start >= out->start && in->end <= out->end;
 	}
-	return hi > lo && trace_sat_sub(hi, lo) >= MAX(la, lb) / 2;
+	return hi > lo && trace_sat_sub(hi, lo) >= MIN(la, lb) / 2;
 }
 
 /* win[] for the steps starting in [@start, @stop); 0 or -ENOMEM. */

@@ -12,8 +12,8 @@
  * agent-nvtx.c writes it as group_id and step_num), and its time; when a
  * window is described the steps that start in it are numbered from 1 in
  * start order, and the window's events are rewritten with those numbers:
- *   - steps of different processes that run in lockstep (same name, each
- *     overlapping the other by at least half of the longer: DDP ranks;
+ *   - steps of different processes that run in lockstep (same name,
+ *     overlapping by at least half of the shorter step: DDP ranks;
  *     a step whose range is not in yet, by its launches lying within the
  *     other) share a number; others never do;
  *   - a step that started before the window is cut: its events in the

@@ -188,6 +188,34 @@ TEST(agent_steps_number_per_window)
 	agent_steps_free(&st);
 }
 
+/* One rank stalls at the start of its first step (its first NVTX call
+ * loads the tool): its partner's step stretches to wait for it, and the
+ * pair overlaps by well under half of the longer step. Still one number:
+ * seen on a loaded 2-core machine, where half of the longer split it. */
+TEST(agent_steps_a_stalled_rank_keeps_its_pair)
+{
+	struct agent_steps st = { 0 };
+	uint32_t a1 = agent_steps_new(&st, 10, 7), b1 = agent_steps_new(&st, 11, 7);
+	uint32_t a2 = agent_steps_new(&st, 10, 7), b2 = agent_steps_new(&st, 11, 7);
+	uint32_t c1 = agent_steps_new(&st, 12, 7);
+	struct trace *t;
+
+	agent_steps_time(&st, a1, BASE + 100, BASE + 300, true); /* waited 150 for b */
+	agent_steps_time(&st, b1, BASE + 250, BASE + 320, true); /* overlap 50 of 200 and 70 */
+	agent_steps_time(&st, a2, BASE + 330, BASE + 400, true);
+	agent_steps_time(&st, b2, BASE + 335, BASE + 405, true);
+	agent_steps_time(&st, c1, BASE + 390, BASE + 600, true); /* grazes a2 and b2: 10 and 15 */
+	ASSERT_EQ(trace_new(0, &t), 0);
+	agent_steps_window(&st, t, BASE, BASE + 1000);
+	ASSERT_EQ(agent_steps_number(&st, a1), 1);
+	ASSERT_EQ(agent_steps_number(&st, b1), 1);
+	ASSERT_EQ(agent_steps_number(&st, a2), 2);
+	ASSERT_EQ(agent_steps_number(&st, b2), 2);
+	ASSERT_EQ(agent_steps_number(&st, c1), 3);
+	trace_free(t);
+	agent_steps_free(&st);
+}
+
 /*
  * XProf's derived-line ids, copied from upstream
  * (openxla/xla xla/tsl/profiler/utils/trace_utils.h; xprof reads the same):
