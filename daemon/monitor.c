@@ -424,7 +424,8 @@ static void handle_monitor(void *userdata, struct rpc_call *call, const Protobuf
 {
 	struct monitor *m = userdata;
 	const Tensorflow__MonitorRequest *req = (const Tensorflow__MonitorRequest *)msg;
-	struct session_params sp = {.id = MONITOR_SESSION_ID};
+	/* NVML and host counters only: no in-job agent is armed for Monitor. */
+	struct session_params sp = {.id = MONITOR_SESSION_ID, .no_agents = true};
 	uint64_t duration = req->duration_ms ? req->duration_ms : MONITOR_DEFAULT_MS;
 	struct host_proc_sample hs;
 	struct monitor_job *j;

@@ -57,6 +57,10 @@ struct session_params {
 	 * open windows' union goes to the collectors (collector_set_options())
 	 * whenever a window opens or closes, before they start. */
 	const struct agent_opts *gpu;
+	/* Monitor: NVML and host counters only. In-job agents are not armed
+	 * for this window (@gpu is ignored); they stay idle unless a window
+	 * without it is open or closing. */
+	bool no_agents;
 };
 
 /*
