@@ -502,7 +502,7 @@ int main(int argc, char **argv)
 		size_t n = strlen(agent.hint);
 
 		snprintf(agent.hint + n, sizeof(agent.hint) - n,
-			 "; and, since this profd's agent socket is not the default, PROFD_AGENT_SOCKET=%s",
+			 " and PROFD_AGENT_SOCKET=%s (this profd's agent socket is not the default)",
 			 cfg.agent_socket);
 	}
 	d.ccfg = (struct collector_cfg){
