@@ -17,6 +17,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "agent-proto.h"
@@ -26,4 +27,8 @@ struct agent_opts {
 	uint32_t pm_interval_us; /* AGENT_START_PM_SAMPLING: sampling interval */
 	uint32_t pm_buffer_mb;   /* hardware buffer per GPU */
 	char pm_metrics[AGENT_PM_METRICS_MAX]; /* comma-separated, NUL-terminated */
+	/* No window that wants agents' data is open or closing (only Monitor
+	 * windows, which read NVML and host counters): the receiver sends no
+	 * START, so CUPTI stays detached in every job. Not sent on the wire. */
+	bool agents_idle;
 };

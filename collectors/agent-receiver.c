@@ -107,6 +107,10 @@ struct rx {
 	unsigned agents_in_window;
 	uint64_t refused_uid; /* connections closed for --agent-allow-uid */
 	struct agent_map map;
+	/* Pids of agents that left since the collectors started (a ring): a
+	 * job that ended before its window closed still had an agent. */
+	uint32_t left_pids[MAX_CONNS];
+	unsigned n_left;
 };
 
 static struct rx *to_rx(struct collector *c) { return collector_priv(c); }
@@ -220,7 +224,7 @@ static void handle_hello(struct conn *k, const struct agent_hello *h)
 	log_info("agent connected: pid %u (%s), protocol v%u, %u device(s), CUDA driver %u, CUPTI %u",
 		 k->src.pid, k->src.name, k->ps.version, h->n_devices, h->cuda_driver_version,
 		 h->cupti_version);
-	if (rx->running)
+	if (rx->running && !rx->opts.agents_idle)
 		conn_start(k);
 }
 
@@ -356,6 +360,8 @@ static void conn_close(struct conn *k, const char *why)
 		log_warn("agent connection of pid %u (%s) closed: %s", k->src.pid, k->src.name, why);
 	else if (why)
 		log_warn("agent connection closed before HELLO: %s", why);
+	if (k->ps.hello && rx->running)
+		rx->left_pids[rx->n_left++ % MAX_CONNS] = k->src.pid;
 	if (k->ps.hello && k->capturing && rx->running && !rx->closing)
 		agent_map_note(&rx->map,
 			       "the CUDA process pid %u (%s) disconnected during the capture (exited or was "
@@ -824,26 +830,50 @@ static int agent_init(struct collector *c)
 	return 0;
 }
 
+/* STOP every capturing agent: it detaches CUPTI and sends what it has. */
+static void stop_conns(struct rx *rx)
+{
+	for (struct conn *k = rx->conns; k; k = k->next) {
+		if (!k->capturing)
+			continue;
+		k->capturing = false;
+		conn_send(k, AGENT_FRAME_STOP, NULL, 0);
+	}
+	count_capturing(rx);
+}
+
+/* START every agent that is not capturing (a new token: a new run). */
+static void start_conns(struct rx *rx)
+{
+	rx->start_token++;
+	for (struct conn *k = rx->conns; k; k = k->next)
+		if (k->ps.hello && !k->closing && !k->capturing)
+			conn_start(k);
+}
+
+/* Only Monitor windows open (opts.agents_idle): agents are left idle. */
 static int agent_start(struct collector *c)
 {
 	struct rx *rx = to_rx(c);
 
 	rx->running = true;
-	rx->start_token++;
 	rx->agents_in_window = 0;
+	rx->n_left = 0;
 	agent_map_start(&rx->map);
-	for (struct conn *k = rx->conns; k; k = k->next)
-		if (k->ps.hello && !k->closing)
-			conn_start(k);
+	if (!rx->opts.agents_idle)
+		start_conns(rx);
 	return 0;
 }
 
 /* The windows' options changed: agents capturing now get a START with the
  * new ones (v4 agents apply them in place; older ones cannot, and keep
- * what they do). The next capture's agents get them in their first START. */
+ * what they do). The next capture's agents get them in their first START.
+ * A capture opening beside Monitor windows arms the agents; once the last
+ * capture is delivered and only Monitor windows remain, they are stopped. */
 static void agent_options(struct collector *c, const struct agent_opts *o)
 {
 	struct rx *rx = to_rx(c);
+	bool was_idle = rx->opts.agents_idle;
 
 	rx->map.nvtx_off = !(o->flags & AGENT_START_NVTX);
 	if (memcmp(&rx->opts, o, sizeof(*o)) == 0)
@@ -851,6 +881,14 @@ static void agent_options(struct collector *c, const struct agent_opts *o)
 	rx->opts = *o;
 	if (!rx->running)
 		return;
+	if (o->agents_idle) {
+		stop_conns(rx);
+		return;
+	}
+	if (was_idle) {
+		start_conns(rx);
+		return;
+	}
 	for (struct conn *k = rx->conns; k; k = k->next)
 		if (k->capturing && !k->closing && k->ps.version >= 4)
 			(void)conn_send_start(k);
@@ -897,9 +935,55 @@ static bool has_gpu_plane(const struct trace *snap)
 	return false;
 }
 
+static bool has_agent(const struct rx *rx, int pid)
+{
+	for (const struct conn *k = rx->conns; k; k = k->next)
+		if (k->ps.hello && (int)k->src.pid == pid)
+			return true;
+	for (unsigned i = 0; i < MIN(rx->n_left, MAX_CONNS); i++)
+		if ((int)rx->left_pids[i] == pid)
+			return true;
+	return false;
+}
+
+/*
+ * README's promise: a GPU process NVML saw in the window that has no agent
+ * connected gets one warning with its pid, its name and the fix. Its name
+ * only (comm, never the command line). A process profd cannot see in /proc
+ * (NVML's "pid<n>": another pid namespace) is left out: its pid is not
+ * in the agents' namespace (SO_PEERCRED), so no match could be trusted.
+ */
+#define MAX_NO_AGENT_WARNINGS 16
+static void warn_no_agent(struct rx *rx, struct trace *snap, int64_t start_ns, int64_t stop_ns)
+{
+	struct nvml_gpu_proc procs[MAX_CONNS];
+	size_t n = nvml_gpu_procs(collector_set_find(rx->c->set, NVML_NAME), procs, MAX_CONNS,
+				  start_ns - (int64_t)NSEC_PER_SEC, stop_ns);
+	unsigned warned = 0, more = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char anon[32];
+
+		snprintf(anon, sizeof(anon), "pid%d", procs[i].pid);
+		if (strcmp(procs[i].name, anon) == 0 || has_agent(rx, procs[i].pid))
+			continue;
+		if (warned++ >= MAX_NO_AGENT_WARNINGS) {
+			more++;
+			continue;
+		}
+		trace_diag(snap, start_ns, false,
+			   "no GPU data from pid %d (%s): NVML lists it on a GPU, but no profd agent is "
+			   "connected from it — %s",
+			   procs[i].pid, procs[i].name, agent_hint(rx->c->cfg));
+	}
+	if (more)
+		trace_diag(snap, start_ns, false, "%u more GPU processes have no profd agent connected", more);
+}
+
 static void agent_describe(struct collector *c, struct trace *snap, int64_t start_ns, int64_t stop_ns)
 {
 	struct rx *rx = to_rx(c);
+	bool enabled = c->cfg->agent_socket && c->cfg->agent_socket[0];
 
 	agent_map_describe_caps(&rx->map, snap);
 	agent_map_describe_memory(&rx->map, snap, start_ns, stop_ns);
@@ -908,9 +992,10 @@ static void agent_describe(struct collector *c, struct trace *snap, int64_t star
 	if (rx->agents_in_window)
 		set_metadata(rx, snap);
 	/* Only when the capture really has no GPU plane (NVML fills them on GPU
-	 * hosts); an explicitly disabled receiver (--agent-socket "") is silent. */
-	if (rx->agents_in_window == 0 && !has_gpu_plane(snap) && c->cfg->agent_socket &&
-	    c->cfg->agent_socket[0]) {
+	 * hosts) and no agent is connected (a Monitor window leaves connected
+	 * agents idle); an explicitly disabled receiver (--agent-socket "") is
+	 * silent. */
+	if (rx->agents_in_window == 0 && !has_gpu_plane(snap) && enabled && !agent_receiver_count(c)) {
 		if (c->state == COLLECTOR_UNAVAILABLE)
 			trace_diag(snap, start_ns, false, "no GPU data: the agent receiver is unavailable: %s",
 				   c->reason);
@@ -919,6 +1004,8 @@ static void agent_describe(struct collector *c, struct trace *snap, int64_t star
 				   "no GPU data: no CUDA process with the profd agent is connected — %s",
 				   agent_hint(c->cfg));
 	}
+	if (enabled && c->state != COLLECTOR_UNAVAILABLE)
+		warn_no_agent(rx, snap, start_ns, stop_ns);
 	for (struct conn *k = rx->conns; k; k = k->next)
 		agent_map_describe_src(&k->src);
 	agent_map_flush_notes(&rx->map, snap, start_ns);
@@ -929,13 +1016,7 @@ static void agent_stop(struct collector *c)
 	struct rx *rx = to_rx(c);
 
 	rx->running = false;
-	for (struct conn *k = rx->conns; k; k = k->next) {
-		if (!k->capturing)
-			continue;
-		k->capturing = false;
-		conn_send(k, AGENT_FRAME_STOP, NULL, 0);
-	}
-	count_capturing(rx);
+	stop_conns(rx);
 }
 
 /* The listening socket's and the sweep timer's. */

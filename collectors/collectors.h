@@ -36,6 +36,16 @@ extern const struct collector_ops host_io_collector_ops;
 /* [loop] Pids NVML saw on any GPU since @since_ns (at most @max, no
  * duplicates); 0 when @nvml is NULL, not the NVML collector or unavailable. */
 size_t nvml_gpu_pids(struct collector *nvml, int *pids, size_t max, int64_t since_ns);
+/* A process NVML saw on a GPU: its pid and name (comm; "pid<n>" when profd
+ * cannot see it in /proc, e.g. another pid namespace). */
+struct nvml_gpu_proc {
+	int pid;
+	char name[64];
+};
+/* [loop] The processes NVML saw in [@since_ns, @until_ns] (at most @max,
+ * no duplicates); 0 as for nvml_gpu_pids(). */
+size_t nvml_gpu_procs(struct collector *nvml, struct nvml_gpu_proc *out, size_t max, int64_t since_ns,
+		      int64_t until_ns);
 /* bench/nvml-tick: load @library, time @n_iter sampling passes over all its
  * GPUs in the calling thread. 0 or -errno. */
 int nvml_bench_tick(const char *library, unsigned n_iter, double *ret_us_per_tick, unsigned *ret_gpus);

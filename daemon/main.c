@@ -526,6 +526,15 @@ int main(int argc, char **argv)
 	uv_loop_init(&d.loop);
 
 	agent_path_resolve(NULL, getenv("PROFD_AGENT_PATH"), &agent);
+	/* Jobs find only the default socket on their own: then every hint (the
+	 * log line, Status, the XSpace "no GPU data" warnings) names the other. */
+	if (cfg.agent_socket && cfg.agent_socket[0] && strcmp(cfg.agent_socket, PROFD_AGENT_SOCKET_DEFAULT) != 0) {
+		size_t n = strlen(agent.hint);
+
+		snprintf(agent.hint + n, sizeof(agent.hint) - n,
+			 " and PROFD_AGENT_SOCKET=%s (this profd's agent socket is not the default)",
+			 cfg.agent_socket);
+	}
 	d.ccfg = (struct collector_cfg){
 		.gpus = &gpus,
 		.proc_root = cfg.proc_root,

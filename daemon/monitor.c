@@ -3,16 +3,18 @@
  * monitor.c - the Monitor RPC.
  *
  * Upstream answers Monitor only on TPUs; profd opens a session window
- * exactly as a capture does (so monitors and captures share the running
- * collectors), and when it closes summarises the window's counters on a
- * worker thread:
+ * as a capture does (so monitors and captures share the running
+ * collectors), but one that arms no in-job agent (session_params.
+ * no_agents: Monitor has no side effect on jobs), and when it closes
+ * summarises the window's counters on a worker thread:
  *   - per /device:GPU:<n>: mean utilization, memory used/total, power,
  *     clocks, temperature (and GPM activity when present);
  *   - host: CPU busy % over the window and memory in use, from host.proc's
  *     latest readings (host_proc_latest(): at the open and, after the
  *     window's flush, at the close; Monitor opens no /proc file), and the mean
  *     network and disk rates host.io recorded;
- *   - level >= 2: one line per process NVML saw on a GPU;
+ *   - level >= 2: one line per process NVML saw on a GPU, or a line saying
+ *     why there is none;
  *   - the window's warnings (e.g. "no GPU counters: ...").
  * monitor_result: UTIL_IDLE with device_idle_time_percent = 100 - mean GPU
  * utilization and matrix_unit_utilization_percent = mean tensor-pipe
@@ -172,7 +174,7 @@ int monitor_summarise(const struct trace *snap, int64_t start_ns, int64_t stop_n
 {
 	struct out o = {text, text_size, 0};
 	const struct trace_plane *gpus[256];
-	unsigned n_gpus = 0, n_util = 0, n_tensor = 0;
+	unsigned n_gpus = 0, n_util = 0, n_tensor = 0, n_procs = 0;
 	double util_sum = 0, tensor_sum = 0;
 
 	if (text_size)
@@ -233,6 +235,7 @@ int monitor_summarise(const struct trace *snap, int64_t start_ns, int64_t stop_n
 					continue;
 				snprintf(who, sizeof(who), "%.*s", (int)(sp - nm), nm);
 				outf(&o, "  %s: gpu memory %.0f MiB", who, a[k].last);
+				n_procs++;
 				static const char *const what[] = {XN_PROCESS_SM, XN_PROCESS_MEM_UTIL, XN_PROCESS_CPU,
 								   XN_PROCESS_RSS, XN_PROCESS_THREADS};
 				static const char *const label[] = {"sm %.1f%%", "memory util %.1f%%", "cpu %.1f%%",
@@ -254,6 +257,10 @@ int monitor_summarise(const struct trace *snap, int64_t start_ns, int64_t stop_n
 	}
 	if (!n_gpus)
 		outf(&o, "GPU: none reported\n");
+	/* Level 2 always says something of its own: why no process is listed. */
+	if (level >= 2 && !n_procs)
+		outf(&o, "Processes: %s\n", n_gpus ? "none (NVML lists no process on any GPU in this window)"
+						 : "none known (no GPU reported, so no NVML process list)");
 	/* Host: CPU and memory read by Monitor, I/O rates from host.io. */
 	const struct trace_plane *hp = NULL;
 	for (uint32_t i = 0; i < snap->n_planes; i++)
@@ -424,7 +431,8 @@ static void handle_monitor(void *userdata, struct rpc_call *call, const Protobuf
 {
 	struct monitor *m = userdata;
 	const Tensorflow__MonitorRequest *req = (const Tensorflow__MonitorRequest *)msg;
-	struct session_params sp = {.id = MONITOR_SESSION_ID};
+	/* NVML and host counters only: no in-job agent is armed for Monitor. */
+	struct session_params sp = {.id = MONITOR_SESSION_ID, .no_agents = true};
 	uint64_t duration = req->duration_ms ? req->duration_ms : MONITOR_DEFAULT_MS;
 	struct host_proc_sample hs;
 	struct monitor_job *j;

@@ -57,6 +57,7 @@ struct session {
 	uint64_t duration_ms;
 	struct agent_opts gpu;     /* what this window asks of agents */
 	bool hide_cmdlines;        /* its snapshot's trace.hide_cmdlines */
+	bool no_agents;            /* Monitor: agents stay idle for it (session_params) */
 	uv_timer_t timer; /* WAITING: until start; OPEN: until stop */
 	session_done_cb cb;
 	void *userdata;
@@ -187,26 +188,40 @@ static void gpu_merge(struct agent_opts *a, const struct agent_opts *b)
  * (gpu_merge(): kinds OR'ed; the PM metrics of the oldest window that
  * asked). A window that is closing no longer counts: its data is in.
  * Oldest first, so the list (newest first) is walked from its tail.
+ * Monitor windows (no_agents) ask nothing: when only they are open the
+ * union says agents_idle, and the receiver leaves CUPTI detached in every
+ * job. Until a closing capture is delivered its agents keep what they do:
+ * its data may still be in flight.
  */
 static void update_gpu_options(struct session_mgr *m, const struct session *gone)
 {
 	struct agent_opts u;
 	struct session *last = NULL;
-	unsigned n = 0;
+	unsigned n = 0, n_arming = 0;
+	bool closing_arms = false;
 
 	memset(&u, 0, sizeof(u));
 	for (struct session *s = m->all; s; s = s->next)
 		last = s;
-	for (struct session *s = last; s; s = s->prev)
-		if (s != gone && s->state == S_OPEN && !s->aborted) {
+	for (struct session *s = last; s; s = s->prev) {
+		if (s == gone || s->aborted)
+			continue;
+		closing_arms |= s->state == S_CLOSING && !s->no_agents;
+		if (s->state != S_OPEN)
+			continue;
+		n++;
+		if (!s->no_agents) {
 			gpu_merge(&u, &s->gpu);
-			n++;
+			n_arming++;
 		}
+	}
 	/* None open: the last one is closing, and its data may still be in
 	 * flight (ranges that end after the window): the options stay until
 	 * the collectors stop; the next window sets its own before START. */
-	if (n)
-		collector_set_options(m->collectors, &u);
+	if (!n || (!n_arming && closing_arms))
+		return;
+	u.agents_idle = n_arming == 0;
+	collector_set_options(m->collectors, &u);
 }
 
 /* ---- the page pool: warm while captures run, released when idle ------------ */
@@ -529,6 +544,7 @@ int session_open(struct session_mgr *m, const struct session_params *p, session_
 	s->duration_ms = p->duration_ms;
 	s->gpu = p->gpu ? *p->gpu : m->cfg.gpu;
 	s->hide_cmdlines = p->hide_cmdlines;
+	s->no_agents = p->no_agents;
 	s->cb = cb;
 	s->userdata = userdata;
 	uv_timer_init(m->loop, &s->timer);

@@ -61,6 +61,10 @@ struct session_params {
 	 * what collectors add to the window's snapshot names processes by pid
 	 * and name only (struct trace.hide_cmdlines). */
 	bool hide_cmdlines;
+	/* Monitor: NVML and host counters only. In-job agents are not armed
+	 * for this window (@gpu is ignored); they stay idle unless a window
+	 * without it is open or closing. */
+	bool no_agents;
 };
 
 /*

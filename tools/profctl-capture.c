@@ -40,6 +40,9 @@
 
 #define MAX_HOSTS 1024
 #define MAX_FILES 16
+#define NOTES_SHOWN 3       /* XSpace errors + warnings printed per host without -v */
+#define NOTES_KEPT_MAX 4096 /* with -v: a hostile server's list is still bounded */
+#define NOTE_MAX 1024       /* bytes of one line kept */
 
 enum host_state {
 	HOST_WAITING = 0,
@@ -61,6 +64,10 @@ struct host {
 	size_t n_files;
 	char *files[MAX_FILES];
 	uint64_t file_sizes[MAX_FILES];
+	/* the XSpace's own errors and warnings (what a capture says is missing) */
+	size_t n_errors, n_warnings;
+	char **notes;          /* errors first; at most cap->notes_kept; "E"/"W" + text */
+	size_t n_notes;
 };
 
 /* --option KEY=VALUE: ProfileOptions.advanced_configuration (docs/options.md). */
@@ -78,6 +85,7 @@ struct capture {
 	uint32_t host_level, device_level, python_level;
 	bool allow_empty;
 	bool progress;
+	size_t notes_kept;     /* NOTES_SHOWN, or NOTES_KEPT_MAX with -v */
 	/* --option: built once, read by every host thread */
 	char *opt_text[MAX_OPTIONS]; /* "KEY\0VALUE", owned */
 	Tensorflow__ProfileOptions__AdvancedConfigurationEntry opt_e[MAX_OPTIONS], *opt_pe[MAX_OPTIONS];
@@ -143,6 +151,52 @@ static void file_stem(const char *name, char *out, size_t size)
 	out[i] = 0;
 }
 
+struct note_walk {
+	struct host *h;
+	char kind;      /* 'E' or 'W' */
+	size_t *count;
+};
+
+/* One XSpace error or warning: counted; kept (control bytes made '?',
+ * cut at NOTE_MAX) while fewer than notes_kept are. [host thread, lock held] */
+static void keep_note(struct xs_str s, void *ud)
+{
+	struct note_walk *w = ud;
+	struct host *h = w->h;
+	size_t n = s.len < NOTE_MAX ? s.len : NOTE_MAX;
+	char *t, **v;
+
+	(*w->count)++;
+	if (h->n_notes >= h->cap->notes_kept || !(t = malloc(n + 2)))
+		return;
+	v = realloc(h->notes, (h->n_notes + 1) * sizeof(*v));
+	if (!v) {
+		free(t);
+		return;
+	}
+	h->notes = v;
+	t[0] = w->kind;
+	for (size_t i = 0; i < n; i++)
+		t[i + 1] = (unsigned char)s.p[i] < 0x20 || s.p[i] == 0x7f ? '?' : s.p[i];
+	t[n + 1] = 0;
+	h->notes[h->n_notes++] = t;
+}
+
+/* XSpace.errors and .warnings of a saved xplane.pb entry. [host thread] */
+static void read_notes(struct host *h, const uint8_t *data, size_t len)
+{
+	struct xs_file *f;
+	struct note_walk e = {h, 'E', &h->n_errors}, w = {h, 'W', &h->n_warnings};
+
+	if (xs_file_from_bytes(data, len, &f) < 0)
+		return;
+	pthread_mutex_lock(&h->cap->lock);
+	(void)xs_space_strings(f, XS_SPACE_ERRORS, keep_note, &e);
+	(void)xs_space_strings(f, XS_SPACE_WARNINGS, keep_note, &w);
+	pthread_mutex_unlock(&h->cap->lock);
+	xs_file_close(f);
+}
+
 /*
  * Walk a raw ProfileResponse: save each tool_data entry. 0 or -errno; a
  * failure to write here is described in @err. [host thread]
@@ -205,6 +259,8 @@ static int save_response(struct host *h, const uint8_t *bytes, size_t len, bool 
 			snprintf(err, err_size, "could not write %.300s: %s", path, strerror(-r));
 			return r;
 		}
+		if (xs_str_eq(name, "xplane.pb") && data)
+			read_notes(h, data, dlen);
 		pthread_mutex_lock(&cap->lock);
 		h->files[h->n_files] = strdup(path);
 		h->file_sizes[h->n_files] = dlen;
@@ -240,6 +296,15 @@ static void build_request(const struct capture *cap, const struct host *h, Tenso
 	req->repository_root = cap->repo_root;
 	req->session_id = (char *)cap->session_id;
 	req->host_name = h->name;
+}
+
+static void free_notes(struct host *h)
+{
+	for (size_t i = 0; i < h->n_notes; i++)
+		free(h->notes[i]);
+	free(h->notes);
+	h->notes = NULL;
+	h->n_notes = h->n_errors = h->n_warnings = 0;
 }
 
 /* One host's Profile call, start to saved files. [host thread, one per host] */
@@ -429,6 +494,7 @@ static size_t run_attempt(struct capture *cap, bool *local)
 		h->local = false;
 		h->bytes = 0;
 		h->cap = cap;
+		free_notes(h);
 		if (pthread_create(&h->thread, NULL, host_thread, h) != 0) {
 			set_failed(h, -EAGAIN, "could not start a thread");
 			h->thread = 0;
@@ -487,6 +553,27 @@ static size_t run_attempt(struct capture *cap, bool *local)
 	return n_data;
 }
 
+/*
+ * What the capture itself says is missing (XSpace.errors, .warnings: "no
+ * GPU data: ...", a collector off, events dropped): the count, then the
+ * first lines, all of them with -v. Not a failure: the data is saved.
+ */
+static void print_notes(const struct capture *cap, const struct host *h)
+{
+	size_t total = h->n_errors + h->n_warnings;
+
+	if (!total)
+		return;
+	printf("  %s: %zu error%s, %zu warning%s in the capture\n", h->name, h->n_errors,
+	       h->n_errors == 1 ? "" : "s", h->n_warnings, h->n_warnings == 1 ? "" : "s");
+	for (size_t i = 0; i < h->n_notes; i++)
+		printf("    %s: %s\n", h->notes[i][0] == 'E' ? "error" : "warning", h->notes[i] + 1);
+	if (total > h->n_notes)
+		printf("    ... %zu more (%s)\n", total - h->n_notes,
+		       cap->notes_kept < NOTES_KEPT_MAX ? "profctl capture -v, or profctl top FILE, lists them all"
+							: "not kept: too many");
+}
+
 static void summary(const struct capture *cap, size_t n_data)
 {
 	char b[32];
@@ -498,6 +585,7 @@ static void summary(const struct capture *cap, size_t n_data)
 
 		for (size_t k = 0; k < h->n_files; k++)
 			printf("  wrote %s (%s)\n", h->files[k], fmt_bytes(h->file_sizes[k], b, sizeof(b)));
+		print_notes(cap, h);
 	}
 	for (size_t i = 0; i < cap->n_hosts; i++) {
 		const struct host *h = &cap->hosts[i];
@@ -560,6 +648,8 @@ static void help(FILE *f)
 		"                            string, as TF's Python client types them (keys:\n"
 		"                            docs/options.md)\n"
 		"      --no-progress         no progress line even on a terminal\n"
+		"  -v, --verbose             list every error and warning each capture carries\n"
+		"                            (default: the count and the first 3 per host)\n"
 		"  -h, --help                this text\n"
 		"\n"
 		"Each RPC's deadline is delay + duration + grace from the start of the\n"
@@ -569,9 +659,12 @@ static void help(FILE *f)
 		"(Terminate) and still saves what they return; a second Ctrl-C aborts.\n"
 		"\n"
 		"Output: a progress line on stderr when it is a terminal; then a summary on\n"
-		"stdout: the files written, and each host that failed or was empty and why.\n"
+		"stdout: the files written, each host's XSpace errors and warnings (what the\n"
+		"capture says is missing, e.g. \"no GPU data: ...\"), and each host that failed\n"
+		"or was empty and why.\n"
 		"\n"
-		"Exit status: 0 if at least one host returned data; 1 if none did; 2 bad usage.\n"
+		"Exit status: 0 if at least one host returned data (also when its capture\n"
+		"carries errors or warnings); 1 if none did; 2 bad usage.\n"
 		"\n"
 		"Example:\n"
 		"  profctl capture node1:6009,node2:6009 --logdir /tmp/tb --duration-ms 2000 \\\n"
@@ -698,6 +791,7 @@ int cmd_capture(int argc, char **argv)
 		{"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
 		{"grace-ms", required_argument, NULL, OPT_GRACE},
 		{"option", required_argument, NULL, OPT_OPTION},
+		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -707,6 +801,7 @@ int cmd_capture(int argc, char **argv)
 		.host_level = 2,
 		.device_level = 1,
 		.python_level = 0,
+		.notes_kept = NOTES_SHOWN,
 	};
 	bool no_progress = false, grace_set = false, local = false;
 	size_t n_data = 0;
@@ -718,12 +813,15 @@ int cmd_capture(int argc, char **argv)
 	pthread_mutex_init(&cap.lock, NULL);
 	pthread_cond_init(&cap.changed, NULL);
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+	while ((c = getopt_long(argc, argv, "hv", opts, NULL)) >= 0) {
 		switch (c) {
 		case 'h':
 			help(stdout);
 			rc = PROFCTL_EXIT_OK;
 			goto out;
+		case 'v':
+			cap.notes_kept = NOTES_KEPT_MAX;
+			break;
 		case OPT_LOGDIR:
 			cap.logdir = optarg;
 			break;
@@ -851,6 +949,7 @@ int cmd_capture(int argc, char **argv)
 out:
 	for (size_t i = 0; i < cap.n_hosts; i++) {
 		free(cap.hosts[i].name);
+		free_notes(&cap.hosts[i]);
 		for (size_t k = 0; k < cap.hosts[i].n_files; k++)
 			free(cap.hosts[i].files[k]);
 	}

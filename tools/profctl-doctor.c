@@ -240,7 +240,11 @@ static void check_socket(struct doctor *d, const char *path)
 		       "agent socket %s: not writable by uid %u (%s)", path, (unsigned)geteuid(), strerror(errno));
 		return;
 	}
-	report(d, V_OK, NULL, "agent socket %s: present and writable", path);
+	if (strcmp(path, PROFD_AGENT_SOCKET_DEFAULT) != 0)
+		report(d, V_OK, NULL, "agent socket %s: present and writable; not the default (%s), so jobs need "
+		       "PROFD_AGENT_SOCKET=%s", path, PROFD_AGENT_SOCKET_DEFAULT, path);
+	else
+		report(d, V_OK, NULL, "agent socket %s: present and writable", path);
 }
 
 /* ---- remote ------------------------------------------------------------------- */
@@ -318,13 +322,20 @@ static Profd__StatusResponse *check_remote(struct doctor *d, const char *url, in
 	if (s->n_agents == 0) {
 		/* The daemon knows where its agent is (daemon/agent-path.h); profctl may
 		 * run on another machine or from another install, so it never guesses. */
+		const char *hint = s->agent_hint && s->agent_hint[0]
+					   ? s->agent_hint
+					   : "start GPU jobs with CUDA_INJECTION64_PATH naming the daemon's "
+					     "libprofd-agent.so (its path is in the daemon's log: \"agents connect "
+					     "to ...\")";
+		const char *sock = s->agent_socket ? s->agent_socket : "";
+		/* Jobs find only the default socket by themselves; a daemon
+		 * whose hint does not name it yet gets it added here. */
+		bool name_sock = sock[0] && strcmp(sock, PROFD_AGENT_SOCKET_DEFAULT) != 0 &&
+				 !strstr(hint, "PROFD_AGENT_SOCKET");
 		char fix[5120];
 
-		snprintf(fix, sizeof(fix), "%s, with the job able to write the agent socket",
-			 s->agent_hint && s->agent_hint[0]
-				 ? s->agent_hint
-				 : "start GPU jobs with CUDA_INJECTION64_PATH naming the daemon's libprofd-agent.so "
-				   "(its path is in the daemon's log: \"agents connect to ...\")");
+		snprintf(fix, sizeof(fix), "%s%s%s, with the job able to write the agent socket", hint,
+			 name_sock ? " and PROFD_AGENT_SOCKET=" : "", name_sock ? sock : "");
 		report(d, V_WARN, fix,
 		       "agents: none connected to %s (GPU kernels are only traced in jobs that load the agent)",
 		       s->agent_socket && s->agent_socket[0] ? s->agent_socket : "the daemon");

@@ -16,8 +16,9 @@
  * Mapping:
  *   plane  -> process: pid = position of the plane among all files' planes
  *             + 1, "process_name" = plane name, prefixed with the host
- *             when several files are given (one timeline: the XSpace
- *             timestamps are wall-clock ns, so hosts line up);
+ *             when several files are given (one timeline: each file's
+ *             times are moved by its profile_start_time, wall-clock ns,
+ *             less the earliest file's, so hosts line up: timeline());
  *   line   -> thread: tid = position of the line in its plane + 1,
  *             "thread_name" = line display name;
  *   event  -> "ph":"X" with ts/dur in us (exact to the ps, as decimals) and
@@ -30,12 +31,14 @@
  *             order, continued across files): correlation ids can be
  *             pid << 32 | n, above 2^53, which JSON viewers round.
  */
+#define _GNU_SOURCE /* asprintf */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "profctl.h"
 #include "xspace-reader.h"
@@ -337,10 +340,11 @@ static void first_hostname(struct xs_str s, void *ud)
 
 /*
  * One plane as one process. @label prefixes the process name when several
- * files share the timeline; flow ids are @flow_base + position in @flows + 1.
+ * files share the timeline; flow ids are @flow_base + position in @flows + 1;
+ * @shift_ps moves the plane's times onto the export's timeline.
  */
 static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct xs_str host_name, const char *label,
-			const struct u64vec *flows, uint64_t flow_base, struct export_stats *es)
+			const struct u64vec *flows, uint64_t flow_base, ps128 shift_ps, struct export_stats *es)
 {
 	bool host = is_host_plane(pl), dev = is_device_plane(pl);
 	struct xs_line_iter li;
@@ -384,7 +388,7 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct 
 		bool counters = xs_str_eq(ln.name, XN_LINE_COUNTERS);
 		struct pb_cursor ei = xs_line_events(&ln);
 		struct xs_event ev;
-		ps128 base = (ps128)ln.timestamp_ns * 1000;
+		ps128 base = (ps128)ln.timestamp_ns * 1000 + shift_ps;
 
 		if (!counters) {
 			sep(w);
@@ -477,7 +481,7 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct 
 static void help(FILE *f)
 {
 	fprintf(f,
-		"Usage: profctl export FILE.xplane.pb... [--format perfetto|chrome] -o OUT.json[.gz]\n"
+		"Usage: profctl export FILE.xplane.pb... [--format perfetto|chrome] [-o OUT.json[.gz]]\n"
 		"\n"
 		"Convert a captured XSpace to Chrome trace-event JSON, which\n"
 		"https://ui.perfetto.dev and chrome://tracing open.\n"
@@ -485,8 +489,9 @@ static void help(FILE *f)
 		"  - each plane (/host:CPU, /device:GPU:0, ...) becomes a process named after it\n"
 		"    (pid = the plane's position in the files + 1), labelled with the host name;\n"
 		"    with several FILEs (one per host of a multi-host capture, or several\n"
-		"    sessions) all go on one timeline and each process name starts with its\n"
-		"    host (the XSpace host name, else the file name);\n"
+		"    sessions) all go on one wall-clock timeline (the earliest capture starts\n"
+		"    at 0, the others at their real offset from it) and each process name\n"
+		"    starts with its host (the XSpace host name, else the file name);\n"
 		"  - each line (thread, CUDA stream) becomes a thread named after it\n"
 		"    (tid = the line's position in its plane + 1);\n"
 		"  - each event becomes a complete event (ts/dur in microseconds, exact to the\n"
@@ -501,7 +506,10 @@ static void help(FILE *f)
 		"\n"
 		"Options:\n"
 		"  -o, --output OUT       output file; a name ending in .gz is gzip-compressed;\n"
-		"                         '-' writes to stdout. Written atomically.\n"
+		"                         '-' writes to stdout. Written atomically. Default:\n"
+		"                         beside the input, FILE's name with .xplane.pb\n"
+		"                         replaced by .trace.json.gz (several FILEs:\n"
+		"                         all-hosts.trace.json.gz beside the first)\n"
 		"  -f, --format FMT       perfetto (default) or chrome; both write the same JSON\n"
 		"                         object format today, which both viewers open\n"
 		"      --gzip             compress even if OUT does not end in .gz\n"
@@ -543,9 +551,10 @@ static void file_label(struct labels *lb, size_t i, struct xs_str host_name, con
 		}
 }
 
-/* Export one file's planes from pid *@pid + 1 on. 0 or -errno. */
+/* Export one file's planes from pid *@pid + 1 on, its times moved by
+ * @shift_ps. 0 or -errno. */
 static int export_file(struct ow *w, const char *in, bool no_flows, size_t idx, struct labels *lb, unsigned *pid,
-		       uint64_t *flow_base, struct export_stats *es)
+		       uint64_t *flow_base, ps128 shift_ps, struct export_stats *es)
 {
 	struct xs_file *f = NULL;
 	struct u64vec flows = {0};
@@ -564,7 +573,8 @@ static int export_file(struct ow *w, const char *in, bool no_flows, size_t idx, 
 	if (lb->n > 1)
 		file_label(lb, idx, host_name, in);
 	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
-		r = export_plane(w, &pl, ++*pid, host_name, lb->n > 1 ? lb->v[idx] : NULL, &flows, *flow_base, es);
+		r = export_plane(w, &pl, ++*pid, host_name, lb->n > 1 ? lb->v[idx] : NULL, &flows, *flow_base,
+				 shift_ps, es);
 		xs_plane_release(&pl);
 		xs_file_drop(f, pl.raw.p, (size_t)(pl.raw.end - pl.raw.p));
 		if (r < 0)
@@ -581,6 +591,71 @@ out:
 	return 0;
 }
 
+/*
+ * One wall-clock timeline for all FILEs. profd (like the in-process
+ * profiler) writes line times from the capture's start, which the Task
+ * Environment plane holds as profile_start_time (wall ns): each file's
+ * times move by its start minus the earliest start, so the earliest
+ * capture begins at 0 and the others keep their real offsets. A file
+ * without that plane is taken to hold wall-clock times already. Fills
+ * @shift (ps per file); returns the earliest start (0: none had one), or
+ * -1 after reporting a file that cannot be read.
+ */
+static int64_t timeline(char **files, size_t n, ps128 *shift)
+{
+	uint64_t *start = calloc(n, sizeof(*start)), base = 0;
+
+	if (!start) {
+		profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct xs_file *f;
+		uint64_t stop;
+		int r = xs_file_open(files[i], &f);
+
+		if (r < 0) {
+			profctl_err(PROFCTL_EXIT_FAIL, "cannot read %s: %s", files[i], strerror(-r));
+			free(start);
+			return -1;
+		}
+		(void)xs_space_window(f, &start[i], &stop); /* a malformed file fails in its export */
+		xs_file_close(f);
+		if (start[i] > INT64_MAX)
+			start[i] = 0; /* not a wall-clock time */
+		if (start[i] && (!base || start[i] < base))
+			base = start[i];
+	}
+	for (size_t i = 0; i < n; i++)
+		shift[i] = ((ps128)(start[i] ? start[i] : 0) - (ps128)base) * 1000;
+	free(start);
+	return (int64_t)base;
+}
+
+/*
+ * Without -o: beside the (first) input, never in the current directory:
+ * DIR/NAME.xplane.pb -> DIR/NAME.trace.json.gz; with several FILEs
+ * DIR/all-hosts.trace.json.gz. NULL when out of memory.
+ */
+static char *default_output(const char *in, bool several)
+{
+	static const char suffix[] = ".xplane.pb";
+	const char *slash = strrchr(in, '/');
+	size_t dir = slash ? (size_t)(slash - in) + 1 : 0, n = strlen(in);
+	char *out;
+
+	if (several) {
+		if (asprintf(&out, "%.*sall-hosts.trace.json.gz", (int)dir, in) < 0)
+			return NULL;
+		return out;
+	}
+	if (n - dir > sizeof(suffix) - 1 && strcmp(in + n - (sizeof(suffix) - 1), suffix) == 0)
+		n -= sizeof(suffix) - 1;
+	if (asprintf(&out, "%.*s.trace.json.gz", (int)n, in) < 0)
+		return NULL;
+	return out;
+}
+
 int cmd_export(int argc, char **argv)
 {
 	enum { OPT_GZIP = 0x100, OPT_NO_FLOWS };
@@ -593,6 +668,10 @@ int cmd_export(int argc, char **argv)
 		{0},
 	};
 	const char *out = NULL;
+	char *out_owned = NULL;
+	ps128 *shift = NULL;
+	int64_t origin = 0;
+	size_t nfiles;
 	bool gzip = false, no_flows = false;
 	struct export_stats es = {0};
 	struct labels lb = {0};
@@ -628,18 +707,26 @@ int cmd_export(int argc, char **argv)
 		return profctl_usage_err("export", "expected at least one input FILE");
 	if (argc - optind > 4096)
 		return profctl_usage_err("export", "too many input FILEs (at most 4096)");
-	if (!out)
-		return profctl_usage_err("export", "-o OUT is required ('-' for stdout)");
+	nfiles = (size_t)(argc - optind);
+	if (!out && !(out = out_owned = default_output(argv[optind], nfiles > 1)))
+		return profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
 	if (strlen(out) > 3 && strcmp(out + strlen(out) - 3, ".gz") == 0)
 		gzip = true;
-	lb.n = (size_t)(argc - optind);
+	lb.n = nfiles;
 	lb.v = calloc(lb.n, sizeof(*lb.v));
-	if (!lb.v)
-		return profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
+	shift = calloc(nfiles, sizeof(*shift));
+	if (!lb.v || !shift) {
+		r = profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
+		goto out;
+	}
+	if ((origin = timeline(argv + optind, nfiles, shift)) < 0) {
+		r = PROFCTL_EXIT_FAIL;
+		goto out;
+	}
 	r = ow_open(&w, out, gzip);
 	if (r < 0) {
-		free(lb.v);
-		return profctl_err(PROFCTL_EXIT_FAIL, "cannot create %s: %s", out, strerror(-r));
+		r = profctl_err(PROFCTL_EXIT_FAIL, "cannot create %s: %s", out, strerror(-r));
+		goto out;
 	}
 	/*
 	 * No "displayTimeUnit": it is only a display hint, but Perfetto's
@@ -650,20 +737,38 @@ int cmd_export(int argc, char **argv)
 	ow_puts(&w, "{\"traceEvents\":[");
 	first_event = true;
 	for (int i = optind; i < argc && r >= 0; i++)
-		r = export_file(&w, argv[i], no_flows, (size_t)(i - optind), &lb, &pid, &flow_base, &es);
-	free(lb.v);
+		r = export_file(&w, argv[i], no_flows, (size_t)(i - optind), &lb, &pid, &flow_base,
+				shift[i - optind], &es);
 	ow_puts(&w, "\n]}\n");
 	if (r < 0) {
 		ow_abort(&w);
-		return PROFCTL_EXIT_FAIL;
+		r = PROFCTL_EXIT_FAIL;
+		goto out;
 	}
 	bool to_stdout = w.is_stdout;
 
 	r = ow_commit(&w);
-	if (r < 0)
-		return profctl_err(PROFCTL_EXIT_FAIL, "writing %s failed: %s", out, strerror(-r));
+	if (r < 0) {
+		r = profctl_err(PROFCTL_EXIT_FAIL, "writing %s failed: %s", out, strerror(-r));
+		goto out;
+	}
 	fprintf(stderr, "exported %" PRIu64 " events, %" PRIu64 " counter samples and %" PRIu64 " flows from %"
 		PRIu64 " planes, %" PRIu64 " threads to %s\n", es.complete, es.counters, es.flow_starts,
 		es.processes, es.threads, to_stdout ? "stdout" : out);
-	return PROFCTL_EXIT_OK;
+	if (origin > 0) {
+		time_t t = (time_t)(origin / 1000000000);
+		struct tm tm;
+		char when[64];
+
+		gmtime_r(&t, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+		fprintf(stderr, "time 0 is %s.%09" PRId64 "Z, the earliest capture's start\n", when,
+			origin % 1000000000);
+	}
+	r = PROFCTL_EXIT_OK;
+out:
+	free(lb.v);
+	free(shift);
+	free(out_owned);
+	return r;
 }

@@ -324,36 +324,14 @@ static int copy_direction(struct xs_str ev_name, struct xs_str details)
 
 static int walk_env(struct xs_file *f, struct top *t)
 {
-	struct xs_space_iter si = XS_SPACE_ITER_INIT;
-	struct xs_plane pl;
-	int r;
+	uint64_t start, stop;
+	int r = xs_space_window(f, &start, &stop);
 
-	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
-		if (!xs_str_eq(pl.name, XN_PLANE_TASK_ENV))
-			continue;
-		if ((r = xs_plane_index(&pl)) < 0)
-			return r;
-		int64_t a = xs_plane_stat_id(&pl, XN_STAT_PROFILE_START), b = xs_plane_stat_id(&pl, XN_STAT_PROFILE_STOP);
-		uint64_t start = 0, stop = 0, v;
-		struct pb_cursor it = pl.raw;
-		struct xs_stat st;
-
-		while (xs_plane_next_stat(&pl, &it, &st) > 0) {
-			if (!xs_stat_u64(&st, &v))
-				continue;
-			if (st.metadata_id == a)
-				start = v;
-			else if (st.metadata_id == b)
-				stop = v;
-		}
-		xs_plane_release(&pl);
-		if (start && stop > start && stop - start <= (uint64_t)INT64_MAX / 1000) {
-			t->window_ps = (int64_t)(stop - start) * 1000;
-			t->window_from_env = true;
-		}
-		return 0;
+	if (r > 0 && start && stop > start && stop - start <= (uint64_t)INT64_MAX / 1000) {
+		t->window_ps = (int64_t)(stop - start) * 1000;
+		t->window_from_env = true;
 	}
-	return r;
+	return r < 0 ? r : 0;
 }
 
 struct notes_ud {

@@ -29,6 +29,7 @@ struct facts {
 	uint64_t kernels;                       /* GPU events with duration and kernel_details */
 	uint64_t gpu_events;
 	uint64_t tf_op, hlo_op; /* GPU events by op stat (hlo_op wins) */
+	bool tf_op_flops;       /* a tf_op event carries a flops stat > 0 */
 	uint64_t group_events, group_wrong_type;
 	uint64_t mem_events, mem_wrong_type;
 	bool host_exact;     /* a plane named exactly /host:CPU */
@@ -170,6 +171,14 @@ static int walk_plane(struct xs_plane *pl, struct facts *fx)
 					fx->hlo_op++;
 				else if (has_tf)
 					fx->tf_op++;
+				/* FLOPs of a tf_op event: its own "flops" stat (XProf's
+				 * kFlops; HLO ops get theirs from XLA's cost analysis of
+				 * the HLO protos). Looked up until one is found. */
+				double fl;
+
+				if (has_tf && !has_hlo && !fx->tf_op_flops &&
+				    xs_event_find_stat(pl, &ev, m, "flops", &ms) > 0 && xs_stat_number(&ms, &fl) && fl > 0)
+					fx->tf_op_flops = true;
 			}
 			/* The memory profile: MemoryAllocation/MemoryDeallocation
 			 * with int64 numbers (xplane_to_memory_profile.cc). */
@@ -255,9 +264,15 @@ static void report(const struct facts *fx)
 	/* Roofline: op metrics against the device's peaks (xprof
 	 * roofline_model tool via op_stats; peaks from
 	 * xplane_to_op_stats.cc GetPerfEnvFromXPlane). */
-	if (ops && fx->gpu_caps)
+	bool flops = fx->tf_op_flops || (fx->hlo_protos && fx->hlo_op);
+
+	if (ops && fx->gpu_caps && flops)
 		verdict("roofline", true, "op metrics on %u GPU planes with a device model%s", fx->gpu_caps,
 			fx->gpu_peaks ? " and peak_teraflops_per_second" : "");
+	else if (ops && fx->gpu_caps)
+		verdict("roofline", false, "no FLOP counts (profd has no cost model): every op has 0 FLOPs, so "
+			"the chart has no points; FLOPs come from XLA's HLO protos (hlo_op) or a flops stat "
+			"on the op's events");
 	else if (!ops)
 		verdict("roofline", false, "no op metrics (see framework_op_stats)");
 	else

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "xspace-reader.h"
+#include "xspace/names.h"
 
 struct xs_file {
 	const uint8_t *data;
@@ -224,6 +225,38 @@ int xs_space_strings(const struct xs_file *f, enum xs_space_field which,
 	while ((r = pb_next(&c, &fl)) > 0)
 		if (fl.num == (uint32_t)which && fl.wt == 2)
 			cb(str_of(&fl), ud);
+	return r;
+}
+
+int xs_space_window(const struct xs_file *f, uint64_t *ret_start_ns, uint64_t *ret_stop_ns)
+{
+	struct xs_space_iter si = XS_SPACE_ITER_INIT;
+	struct xs_plane pl;
+	int r;
+
+	*ret_start_ns = *ret_stop_ns = 0;
+	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
+		if (!xs_str_eq(pl.name, XN_PLANE_TASK_ENV))
+			continue;
+		if ((r = xs_plane_index(&pl)) < 0)
+			return r;
+		int64_t a = xs_plane_stat_id(&pl, XN_STAT_PROFILE_START), b = xs_plane_stat_id(&pl, XN_STAT_PROFILE_STOP);
+		struct pb_cursor it = pl.raw;
+		struct xs_stat st;
+		uint64_t v;
+
+		/* A malformed stat ends the walk; what was read stands. */
+		while (xs_plane_next_stat(&pl, &it, &st) > 0) {
+			if (!xs_stat_u64(&st, &v))
+				continue;
+			if (st.metadata_id == a)
+				*ret_start_ns = v;
+			else if (st.metadata_id == b)
+				*ret_stop_ns = v;
+		}
+		xs_plane_release(&pl);
+		return 1;
+	}
 	return r;
 }
 

@@ -131,6 +131,14 @@ int xs_next_plane(const struct xs_file *f, struct xs_space_iter *it, struct xs_p
 int xs_space_strings(const struct xs_file *f, enum xs_space_field which,
 		     void (*cb)(struct xs_str s, void *ud), void *ud);
 
+/*
+ * The capture window from the Task Environment plane: profile_start_time
+ * and profile_stop_time (wall-clock ns; every line's timestamp_ns counts
+ * from the start, as XProf normalizes them). 1 found (either may be 0 when
+ * its stat is absent), 0 no such plane, -ENOMEM, -EBADMSG.
+ */
+int xs_space_window(const struct xs_file *f, uint64_t *ret_start_ns, uint64_t *ret_stop_ns);
+
 /* Build @pl's metadata index. 0, -ENOMEM, -EBADMSG. Idempotent. */
 int xs_plane_index(struct xs_plane *pl);
 /* Free the index (the plane itself is a view). */

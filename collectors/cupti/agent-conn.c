@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,8 +84,16 @@ int agent_client_connect(struct agent_client *c)
 		return -errno;
 	snprintf(a.sun_path, sizeof(a.sun_path), "%s", c->path);
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		static atomic_flag told = ATOMIC_FLAG_INIT;
+
 		r = -errno;
 		close(fd);
+		/* The job's only sign that profd is not where it looks: one line,
+		 * once per process (retries stay quiet). */
+		if (!atomic_flag_test_and_set(&told))
+			fprintf(stderr, "profd agent: cannot reach profd's agent socket %s (%s); no GPU profiling "
+				"until it can. If profd listens elsewhere (profd --agent-socket), set "
+				AGENT_SOCKET_ENV "=<that path> for this job\n", c->path, strerror(-r));
 		schedule_retry(c, agent_mono_ns());
 		return r;
 	}

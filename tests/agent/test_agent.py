@@ -7,6 +7,7 @@ the same two GPUs under different local ordinals.
 """
 import os
 import re
+import select
 import signal
 import socket
 import struct
@@ -101,6 +102,8 @@ class AgentTests(T.AgentDaemonCase):
         self.assertEqual(len(w), 1, list(x.warnings))
         self.assertIn("CUDA_INJECTION64_PATH=", w[0])
         self.assertIn("libprofd-agent.so", w[0])
+        # Not the default socket: jobs must be told where it is.
+        self.assertIn("PROFD_AGENT_SOCKET=" + self.sock, w[0])
 
     def test_2_two_processes_two_devices(self):
         # Process 1 sees A as device 0; process 2 sees B as device 0.
@@ -509,6 +512,36 @@ class AgentTests(T.AgentDaemonCase):
                          [f"GPU events dropped in pid {a.proc.pid} (v1stats): 2 CUPTI buffers, 0 records"])
 
     @unittest.skipUnless(os.environ.get("PROFD_AGENT_SO"), "libprofd-agent.so not built (no CUPTI)")
+    def test_17_monitor_leaves_agents_idle(self):
+        """Monitor reads NVML and host counters only: a connected agent gets
+        no START (CUPTI stays detached in the job), also under --watch-like
+        repeats. A capture opening beside a monitor arms it; once the
+        capture is delivered, only the monitor is left and the agent is
+        stopped again."""
+        a = Agent(self.sock, [UUID_A], "idle", "--captures", "5")
+        try:
+            self.wait_agents(1)
+            for _ in range(2):
+                resp = self.stubs.monitor(P.ps.MonitorRequest(duration_ms=300, monitoring_level=2), timeout=30)
+                self.assertIn("profd monitor on", resp.data)
+                ready, _, _ = select.select([a.proc.stdout], [], [], 0.3)
+                self.assertEqual(ready, [], "Monitor armed the agent: " + (a.proc.stdout.readline() if ready else ""))
+            self.assertNotIn("no CUDA process with the profd agent is connected", resp.data)
+            mon = self.stubs.monitor.future(P.ps.MonitorRequest(duration_ms=3000), timeout=30)
+            time.sleep(0.3)
+            x = self.capture(400, "beside-monitor")
+            a.wait_line("started")
+            a.wait_line("stopped")  # the capture is delivered; the monitor is still open
+            self.assertTrue(mon.running(), "the monitor window closed before the capture's")
+            self.assertTrue([p for p in x.planes if p.name.startswith("/device:GPU:") and
+                             any(l.events for l in p.lines)], "no GPU events from the armed agent")
+            mon.result()
+            ready, _, _ = select.select([a.proc.stdout], [], [], 0.2)
+            self.assertEqual(ready, [], "the agent was armed again: " + (a.proc.stdout.readline() if ready else ""))
+        finally:
+            a.proc.kill()
+            a.finish()
+
     def test_8_real_agent_without_gpu(self):
         # The real libprofd-agent.so, started the way CUDA would (InitializeInjection),
         # in a process without a GPU: it must connect, say HELLO, answer the capture

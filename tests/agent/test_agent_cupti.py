@@ -560,5 +560,31 @@ class AgentOnFakeCupti(unittest.TestCase):
         self.assertEqual(sorted(d.uuid for d in info.devices),
                          ["MIG-ee112233-4455-6677-8899-aabbccddee00", "MIG-ee112233-4455-6677-8899-aabbccddee01"])
 
+@unittest.skipUnless(AGENT and os.path.exists(APP), "libprofd-agent.so or the fake CUDA app not built")
+class SocketUnreachable(unittest.TestCase):
+    def test_job_says_once_where_it_looked(self):
+        """A job whose agent cannot reach profd's socket (profd on another
+        --agent-socket, no PROFD_AGENT_SOCKET) says so on its own stderr:
+        one line, the path it tried and the variable to set, however often
+        the agent retries."""
+        tmp = tempfile.mkdtemp(prefix="profd-nosock-")
+        bad = os.path.join(tmp, "nobody-listens-here.sock")
+        p = subprocess.Popen([APP], env=dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=bad),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertTrue(p.stdout.readline().split(), "fake-cuda-app did not start")
+            time.sleep(1.5)  # several attempts: backoff 100 ms, doubling
+            _, err = p.communicate("exit\n", timeout=15)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+            shutil.rmtree(tmp, ignore_errors=True)
+        said = [line for line in err.splitlines() if "profd agent" in line]
+        self.assertEqual(len(said), 1, err)
+        self.assertIn(bad, said[0])
+        self.assertIn("PROFD_AGENT_SOCKET=", said[0])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -262,6 +262,26 @@ class GraphsOnFakeCupti(unittest.TestCase):
         self.assertEqual(len(self.launches(x, "cuGraphLaunch", int(g[1]))), 3)
 
 
+@unittest.skipUnless(AGENT and os.path.exists(APP), "libprofd-agent.so or the fake CUDA app not built")
+class FakeGraphLimit(unittest.TestCase):
+    """The fake CUPTI holds 64 executable graphs per process; the 65th
+    `graphn` must fail where the test sees it (an error line on stderr, a
+    non-zero exit), never launch nothing in silence."""
+    setUp = C.AgentOnFakeCupti.setUp
+    tearDown = C.AgentOnFakeCupti.tearDown
+    app = C.AgentOnFakeCupti.app
+
+    def test_limit_is_an_error(self):
+        a, _ = self.app()
+        for i in range(64):
+            got = a.ask("graphn 1 1 limit_kernel 0 7")
+            self.assertEqual(len(got), 3, got)
+            self.assertNotEqual(got[1], "0", f"graph {i + 1}: no executable graph")
+        self.assertEqual(a.ask("graphn 1 1 limit_kernel 0 7"), [])
+        self.assertEqual(a.proc.wait(timeout=10), 3)
+        self.assertIn("limit of executable graphs", a.proc.stderr.read())
+
+
 if __name__ == "__main__":
     if not (AGENT and os.path.exists(APP)):
         print("libprofd-agent.so or the fake CUDA app not built")

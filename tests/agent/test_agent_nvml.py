@@ -44,6 +44,38 @@ class AgentWithNvml(unittest.TestCase):
             self.assertTrue([w for w in x.warnings if "GPU-bogus000" in w and "NVML does not list" in w],
                             list(x.warnings))
 
+    def test_gpu_process_without_agent_is_named(self):
+        """README's "no agent connected" warning with NVML up: one per GPU
+        process NVML lists that has no agent, naming its pid, its name and
+        both variables of the fix (the socket is not the default here);
+        none for the process whose agent is connected."""
+        tmp = tempfile.mkdtemp(prefix="profd-an-")
+        sock = os.path.join(tmp, "agent.sock")
+        job = subprocess.Popen(["sleep", "60"])
+        # Started first: its pid goes into the fake NVML's process list; it
+        # retries until profd's socket exists.
+        a = subprocess.Popen([FAKE, "--socket", sock, "--devices", uuid(0), "--name", "withagent"],
+                             stdout=subprocess.PIPE, text=True)
+        try:
+            with T.Daemon("--agent-socket", sock, "--nvml-library", FAKE_NVML,
+                          env={"FAKE_NVML_GPUS": "1", "FAKE_NVML_PROCS": f"0:{job.pid}:100,0:{a.pid}:200"}) as d:
+                self.assertEqual(a.stdout.readline().strip(), "connected")
+                with T.channel(d.addr) as ch:
+                    resp = T.stub(ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)(
+                        T.profile_request(P, 600, "h:1"), timeout=30)
+            x = T.decode_xspace(P, resp.tool_data[0].data)
+            w = [w for w in x.warnings if "no profd agent" in w]
+            self.assertEqual(len(w), 1, list(x.warnings))
+            self.assertTrue(w[0].startswith(f"no GPU data from pid {job.pid} (sleep): "), w[0])
+            self.assertIn("CUDA_INJECTION64_PATH=", w[0])
+            self.assertIn("PROFD_AGENT_SOCKET=" + sock, w[0])
+            self.assertFalse([w for w in x.warnings if f"pid {a.pid} " in w], list(x.warnings))
+        finally:
+            for p in (job, a):
+                p.kill()
+                p.wait()
+            a.stdout.close()
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

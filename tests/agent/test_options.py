@@ -254,8 +254,8 @@ class Options(T.AgentDaemonCase):
 
 
 class DaemonDefaults(T.AgentDaemonCase):
-    """--pm-sample* are the defaults of requests that set no PM key, and of
-    Monitor windows; a request's keys override them."""
+    """--pm-sample* are the defaults of requests that set no PM key; a
+    request's keys override them. Monitor windows arm no agent."""
 
     @classmethod
     def daemon_args(cls):
@@ -277,12 +277,16 @@ class DaemonDefaults(T.AgentDaemonCase):
         self.profile(T.profile_request(P, 200, addr, advanced={"gpu_pm_sample_counters": "",
                                                                 "gpu_pm_sample_interval_us": 900}), timeout=30)
         a.wait(lambda ls: ls.count("stopped") == 2)
+        # Monitor arms no agent (NVML and host counters only): no options reach it.
         self.monitor(P.ps.MonitorRequest(duration_ms=200, monitoring_level=1), timeout=30)
+        self.profile(T.profile_request(P, 200, addr), timeout=30)
+        a.wait(lambda ls: ls.count("stopped") == 3)
         a.finish()
         o = a.options()
+        self.assertEqual(len(o), 3, o)
         self.assertEqual(o[0], {"flags": NVTX | PM, "interval_us": "2000", "buffer_mb": "128", "metrics": "a.b,c"})
         self.assertEqual(o[1]["flags"], NVTX)  # an empty list turns sampling off
-        self.assertEqual(o[2], o[0], "Monitor windows use the daemon defaults")
+        self.assertEqual(o[2], o[0], "a request with no keys gets the daemon defaults again")
 
 
 if __name__ == "__main__":

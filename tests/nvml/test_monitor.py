@@ -44,6 +44,15 @@ class Monitor(N.JobCase):
         self.assertRegex(text, rf"GPU 0: .*\n  process {pid} sleep: gpu memory 1024 MiB, sm 20\.0%, "
                                rf"memory util 10\.0%(, cpu \d+\.\d%)?, rss \d+ MiB, threads 1\n")
 
+    def test_level_2_says_why_no_process_is_listed(self):
+        with N.daemon(FAKE_NVML_GPUS=1) as d:
+            self.assertNotIn("Processes:", N.monitor(d, 300, level=1).data)
+            text = N.monitor(d, 300, level=2).data
+        self.assertIn("\nProcesses: none (NVML lists no process on any GPU in this window)\n", text)
+        with N.daemon(FAKE_NVML_INIT_FAIL=1) as d:
+            text = N.monitor(d, 300, level=2).data
+        self.assertIn("\nProcesses: none known (no GPU reported, so no NVML process list)\n", text)
+
     def test_timestamp_prefix(self):
         text = N.monitor(self.d, 200, timestamp=True).data
         self.assertRegex(text, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z profd monitor on ")

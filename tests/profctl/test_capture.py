@@ -68,6 +68,29 @@ class CaptureRealDaemons(unittest.TestCase):
         self.assertAlmostEqual((stop - start) / 1e6, 200, delta=60)
         self.assertEqual(len(space.hostnames), 1)
 
+    def test_capture_says_what_the_capture_lacks(self):
+        """The XSpace's own errors and warnings ("no GPU data: ...") are
+        printed per host: the count and the first lines, all with -v. They
+        are not a failure: the data is saved and the exit status is 0."""
+        def count(n, what):
+            return f"{n} {what}{'' if n == 1 else 's'}"
+
+        for session, extra in (("notes", ()), ("notes-v", ("-v",))):
+            r = self.capture(self.a.addr, *extra, session=session)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            space = read_space(self.path(session, self.a.addr))
+            notes = [("error", e) for e in space.errors] + [("warning", w) for w in space.warnings]
+            self.assertTrue([w for w in space.warnings if w.startswith("no GPU data")], notes)
+            self.assertIn(f"  {self.a.addr}: {count(len(space.errors), 'error')}, "
+                          f"{count(len(space.warnings), 'warning')} in the capture\n", r.stdout)
+            shown = notes if extra else notes[:3]
+            for kind, text in shown:
+                self.assertIn(f"    {kind}: {text}\n", r.stdout)
+            if len(notes) > len(shown):
+                self.assertIn(f"    ... {len(notes) - len(shown)} more (profctl capture -v", r.stdout)
+            else:
+                self.assertNotIn(" more (", r.stdout)
+
     def test_several_hosts_in_parallel_ipv4_and_ipv6(self):
         urls = ",".join([self.a.addr, self.b.addr, self.v6.addr])
         t0 = time.time()

@@ -105,7 +105,11 @@ class Commands(unittest.TestCase):
         self.assertIn(f"[ OK ] {self.d.addr}: reachable", r.stdout)
         self.assertRegex(r.stdout, r"\[ OK \] version: daemon \S+, profctl \S+")
         self.assertRegex(r.stdout, r"\[( OK |WARN)\] time skew: [+-]\d")
-        self.assertIn(f"[ OK ] agent socket {sock_path}: present and writable", r.stdout)
+        self.assertIn(f"[ OK ] agent socket {sock_path}: present and writable; not the default", r.stdout)
+        self.assertIn(f"PROFD_AGENT_SOCKET={sock_path}", r.stdout)
+        # No agent connected: the fix names the daemon's own (non-default) socket.
+        fix = r.stdout.split("agents: none connected", 1)[1].splitlines()[1]
+        self.assertIn(f"PROFD_AGENT_SOCKET={self.d.agent_socket}", fix)
         for tag in ("NVIDIA driver:", "NVML:", "CUPTI:", "perf_event_paranoid:"):
             self.assertIn(tag, r.stdout)
         # every non-OK line is followed by its fix

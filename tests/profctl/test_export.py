@@ -141,7 +141,7 @@ class Export(synth.SynthCase):
         r = synth.run("export", os.path.join(self.tmp, "missing.pb"), "-o", "-")
         self.assertEqual(r.returncode, 1)
         self.assertIn("No such file", r.stderr)
-        r = synth.run("export", self.xpb)
+        r = synth.run("export")
         self.assertEqual(r.returncode, 2)
 
     def test_corrupted_files_never_crash(self):
@@ -267,6 +267,52 @@ class ExportFlowIds(unittest.TestCase):
         # One timeline: the same wall-clock instants from both hosts.
         ts = {names[e["pid"]]: e["ts"] for e in ev if e["ph"] == "X" and e["name"] == "cudaLaunchKernel"}
         self.assertEqual(ts["w1: /host:CPU"], ts["w2: /host:CPU"])
+
+    def test_captures_2_s_apart_on_one_wall_clock_timeline(self):
+        """profd, like the in-process profiler, writes line times from the
+        capture's start (Task Environment's profile_start_time): two captures
+        started 2 s apart are 2 s apart in the export, the earliest at 0."""
+        def capture(host, start_ns):
+            sp = big_pid_space(P, host, [7])
+            for p in sp.planes:
+                for ln in p.lines:
+                    ln.timestamp_ns = 0
+            env = synth.Plane(sp.planes.add())
+            env.p.name = "Task Environment"
+            env.stat(env.p, "profile_start_time", start_ns)
+            env.stat(env.p, "profile_stop_time", start_ns + synth.WINDOW_NS)
+            return sp
+        late = self.write("w2_6009.xplane.pb", capture("w2", synth.START_NS + 2_000_000_000))
+        early = self.write("w1_6009.xplane.pb", capture("w1", synth.START_NS))
+        out = os.path.join(self.tmp, "t.json")
+        r = synth.run("export", late, early, "-o", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ev = decode(out)["traceEvents"]
+        names = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+        first = {}
+        for e in ev:
+            if e["ph"] == "X" and e["name"] == "cudaLaunchKernel":
+                host = names[e["pid"]].split(":")[0]
+                first[host] = min(first.get(host, e["ts"]), e["ts"])
+        self.assertEqual(first, {"w1": 0, "w2": 2_000_000})  # us
+        self.assertIn("time 0 is 2026-09-21T", r.stderr)
+
+    def test_default_output_is_beside_the_input(self):
+        """Without -o the JSON goes next to the input, never into the
+        current directory."""
+        src = self.write("w1_6009.xplane.pb", big_pid_space(P, "w1", [7]))
+        cwd = os.path.join(self.tmp, "elsewhere")
+        os.mkdir(cwd)
+        r = synth.run("export", src, cwd=cwd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        want = os.path.join(self.tmp, "w1_6009.trace.json.gz")
+        self.assertIn(want, r.stderr)
+        self.assertTrue(decode(want)["traceEvents"])
+        self.assertEqual(os.listdir(cwd), [])
+        r = synth.run("export", src, src, cwd=cwd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.exists(os.path.join(self.tmp, "all-hosts.trace.json.gz")), r.stderr)
+        self.assertEqual(os.listdir(cwd), [])
 
     def test_files_without_host_name_are_named_by_file(self):
         sp = big_pid_space(P, "x", [7])

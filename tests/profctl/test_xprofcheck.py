@@ -88,7 +88,13 @@ class XprofCheck(synth.SynthCase):
                        ("core_count", ("i", 132)), ("memory_bandwidth", ("u", 3352320000000)),
                        ("peak_teraflops_per_second", ("d", 1070.5))):
             g.stat(g.p, k, val[1] if isinstance(val, tuple) else val, val[0] if isinstance(val, tuple) else None)
+        # Every op has 0 FLOPs (profd has no cost model): an empty chart, so "no".
         v = self.check(space, "tfop-caps")
+        self.assertEqual(v["roofline"][0], False, v)
+        self.assertTrue(v["roofline"][1].startswith("no FLOP counts (profd has no cost model)"), v["roofline"])
+        # An op event that carries its FLOPs puts a point on the chart.
+        g.event(s, "fused_gemm", 60000, 700, tf_op=("s", "dense/MatMul:MatMul"), flops=("u", 2 * 512 ** 3))
+        v = self.check(space, "tfop-caps-flops")
         self.assertEqual(v["roofline"], (True, "op metrics on 1 GPU planes with a device model and "
                                                "peak_teraflops_per_second"))
 

@@ -156,8 +156,15 @@ static uint32_t graph_launches(unsigned nodes, unsigned launches, const char *na
 	CUgraphExec exec;
 	uint32_t id = 0;
 
-	if (!have_cupti() || !(exec = cu.graph_instantiate()))
+	if (!have_cupti())
 		return 0;
+	/* The fake CUPTI holds a fixed number of executable graphs: past it a
+	 * test would launch nothing and not know it, so stop loudly. */
+	if (!(exec = cu.graph_instantiate())) {
+		fprintf(stderr, "fake-cuda-app: graphn: the fake CUPTI's limit of executable graphs "
+			"(64 per process) is reached; nothing launched\n");
+		exit(3);
+	}
 	cu.graph_exec_id(exec, &id);
 	for (unsigned i = 0; i < launches; i++) {
 		uint32_t c = rt ? cu.graph_launch(CUPTI_CB_DOMAIN_RUNTIME_API,
