@@ -161,7 +161,7 @@ static void warn_levels(struct trace *t, int64_t ts, uint32_t host_level, uint32
 static size_t frame_response(struct xspace_out *o, bool emit_xspace)
 {
 	uint8_t hdr[RESPONSE_PREFIX], *w = hdr;
-	static const char name[] = "xplane.pb";
+	static const char name[] = XN_TOOL_XPLANE;
 
 	if (o->n_events == 0)
 		w = pb_put_varint_field(w, 7, 1); /* empty_trace */

@@ -37,6 +37,7 @@
 #include "rpc.h"
 #include "tensorflow/profiler_service.pb-c.h"
 #include "xspace-reader.h"
+#include "xspace/names.h"
 
 #define MAX_HOSTS 1024
 #define MAX_FILES 16
@@ -111,7 +112,7 @@ static void on_sigint(int sig)
 
 static const char *const tools[] = {
 	"trace_viewer", "op_profile", "input_pipeline", "kernel_stats", "memory_viewer",
-	"memory_profile", "overview_page", "pod_viewer", "tensorflow_stats", "xplane.pb",
+	"memory_profile", "overview_page", "pod_viewer", "tensorflow_stats", XN_TOOL_XPLANE,
 };
 
 static void set_failed(struct host *h, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -259,7 +260,7 @@ static int save_response(struct host *h, const uint8_t *bytes, size_t len, bool 
 			snprintf(err, err_size, "could not write %.300s: %s", path, strerror(-r));
 			return r;
 		}
-		if (xs_str_eq(name, "xplane.pb") && data)
+		if (xs_str_eq(name, XN_TOOL_XPLANE) && data)
 			read_notes(h, data, dlen);
 		pthread_mutex_lock(&cap->lock);
 		h->files[h->n_files] = strdup(path);

@@ -177,7 +177,7 @@ static int walk_plane(struct xs_plane *pl, struct facts *fx)
 				double fl;
 
 				if (has_tf && !has_hlo && !fx->tf_op_flops &&
-				    xs_event_find_stat(pl, &ev, m, "flops", &ms) > 0 && xs_stat_number(&ms, &fl) && fl > 0)
+				    xs_event_find_stat(pl, &ev, m, XN_STAT_FLOPS, &ms) > 0 && xs_stat_number(&ms, &fl) && fl > 0)
 					fx->tf_op_flops = true;
 			}
 			/* The memory profile: MemoryAllocation/MemoryDeallocation

@@ -101,6 +101,9 @@
  * that prefer it (TPU-style tools, our own check). */
 #define XN_STAT_PEAK_TFLOPS "peak_teraflops_per_second"
 #define XN_STAT_PEAK_HBM_BW "peak_hbm_bw_gigabytes_per_second"
+/* An op's FLOP count (XProf's kFlops), read by profctl doctor's roofline
+ * verdict; profd has no cost model and writes none. */
+#define XN_STAT_FLOPS "flops"
 
 /* ---- memory profile (xprof xplane_to_memory_profile.cc; every number int64,
  * §4.9) on the first plane named exactly /host:CPU ------------------------- */
@@ -242,3 +245,7 @@
 #define XN_STAT_DEVICE_ID "device_id"
 #define XN_STAT_COUNTER_VALUE "counter_value"
 #define XN_STAT_PM_DESCRIPTION "performance_counter_description"
+
+/* ProfileResponse.tool_data's one entry: the XSpace, under the name the TF
+ * client writes as <host>.xplane.pb (protocol.md §2). */
+#define XN_TOOL_XPLANE "xplane.pb"
