@@ -18,68 +18,6 @@ struct xs_file {
 	bool mapped;
 };
 
-/* ---- wire format ---------------------------------------------------- */
-
-static int get_varint(struct pb_cursor *c, uint64_t *ret)
-{
-	uint64_t v = 0;
-
-	for (unsigned shift = 0; shift < 64; shift += 7) {
-		if (c->p >= c->end)
-			return -EBADMSG;
-		uint8_t b = *c->p++;
-
-		v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*ret = v;
-			return 0;
-		}
-	}
-	return -EBADMSG;
-}
-
-int pb_next(struct pb_cursor *c, struct pb_field *f)
-{
-	uint64_t key, n;
-
-	if (c->p >= c->end)
-		return 0;
-	if (get_varint(c, &key) < 0 || (key >> 3) == 0 || (key >> 3) > UINT32_MAX)
-		return -EBADMSG;
-	f->num = (uint32_t)(key >> 3);
-	f->wt = (int)(key & 7);
-	f->data = NULL;
-	f->len = 0;
-	f->u = 0;
-	switch (f->wt) {
-	case 0:
-		return get_varint(c, &f->u) < 0 ? -EBADMSG : 1;
-	case 1:
-		if (c->end - c->p < 8)
-			return -EBADMSG;
-		for (int i = 7; i >= 0; i--)
-			f->u = (f->u << 8) | c->p[i];
-		c->p += 8;
-		return 1;
-	case 5:
-		if (c->end - c->p < 4)
-			return -EBADMSG;
-		f->u = (uint64_t)c->p[0] | (uint64_t)c->p[1] << 8 | (uint64_t)c->p[2] << 16 |
-		       (uint64_t)c->p[3] << 24;
-		c->p += 4;
-		return 1;
-	case 2:
-		if (get_varint(c, &n) < 0 || n > (uint64_t)(c->end - c->p))
-			return -EBADMSG;
-		f->data = c->p;
-		f->len = (size_t)n;
-		c->p += n;
-		return 1;
-	default: /* groups (3, 4) are not used by any message we read */
-		return -EBADMSG;
-	}
-}
-
 static struct xs_str str_of(const struct pb_field *f)
 {
 	return (struct xs_str){.p = (const char *)f->data, .len = f->len};

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/pagepool.h"
+#include "base/pbread.h"
 #include "base/pbwire.h"
 #include "base/utf8.h"
 #include "names.h"
@@ -532,27 +533,17 @@ int64_t trace_plane_statset(struct trace_plane *p, struct buf *b)
 
 size_t trace_stat_entry(const uint8_t *q, const uint8_t *end, uint64_t *ret_id)
 {
-	const uint8_t *s = q + 1;
-	uint64_t len = 0, id = 0;
-	int shift = 0;
+	struct pb_cursor c = pb_cursor_of(q + 1, (size_t)(end - q - 1)), v;
+	uint64_t len;
 
-	while (s < end && shift < 64) {
-		len |= (uint64_t)(*s & 0x7f) << shift;
-		shift += 7;
-		if (!(*s++ & 0x80))
-			break;
-	}
-	if ((uint64_t)(end - s) < len || len < 2 || s[0] != 0x08)
+	/* Tag (any), length, then XStat.metadata_id (field 1, a varint) first,
+	 * as every stat builder here writes it. */
+	if (pb_read_varint(&c, &len) < 0 || (uint64_t)(c.end - c.p) < len || len < 2 || c.p[0] != 0x08)
 		return 0;
-	shift = 0;
-	for (const uint8_t *v = s + 1; v < s + len && shift < 64; v++) {
-		id |= (uint64_t)(*v & 0x7f) << shift;
-		shift += 7;
-		if (!(*v & 0x80))
-			break;
-	}
-	*ret_id = id;
-	return (size_t)(s - q) + len;
+	v = pb_cursor_of(c.p + 1, (size_t)len - 1);
+	if (pb_read_varint(&v, ret_id) < 0)
+		return 0;
+	return (size_t)(c.p - q) + (size_t)len;
 }
 
 int trace_plane_set_stats(struct trace_plane *p, struct buf *b)
