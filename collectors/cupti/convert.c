@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "base/macro.h"
 #include "convert.h"
 #include "occupancy.h"
 
@@ -88,6 +89,7 @@ static void *reserve(struct agent_conv *cv, size_t n)
 	cv->len += n;
 	return p;
 }
+
 
 /* The text a kernel name is shown as: the owner's demangler's output when
  * it gives one, cut to the string limit (a readable prefix beats a mangled
@@ -206,7 +208,7 @@ bool agent_conv_api_wanted(const char *n)
 
 	if (!n)
 		return false;
-	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
 		if (strncmp(n, keep[i], strlen(keep[i])) == 0)
 			return true;
 	return false;
