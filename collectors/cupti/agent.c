@@ -386,8 +386,7 @@ static void take_inventory(void)
 		d->reserved_smem_per_block = (uint32_t)attr(ga, dev, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK);
 		if (gmem(&mem, dev) == CUDA_SUCCESS)
 			d->mem_bytes = mem;
-		/* DDR: two transfers per clock (as XLA computes it). */
-		d->mem_bandwidth = 2ull * d->mem_clock_khz * 1000ull * d->bus_width_bits / 8;
+		d->mem_bandwidth = agent_mem_bandwidth(d->mem_clock_khz, d->bus_width_bits);
 		g.n_devs++;
 	}
 	g.inventory = true;
