@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "base/pbread.h" /* the wire format: struct pb_cursor, pb_next() */
+#include "xspace/pbfields.h"
 
 /** struct xs_str - a string view (not NUL-terminated). */
 struct xs_str {
@@ -94,7 +95,7 @@ struct xs_plane {
 };
 
 /* Other top-level XSpace fields seen while walking (hostnames etc.). */
-enum xs_space_field { XS_SPACE_ERRORS = 2, XS_SPACE_WARNINGS = 3, XS_SPACE_HOSTNAMES = 4 };
+enum xs_space_field { XS_SPACE_ERRORS = XSPACE_ERRORS, XS_SPACE_WARNINGS = XSPACE_WARNINGS, XS_SPACE_HOSTNAMES = XSPACE_HOSTNAMES };
 
 /* Next plane (id and name read, nothing indexed). 1, 0, -EBADMSG. */
 int xs_next_plane(const struct xs_file *f, struct xs_space_iter *it, struct xs_plane *pl);

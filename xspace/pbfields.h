@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * pbfields.h - the field numbers of the tensorflow.profiler messages
- * profd encodes by hand (base/pbwire.h) instead of through protobuf-c:
- * the XSpace (proto/tensorflow/xplane.proto) and the ProfileResponse
- * framing around it (proto/tensorflow/profiler_service.proto). A number
+ * profd encodes (base/pbwire.h) or reads (base/pbread.h, profctl's XSpace
+ * reader) by hand instead of through protobuf-c: the XSpace
+ * (proto/tensorflow/xplane.proto) and the ProfileResponse framing around
+ * it (proto/tensorflow/profiler_service.proto). A number
  * here is a wire contract: it must match the .proto, never be renumbered.
  */
 #pragma once
@@ -50,8 +51,9 @@ enum xstat_field {
 	XSTAT_REF_VALUE = 7,
 };
 
-/* XEventMetadata and XStatMetadata agree on these (profd writes no more). */
-enum xmetadata_field { XMETADATA_ID = 1, XMETADATA_NAME = 2 };
+/* XEventMetadata and XStatMetadata agree on id and name (all profd
+ * writes); display_name and stats are XEventMetadata's. */
+enum xmetadata_field { XMETADATA_ID = 1, XMETADATA_NAME = 2, XMETADATA_DISPLAY_NAME = 4, XMETADATA_STATS = 5 };
 
 /* An entry of a protobuf map<K, V> (XPlane's metadata maps). */
 enum pb_map_field { PB_MAP_KEY = 1, PB_MAP_VALUE = 2 };
