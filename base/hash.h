@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * hash.h - the one non-cryptographic hash of in-memory keys (the store's
- * interned names, the receiver's kernel-shape cache). Not for anything a
- * peer could use to attack a table: both tables bound their probes or
- * their size elsewhere.
+ * interned names, the receiver's kernel-shape cache and NVTX steps, the
+ * agent's name and NVTX string tables, profctl top's tables). Not for
+ * anything a peer could use to attack a table: every table bounds its
+ * probes or its size elsewhere. No value is persisted or compared across
+ * processes: each table hashes its own keys. Header-only, so that the
+ * in-job agent may use it (tools/check-layers).
  *
  * Multiply-xorshift mixing over two lanes of 8 bytes, so that the
  * multiplies of consecutive words overlap instead of forming one chain
@@ -66,3 +69,8 @@ static inline uint64_t hash_bytes64(const void *s, size_t len)
 	a *= HASH_K2;
 	return a ^ (a >> 32);
 }
+
+static inline uint64_t hash_str64(const char *s) { return hash_bytes64(s, strlen(s)); }
+
+/* An integer key (a correlation id): one step, straight-line code. */
+static inline uint64_t hash_u64(uint64_t x) { return hash_bytes64(&x, sizeof(x)); }

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "macro.h"
 #include "parse.h"
 
 int safe_atou64(const char *s, uint64_t *ret)
@@ -67,7 +68,7 @@ int parse_duration_ms(const char *s, uint64_t *ret_ms)
 		{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"", 1},
 	};
 
-	return parse_with_units(s, units, sizeof(units) / sizeof(units[0]), ret_ms);
+	return parse_with_units(s, units, ARRAY_SIZE(units), ret_ms);
 }
 
 int parse_duration_us(const char *s, uint64_t *ret_us)
@@ -76,7 +77,7 @@ int parse_duration_us(const char *s, uint64_t *ret_us)
 		{"us", 1}, {"ms", 1000}, {"s", 1000000}, {"", 1},
 	};
 
-	return parse_with_units(s, units, sizeof(units) / sizeof(units[0]), ret_us);
+	return parse_with_units(s, units, ARRAY_SIZE(units), ret_us);
 }
 
 int parse_host_port(const char *s, char *host, size_t host_size, uint16_t *ret_port)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * pbwire.h - protobuf wire-format primitives for the hand-written encoders
- * (the XSpace writer and small replies). Two families:
+ * (the XSpace writer and small replies); pbread.h reads. Two families:
  *   pb_*_size()  bytes a field will take, to size messages before writing;
  *   pb_put_*()   write into a raw cursor (caller guarantees room) and return
  *                the advanced cursor;
@@ -14,8 +14,7 @@
 #include <string.h>
 
 #include "buf.h"
-
-enum { PB_VARINT = 0, PB_I64 = 1, PB_LEN = 2, PB_I32 = 5 };
+#include "pbread.h" /* the wire types, PB_VARINT.. */
 
 /* Without a loop: the encoder sizes every record's fields with it. */
 static inline size_t pb_varint_size(uint64_t v)

@@ -1041,18 +1041,16 @@ void agent_map_clock(struct agent_src *s, const struct agent_clock *ck)
 
 static void set_caps(struct agent_map *m, struct trace_plane *p, const struct agent_device *d)
 {
-	struct buf *b = &m->sb;
-
-	trace_stat_str(p, b, XN_STAT_DEVICE_VENDOR, XN_VENDOR_NVIDIA);
-	trace_stat_str(p, b, XN_STAT_GPU_DEVICE_NAME, d->name);
-	trace_stat_i64(p, b, XN_STAT_CLOCK_RATE, d->sm_clock_khz);
-	trace_stat_i64(p, b, XN_STAT_CORE_COUNT, d->sm_count);
-	trace_stat_u64(p, b, XN_STAT_MEMORY_BANDWIDTH, d->mem_bandwidth);
-	trace_stat_u64(p, b, XN_STAT_MEMORY_SIZE, d->mem_bytes);
-	trace_stat_i64(p, b, XN_STAT_CC_MAJOR, d->cc_major);
-	trace_stat_i64(p, b, XN_STAT_CC_MINOR, d->cc_minor);
-	gpu_peaks_stats(p, b, d->cc_major, d->cc_minor, d->sm_count, d->sm_clock_khz, d->mem_bandwidth);
-	trace_plane_set_stats(p, b);
+	gpu_caps_stats(p, &m->sb, &(struct gpu_caps){
+		.name = d->name,
+		.sm_clock_khz = d->sm_clock_khz,
+		.sm_count = d->sm_count,
+		.cc_major = d->cc_major,
+		.cc_minor = d->cc_minor,
+		.mem_bandwidth = d->mem_bandwidth,
+		.mem_bytes = d->mem_bytes,
+	});
+	trace_plane_set_stats(p, &m->sb);
 }
 
 void agent_map_describe_caps(struct agent_map *m, struct trace *snap)

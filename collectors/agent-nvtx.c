@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "agent-nvtx.h"
+#include "base/hash.h"
 #include "base/strtab.h"
 #include "xspace/names.h"
 
@@ -215,14 +216,8 @@ static unsigned parse_pairs(const char *t, struct kv *kv, unsigned n, unsigned m
 	return n;
 }
 
-static uint64_t hash_n(const char *t, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (uint8_t)t[i]) * 0x100000001b3ull;
-	return h | 1;
-}
+/* Never 0: a module hash of 0 means none chosen. */
+static uint64_t hash_n(const char *t, size_t n) { return hash_bytes64(t, n) | 1; }
 
 static uint64_t hash_str(const char *t) { return hash_n(t, strlen(t)); }
 

@@ -143,7 +143,7 @@ struct agent_device {
 	uint32_t reserved_smem_per_block;
 	uint32_t _pad;
 	uint64_t mem_bytes;
-	uint64_t mem_bandwidth; /* bytes/s */
+	uint64_t mem_bandwidth; /* bytes/s, agent_mem_bandwidth() */
 	char uuid[48];          /* "GPU-xxxxxxxx-xxxx-..." */
 	char pci_bus_id[32];    /* "0000:18:00.0" */
 	char name[96];
@@ -524,3 +524,11 @@ AGENT_STATIC_SIZE(struct agent_rec_nvtx, 56);
 
 /* Round a record size up to the 8-byte record alignment. */
 static inline uint32_t agent_rec_align(uint32_t n) { return (n + 7u) & ~7u; }
+
+/* A device's memory bandwidth in bytes/s (agent_device.mem_bandwidth,
+ * and NVML's memory_bandwidth stat): DDR, two transfers per clock, as XLA
+ * computes it. Wraps rather than traps on a clock no device has. */
+static inline uint64_t agent_mem_bandwidth(uint64_t mem_clock_khz, uint64_t bus_width_bits)
+{
+	return 2ull * mem_clock_khz * 1000ull * bus_width_bits / 8;
+}

@@ -46,3 +46,30 @@ void gpu_peaks_stats(struct trace_plane *p, struct buf *b, uint32_t cc_major, ui
 	if (bandwidth_bytes_s)
 		trace_stat_double(p, b, XN_STAT_PEAK_HBM_BW, (double)bandwidth_bytes_s / 1e9);
 }
+
+void gpu_caps_stats(struct trace_plane *p, struct buf *b, const struct gpu_caps *c)
+{
+	trace_stat_str(p, b, XN_STAT_DEVICE_VENDOR, XN_VENDOR_NVIDIA);
+	trace_stat_str(p, b, XN_STAT_GPU_DEVICE_NAME, c->name);
+	if (c->uuid)
+		trace_stat_str(p, b, XN_STAT_GPU_UUID, c->uuid);
+	if (c->pci_bus_id && c->pci_bus_id[0])
+		trace_stat_str(p, b, XN_STAT_GPU_PCI_BUS_ID, c->pci_bus_id);
+	if (c->sm_clock_khz)
+		trace_stat_i64(p, b, XN_STAT_CLOCK_RATE, (int64_t)c->sm_clock_khz);
+	if (c->sm_count)
+		trace_stat_i64(p, b, XN_STAT_CORE_COUNT, c->sm_count);
+	if (c->mem_bandwidth)
+		trace_stat_u64(p, b, XN_STAT_MEMORY_BANDWIDTH, c->mem_bandwidth);
+	if (c->mem_bytes)
+		trace_stat_u64(p, b, XN_STAT_MEMORY_SIZE, c->mem_bytes);
+	if (c->cc_major) {
+		trace_stat_i64(p, b, XN_STAT_CC_MAJOR, c->cc_major);
+		trace_stat_i64(p, b, XN_STAT_CC_MINOR, c->cc_minor);
+	}
+	/* The peaks want a known architecture (the FLOPs per clock); a clock
+	 * over 32 bits of kHz is no real one. */
+	if (c->cc_major > 0 && c->cc_major <= UINT32_MAX && c->cc_minor >= 0 && c->cc_minor <= UINT32_MAX)
+		gpu_peaks_stats(p, b, (uint32_t)c->cc_major, (uint32_t)c->cc_minor, c->sm_count,
+				c->sm_clock_khz > UINT32_MAX ? 0 : (uint32_t)c->sm_clock_khz, c->mem_bandwidth);
+}

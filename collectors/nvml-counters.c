@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "agent-proto.h" /* agent_mem_bandwidth() */
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "gpu-peaks.h"
@@ -120,28 +121,17 @@ void nvml_plane_caps(struct trace *snap, const struct gpu *g, int64_t start_ns, 
 
 	if (!p)
 		return;
-	trace_stat_str(p, &b, XN_STAT_DEVICE_VENDOR, XN_VENDOR_NVIDIA);
-	trace_stat_str(p, &b, XN_STAT_GPU_DEVICE_NAME, g->name);
-	trace_stat_str(p, &b, XN_STAT_GPU_UUID, g->uuid);
-	if (g->pci[0])
-		trace_stat_str(p, &b, XN_STAT_GPU_PCI_BUS_ID, g->pci);
-	if (g->max_sm_mhz)
-		trace_stat_i64(p, &b, XN_STAT_CLOCK_RATE, (int64_t)g->max_sm_mhz * 1000);
-	if (g->sm_count)
-		trace_stat_i64(p, &b, XN_STAT_CORE_COUNT, g->sm_count);
-	if (g->max_mem_mhz && g->bus_width)
-		trace_stat_u64(p, &b, XN_STAT_MEMORY_BANDWIDTH,
-			       2ULL * g->max_mem_mhz * 1000000ULL * g->bus_width / 8);
-	if (g->mem_total)
-		trace_stat_u64(p, &b, XN_STAT_MEMORY_SIZE, g->mem_total);
-	if (g->cc_major) {
-		trace_stat_i64(p, &b, XN_STAT_CC_MAJOR, g->cc_major);
-		trace_stat_i64(p, &b, XN_STAT_CC_MINOR, g->cc_minor);
-	}
-	if (g->cc_major > 0)
-		gpu_peaks_stats(p, &b, (uint32_t)g->cc_major, (uint32_t)g->cc_minor, g->sm_count,
-				g->max_sm_mhz > UINT32_MAX / 1000 ? 0 : g->max_sm_mhz * 1000,
-			2ULL * g->max_mem_mhz * 1000000ULL * g->bus_width / 8);
+	gpu_caps_stats(p, &b, &(struct gpu_caps){
+		.name = g->name,
+		.uuid = g->uuid,
+		.pci_bus_id = g->pci,
+		.sm_clock_khz = (uint64_t)g->max_sm_mhz * 1000,
+		.sm_count = g->sm_count,
+		.cc_major = g->cc_major,
+		.cc_minor = g->cc_minor,
+		.mem_bandwidth = agent_mem_bandwidth((uint64_t)g->max_mem_mhz * 1000, g->bus_width),
+		.mem_bytes = g->mem_total,
+	});
 	/* Who used this GPU in the window; the command line only for a caller
 	 * who may see it (trace.hide_cmdlines, docs/security.md). */
 	char list[2048];

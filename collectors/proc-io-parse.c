@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "base/macro.h"
 #include "proc-io-parse.h"
 
 struct cursor {
@@ -57,7 +58,7 @@ int proc_net_is_virtual(const char *name, size_t len)
 
 	if (len == 2 && memcmp(name, "lo", 2) == 0)
 		return 1;
-	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(prefixes); i++) {
 		size_t k = strlen(prefixes[i]);
 
 		if (len >= k && memcmp(name, prefixes[i], k) == 0)
@@ -106,7 +107,7 @@ int proc_disk_is_whole(const char *name)
 {
 	static const char *const letters[] = {"sd", "vd", "xvd", "hd"};
 
-	for (size_t i = 0; i < sizeof(letters) / sizeof(letters[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(letters); i++) {
 		size_t k = strlen(letters[i]);
 
 		if (strncmp(name, letters[i], k) == 0 && name[k] &&

@@ -25,6 +25,7 @@
 
 #include "base/file.h"
 #include "base/log.h"
+#include "base/macro.h"
 #include "base/parse.h"
 #include "base/utf8.h"
 #include "capture-opts.h"
@@ -256,7 +257,7 @@ static int parse_bool(const char *v, bool *ret)
 {
 	static const char *const yes[] = {"yes", "true", "on", "1"}, *const no[] = {"no", "false", "off", "0"};
 
-	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
 		if (strcasecmp(v, yes[i]) == 0 || strcasecmp(v, no[i]) == 0) {
 			*ret = strcasecmp(v, yes[i]) == 0;
 			return 0;
@@ -272,7 +273,7 @@ static int parse_size(const char *s, uint64_t *ret)
 		{"", 1}, {"K", 1024}, {"k", 1024}, {"M", 1u << 20}, {"m", 1u << 20},
 	};
 
-	return parse_with_units(s, units, sizeof(units) / sizeof(units[0]), ret);
+	return parse_with_units(s, units, ARRAY_SIZE(units), ret);
 }
 
 /* Octal, at most 0777: setuid/setgid/sticky mean nothing on a socket. A mode

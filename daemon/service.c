@@ -43,6 +43,7 @@
 #include "service.h"
 #include "tensorflow/profiler_service.pb-c.h"
 #include "xspace/names.h"
+#include "xspace/pbfields.h"
 #include "xspace/xspace.h"
 
 #define RESPONSE_PREFIX 32 /* ProfileResponse framing in front of the XSpace */
@@ -164,33 +165,33 @@ static size_t frame_response(struct xspace_out *o, bool emit_xspace)
 	static const char name[] = XN_TOOL_XPLANE;
 
 	if (o->n_events == 0)
-		w = pb_put_varint_field(w, 7, 1); /* empty_trace */
+		w = pb_put_varint_field(w, PROFILE_RESPONSE_EMPTY_TRACE, 1);
 	if (emit_xspace) {
-		w = pb_put_len_hdr(w, 8, o->xspace_len);
+		w = pb_put_len_hdr(w, PROFILE_RESPONSE_XSPACE, o->xspace_len);
 	} else {
-		size_t td = pb_len_field_size(1, sizeof(name) - 1) +
-			    pb_tag_size(2) + pb_varint_size(o->xspace_len) + o->xspace_len;
+		size_t td = pb_len_field_size(PROFILE_TOOL_DATA_NAME, sizeof(name) - 1) +
+			    pb_tag_size(PROFILE_TOOL_DATA_DATA) + pb_varint_size(o->xspace_len) + o->xspace_len;
 
-		w = pb_put_len_hdr(w, 6, td);
-		w = pb_put_bytes_field(w, 1, name, sizeof(name) - 1);
-		w = pb_put_len_hdr(w, 2, o->xspace_len);
+		w = pb_put_len_hdr(w, PROFILE_RESPONSE_TOOL_DATA, td);
+		w = pb_put_bytes_field(w, PROFILE_TOOL_DATA_NAME, name, sizeof(name) - 1);
+		w = pb_put_len_hdr(w, PROFILE_TOOL_DATA_DATA, o->xspace_len);
 	}
 	size_t n = (size_t)(w - hdr);
 	memcpy(o->xspace - n, hdr, n);
 	return o->prefix - n;
 }
 
-/* Put @msg in front of the encoded XSpace as one more XSpace.errors (2)
+/* Put @msg in front of the encoded XSpace as one more XSpace.errors
  * entry, in the room ENCODE_PREFIX reserved for it. [worker] */
 static void prepend_error(struct xspace_out *o, const char *msg)
 {
 	size_t len = strnlen(msg, REPO_ERR_MAX - 1);
-	size_t n = pb_tag_size(2) + pb_varint_size(len) + len;
+	size_t n = pb_tag_size(XSPACE_ERRORS) + pb_varint_size(len) + len;
 	uint8_t *p = o->xspace - n;
 
 	if (o->prefix < RESPONSE_PREFIX + n)
 		return; /* cannot happen: the room was reserved */
-	pb_put_bytes_field(p, 2, msg, len);
+	pb_put_bytes_field(p, XSPACE_ERRORS, msg, len);
 	/* A cut may have split a character; proto3 readers refuse that. */
 	utf8_fix((char *)p + (n - len), len);
 	o->xspace -= n;

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/macro.h"
 #include "base/parse.h"
 #include "profctl.h"
 #include "rpc.h"
@@ -291,7 +292,7 @@ static void build_request(const struct capture *cap, const struct host *h, Tenso
 	tensorflow__profile_request__init(req);
 	req->duration_ms = cap->duration_ms;
 	req->max_events = 1000000;
-	req->n_tools = sizeof(tools) / sizeof(tools[0]);
+	req->n_tools = ARRAY_SIZE(tools);
 	req->tools = (char **)tools;
 	req->opts = o;
 	req->repository_root = cap->repo_root;

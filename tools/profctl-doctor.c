@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/macro.h"
 #include "base/parse.h"
 #include "config.h"
 #include "profctl.h"
@@ -159,7 +160,7 @@ static void check_cupti(struct doctor *d)
 	roots[nroots++] = "/usr/local/cuda-*";
 	roots[nroots++] = "/opt/cuda";
 	for (size_t i = 0; i < nroots; i++)
-		for (size_t k = 0; k < sizeof(subdirs) / sizeof(subdirs[0]); k++) {
+		for (size_t k = 0; k < ARRAY_SIZE(subdirs); k++) {
 			snprintf(pat, sizeof(pat), "%s/%s/libcupti.so*", roots[i], subdirs[k]);
 			if (glob_first(pat, found, sizeof(found)))
 				goto ok;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/macro.h"
 #include "base/parse.h"
 #include "profctl.h"
 #include "rpc.h"
@@ -30,7 +31,7 @@ static bool is_dns_failure(const char *msg)
 		"Domain name not found", "Could not resolve", "resolve address",
 	};
 
-	for (size_t i = 0; msg && i < sizeof(words) / sizeof(words[0]); i++)
+	for (size_t i = 0; msg && i < ARRAY_SIZE(words); i++)
 		if (strcasestr(msg, words[i]))
 			return true;
 	return false;

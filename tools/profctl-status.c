@@ -11,59 +11,59 @@
 #include "profd/profd.pb-c.h"
 #include "rpc.h"
 
-static void print_json_str(const char *s)
+/* A JSON string, quoted; NULL as "". The escaper is profctl's one
+ * (json_escape(), profctl-util.c). */
+static void json_str(struct ow *w, const char *s)
 {
-	putchar('"');
-	for (; s && *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			printf("\\%c", ch);
-		else if (ch < 0x20)
-			printf("\\u%04x", ch);
-		else
-			putchar(ch);
-	}
-	putchar('"');
+	ow_putc(w, '"');
+	if (s)
+		json_escape(w, s, strlen(s));
+	ow_putc(w, '"');
 }
 
-static void status_json(const Profd__StatusResponse *s)
+static int status_json(const Profd__StatusResponse *s)
 {
-	printf("{\"version\":");
-	print_json_str(s->version);
-	printf(",\"hostname\":");
-	print_json_str(s->hostname);
-	printf(",\"uptime_ms\":%" PRIu64 ",\"now_unix_ns\":%" PRIu64 ",\"active_sessions\":%u,"
-	       "\"max_sessions\":%u,\"max_duration_ms\":%" PRIu64 ",\"agent_socket\":",
-	       s->uptime_ms, s->now_unix_ns, s->active_sessions, s->max_sessions, s->max_duration_ms);
-	print_json_str(s->agent_socket);
-	printf(",\"collectors\":[");
+	struct ow w;
+	int r;
+
+	if ((r = ow_open(&w, "-", false)) < 0)
+		return r;
+	ow_puts(&w, "{\"version\":");
+	json_str(&w, s->version);
+	ow_puts(&w, ",\"hostname\":");
+	json_str(&w, s->hostname);
+	ow_printf(&w, ",\"uptime_ms\":%" PRIu64 ",\"now_unix_ns\":%" PRIu64 ",\"active_sessions\":%u,"
+		  "\"max_sessions\":%u,\"max_duration_ms\":%" PRIu64 ",\"agent_socket\":",
+		  s->uptime_ms, s->now_unix_ns, s->active_sessions, s->max_sessions, s->max_duration_ms);
+	json_str(&w, s->agent_socket);
+	ow_puts(&w, ",\"collectors\":[");
 	for (size_t i = 0; i < s->n_collectors; i++) {
-		printf("%s{\"name\":", i ? "," : "");
-		print_json_str(s->collectors[i]->name);
-		printf(",\"available\":%s,\"reason\":", s->collectors[i]->available ? "true" : "false");
-		print_json_str(s->collectors[i]->reason);
-		putchar('}');
+		ow_printf(&w, "%s{\"name\":", i ? "," : "");
+		json_str(&w, s->collectors[i]->name);
+		ow_printf(&w, ",\"available\":%s,\"reason\":", s->collectors[i]->available ? "true" : "false");
+		json_str(&w, s->collectors[i]->reason);
+		ow_putc(&w, '}');
 	}
-	printf("],\"agents\":[");
+	ow_puts(&w, "],\"agents\":[");
 	for (size_t i = 0; i < s->n_agents; i++) {
 		const Profd__AgentStatus *a = s->agents[i];
 
-		printf("%s{\"pid\":%u,\"name\":", i ? "," : "", a->pid);
-		print_json_str(a->name);
-		printf(",\"cmdline\":");
-		print_json_str(a->cmdline);
-		printf(",\"version\":%u,\"devices\":[", a->version);
+		ow_printf(&w, "%s{\"pid\":%u,\"name\":", i ? "," : "", a->pid);
+		json_str(&w, a->name);
+		ow_puts(&w, ",\"cmdline\":");
+		json_str(&w, a->cmdline);
+		ow_printf(&w, ",\"version\":%u,\"devices\":[", a->version);
 		for (size_t k = 0; k < a->n_devices; k++) {
-			printf("%s{\"plane_id\":%u,\"uuid\":", k ? "," : "", a->devices[k]->plane_id);
-			print_json_str(a->devices[k]->uuid);
-			printf(",\"name\":");
-			print_json_str(a->devices[k]->name);
-			printf(",\"local_ordinal\":%d}", a->devices[k]->local_ordinal);
+			ow_printf(&w, "%s{\"plane_id\":%u,\"uuid\":", k ? "," : "", a->devices[k]->plane_id);
+			json_str(&w, a->devices[k]->uuid);
+			ow_puts(&w, ",\"name\":");
+			json_str(&w, a->devices[k]->name);
+			ow_printf(&w, ",\"local_ordinal\":%d}", a->devices[k]->local_ordinal);
 		}
-		printf("]}");
+		ow_puts(&w, "]}");
 	}
-	printf("]}\n");
+	ow_puts(&w, "]}\n");
+	return ow_commit(&w);
 }
 
 static void status_text(const char *url, const Profd__StatusResponse *s)
@@ -142,9 +142,11 @@ int cmd_status(int argc, char **argv)
 	if (r)
 		return r;
 	if (json)
-		status_json((Profd__StatusResponse *)m);
+		r = status_json((Profd__StatusResponse *)m);
 	else
 		status_text(argv[optind], (Profd__StatusResponse *)m);
 	protobuf_c_message_free_unpacked(m, NULL);
+	if (r < 0)
+		return profctl_err(PROFCTL_EXIT_FAIL, "writing stdout: %s", strerror(-r));
 	return PROFCTL_EXIT_OK;
 }

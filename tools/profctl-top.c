@@ -34,30 +34,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "base/parse.h"
 #include "profctl.h"
 #include "xspace-reader.h"
 #include "xspace/names.h"
 
-/* ---- small hash tables -------------------------------------------------- */
-
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-	const uint8_t *s = p;
-	uint64_t h = 1469598103934665603ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ s[i]) * 1099511628211ull;
-	return h;
-}
-
-static uint64_t hash_u64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	return x;
-}
+/* ---- small hash tables (base/hash.h) ------------------------------------ */
 
 struct kernel {
 	struct xs_str name;
@@ -147,7 +130,7 @@ static struct kernel *kernel_get(struct top *t, struct xs_str name)
 		if (!nidx)
 			return NULL;
 		for (size_t j = 0; j < t->nk; j++) {
-			i = hash_bytes(t->k[j].name.p, t->k[j].name.len) & (ns - 1);
+			i = hash_bytes64(t->k[j].name.p, t->k[j].name.len) & (ns - 1);
 			while (nidx[i])
 				i = (i + 1) & (ns - 1);
 			nidx[i] = (uint32_t)j + 1;
@@ -156,7 +139,7 @@ static struct kernel *kernel_get(struct top *t, struct xs_str name)
 		t->kidx = nidx;
 		t->kslots = ns;
 	}
-	i = hash_bytes(name.p, name.len) & (t->kslots - 1);
+	i = hash_bytes64(name.p, name.len) & (t->kslots - 1);
 	while (t->kidx[i]) {
 		struct kernel *k = &t->k[t->kidx[i] - 1];
 

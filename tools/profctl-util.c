@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/macro.h"
 #include "profctl-gzip.h"
 #include "profctl.h"
 
@@ -35,7 +36,7 @@ const char *fmt_bytes(uint64_t n, char *buf, size_t size)
 	double v = (double)n;
 	unsigned u = 0;
 
-	while (v >= 1000 && u + 1 < sizeof(unit) / sizeof(unit[0])) {
+	while (v >= 1000 && u + 1 < ARRAY_SIZE(unit)) {
 		v /= 1000;
 		u++;
 	}

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/macro.h"
 #include "config.h"
 #include "profctl.h"
 #include "rpc.h"
@@ -81,7 +82,7 @@ static int take_security_option(char **argv, int i, int argc, struct rpc_client_
 		{"--token-file", &a->token_file},
 	};
 
-	for (size_t k = 0; k < sizeof(opts) / sizeof(opts[0]); k++) {
+	for (size_t k = 0; k < ARRAY_SIZE(opts); k++) {
 		size_t n = strlen(opts[k].name);
 		const char **slot = opts[k].slot;
 
@@ -136,7 +137,7 @@ static void help(FILE *f)
 		"open in ui.perfetto.dev and chrome://tracing.\n"
 		"\n"
 		"Commands:\n");
-	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(subcommands); i++)
 		fprintf(f, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
 	fprintf(f,
 		"\n"
@@ -188,7 +189,7 @@ int main(int argc, char **argv)
 			/* "profctl help capture" == "profctl capture --help" */
 			char *hv[] = {argv[2], (char *)"--help", NULL};
 
-			for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+			for (size_t i = 0; i < ARRAY_SIZE(subcommands); i++)
 				if (strcmp(subcommands[i].name, argv[2]) == 0) {
 					current_sub = subcommands[i].name;
 					return subcommands[i].fn(2, hv);
@@ -201,7 +202,7 @@ int main(int argc, char **argv)
 		printf("profctl %s\n", PROFD_VERSION);
 		return PROFCTL_EXIT_OK;
 	}
-	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(subcommands); i++)
 		if (strcmp(subcommands[i].name, argv[1]) == 0)
 			sc = &subcommands[i];
 	if (!sc) {

@@ -19,68 +19,6 @@ struct xs_file {
 	bool mapped;
 };
 
-/* ---- wire format ---------------------------------------------------- */
-
-static int get_varint(struct pb_cursor *c, uint64_t *ret)
-{
-	uint64_t v = 0;
-
-	for (unsigned shift = 0; shift < 64; shift += 7) {
-		if (c->p >= c->end)
-			return -EBADMSG;
-		uint8_t b = *c->p++;
-
-		v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*ret = v;
-			return 0;
-		}
-	}
-	return -EBADMSG;
-}
-
-int pb_next(struct pb_cursor *c, struct pb_field *f)
-{
-	uint64_t key, n;
-
-	if (c->p >= c->end)
-		return 0;
-	if (get_varint(c, &key) < 0 || (key >> 3) == 0 || (key >> 3) > UINT32_MAX)
-		return -EBADMSG;
-	f->num = (uint32_t)(key >> 3);
-	f->wt = (int)(key & 7);
-	f->data = NULL;
-	f->len = 0;
-	f->u = 0;
-	switch (f->wt) {
-	case 0:
-		return get_varint(c, &f->u) < 0 ? -EBADMSG : 1;
-	case 1:
-		if (c->end - c->p < 8)
-			return -EBADMSG;
-		for (int i = 7; i >= 0; i--)
-			f->u = (f->u << 8) | c->p[i];
-		c->p += 8;
-		return 1;
-	case 5:
-		if (c->end - c->p < 4)
-			return -EBADMSG;
-		f->u = (uint64_t)c->p[0] | (uint64_t)c->p[1] << 8 | (uint64_t)c->p[2] << 16 |
-		       (uint64_t)c->p[3] << 24;
-		c->p += 4;
-		return 1;
-	case 2:
-		if (get_varint(c, &n) < 0 || n > (uint64_t)(c->end - c->p))
-			return -EBADMSG;
-		f->data = c->p;
-		f->len = (size_t)n;
-		c->p += n;
-		return 1;
-	default: /* groups (3, 4) are not used by any message we read */
-		return -EBADMSG;
-	}
-}
-
 static struct xs_str str_of(const struct pb_field *f)
 {
 	return (struct xs_str){.p = (const char *)f->data, .len = f->len};
@@ -197,7 +135,7 @@ int xs_next_plane(const struct xs_file *f, struct xs_space_iter *it, struct xs_p
 		it->started = true;
 	}
 	while ((r = pb_next(&it->c, &fl)) > 0) {
-		if (fl.num != 1 || fl.wt != 2)
+		if (fl.num != XSPACE_PLANES || fl.wt != PB_LEN)
 			continue;
 		struct pb_cursor pc = pb_cursor_of(fl.data, fl.len);
 		struct pb_field g;
@@ -205,9 +143,9 @@ int xs_next_plane(const struct xs_file *f, struct xs_space_iter *it, struct xs_p
 		memset(pl, 0, sizeof(*pl));
 		pl->raw = pc;
 		while ((r = pb_next(&pc, &g)) > 0) {
-			if (g.num == 1 && g.wt == 0)
+			if (g.num == XPLANE_ID && g.wt == PB_VARINT)
 				pl->id = (int64_t)g.u;
-			else if (g.num == 2 && g.wt == 2)
+			else if (g.num == XPLANE_NAME && g.wt == PB_LEN)
 				pl->name = str_of(&g);
 		}
 		return r < 0 ? r : 1;
@@ -223,7 +161,7 @@ int xs_space_strings(const struct xs_file *f, enum xs_space_field which,
 	int r;
 
 	while ((r = pb_next(&c, &fl)) > 0)
-		if (fl.num == (uint32_t)which && fl.wt == 2)
+		if (fl.num == (uint32_t)which && fl.wt == PB_LEN)
 			cb(str_of(&fl), ud);
 	return r;
 }
@@ -267,7 +205,7 @@ static int meta_cmp(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* One map<int64, X*Metadata> entry: key 1, value 2 {1 id, 2 name, 4 display_name, 5 stats}. */
+/* One map<int64, X*Metadata> entry: key, value {id, name, display_name, stats}. */
 static int parse_meta_entry(const struct pb_field *fl, struct xs_meta *m)
 {
 	struct pb_cursor c = pb_cursor_of(fl->data, fl->len), v;
@@ -278,19 +216,19 @@ static int parse_meta_entry(const struct pb_field *fl, struct xs_meta *m)
 
 	memset(m, 0, sizeof(*m));
 	while ((r = pb_next(&c, &g)) > 0) {
-		if (g.num == 1 && g.wt == 0) {
+		if (g.num == PB_MAP_KEY && g.wt == PB_VARINT) {
 			key = (int64_t)g.u;
-		} else if (g.num == 2 && g.wt == 2) {
+		} else if (g.num == PB_MAP_VALUE && g.wt == PB_LEN) {
 			v = pb_cursor_of(g.data, g.len);
 			while ((r = pb_next(&v, &h)) > 0) {
-				if (h.num == 1 && h.wt == 0) {
+				if (h.num == XMETADATA_ID && h.wt == PB_VARINT) {
 					m->id = (int64_t)h.u;
 					have_id = true;
-				} else if (h.num == 2 && h.wt == 2) {
+				} else if (h.num == XMETADATA_NAME && h.wt == PB_LEN) {
 					m->name = str_of(&h);
-				} else if (h.num == 4 && h.wt == 2) {
+				} else if (h.num == XMETADATA_DISPLAY_NAME && h.wt == PB_LEN) {
 					m->display_name = str_of(&h);
-				} else if (h.num == 5 && h.wt == 2) {
+				} else if (h.num == XMETADATA_STATS && h.wt == PB_LEN) {
 					m->has_stats = true;
 				}
 			}
@@ -335,15 +273,15 @@ int xs_plane_index(struct xs_plane *pl)
 		return 0;
 	pl->n_lines = 0;
 	while ((r = pb_next(&c, &fl)) > 0) {
-		if (fl.wt != 2)
+		if (fl.wt != PB_LEN)
 			continue;
-		if (fl.num == 3) {
+		if (fl.num == XPLANE_LINES) {
 			pl->n_lines++;
-		} else if (fl.num == 4 || fl.num == 5) {
+		} else if (fl.num == XPLANE_EVENT_METADATA || fl.num == XPLANE_STAT_METADATA) {
 			r = parse_meta_entry(&fl, &m);
 			if (r < 0)
 				goto fail;
-			r = fl.num == 4 ? push_meta(&pl->ev_meta, &pl->n_ev_meta, &ecap, &m)
+			r = fl.num == XPLANE_EVENT_METADATA ? push_meta(&pl->ev_meta, &pl->n_ev_meta, &ecap, &m)
 					: push_meta(&pl->st_meta, &pl->n_st_meta, &scap, &m);
 			if (r < 0)
 				goto fail;
@@ -417,31 +355,31 @@ static int parse_stat(const struct pb_field *fl, struct xs_stat *st)
 	memset(st, 0, sizeof(*st));
 	while ((r = pb_next(&c, &g)) > 0) {
 		switch (g.num) {
-		case 1:
+		case XSTAT_METADATA_ID:
 			st->metadata_id = (int64_t)g.u;
 			break;
-		case 2:
-			if (g.wt == 1) {
+		case XSTAT_DOUBLE_VALUE:
+			if (g.wt == PB_I64) {
 				memcpy(&st->d, &g.u, sizeof(st->d));
 				st->kind = XS_STAT_DOUBLE;
 			}
 			break;
-		case 3:
+		case XSTAT_UINT64_VALUE:
 			st->u = g.u;
 			st->kind = XS_STAT_UINT64;
 			break;
-		case 4:
+		case XSTAT_INT64_VALUE:
 			st->i = (int64_t)g.u;
 			st->kind = XS_STAT_INT64;
 			break;
-		case 5:
-		case 6:
-			if (g.wt == 2) {
+		case XSTAT_STR_VALUE:
+		case XSTAT_BYTES_VALUE:
+			if (g.wt == PB_LEN) {
 				st->s = str_of(&g);
-				st->kind = g.num == 5 ? XS_STAT_STR : XS_STAT_BYTES;
+				st->kind = g.num == XSTAT_STR_VALUE ? XS_STAT_STR : XS_STAT_BYTES;
 			}
 			break;
-		case 7:
+		case XSTAT_REF_VALUE:
 			st->u = g.u;
 			st->kind = XS_STAT_REF;
 			break;
@@ -458,7 +396,7 @@ static int next_stat_field(struct pb_cursor *it, uint32_t num, struct xs_stat *s
 	int r;
 
 	while ((r = pb_next(it, &fl)) > 0) {
-		if (fl.num != num || fl.wt != 2)
+		if (fl.num != num || fl.wt != PB_LEN)
 			continue;
 		r = parse_stat(&fl, st);
 		return r < 0 ? r : 1;
@@ -466,13 +404,13 @@ static int next_stat_field(struct pb_cursor *it, uint32_t num, struct xs_stat *s
 	return r;
 }
 
-int xs_event_next_stat(struct pb_cursor *it, struct xs_stat *st) { return next_stat_field(it, 4, st); }
-int xs_meta_next_stat(struct pb_cursor *it, struct xs_stat *st) { return next_stat_field(it, 5, st); }
+int xs_event_next_stat(struct pb_cursor *it, struct xs_stat *st) { return next_stat_field(it, XEVENT_STATS, st); }
+int xs_meta_next_stat(struct pb_cursor *it, struct xs_stat *st) { return next_stat_field(it, XMETADATA_STATS, st); }
 
 int xs_plane_next_stat(const struct xs_plane *pl, struct pb_cursor *it, struct xs_stat *st)
 {
 	(void)pl;
-	return next_stat_field(it, 6, st);
+	return next_stat_field(it, XPLANE_STATS, st);
 }
 
 bool xs_stat_str(const struct xs_plane *pl, const struct xs_stat *st, struct xs_str *out)
@@ -552,7 +490,7 @@ int xs_next_line(struct xs_line_iter *it, struct xs_line *ln)
 	int r;
 
 	while ((r = pb_next(&it->c, &fl)) > 0) {
-		if (fl.num != 3 || fl.wt != 2)
+		if (fl.num != XPLANE_LINES || fl.wt != PB_LEN)
 			continue;
 		struct pb_cursor c = pb_cursor_of(fl.data, fl.len);
 
@@ -561,12 +499,12 @@ int xs_next_line(struct xs_line_iter *it, struct xs_line *ln)
 		ln->index = it->index++;
 		while ((r = pb_next(&c, &g)) > 0) {
 			switch (g.num) {
-			case 1: ln->id = (int64_t)g.u; break;
-			case 2: if (g.wt == 2) ln->name = str_of(&g); break;
-			case 3: ln->timestamp_ns = (int64_t)g.u; break;
-			case 9: ln->duration_ps = (int64_t)g.u; break;
-			case 10: ln->display_id = (int64_t)g.u; break;
-			case 11: if (g.wt == 2) ln->display_name = str_of(&g); break;
+			case XLINE_ID: ln->id = (int64_t)g.u; break;
+			case XLINE_NAME: if (g.wt == PB_LEN) ln->name = str_of(&g); break;
+			case XLINE_TIMESTAMP_NS: ln->timestamp_ns = (int64_t)g.u; break;
+			case XLINE_DURATION_PS: ln->duration_ps = (int64_t)g.u; break;
+			case XLINE_DISPLAY_ID: ln->display_id = (int64_t)g.u; break;
+			case XLINE_DISPLAY_NAME: if (g.wt == PB_LEN) ln->display_name = str_of(&g); break;
 			default: break;
 			}
 		}
@@ -587,7 +525,7 @@ int xs_next_event(struct pb_cursor *it, struct xs_event *ev)
 	int r;
 
 	while ((r = pb_next(it, &fl)) > 0) {
-		if (fl.num != 4 || fl.wt != 2)
+		if (fl.num != XLINE_EVENTS || fl.wt != PB_LEN)
 			continue;
 		struct pb_cursor c = pb_cursor_of(fl.data, fl.len);
 
@@ -595,10 +533,10 @@ int xs_next_event(struct pb_cursor *it, struct xs_event *ev)
 		ev->raw = c;
 		while ((r = pb_next(&c, &g)) > 0) {
 			switch (g.num) {
-			case 1: ev->metadata_id = (int64_t)g.u; break;
-			case 2: ev->offset_ps = (int64_t)g.u; break;
-			case 3: ev->duration_ps = (int64_t)g.u; break;
-			case 5: ev->num_occurrences = (int64_t)g.u; break;
+			case XEVENT_METADATA_ID: ev->metadata_id = (int64_t)g.u; break;
+			case XEVENT_OFFSET_PS: ev->offset_ps = (int64_t)g.u; break;
+			case XEVENT_DURATION_PS: ev->duration_ps = (int64_t)g.u; break;
+			case XEVENT_NUM_OCCURRENCES: ev->num_occurrences = (int64_t)g.u; break;
 			default: break;
 			}
 		}

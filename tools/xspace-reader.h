@@ -27,36 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- wire format ---------------------------------------------------- */
-
-/** struct pb_cursor - a byte range being read field by field. */
-struct pb_cursor {
-	const uint8_t *p;
-	const uint8_t *end;
-};
-
-/**
- * struct pb_field - one decoded field.
- * @num:  field number.
- * @wt:   wire type (0 varint, 1 fixed64, 2 length-delimited, 5 fixed32).
- * @u:    the value of a varint / fixed64 / fixed32 field.
- * @data, @len: the payload of a length-delimited field (a view).
- */
-struct pb_field {
-	uint32_t num;
-	int wt;
-	uint64_t u;
-	const uint8_t *data;
-	size_t len;
-};
-
-static inline struct pb_cursor pb_cursor_of(const void *p, size_t len)
-{
-	return (struct pb_cursor){.p = p, .end = (const uint8_t *)p + len};
-}
-
-/* Next field of @c. 1, 0 at the end, -EBADMSG. */
-int pb_next(struct pb_cursor *c, struct pb_field *f);
+#include "base/pbread.h" /* the wire format: struct pb_cursor, pb_next() */
+#include "xspace/pbfields.h"
 
 /** struct xs_str - a string view (not NUL-terminated). */
 struct xs_str {
@@ -123,7 +95,7 @@ struct xs_plane {
 };
 
 /* Other top-level XSpace fields seen while walking (hostnames etc.). */
-enum xs_space_field { XS_SPACE_ERRORS = 2, XS_SPACE_WARNINGS = 3, XS_SPACE_HOSTNAMES = 4 };
+enum xs_space_field { XS_SPACE_ERRORS = XSPACE_ERRORS, XS_SPACE_WARNINGS = XSPACE_WARNINGS, XS_SPACE_HOSTNAMES = XSPACE_HOSTNAMES };
 
 /* Next plane (id and name read, nothing indexed). 1, 0, -EBADMSG. */
 int xs_next_plane(const struct xs_file *f, struct xs_space_iter *it, struct xs_plane *pl);

@@ -9,9 +9,11 @@
 #include <string.h>
 
 #include "base/pagepool.h"
+#include "base/pbread.h"
 #include "base/pbwire.h"
 #include "base/utf8.h"
 #include "names.h"
+#include "pbfields.h"
 #include "trace.h"
 
 /* strdup() that leaves valid UTF-8. */
@@ -29,9 +31,9 @@ static char *dup_text(const char *s)
 #define CHUNK_MMAP_BYTES (64u << 10)
 #define COUNT_BATCH 1024u /* records counted at once (trace__chunk_count()): 40 KiB */
 
-/* XEvent.stats is field 4, XPlane.stats field 6; both one-byte LEN tags. */
-#define TAG_EVENT_STAT 0x22
-#define TAG_PLANE_STAT 0x32
+/* One-byte LEN keys: a stat set's entries are XEvent.stats, plane stats XPlane.stats. */
+#define TAG_EVENT_STAT PB_KEY1(XEVENT_STATS, PB_LEN)
+#define TAG_PLANE_STAT PB_KEY1(XPLANE_STATS, PB_LEN)
 
 static size_t chunk_bytes(uint32_t cap)
 {
@@ -457,10 +459,10 @@ static int put_stat(struct trace_plane *p, struct buf *b, const char *name, cons
 
 	if (id < 0)
 		return (int)id;
-	q = pb_put_varint_field(hdr + 8, 1, (uint64_t)id);
+	q = pb_put_varint_field(hdr + 8, XSTAT_METADATA_ID, (uint64_t)id);
 	/* Frame: tag + len(varint) + [metadata_id field] + value. */
 	size_t body = (size_t)(q - (hdr + 8)) + vlen;
-	uint8_t pre[16], *r = pb_put_len_hdr(pre, 4, body);
+	uint8_t pre[16], *r = pb_put_len_hdr(pre, XEVENT_STATS, body);
 
 	buf_put(b, pre, (size_t)(r - pre));
 	buf_put(b, hdr + 8, (size_t)(q - (hdr + 8)));
@@ -472,14 +474,14 @@ int trace_stat_u64(struct trace_plane *p, struct buf *b, const char *name, uint6
 {
 	uint8_t tmp[16];
 
-	return put_stat(p, b, name, tmp, (size_t)(pb_put_varint_field(tmp, 3, v) - tmp));
+	return put_stat(p, b, name, tmp, (size_t)(pb_put_varint_field(tmp, XSTAT_UINT64_VALUE, v) - tmp));
 }
 
 int trace_stat_i64(struct trace_plane *p, struct buf *b, const char *name, int64_t v)
 {
 	uint8_t tmp[16];
 
-	return put_stat(p, b, name, tmp, (size_t)(pb_put_varint_field(tmp, 4, (uint64_t)v) - tmp));
+	return put_stat(p, b, name, tmp, (size_t)(pb_put_varint_field(tmp, XSTAT_INT64_VALUE, (uint64_t)v) - tmp));
 }
 
 int trace_stat_double(struct trace_plane *p, struct buf *b, const char *name, double v)
@@ -488,7 +490,7 @@ int trace_stat_double(struct trace_plane *p, struct buf *b, const char *name, do
 	uint64_t bits;
 
 	memcpy(&bits, &v, sizeof(bits));
-	return put_stat(p, b, name, tmp, (size_t)(pb_put_fixed64_field(tmp, 2, bits) - tmp));
+	return put_stat(p, b, name, tmp, (size_t)(pb_put_fixed64_field(tmp, XSTAT_DOUBLE_VALUE, bits) - tmp));
 }
 
 int trace_stat_str(struct trace_plane *p, struct buf *b, const char *name, const char *v)
@@ -497,7 +499,7 @@ int trace_stat_str(struct trace_plane *p, struct buf *b, const char *name, const
 	size_t n = strlen(v);
 	int r;
 
-	pbb_string_field(&tmp, 5, v);
+	pbb_string_field(&tmp, XSTAT_STR_VALUE, v);
 	if (!tmp.oom && !utf8_valid(v, n))
 		utf8_fix((char *)tmp.data + tmp.len - n, n);
 	r = tmp.oom ? -ENOMEM : put_stat(p, b, name, tmp.data, tmp.len);
@@ -512,7 +514,7 @@ int trace_stat_str_ref(struct trace_plane *p, struct buf *b, const char *name, c
 
 	if (ref < 0)
 		return (int)ref;
-	return put_stat(p, b, name, tmp, (size_t)(pb_put_varint_field(tmp, 7, (uint64_t)ref) - tmp));
+	return put_stat(p, b, name, tmp, (size_t)(pb_put_varint_field(tmp, XSTAT_REF_VALUE, (uint64_t)ref) - tmp));
 }
 
 int64_t trace_plane_statset(struct trace_plane *p, struct buf *b)
@@ -532,27 +534,17 @@ int64_t trace_plane_statset(struct trace_plane *p, struct buf *b)
 
 size_t trace_stat_entry(const uint8_t *q, const uint8_t *end, uint64_t *ret_id)
 {
-	const uint8_t *s = q + 1;
-	uint64_t len = 0, id = 0;
-	int shift = 0;
+	struct pb_cursor c = pb_cursor_of(q + 1, (size_t)(end - q - 1)), v;
+	uint64_t len;
 
-	while (s < end && shift < 64) {
-		len |= (uint64_t)(*s & 0x7f) << shift;
-		shift += 7;
-		if (!(*s++ & 0x80))
-			break;
-	}
-	if ((uint64_t)(end - s) < len || len < 2 || s[0] != 0x08)
+	/* Tag (any), length, then XStat.metadata_id (field 1, a varint) first,
+	 * as every stat builder here writes it. */
+	if (pb_read_varint(&c, &len) < 0 || (uint64_t)(c.end - c.p) < len || len < 2 || c.p[0] != PB_KEY1(XSTAT_METADATA_ID, PB_VARINT))
 		return 0;
-	shift = 0;
-	for (const uint8_t *v = s + 1; v < s + len && shift < 64; v++) {
-		id |= (uint64_t)(*v & 0x7f) << shift;
-		shift += 7;
-		if (!(*v & 0x80))
-			break;
-	}
-	*ret_id = id;
-	return (size_t)(s - q) + len;
+	v = pb_cursor_of(c.p + 1, (size_t)len - 1);
+	if (pb_read_varint(&v, ret_id) < 0)
+		return 0;
+	return (size_t)(c.p - q) + (size_t)len;
 }
 
 int trace_plane_set_stats(struct trace_plane *p, struct buf *b)

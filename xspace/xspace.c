@@ -19,6 +19,7 @@
 #include "base/pagepool.h"
 #include "base/pbwire.h"
 #include "names.h"
+#include "pbfields.h"
 #include "xspace.h"
 
 #define MAX_MESSAGE ((size_t)INT32_MAX)
@@ -134,21 +135,22 @@ static inline bool chunk_whole(const struct trace_chunk *c, const struct win *wi
 
 static size_t line_header_size(const struct trace_line *l)
 {
-	size_t n = pb_varint_field_size(1, (uint64_t)l->id);
+	size_t n = pb_varint_field_size(XLINE_ID, (uint64_t)l->id);
 
 	if (l->name[0])
-		n += pb_len_field_size(2, strlen(l->name));
+		n += pb_len_field_size(XLINE_NAME, strlen(l->name));
 	if (l->display_name && l->display_name[0])
-		n += pb_len_field_size(11, strlen(l->display_name));
-	/* timestamp_ns (3) is 0 and display_id (10) unset: nothing to write. */
+		n += pb_len_field_size(XLINE_DISPLAY_NAME, strlen(l->display_name));
+	/* timestamp_ns is 0 and display_id unset: nothing to write. */
 	return n;
 }
 
 static size_t metadata_entry_body(uint32_t id, size_t name_len)
 {
-	size_t value = pb_varint_field_size(1, id) + (name_len ? pb_len_field_size(2, name_len) : 0);
+	size_t value = pb_varint_field_size(XMETADATA_ID, id) +
+		       (name_len ? pb_len_field_size(XMETADATA_NAME, name_len) : 0);
 
-	return pb_varint_field_size(1, id) + pb_len_field_size(2, value);
+	return pb_varint_field_size(PB_MAP_KEY, id) + pb_len_field_size(PB_MAP_VALUE, value);
 }
 
 static size_t table_size(const struct strtab *t, uint32_t field)
@@ -276,9 +278,9 @@ static size_t plane_header_size(const struct trace_plane *p)
 	size_t n = 0;
 
 	if (p->id)
-		n += pb_varint_field_size(1, (uint64_t)p->id);
-	n += pb_len_field_size(2, strlen(p->name));
-	n += table_size(&p->events, 4) + table_size(&p->stats, 5);
+		n += pb_varint_field_size(XPLANE_ID, (uint64_t)p->id);
+	n += pb_len_field_size(XPLANE_NAME, strlen(p->name));
+	n += table_size(&p->events, XPLANE_EVENT_METADATA) + table_size(&p->stats, XPLANE_STAT_METADATA);
 	return n + p->plane_stats.len;
 }
 
@@ -288,14 +290,14 @@ static uint8_t *put_table(uint8_t *w, const struct strtab *t, uint32_t field)
 {
 	for (uint32_t id = 1; id <= t->n; id++) {
 		size_t len = t->ent[id].len;
-		size_t value = pb_varint_field_size(1, id) + (len ? pb_len_field_size(2, len) : 0);
+		size_t value = pb_varint_field_size(XMETADATA_ID, id) + (len ? pb_len_field_size(XMETADATA_NAME, len) : 0);
 
 		w = pb_put_len_hdr(w, field, metadata_entry_body(id, len));
-		w = pb_put_varint_field(w, 1, id);
-		w = pb_put_len_hdr(w, 2, value);
-		w = pb_put_varint_field(w, 1, id);
+		w = pb_put_varint_field(w, PB_MAP_KEY, id);
+		w = pb_put_len_hdr(w, PB_MAP_VALUE, value);
+		w = pb_put_varint_field(w, XMETADATA_ID, id);
 		if (len)
-			w = pb_put_bytes_field(w, 2, t->pool + t->ent[id].off, len);
+			w = pb_put_bytes_field(w, XMETADATA_NAME, t->pool + t->ent[id].off, len);
 	}
 	return w;
 }
@@ -329,11 +331,11 @@ static uint8_t *put_event(uint8_t *w, const struct trace_plane *p, const struct 
 	uint8_t *body = w + 2, *q = body;
 	size_t n;
 
-	w[0] = 0x22; /* XLine.events, LEN */
-	q = pb_put_varint_field(q, 1, e->meta);
-	q = pb_put_varint_field(q, 2, (uint64_t)t->off_ps);
+	w[0] = PB_KEY1(XLINE_EVENTS, PB_LEN);
+	q = pb_put_varint_field(q, XEVENT_METADATA_ID, e->meta);
+	q = pb_put_varint_field(q, XEVENT_OFFSET_PS, (uint64_t)t->off_ps);
 	if (t->dur_ps)
-		q = pb_put_varint_field(q, 3, (uint64_t)t->dur_ps);
+		q = pb_put_varint_field(q, XEVENT_DURATION_PS, (uint64_t)t->dur_ps);
 	if (e->statset) {
 		const struct strtab_entry *se = &p->statsets.ent[e->statset];
 
@@ -345,12 +347,13 @@ static uint8_t *put_event(uint8_t *w, const struct trace_plane *p, const struct 
 		uint32_t type = TRACE_VSTAT_TYPE(e->vstat), id = TRACE_VSTAT_ID(e->vstat);
 		uint8_t *sb = q + 2, *sq = sb;
 
-		*q = 0x22; /* XEvent.stats, LEN; the stat body is < 128 bytes */
-		sq = pb_put_varint_field(sq, 1, id);
+		*q = PB_KEY1(XEVENT_STATS, PB_LEN); /* the stat body is < 128 bytes */
+		sq = pb_put_varint_field(sq, XSTAT_METADATA_ID, id);
 		if (type == TRACE_STAT_DOUBLE)
-			sq = pb_put_fixed64_field(sq, 2, e->value);
+			sq = pb_put_fixed64_field(sq, XSTAT_DOUBLE_VALUE, e->value);
 		else
-			sq = pb_put_varint_field(sq, type == TRACE_STAT_U64 ? 3 : 4, e->value);
+			sq = pb_put_varint_field(sq, type == TRACE_STAT_U64 ? XSTAT_UINT64_VALUE : XSTAT_INT64_VALUE,
+						 e->value);
 		q[1] = (uint8_t)(sq - sb);
 		q = sq;
 	}
@@ -538,12 +541,12 @@ static int plan_all(struct trace *snap, struct plane_plan *pp, struct win *win, 
 			if (r < 0)
 				return r;
 			if (pp[i].lines[j].n_in) {
-				pp[i].body += pb_len_field_size(3, pp[i].lines[j].body);
+				pp[i].body += pb_len_field_size(XPLANE_LINES, pp[i].lines[j].body);
 				*ret_events += pp[i].lines[j].n_in;
 				*ret_clamped += pp[i].lines[j].clamped;
 			}
 		}
-		total += pb_len_field_size(1, pp[i].body);
+		total += pb_len_field_size(XSPACE_PLANES, pp[i].body);
 	}
 	*ret_total = total;
 	return 0;
@@ -679,15 +682,17 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 		 * pass 2 writes it. */
 		tail = 0;
 		for (uint32_t i = 0; i < snap->n_diags; i++)
-			tail += pb_len_field_size(snap->diags[i].error ? 2 : 3, strlen(snap->diags[i].text));
-		tail += string_fields_size(2, info->extra_errors) + string_fields_size(3, info->extra_warnings);
+			tail += pb_len_field_size(snap->diags[i].error ? XSPACE_ERRORS : XSPACE_WARNINGS,
+						  strlen(snap->diags[i].text));
+		tail += string_fields_size(XSPACE_ERRORS, info->extra_errors) +
+			string_fields_size(XSPACE_WARNINGS, info->extra_warnings);
 		if (dropped_msg[0])
-			tail += string_fields_size(3, dropped_v);
+			tail += string_fields_size(XSPACE_WARNINGS, dropped_v);
 		if (clamped_msg[0])
-			tail += string_fields_size(3, clamped_v);
+			tail += string_fields_size(XSPACE_WARNINGS, clamped_v);
 		if (cut_msg[0])
-			tail += string_fields_size(3, cut_v);
-		tail += pb_len_field_size(4, strlen(info->hostname));
+			tail += string_fields_size(XSPACE_WARNINGS, cut_v);
+		tail += pb_len_field_size(XSPACE_HOSTNAMES, strlen(info->hostname));
 		/* Now that pass 1 knows what the reply takes besides its events
 		 * (names, stats, headers, the warnings with room for a cut's), the
 		 * reservation grows by all of it: a reply never fails for its own
@@ -755,15 +760,15 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 		struct trace_plane *p = snap->planes[i];
 		uint8_t *plane_end;
 
-		if ((size_t)(end - w) < pb_len_field_size(1, pp[i].body))
+		if ((size_t)(end - w) < pb_len_field_size(XSPACE_PLANES, pp[i].body))
 			goto out;
-		w = pb_put_len_hdr(w, 1, pp[i].body);
+		w = pb_put_len_hdr(w, XSPACE_PLANES, pp[i].body);
 		if ((size_t)(end - w) < pp[i].body || pp[i].body < plane_header_size(p))
 			goto out;
 		plane_end = w + pp[i].body;
 		if (p->id)
-			w = pb_put_varint_field(w, 1, (uint64_t)p->id);
-		w = pb_put_bytes_field(w, 2, p->name, strlen(p->name));
+			w = pb_put_varint_field(w, XPLANE_ID, (uint64_t)p->id);
+		w = pb_put_bytes_field(w, XPLANE_NAME, p->name, strlen(p->name));
 		for (uint32_t j = 0; j < p->n_lines; j++) {
 			struct trace_line *l = p->lines[j];
 			const struct line_plan *lp = &pp[i].lines[j];
@@ -771,25 +776,25 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 
 			if (!lp->n_in)
 				continue;
-			if ((size_t)(plane_end - w) < pb_len_field_size(3, lp->body))
+			if ((size_t)(plane_end - w) < pb_len_field_size(XPLANE_LINES, lp->body))
 				goto out;
-			w = pb_put_len_hdr(w, 3, lp->body);
+			w = pb_put_len_hdr(w, XPLANE_LINES, lp->body);
 			line_end = w + lp->body;
 			if ((size_t)(line_end - w) < line_header_size(l))
 				goto out;
-			w = pb_put_varint_field(w, 1, (uint64_t)l->id);
+			w = pb_put_varint_field(w, XLINE_ID, (uint64_t)l->id);
 			if (l->name[0])
-				w = pb_put_bytes_field(w, 2, l->name, strlen(l->name));
+				w = pb_put_bytes_field(w, XLINE_NAME, l->name, strlen(l->name));
 			if (l->display_name && l->display_name[0])
-				w = pb_put_bytes_field(w, 11, l->display_name, strlen(l->display_name));
+				w = pb_put_bytes_field(w, XLINE_DISPLAY_NAME, l->display_name, strlen(l->display_name));
 			w = put_line_events(w, line_end, p, l, lp, win);
 			if (w != line_end)
 				goto out;
 		}
 		if (plane_end - w < 0 || (size_t)(plane_end - w) != pp[i].tail)
 			goto out;
-		w = put_table(w, &p->events, 4);
-		w = put_table(w, &p->stats, 5);
+		w = put_table(w, &p->events, XPLANE_EVENT_METADATA);
+		w = put_table(w, &p->stats, XPLANE_STAT_METADATA);
 		/* A plane without stats has a NULL buffer: memcpy(w, NULL, 0) is
 		 * undefined behaviour (UBSan stops the daemon there). */
 		if (p->plane_stats.len) {
@@ -800,17 +805,17 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 	if ((size_t)(end - w) != tail)
 		goto out;
 	for (uint32_t i = 0; i < snap->n_diags; i++)
-		w = pb_put_bytes_field(w, snap->diags[i].error ? 2 : 3, snap->diags[i].text,
-				       strlen(snap->diags[i].text));
-	w = put_string_fields(w, 2, info->extra_errors);
-	w = put_string_fields(w, 3, info->extra_warnings);
+		w = pb_put_bytes_field(w, snap->diags[i].error ? XSPACE_ERRORS : XSPACE_WARNINGS,
+				       snap->diags[i].text, strlen(snap->diags[i].text));
+	w = put_string_fields(w, XSPACE_ERRORS, info->extra_errors);
+	w = put_string_fields(w, XSPACE_WARNINGS, info->extra_warnings);
 	if (dropped_msg[0])
-		w = put_string_fields(w, 3, dropped_v);
+		w = put_string_fields(w, XSPACE_WARNINGS, dropped_v);
 	if (clamped_msg[0])
-		w = put_string_fields(w, 3, clamped_v);
+		w = put_string_fields(w, XSPACE_WARNINGS, clamped_v);
 	if (cut_msg[0])
-		w = put_string_fields(w, 3, cut_v);
-	w = pb_put_bytes_field(w, 4, info->hostname, strlen(info->hostname));
+		w = put_string_fields(w, XSPACE_WARNINGS, cut_v);
+	w = pb_put_bytes_field(w, XSPACE_HOSTNAMES, info->hostname, strlen(info->hostname));
 	if (w != end) /* a sizing bug would corrupt the message: refuse to ship it */
 		goto out;
 	r = 0;

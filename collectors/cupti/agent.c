@@ -70,6 +70,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/macro.h"
 #include "cuda-abi.h"
 
 #include "agent-conn.h"
@@ -278,7 +279,7 @@ static fn_rt_ver find_runtime_version(void)
 	fn_rt_ver f = NULL;
 
 	SYM(RTLD_DEFAULT, "cudaRuntimeGetVersion", f);
-	for (size_t i = 0; !f && i < sizeof(names) / sizeof(names[0]); i++) {
+	for (size_t i = 0; !f && i < ARRAY_SIZE(names); i++) {
 		void *h = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD);
 
 		if (h) {
@@ -385,8 +386,7 @@ static void take_inventory(void)
 		d->reserved_smem_per_block = (uint32_t)attr(ga, dev, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK);
 		if (gmem(&mem, dev) == CUDA_SUCCESS)
 			d->mem_bytes = mem;
-		/* DDR: two transfers per clock (as XLA computes it). */
-		d->mem_bandwidth = 2ull * d->mem_clock_khz * 1000ull * d->bus_width_bits / 8;
+		d->mem_bandwidth = agent_mem_bandwidth(d->mem_clock_khz, d->bus_width_bits);
 		g.n_devs++;
 	}
 	g.inventory = true;
@@ -629,7 +629,7 @@ static void graphs_follow(void)
 {
 	if (!g.C.cuptiGetGraphExecId)
 		return;
-	for (size_t i = 0; i < sizeof(graph_launch_cbids) / sizeof(graph_launch_cbids[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(graph_launch_cbids); i++)
 		g.C.cuptiEnableCallback(1, g.sub, graph_launch_cbids[i].domain, graph_launch_cbids[i].cbid);
 }
 
@@ -1088,7 +1088,7 @@ static void capture_start(void)
 	g.nvtx_domains = false;
 	agent_nvtx_following(0);
 	agent_nvtx_capture(g.C.cuptiGetTimestamp);
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
 		r = g.C.cuptiActivityEnable(kinds[i]);
 		if (r == CUPTI_SUCCESS || kinds[i] != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
 			continue; /* a missing optional kind only narrows the trace */
@@ -1286,7 +1286,7 @@ static void capture_stop(bool connected, bool do_detach)
 	 * PM sampling is off before any cuptiFinalize. */
 	if (cupti_usable())
 		pm_stop();
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && cupti_usable(); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(kinds) && cupti_usable(); i++) {
 		/* CUPTI 13.0 GA could deadlock disabling CONCURRENT_KERNEL (fixed in
 		 * 13.0 Update 1, API 130001); finalize turns it off anyway. */
 		if (kinds[i] == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && g.C.version == CUPTI_V13_MIN)

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
+#include "base/macro.h"
 #include "convert.h"
 #include "occupancy.h"
 
@@ -88,14 +90,6 @@ static void *reserve(struct agent_conv *cv, size_t n)
 	return p;
 }
 
-static uint64_t fnv(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-	return h | 1; /* 0 marks an empty slot */
-}
 
 /* The text a kernel name is shown as: the owner's demangler's output when
  * it gives one, cut to the string limit (a readable prefix beats a mangled
@@ -154,7 +148,7 @@ static uint32_t intern(struct agent_conv *cv, const char *s, bool demangle)
 		cv->names = v;
 		cv->names_cap = cap;
 	}
-	h = fnv(s);
+	h = hash_str64(s) | 1; /* 0 marks an empty slot */
 	for (i = (uint32_t)h & (cv->names_cap - 1); cv->names[i].hash; i = (i + 1) & (cv->names_cap - 1))
 		if (cv->names[i].hash == h && strcmp(cv->names[i].s, s) == 0)
 			return cv->names[i].id;
@@ -214,7 +208,7 @@ bool agent_conv_api_wanted(const char *n)
 
 	if (!n)
 		return false;
-	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
 		if (strncmp(n, keep[i], strlen(keep[i])) == 0)
 			return true;
 	return false;

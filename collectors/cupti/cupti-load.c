@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/macro.h"
 #include "cupti-load.h"
 
 /* Newest first: a CUDA 12 job on a CUDA 13 driver traces with either. */
@@ -162,7 +163,7 @@ static int try_dir(struct search *s, const char *dir)
 	char p[600];
 	bool any = false;
 
-	for (size_t i = 0; i < sizeof(sonames) / sizeof(sonames[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(sonames); i++) {
 		snprintf(p, sizeof(p), "%s/%s", dir, sonames[i]);
 		if (access(p, F_OK) < 0)
 			continue;
@@ -233,7 +234,7 @@ int cupti_load(struct cupti_lib *lib, char *why, size_t why_size)
 		if (is_dir(dir) && try_dir(&s, dir) == 0)
 			return 0;
 	}
-	for (size_t i = 0; i < sizeof(sonames) / sizeof(sonames[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(sonames); i++)
 		if (try_path(&s, sonames[i]) == 0)
 			return 0;
 	return s.err;

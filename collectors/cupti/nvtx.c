@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <wchar.h>
 
+#include "base/hash.h"
 #include "nvtx-abi.h"
 #include "nvtx.h"
 
@@ -116,15 +117,6 @@ static uint64_t now(void)
 
 static uint32_t tid(void) { return (uint32_t)gettid(); }
 
-static uint64_t fnv(const char *s, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
-	return h;
-}
-
 /* The id of @s (@n bytes), interned; the placeholder's id when the table
  * is full; 0 when not even that fits. The slot table is twice the id
  * space, so a probe ends at an empty slot within a few steps. */
@@ -136,7 +128,7 @@ static uint32_t intern_n(const char *s, size_t n)
 
 	if (n > AGENT_NVTX_MAX_TEXT)
 		n = AGENT_NVTX_MAX_TEXT;
-	h = fnv(s, n);
+	h = hash_bytes64(s, n);
 	pthread_mutex_lock(&N.slock);
 	for (j = (uint32_t)h & mask; N.slots[j]; j = (j + 1) & mask) {
 		uint32_t i = N.slots[j];

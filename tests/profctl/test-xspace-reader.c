@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/macro.h"
 #include "base/pbwire.h"
 #include "harness.h"
 #include "xspace-reader.h"
@@ -190,7 +191,7 @@ TEST(xspace_reader_rejects_malformed)
 		{bad_line, sizeof(bad_line)},
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct xs_file *f;
 		struct xs_space_iter si = XS_SPACE_ITER_INIT;
 		struct xs_plane pl;

@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/macro.h"
 #include "fake-cupti.h"
 #include "fake-pm.h"
 
@@ -501,7 +502,7 @@ EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, c
 
 	counted_call();
 	*name = NULL;
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
 		if (names[i].d == d && names[i].cbid == cbid)
 			*name = names[i].name;
 	return *name ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;

@@ -36,6 +36,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/macro.h"
 #include "cupti-pm.h"
 #include "fake-pm.h"
 
@@ -175,7 +176,7 @@ EXPORT CUptiResult cuptiProfilerHostDeinitialize(CUpti_Profiler_Host_Deinitializ
 
 static int metric_of(const char *name)
 {
-	for (unsigned i = 0; name && i < sizeof(metrics) / sizeof(metrics[0]); i++)
+	for (unsigned i = 0; name && i < ARRAY_SIZE(metrics); i++)
 		if (strcmp(metrics[i].name, name) == 0)
 			return (int)i;
 	return -1;
