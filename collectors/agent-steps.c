@@ -9,7 +9,9 @@
 #include "agent-steps.h"
 #include "base/buf.h"
 #include "base/macro.h"
+#include "base/pbread.h"
 #include "xspace/names.h"
+#include "xspace/pbfields.h"
 
 /* Lockstep candidates looked at per step when numbering: the latest
  * numbers (a host runs a few processes in lockstep, not hundreds). */
@@ -166,31 +168,21 @@ struct edit {
 	struct buf b;
 };
 
-/* The int64 value of XStat entry @q (@n bytes, as trace.c writes it: the
- * metadata id, then the value). */
+/* The int64 value of XStat entry @q (@n bytes, as trace.c writes it: an
+ * XPlane.stats-style field holding the metadata id, then the value). */
 static bool entry_i64(const uint8_t *q, size_t n, int64_t *ret)
 {
-	const uint8_t *end = q + n;
-	uint64_t v = 0;
-	int shift = 0;
+	struct pb_cursor c = pb_cursor_of(q, n), in;
+	struct pb_field f;
 
-	q++; /* tag */
-	while (q < end && (*q++ & 0x80)) /* length */
-		;
-	if (q >= end || *q++ != 0x08)
+	if (pb_next(&c, &f) != 1 || f.wt != PB_LEN)
 		return false;
-	while (q < end && (*q++ & 0x80)) /* metadata id */
-		;
-	if (q >= end || *q++ != 0x20) /* int64_value */
-		return false;
-	while (q < end && shift < 64) {
-		v |= (uint64_t)(*q & 0x7f) << shift;
-		shift += 7;
-		if (!(*q++ & 0x80)) {
-			*ret = (int64_t)v;
+	in = pb_cursor_of(f.data, f.len);
+	while (pb_next(&in, &f) == 1)
+		if (f.num == XSTAT_INT64_VALUE && f.wt == PB_VARINT) {
+			*ret = (int64_t)f.u;
 			return true;
 		}
-	}
 	return false;
 }
 
