@@ -400,8 +400,10 @@ static void load_cupti(void)
 	g.cupti_tried = true;
 	g.cupti_err = cupti_load(&g.C, g.cupti_why, sizeof(g.cupti_why));
 	g.cupti_ok = g.cupti_err == 0;
-	if (g.cupti_ok)
+	if (g.cupti_ok) {
+		g.cv.graph_trace_v1 = g.C.version < CUPTI_GRAPH_TRACE2;
 		pm_init(&g.C, &g.cv, pm_error);
+	}
 }
 
 /* ---- slabs: CUPTI's callbacks (any thread) and the agent thread ------------ */

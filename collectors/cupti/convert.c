@@ -473,10 +473,13 @@ static int graph_trace(struct agent_conv *cv, const CUpti_ActivityGraphTrace2 *t
 {
 	struct agent_rec_graph *r;
 	uint32_t device = t->deviceId, context = t->contextId;
+	/* A v1 record stops before endDeviceId: reading it would read the
+	 * next record. v1 has no host-started graphs (INT_MAX) either. */
+	uint32_t end_device = cv->graph_trace_v1 ? device : t->endDeviceId;
 
 	if (t->start == 0 || t->end < t->start)
 		return 0; /* CUPTI could not time it */
-	if (device == (uint32_t)INT32_MAX) {
+	if (device == (uint32_t)INT32_MAX && !cv->graph_trace_v1) {
 		device = t->endDeviceId;
 		context = t->endContextId;
 	}
@@ -490,7 +493,7 @@ static int graph_trace(struct agent_conv *cv, const CUpti_ActivityGraphTrace2 *t
 	r->stream = t->streamId;
 	r->correlation = t->correlationId;
 	r->graph_id = t->graphId;
-	r->end_device = t->endDeviceId;
+	r->end_device = end_device;
 	cv->graph_launches++;
 	return 1;
 }

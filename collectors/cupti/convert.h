@@ -53,6 +53,9 @@ struct agent_conv {
 	agent_conv_graph_launch_cb graph_launch; /* optional: NULL sends graph launches without ids */
 	void *ud;
 	size_t frame_max; /* <= AGENT_FRAME_MAX */
+	/* GRAPH_TRACE records are the 48-byte CUpti_ActivityGraphTrace
+	 * (CUPTI before 12.3, cupti-load.h): no end device or context to read. */
+	bool graph_trace_v1;
 	const struct agent_device *devs; /* by local ordinal */
 	uint32_t n_devs;
 	/* output batch */

@@ -74,6 +74,10 @@
 #define CUPTI_DECLINE_OK 27u
 /* cuptiActivityEnableDriverApi/RuntimeApi came with 12.5 (v23). */
 #define CUPTI_PER_API_SWITCH 23u
+/* Graph-level records are CUpti_ActivityGraphTrace2 (endDeviceId and
+ * endContextId after `reserved`) from 12.3 (v21); before, the 48-byte
+ * CUpti_ActivityGraphTrace ends at `reserved`. */
+#define CUPTI_GRAPH_TRACE2 21u
 /* cuptiFinalize crashed jobs that use CUDA graphs before 12.6 (v24). */
 #define CUPTI_FINALIZE_OK 24u
 /* Versions run against the CUDA 13.0 headers and this agent's tests. */

@@ -637,6 +637,30 @@ TEST(convert_graph_node_ids_launch_ids_and_graph_trace)
 	ASSERT_EQ(rg->context, 2);
 	ASSERT_EQ(rg->end_device, 1);
 	ASSERT_TRUE(find(AGENT_REC_GRAPH, 2) == NULL);
+	/* CUPTI before 12.3: a 48-byte v1 record, whatever follows it in the
+	 * buffer is not its end device. */
+	{
+		CUpti_ActivityGraphTrace2 v1; /* only its first 48 bytes are the record */
+
+		ASSERT_EQ(offsetof(CUpti_ActivityGraphTrace2, endDeviceId), 48);
+		memset(&v1, 0xee, sizeof(v1)); /* the next record's bytes */
+		memset(&v1, 0, offsetof(CUpti_ActivityGraphTrace2, endDeviceId));
+		v1.kind = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
+		v1.start = 1000;
+		v1.end = 2000;
+		v1.deviceId = 1;
+		v1.contextId = 3;
+		v1.correlationId = 7;
+		cv.graph_trace_v1 = true;
+		ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&v1), 1);
+		cv.graph_trace_v1 = false;
+		agent_conv_flush(&cv);
+		rg = (const void *)find(AGENT_REC_GRAPH, 2);
+		ASSERT_TRUE(rg != NULL);
+		ASSERT_EQ(rg->device, 1);
+		ASSERT_EQ(rg->context, 3);
+		ASSERT_EQ(rg->end_device, 1);
+	}
 	ASSERT_TRUE(agent_conv_is_graph_launch(AGENT_API_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz));
 	ASSERT_TRUE(agent_conv_is_graph_launch(AGENT_API_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000));
 	ASSERT_TRUE(!agent_conv_is_graph_launch(AGENT_API_RUNTIME, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch));
