@@ -985,6 +985,16 @@ static void agent_describe(struct collector *c, struct trace *snap, int64_t star
 	struct rx *rx = to_rx(c);
 	bool enabled = c->cfg->agent_socket && c->cfg->agent_socket[0];
 
+	/* Unavailable: probe or init failed, so no agent ever connected and
+	 * agent_close() will not run (collector.h); the map must stay
+	 * untouched, whatever it would allocate would leak. Only say why
+	 * (an explicitly disabled receiver, --agent-socket "", is silent). */
+	if (c->state == COLLECTOR_UNAVAILABLE) {
+		if (enabled && !has_gpu_plane(snap))
+			trace_diag(snap, start_ns, false, "no GPU data: the agent receiver is unavailable: %s",
+				   c->reason);
+		return;
+	}
 	agent_map_describe_caps(&rx->map, snap);
 	agent_map_describe_memory(&rx->map, snap, start_ns, stop_ns);
 	agent_map_describe_steps(&rx->map, snap, start_ns, stop_ns);
@@ -995,16 +1005,11 @@ static void agent_describe(struct collector *c, struct trace *snap, int64_t star
 	 * hosts) and no agent is connected (a Monitor window leaves connected
 	 * agents idle); an explicitly disabled receiver (--agent-socket "") is
 	 * silent. */
-	if (rx->agents_in_window == 0 && !has_gpu_plane(snap) && enabled && !agent_receiver_count(c)) {
-		if (c->state == COLLECTOR_UNAVAILABLE)
-			trace_diag(snap, start_ns, false, "no GPU data: the agent receiver is unavailable: %s",
-				   c->reason);
-		else
-			trace_diag(snap, start_ns, false,
-				   "no GPU data: no CUDA process with the profd agent is connected — %s",
-				   agent_hint(c->cfg));
-	}
-	if (enabled && c->state != COLLECTOR_UNAVAILABLE)
+	if (rx->agents_in_window == 0 && !has_gpu_plane(snap) && enabled && !agent_receiver_count(c))
+		trace_diag(snap, start_ns, false,
+			   "no GPU data: no CUDA process with the profd agent is connected — %s",
+			   agent_hint(c->cfg));
+	if (enabled)
 		warn_no_agent(rx, snap, start_ns, stop_ns);
 	for (struct conn *k = rx->conns; k; k = k->next)
 		agent_map_describe_src(&k->src);

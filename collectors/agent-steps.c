@@ -116,14 +116,18 @@ static bool lockstep(const struct agent_step *a, const struct agent_step *b)
 static int number(struct agent_steps *st, int64_t start, int64_t stop)
 {
 	uint32_t *cand, *rep, nc = 0, nr = 0; /* rep[k]: where number k + 1's first step is in cand */
-	uint32_t *win = realloc(st->win, (st->n ? st->n : 1) * sizeof(*win));
+	uint32_t *win;
 
+	st->n_win = 0;
+	if (st->n == 0)
+		return 0; /* nothing to number, nothing to allocate */
+	win = realloc(st->win, st->n * sizeof(*win));
 	if (!win)
 		return -ENOMEM;
 	st->win = win;
 	st->n_win = st->n;
 	memset(win, 0, st->n * sizeof(*win));
-	cand = malloc((st->n ? st->n : 1) * sizeof(*cand) * 2);
+	cand = malloc(st->n * sizeof(*cand) * 2);
 	if (!cand)
 		return -ENOMEM;
 	rep = cand + st->n;
