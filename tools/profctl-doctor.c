@@ -373,11 +373,12 @@ static void help(FILE *f)
 		"Local checks:\n"
 		"  NVIDIA driver          /proc/driver/nvidia/version\n"
 		"  NVML                   dlopen libnvidia-ml.so.1, nvmlInit, GPU count\n"
-		"  CUPTI                  libcupti.so under $CUDA_HOME, /usr/local/cuda*, /usr/lib,\n"
-		"                         $LD_LIBRARY_PATH (the in-job agent needs it)\n"
+		"  CUPTI                  libcupti.so under $CUDA_HOME, /usr/local/cuda*,\n"
+		"                         /usr/lib, $LD_LIBRARY_PATH (the in-job agent needs it)\n"
 		"  perf_event_paranoid    /proc/sys/kernel/perf_event_paranoid\n"
-		"  agent socket           exists, is a socket, writable by this user (default\n"
-		"                         %s, or the daemon's when URL is local)\n"
+		"  agent socket           exists, is a socket, writable by this user\n"
+		"                         (default %s,\n"
+		"                         or the daemon's when URL is local)\n"
 		"Remote checks (with URL, through /profd.Profd/Status):\n"
 		"  reachable, version (vs this profctl), time skew (vs this clock),\n"
 		"  collectors available and why not, agents connected\n"
@@ -387,7 +388,8 @@ static void help(FILE *f)
 		"      --max-skew-ms N       clock difference that is still OK (default 50)\n"
 		"  -h, --help                this text\n"
 		"\n"
-		"Exit status: 0 no check failed (warnings allowed); 1 a check failed; 2 bad usage.\n",
+		"Exit status: 0 no check failed (warnings allowed); 1 a check failed;\n"
+		"2 bad usage.\n",
 		PROFD_AGENT_SOCKET_DEFAULT);
 }
 

@@ -481,7 +481,8 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct 
 static void help(FILE *f)
 {
 	fprintf(f,
-		"Usage: profctl export FILE.xplane.pb... [--format perfetto|chrome] [-o OUT.json[.gz]]\n"
+		"Usage: profctl export FILE.xplane.pb... [--format perfetto|chrome]\n"
+		"                      [-o OUT.json[.gz]]\n"
 		"\n"
 		"Convert a captured XSpace to Chrome trace-event JSON, which\n"
 		"https://ui.perfetto.dev and chrome://tracing open.\n"

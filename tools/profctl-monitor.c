@@ -17,7 +17,8 @@
 static void monitor_help(FILE *f)
 {
 	fprintf(f,
-		"Usage: profctl monitor URL [--level N] [--duration-ms N] [--watch [--interval-ms N]]\n"
+		"Usage: profctl monitor URL [--level N] [--duration-ms N]\n"
+		"                           [--watch [--interval-ms N]]\n"
 		"\n"
 		"Call /tensorflow.ProfilerService/Monitor and print the text the server\n"
 		"returns (MonitorResponse.data): a short live summary of device utilization\n"

@@ -925,7 +925,8 @@ static void print_text(const struct top *t, size_t limit)
 static void help(FILE *f)
 {
 	fprintf(f,
-		"Usage: profctl top FILE.xplane.pb... [-n N] [--sort total|count|mean|max] [--json]\n"
+		"Usage: profctl top FILE.xplane.pb... [-n N] [--sort total|count|mean|max]\n"
+		"                   [--json]\n"
 		"\n"
 		"Summarize a captured XSpace in the terminal:\n"
 		"  - top kernels (GPU events with kernel_details): count, total, mean, min and\n"

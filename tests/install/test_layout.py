@@ -191,6 +191,14 @@ class HelpText(unittest.TestCase):
         wide = [line for line in text.splitlines() if len(line) > 80]
         self.assertFalse(wide, "lines of `profd --help` over 80 columns")
 
+    def test_profctl_help_fits_80_columns(self):
+        cmds = ["capture", "monitor", "terminate", "status", "export", "top", "doctor"]
+        for cmd in [[]] + [[c] for c in cmds]:
+            text = help_text(PROFCTL, *cmd)
+            self.assertIn("Usage: profctl", text, cmd)
+            wide = [line for line in text.splitlines() if len(line) > 80]
+            self.assertFalse(wide, f"lines of `profctl {' '.join(cmd)} --help` over 80 columns")
+
 
 if __name__ == "__main__":
     main()
