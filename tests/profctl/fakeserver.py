@@ -35,6 +35,13 @@ class FakeProfiler:
         self.ports = [self.server.add_insecure_port("127.0.0.1:0") for _ in range(ports)]
         self.server.start()
 
+    def reset(self):
+        """Forget what earlier tests sent: requests[i] was received at
+        received_ns[i], so both lists go together."""
+        with self.lock:
+            del self.requests[:]
+            del self.received_ns[:]
+
     def profile(self, req, ctx):
         with self.lock:
             self.requests.append(req)
