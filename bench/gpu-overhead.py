@@ -27,7 +27,9 @@ CUDA loop <= 1.3x; traced no worse than jax), 1 otherwise, 77 without a
 GPU. Prints a table and writes --json.
 
   python3 bench/gpu-overhead.py [--reps 3] [--json FILE]
-Environment: PROFD, PROFCTL, AGENT (default: the build's), NVCC,
+Environment: PROFD, PROFCTL, AGENT (default: the build's), NVCC (or
+GPU_BIN holding launch-loop built ahead by tools/device-bundle), CAPTURE_S
+(capture length, default 6),
 PYTHON_ML (the JAX python; default this one), PROFD_SRC/PROFD_BUILD.
 """
 import argparse
@@ -49,7 +51,7 @@ SRC = os.environ.get("PROFD_SRC", os.path.dirname(HERE))
 BUILD = os.environ.get("PROFD_BUILD", os.path.join(SRC, "build"))
 sys.path.insert(0, os.path.join(SRC, "tests", "pylib"))
 
-CAPTURE_S = 6.0
+CAPTURE_S = float(os.environ.get("CAPTURE_S", "6"))
 STEPS = {"cuda-loop": 100, "jax-loop": 100, "jax-train": 50}
 
 
@@ -231,9 +233,13 @@ def main():
     b = Bench(args)
     import profdtest as T
     b.P = T.protos()
-    nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    subprocess.run([nvcc, "-O2", "-o", os.path.join(b.work, "launch-loop"),
-                    os.path.join(HERE, "gpu", "launch-loop.cu")], check=True)
+    prebuilt = os.path.join(os.environ.get("GPU_BIN", "/nonexistent"), "launch-loop")
+    if os.access(prebuilt, os.X_OK):  # built ahead by tools/device-bundle
+        shutil.copy(prebuilt, os.path.join(b.work, "launch-loop"))
+    else:
+        nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+        subprocess.run([nvcc, "-O2", "-o", os.path.join(b.work, "launch-loop"),
+                        os.path.join(HERE, "gpu", "launch-loop.cu")], check=True)
     have_jax = sh_ok([b.py_ml, "-c", "import jax; assert jax.devices('gpu')"])
     workloads = [w for w in args.workloads.split(",") if w == "cuda-loop" or have_jax]
     if not have_jax:

@@ -29,8 +29,12 @@
 #      node kernels.
 #
 # Environment: PROFD_BUILD (build dir), NVCC (default: nvcc on PATH, else
-# $CUDA_HOME/bin/nvcc), PYTHON (default /usr/bin/python3; the jax/torch
-# checks use PYTHON_ML, default python3 on PATH).
+# $CUDA_HOME/bin/nvcc), GPU_BIN (a folder with cuda-sample built ahead, as
+# tools/device-bundle does; then nvcc is not needed), PYTHON (default
+# /usr/bin/python3; the jax/torch checks use PYTHON_ML, default python3 on
+# PATH), GPU_CHECKS (which of sample, torch, torch-memory, torch-profiler,
+# jax, graphs to run; default all), JAX_CAPTURES (captures in a row for
+# "jax", default 100).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=${PROFD_SRC:-$(cd "$HERE/../.." && pwd)}
@@ -53,7 +57,11 @@ fi
 NVCC=${NVCC:-$(command -v nvcc || echo "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc")}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/profd-gpu.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-"$NVCC" -O2 -o "$WORK/cuda-sample" "$HERE/cuda-sample.cu" || { echo "FAIL: nvcc"; exit 1; }
+if [ -x "${GPU_BIN:-/nonexistent}/cuda-sample" ]; then
+	cp "$GPU_BIN/cuda-sample" "$WORK/"   # built ahead by tools/device-bundle
+else
+	"$NVCC" -O2 -o "$WORK/cuda-sample" "$HERE/cuda-sample.cu" || { echo "FAIL: nvcc"; exit 1; }
+fi
 
 export PROFD PROFD_SRC="$SRC" PROFD_BUILD="$BUILD" AGENT WORK PYTHON_ML
 export PYTHONPATH="$SRC/tests/pylib${PYTHONPATH:+:$PYTHONPATH}"
@@ -66,9 +74,11 @@ AGENT, WORK = os.environ["AGENT"], os.environ["WORK"]
 SOCK = os.path.join(WORK, "agent.sock")
 N = 50
 failures = []
+checked = [0]
 
 
 def check(cond, what):
+    checked[0] += 1
     print(("ok   " if cond else "FAIL ") + what, flush=True)
     if not cond:
         failures.append(what)
@@ -554,27 +564,43 @@ for line in sys.stdin:
     check(p.wait(timeout=60) == 0, "graphs: the job exited 0")
 
 
+# GPU_CHECKS picks checks by name (comma-separated; default all), so that
+# tests/gpu/on-device.sh can give each its own time limit and rerun only
+# those that failed.
+ALL = ["sample", "torch", "torch-memory", "torch-profiler", "jax", "graphs"]
+want = [c for c in os.environ.get("GPU_CHECKS", ",".join(ALL)).split(",") if c]
+unknown = [c for c in want if c not in ALL]
+if unknown:
+    print(f"unknown GPU_CHECKS {unknown}; known: {ALL}")
+    sys.exit(2)
 with T.Daemon("--agent-socket", SOCK, timeout=30) as d:
-    p, ndev = start_sample(d)
-    launched, x, raw = capture_round(d, p, "sample")
-    verify(x, ndev, launched, "sample")
-    # Same process, second capture: CUPTI was detached (finalized) and re-attaches.
-    launched, x2, _ = capture_round(d, p, "sample-again")
-    verify(x2, ndev, launched, "sample-again")
-    p.stdin.write("exit\n")
-    p.stdin.flush()
-    rc = p.wait(timeout=60)
-    check(rc == 0, f"sample exited 0 (rc {rc})")
-    log = d.log()
-    check("not finalized" not in log, "agent finalized CUPTI after each capture")
-    jax_convert(raw)
-    torch_run(d)
-    torch_memory(d)
-    torch_profiler_order(d, "before")
-    torch_profiler_order(d, "during")
-    jax_many(d)
-    torch_graphs(d)
+    if "sample" in want:
+        p, ndev = start_sample(d)
+        launched, x, raw = capture_round(d, p, "sample")
+        verify(x, ndev, launched, "sample")
+        # Same process, second capture: CUPTI was detached (finalized) and re-attaches.
+        launched, x2, _ = capture_round(d, p, "sample-again")
+        verify(x2, ndev, launched, "sample-again")
+        p.stdin.write("exit\n")
+        p.stdin.flush()
+        rc = p.wait(timeout=60)
+        check(rc == 0, f"sample exited 0 (rc {rc})")
+        log = d.log()
+        check("not finalized" not in log, "agent finalized CUPTI after each capture")
+        jax_convert(raw)
+    if "torch" in want:
+        torch_run(d)
+    if "torch-memory" in want:
+        torch_memory(d)
+    if "torch-profiler" in want:
+        torch_profiler_order(d, "before")
+        torch_profiler_order(d, "during")
+    if "jax" in want:
+        jax_many(d, int(os.environ.get("JAX_CAPTURES", "100")))
+    if "graphs" in want:
+        torch_graphs(d)
 
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+print(f"{len(failures)} failure(s) in {checked[0]} check(s)")
+# Every selected check skipped (no torch, no jax): a skip, not a pass.
+sys.exit(1 if failures else 0 if checked[0] else 77)
 PY

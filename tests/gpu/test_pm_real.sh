@@ -18,7 +18,8 @@
 # Exits 77 (skip) without a GPU or nvcc, when the GPU is older than Hopper,
 # or when counters need privileges this job lacks (the warning is printed).
 #
-# Environment: PROFD, AGENT (or AGENT_SO), PROFD_SRC, PROFD_BUILD, NVCC,
+# Environment: PROFD, AGENT (or AGENT_SO), PROFD_SRC, PROFD_BUILD, NVCC
+# (or GPU_BIN holding pm-phases built ahead by tools/device-bundle),
 # PYTHON (grpcio + protobuf; default /usr/bin/python3).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -36,10 +37,14 @@ fi
 AGENT=${AGENT:-${AGENT_SO:-$BUILD/collectors/cupti/libprofd-agent.so}}
 PROFD=${PROFD:-$BUILD/daemon/profd}
 NVCC=${NVCC:-$(command -v nvcc || echo "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc")}
-[ -x "$NVCC" ] || { echo "skip: no nvcc"; exit 77; }
+[ -x "${GPU_BIN:-/nonexistent}/pm-phases" ] || [ -x "$NVCC" ] || { echo "skip: no nvcc"; exit 77; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/profd-pm.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-"$NVCC" -O2 -o "$WORK/pm-phases" "$HERE/pm-phases.cu" || { echo "FAIL: nvcc"; exit 1; }
+if [ -x "${GPU_BIN:-/nonexistent}/pm-phases" ]; then
+	cp "$GPU_BIN/pm-phases" "$WORK/"   # built ahead by tools/device-bundle
+else
+	"$NVCC" -O2 -o "$WORK/pm-phases" "$HERE/pm-phases.cu" || { echo "FAIL: nvcc"; exit 1; }
+fi
 export PROFD PROFD_SRC="$SRC" PROFD_BUILD="$BUILD" AGENT WORK
 export PYTHONPATH="$SRC/tests/pylib${PYTHONPATH:+:$PYTHONPATH}"
 exec "${PYTHON:-/usr/bin/python3}" - <<'PY'
