@@ -115,6 +115,18 @@ def kernels_in(xspace_path, t0, t1, P):
     x = P.xp.XSpace()
     with open(xspace_path, "rb") as f:
         x.ParseFromString(f.read())
+    # Line timestamps are ns since the session start (TSL's normalisation,
+    # which profd follows): shift the window by the Task Environment plane's
+    # profile_start_time (Unix ns).
+    start = 0
+    for plane in x.planes:
+        if plane.name == "Task Environment":
+            for s in plane.stats:
+                if plane.stat_metadata[s.metadata_id].name == "profile_start_time":
+                    start = s.uint64_value or s.int64_value
+    if not start:
+        return -1, ["no profile_start_time in the Task Environment plane"]
+    t0, t1 = t0 - start, t1 - start
     n = 0
     for plane in x.planes:
         if not plane.name.startswith("/device:GPU:"):

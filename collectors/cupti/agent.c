@@ -173,6 +173,10 @@ static struct agent {
 	bool graph_trace;         /* CUPTI_ACTIVITY_KIND_GRAPH_TRACE is on (graphs_apply_options()) */
 	bool graph_told;          /* the graph-trace refusal was reported this capture */
 	uint8_t api_off[2][API_CBID_MAX / 8 + 1]; /* driver, runtime: records switched off */
+	bool driver_records;      /* CUPTI_ACTIVITY_KIND_DRIVER is on this capture */
+	unsigned canaries;        /* canary calls made this capture */
+	bool told_lost;           /* the canary's takeover notice was sent this capture */
+	CUresult (*canary_call)(int *); /* cuDriverGetVersion: the buffer canary (canary_send()) */
 
 	/* slabs (state, free stack and done ring guarded by lock) */
 	pthread_mutex_t lock;
@@ -318,6 +322,7 @@ static void take_inventory(void)
 	if (!h)
 		return;
 	SYM(h, "cuDriverGetVersion", drv_ver);
+	g.canary_call = drv_ver;
 	SYM(h, "cuDeviceGetCount", count);
 	SYM(h, "cuDeviceGet", get);
 	SYM(h, "cuDeviceGetAttribute", ga);
@@ -929,6 +934,11 @@ static bool settle(uint64_t seq, unsigned ms)
 	}
 }
 
+/* Device kinds first, API kinds last: a capture switches them on from the
+ * end and off from the start, so the API records are on whenever kernel
+ * records are. A launch made by another thread between the two would
+ * otherwise reach XProf as a kernel with no launch to flow from (seen on
+ * an H200 with JAX: one such kernel in most 200 ms captures). */
 static const CUpti_ActivityKind kinds[] = {
 	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY2,
 	CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_MEMORY2, CUPTI_ACTIVITY_KIND_OVERHEAD,
@@ -980,6 +990,44 @@ static void set_buffer_attributes(void)
 	g.C.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &n, &per_thread);
 	n = sizeof(uint8_t);
 	g.C.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &n, &zeroed);
+}
+
+/*
+ * The buffer canary: a driver call of the agent thread, traced while the
+ * API kinds are on, when a capture starts and at each sync point after.
+ * Its records must come back in profd's buffers (the converter counts and
+ * drops them, agent_conv.canary_*). A profiler in the job that registers
+ * its own buffer callbacks during the capture (PyTorch's, after flushing
+ * CUPTI first, as seen on an H200) gets every record from then on: the
+ * first canary came back, a later one (each window's FLUSH and the STOP
+ * send one) did not, and the capture says so instead of ending short in
+ * silence (canary_lost()). Agent thread.
+ */
+static void canary_send(void)
+{
+	const uint32_t cbid = CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion;
+	bool off = g.api_off[0][cbid / 8] & (1u << (cbid % 8));
+	int v;
+
+	if (!g.canary_call || !g.driver_records || !cupti_usable())
+		return;
+	g.cv.canary_tid = (uint32_t)gettid();
+	if (off)
+		g.C.cuptiActivityEnableDriverApi(cbid, 1);
+	g.canary_call(&v);
+	if (off)
+		g.C.cuptiActivityEnableDriverApi(cbid, 0);
+	g.canaries++;
+}
+
+/* After a settle: a canary came back and a later one did not. Said once a
+ * capture (told_lost). */
+static bool canary_lost(void)
+{
+	if (g.told_lost || !g.cv.canary_seen || g.cv.canary_seen >= g.canaries || !cupti_usable())
+		return false;
+	g.told_lost = true;
+	return true;
 }
 
 static void detach(void);
@@ -1062,6 +1110,9 @@ static void capture_start(void)
 	set_buffer_attributes();
 	memset(&g.stats, 0, sizeof(g.stats));
 	g.cut = 0;
+	g.canaries = 0;
+	g.cv.canary_seen = 0;
+	g.told_lost = false;
 	g.told_foreign = g.told_graph = g.told_nvtx = 0;
 	atomic_store(&g.foreign, 0);
 	g.cv.records = g.cv.converted = g.cv.skipped = g.cv.unknown = g.cv.emit_failed = 0;
@@ -1090,14 +1141,17 @@ static void capture_start(void)
 	g.nvtx_domains = false;
 	agent_nvtx_following(0);
 	agent_nvtx_capture(g.C.cuptiGetTimestamp);
-	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
+	g.driver_records = false;
+	for (size_t i = ARRAY_SIZE(kinds); i-- > 0;) { /* API kinds first (see kinds[]) */
 		r = g.C.cuptiActivityEnable(kinds[i]);
+		if (r == CUPTI_SUCCESS && kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER)
+			g.driver_records = true;
 		if (r == CUPTI_SUCCESS || kinds[i] != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
 			continue; /* a missing optional kind only narrows the trace */
 		/* Without kernels there is no point: undo everything. */
 		report_cupti("cuptiActivityEnable(CONCURRENT_KERNEL)", r);
 		agent_nvtx_capture(NULL);
-		for (size_t j = 0; j < i; j++)
+		for (size_t j = i + 1; j < ARRAY_SIZE(kinds); j++)
 			g.C.cuptiActivityDisable(kinds[j]);
 		settle(UINT64_MAX, STOP_SETTLE_MS);
 		pthread_mutex_lock(&g.lock);
@@ -1109,6 +1163,7 @@ static void capture_start(void)
 		return;
 	}
 	filter_api_records();
+	canary_send();
 	g.graph_trace = g.graph_told = false;
 	graphs_follow();
 	graphs_apply_options();
@@ -1134,7 +1189,7 @@ static void send_stats(void)
 	agent_client_send(&g.cl, AGENT_FRAME_STATS, &g.stats, sizeof(g.stats));
 }
 
-static void send_notices(unsigned held);
+static void send_notices(unsigned held, bool lost);
 
 /* A window closes: everything CUPTI holds from before now, complete. */
 static void capture_flush(uint64_t token)
@@ -1145,19 +1200,20 @@ static void capture_flush(uint64_t token)
 		uint64_t seq;
 
 		pm_decode(); /* the window's counter samples up to now */
+		canary_send();
 		pthread_mutex_lock(&g.lock);
 		seq = g.hand_seq;
 		pthread_mutex_unlock(&g.lock);
 		settle(seq, FLUSH_SETTLE_MS);
 		send_stats();
-		send_notices(0);
+		send_notices(0, canary_lost());
 	}
 	agent_client_send(&g.cl, AGENT_FRAME_FLUSHED, &f, sizeof(f));
 }
 
 /* Limits of this capture the user should read about: at each window's
  * FLUSH (so that window shows them) and at STOP; each said once a capture. */
-static void send_notices(unsigned held)
+static void send_notices(unsigned held, bool lost)
 {
 	struct agent_nvtx_counts nc;
 	char ver[48];
@@ -1182,6 +1238,10 @@ static void send_notices(unsigned held)
 			   "another profiler in this process took over CUPTI's activity buffers during the "
 			   "capture (%u of profd's were never returned); GPU records after that are missing",
 			   held);
+	else if (lost)
+		send_error(AGENT_ERR_FOREIGN, 0,
+			   "another profiler in this process (e.g. PyTorch's) took over CUPTI's activity buffers "
+			   "during the capture; GPU records from then on went to it and are missing here");
 	else if (atomic_load(&g.foreign) && !g.told_foreign++)
 		send_error(AGENT_ERR_NOTICE, 0,
 			   "another profiler in this process (e.g. PyTorch's) was using CUPTI's activity "
@@ -1280,6 +1340,7 @@ static void detach(void)
 static void capture_stop(bool connected, bool do_detach)
 {
 	unsigned held = 0;
+	bool lost;
 	uint64_t seq;
 
 	if (!atomic_load(&g.capturing))
@@ -1288,6 +1349,8 @@ static void capture_stop(bool connected, bool do_detach)
 	 * PM sampling is off before any cuptiFinalize. */
 	if (cupti_usable())
 		pm_stop();
+	if (!atomic_load(&g.exiting))
+		canary_send();
 	for (size_t i = 0; i < ARRAY_SIZE(kinds) && cupti_usable(); i++) {
 		/* CUPTI 13.0 GA could deadlock disabling CONCURRENT_KERNEL (fixed in
 		 * 13.0 Update 1, API 130001); finalize turns it off anyway. */
@@ -1310,10 +1373,12 @@ static void capture_stop(bool connected, bool do_detach)
 	pthread_mutex_lock(&g.lock);
 	g.accepting = false; /* kinds CUPTI keeps on must not fill our slabs */
 	pthread_mutex_unlock(&g.lock);
+	lost = !held && canary_lost();
+	g.cv.canary_tid = 0;
 	if (connected) {
 		send_clock(AGENT_CLOCK_STOP);
 		send_stats();
-		send_notices(held);
+		send_notices(held, lost);
 	}
 	atomic_store(&g.capturing, 0);
 	agent_nvtx_capture(NULL);

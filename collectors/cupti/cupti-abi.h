@@ -111,6 +111,7 @@ typedef struct {
 /* Callback ids of the driver and runtime domains profd names itself; the
  * rest it asks cuptiGetCallbackName for. _SIZE bounds the agent's tables. */
 enum {
+	CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion = 2,
 	CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2 = 243,
 	CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2 = 245,
 	CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2 = 277,

@@ -231,13 +231,21 @@ static void note_dropped(char *dropped, size_t size, const char *name, const cha
 	snprintf(dropped + off, size - off, "%s%s%s", off ? ", " : "", name, why);
 }
 
-static bool bad_name(CUptiResult r) { return r == CUPTI_ERROR_INVALID_METRIC_NAME || r == CUPTI_ERROR_INVALID_PARAMETER; }
+/* CUPTI's answers when a name, not the whole API, is the problem: unknown
+ * to it (a typo), or known but not offered for PM sampling on this chip
+ * (CUPTI 13.0 on an H200 answers NOT_SUPPORTED for the whole set then). */
+static bool bad_name(CUptiResult r)
+{
+	return r == CUPTI_ERROR_INVALID_METRIC_NAME || r == CUPTI_ERROR_INVALID_PARAMETER ||
+	       r == CUPTI_ERROR_NOT_SUPPORTED;
+}
 
 /*
  * The host object for the wanted names, keeping what this chip offers in
- * one pass: a set CUPTI refuses is tried name by name (a typo costs that
- * name, not the set), then names are dropped from the end while the set
- * needs more than one pass. Dropped names go into @dropped for the notice.
+ * one pass: a set CUPTI refuses is tried name by name (a typo or a metric
+ * the chip cannot sample costs that name, not the set), then names are
+ * dropped from the end while the set needs more than one pass. Dropped
+ * names go into @dropped for the notice.
  */
 static CUptiResult configure(struct pm_dev *d, const char *chip, char *dropped, size_t dropped_size)
 {

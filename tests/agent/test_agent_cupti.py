@@ -418,6 +418,51 @@ class AgentOnFakeCupti(unittest.TestCase):
         self.assertGreaterEqual(int(fw["unknown"]), 1, fw)  # it got profd's slab and left it
         self.assertEqual(a.state()["reissued"], 0)
 
+    def test_kernels_launched_while_tracing_switches_on_have_their_launch(self):
+        # Found on an H200: JAX's threads launch while the agent switches the
+        # activity kinds on one by one; a kernel recorded before the API
+        # kinds were on reached XProf with no launch (no flow arrow).
+        a, _ = self.app(FAKE_CUPTI_RACE_LAUNCH="1")
+
+        def work():
+            a.ask("launch 3 _Z6vecAddPKfS0_Pfi 0 7")
+            time.sleep(0.3)
+        x, _ = self.capture_while(800, work, a)
+        ks = kernels(x)
+        launches = host_correlations(x)
+        unlinked = [st["correlation_id"].uint64_value for _, _, _, st in ks
+                    if st["correlation_id"].uint64_value not in launches]
+        self.assertGreater(len(ks), 3, ks)  # the raced launches are traced too
+        self.assertEqual(unlinked, [], (len(ks), sorted(launches)[:10]))
+
+    def test_framework_taking_over_after_a_flush_is_reported(self):
+        # Seen on an H200 with PyTorch 2.11: its profiler, started inside a
+        # capture, flushed CUPTI and then registered its buffer callbacks,
+        # so profd held no buffer to miss and the capture ended short in
+        # silence. The buffer canary says so.
+        a, _ = self.app(FAKE_APP_CUPTI=FAKE_CUPTI)
+
+        def work():
+            a.ask("launch 5 _Z6vecAddPKfS0_Pfi 0 7")
+            self.assertEqual(a.framework("start-flushed"), ["framework", "started"])
+            a.ask("launch 5 _Z6vecAddPKfS0_Pfi 0 7")
+            a.ask("busy 300")
+        x, _ = self.capture_while(800, work, a)
+        self.assertEqual(len(kernels(x)), 5)
+        w = warnings_of(x, a.pid)
+        self.assertTrue([m for m in w if "took over CUPTI's activity buffers" in m], (w, self.d.log()))
+
+    def test_buffer_canary_is_silent_and_invisible_alone(self):
+        a, _ = self.app()
+
+        def work():
+            a.ask("launch 3 _Z6vecAddPKfS0_Pfi 0 7")
+            a.ask("busy 200")
+        x, _ = self.capture_while(600, work, a)
+        self.assertEqual(len(kernels(x)), 3)
+        self.assertFalse([m for m in warnings_of(x, a.pid) if "took over" in m], list(x.warnings))
+        self.assertFalse([e for _, _, e, _ in T.plane_events(x, "/host:CPU") if "DriverGetVersion" in e])
+
     def test_window_flush_does_not_cut_running_kernels(self):
         a, _ = self.app()
         ms = 1500

@@ -225,6 +225,21 @@ class PmSampling(unittest.TestCase):
         self.assertIn(f"pid {a.pid}", notes[0])
         self.assertEqual(notes[0].count("no__such_metric.sum"), 1, notes[0])  # both GPUs, said once
 
+    def test_metrics_the_gpu_cannot_sample_are_left_out(self):
+        # Found on an H200 (CUPTI 13.0): ConfigAddMetrics answered
+        # NOT_SUPPORTED for the default set, and no counter was sampled.
+        a, _ = self.app(FAKE_CUPTI_PM_UNSAMPLED=f"{TENSOR},{WARPS}")
+        x, _, _, _ = self.capture(request(1000, gpu_pm_sample_counters="default",
+                                          gpu_pm_sample_interval_us=INTERVAL_US),
+                                  lambda: time.sleep(0.6), a)
+        c = counters(x, "/device:GPU:0", {SM, DRAM, TENSOR, WARPS})
+        self.assertEqual(set(c), {SM, DRAM}, list(x.warnings))
+        notes = [s for s in x.warnings if "left out metrics" in s]
+        self.assertEqual(len(notes), 1, list(x.warnings))
+        self.assertIn(TENSOR, notes[0])
+        self.assertIn(WARPS, notes[0])
+        self.assertFalse([s for s in x.warnings if "no hardware counters" in s], list(x.warnings))
+
     def test_off_by_default(self):
         a, _ = self.app()
 

@@ -67,8 +67,11 @@ export PYTHON=${PYTHON:-python3} PYTHON_ML=${PYTHON_ML:-python3} PYTHONUNBUFFERE
 # Where this machine's CUDA root has no CUDA 13 libcupti, point it at the
 # job's nvidia-cuda-cupti wheel, else at the bundled copy.
 root=${CUDA_HOME:-/usr/local/cuda}
-if [ -z "${PROFD_CUPTI_PATH:-}" ] && ! ls "$root"/lib64/libcupti.so.13 "$root"/lib/libcupti.so.13 \
-	"$root"/extras/CUPTI/lib64/libcupti.so.13 >/dev/null 2>&1; then
+have=
+for f in "$root"/lib64/libcupti.so.13 "$root"/lib/libcupti.so.13 "$root"/extras/CUPTI/lib64/libcupti.so.13; do
+	[ -e "$f" ] && have=$f
+done
+if [ -z "${PROFD_CUPTI_PATH:-}" ] && [ -z "$have" ]; then
 	d=$($PYTHON_ML -c 'import nvidia.cuda_cupti as c, os; print(os.path.join(os.path.dirname(c.__file__), "lib"))' 2>/dev/null)
 	[ -n "$d" ] && [ -e "$d/libcupti.so.13" ] || d="$B/cupti"
 	export PROFD_CUPTI_PATH="$d"
@@ -78,7 +81,7 @@ fi
 	date -u +"date %Y-%m-%dT%H:%M:%SZ"
 	nvidia-smi
 	nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.max.sm,memory.total --format=csv
-	echo "CUPTI for the agent: ${PROFD_CUPTI_PATH:-found by the agent under $root or beside the job's libcudart}"
+	echo "CUPTI for the agent: ${PROFD_CUPTI_PATH:-the job's own if loaded, else beside its libcudart, else $have}"
 	ls -l "$root"/lib64/libcupti.so* 2>&1 | head -3
 	uname -a
 	$PYTHON_ML -c 'import sys; print("python", sys.version.split()[0])' 2>&1

@@ -32,11 +32,13 @@
  *   busy MS                   cheap API calls (cuCtxGetCurrent) for MS ms,
  *                             as a training loop makes them -> "busy <calls>"
  *   sleep MS                  -> "slept"
- *   framework start|stop|state  a second CUPTI client in the job (PyTorch's
- *                             profiler, Kineto's way): registers its own
- *                             buffer callbacks and enables kernels, without
- *                             subscribing; it loads CUPTI itself from
- *                             $FAKE_APP_CUPTI when nothing has yet
+ *   framework start|start-flushed|stop|state  a second CUPTI client in the
+ *                             job (PyTorch's profiler, Kineto's way): registers
+ *                             its own buffer callbacks and enables kernels,
+ *                             without subscribing (start-flushed: after a forced
+ *                             flush, so every buffer is back with its owner);
+ *                             it loads CUPTI itself from $FAKE_APP_CUPTI when
+ *                             nothing has yet
  *   fork                      fork; the child makes 100 API calls and exits
  *                             with the number of cuptiFinalize calls they
  *                             caused (must be 0) -> "child <that number>"
@@ -432,7 +434,9 @@ static void framework(const char *what)
 {
 	const char *path = getenv("FAKE_APP_CUPTI");
 
-	if (strcmp(what, "start") == 0) {
+	bool flushed = strcmp(what, "start-flushed") == 0;
+
+	if (flushed || strcmp(what, "start") == 0) {
 		if (!have_cupti() && path) {
 			void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL); /* the framework links its CUPTI */
 
@@ -443,6 +447,8 @@ static void framework(const char *what)
 			printf("framework no-cupti\n");
 			return;
 		}
+		if (flushed)
+			cu.flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); /* PyTorch 2.11 flushes first */
 		cu.register_cb(fw_request, fw_complete);
 		cu.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 		fw.on = true;

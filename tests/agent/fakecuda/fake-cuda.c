@@ -14,6 +14,7 @@
  * as the agent asks when a capture opens. FAKE_CUDA_NO_CONTEXT=1: no
  * primary context is active (a job that made none yet).
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 
 #include "cuda-abi.h"
+#include "cupti-abi.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define N_DEV 2
@@ -58,8 +60,20 @@ static int phys(CUdevice d)
 	return d >= 0 && d < n_visible ? visible[d] : -1;
 }
 
+/* Traced as the real driver traces every call, once a CUPTI is loaded:
+ * the agent's buffer canary is this call (collectors/cupti/agent.c). */
 EXPORT CUresult cuDriverGetVersion(int *v)
 {
+	void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
+	uint32_t (*api)(CUpti_CallbackDomain, CUpti_CallbackId, const char *) = NULL;
+
+	if (h) {
+		*(void **)&api = dlsym(h, "fakecupti_api");
+		if (api)
+			api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion,
+			    "cuDriverGetVersion");
+		dlclose(h);
+	}
 	*v = 13000;
 	return CUDA_SUCCESS;
 }

@@ -30,7 +30,9 @@
  * FAKE_CUPTI_STRESS=1: every Enable of the DRIVER/RUNTIME domain runs an API
  * call on another thread before it returns (the detach race, made wide);
  * FAKE_CUPTI_FINALIZE_MS=N: cuptiFinalize takes N ms, then hands back the
- * buffers it held (as a final flush).
+ * buffers it held (as a final flush);
+ * FAKE_CUPTI_RACE_LAUNCH=1: a kernel is launched after every activity kind
+ * switched on or off (race_launch()).
  *
  * Records in a buffer: a 16-byte header (size, the time the record is
  * complete, UINT64_MAX once a forced flush cut it), then the CUPTI struct;
@@ -277,16 +279,43 @@ static CUptiResult kind_set(CUpti_ActivityKind k, bool on)
 	return CUPTI_SUCCESS;
 }
 
+static uint32_t api_call(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const char *fname, const void *params);
+
+/* FAKE_CUPTI_RACE_LAUNCH=1: another thread of the job launches a kernel
+ * right after every change of the activity kinds, as a busy job's threads
+ * do while the agent switches them one by one. Each launch is recorded as
+ * CUPTI would: an API record if RUNTIME is on, a kernel record if
+ * CONCURRENT_KERNEL is on. */
+static void race_launch(void)
+{
+	static const char name[] = "_Z6vecAddPKfS0_Pfi";
+	uint32_t corr;
+
+	if (!env_u("FAKE_CUPTI_RACE_LAUNCH", 0))
+		return;
+	corr = api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+			"cudaLaunchKernel_v7000", NULL);
+	fakecupti_kernel(corr, 0, 7, name, 1000, 0);
+}
+
 EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 {
+	CUptiResult r;
+
 	counted_call();
-	return kind_set(k, true);
+	r = kind_set(k, true);
+	race_launch();
+	return r;
 }
 
 EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind k)
 {
+	CUptiResult r;
+
 	counted_call();
-	return kind_set(k, false);
+	r = kind_set(k, false);
+	race_launch();
+	return r;
 }
 
 EXPORT CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t on)

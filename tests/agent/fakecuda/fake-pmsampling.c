@@ -15,7 +15,8 @@
  *   sm__warps_active.avg.pct_of_peak_sustained_active                   50
  *   sm__cycles_active.avg                                             1000
  *
- * Any other name is CUPTI_ERROR_INVALID_METRIC_NAME at ConfigAddMetrics.
+ * Any other name is CUPTI_ERROR_INVALID_METRIC_NAME at ConfigAddMetrics;
+ * a set holding a name of FAKE_CUPTI_PM_UNSAMPLED is CUPTI_ERROR_NOT_SUPPORTED.
  * Samples are back-to-back intervals of the configured length from
  * cuptiPmSamplingStart, in cuptiGetTimestamp's clock (CLOCK_MONOTONIC);
  * DecodeData hands over the intervals complete by then, as many as the
@@ -182,6 +183,20 @@ static int metric_of(const char *name)
 	return -1;
 }
 
+/* Named in FAKE_CUPTI_PM_UNSAMPLED (comma-separated): a metric the chip
+ * knows but cannot sample; a set holding one is NOT_SUPPORTED, as CUPTI
+ * 13.0 answers on an H200. */
+static bool unsampled(const char *name)
+{
+	const char *v = getenv("FAKE_CUPTI_PM_UNSAMPLED");
+	size_t n = strlen(name);
+
+	for (const char *p = v; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == 0))
+			return true;
+	return false;
+}
+
 EXPORT CUptiResult cuptiProfilerHostConfigAddMetrics(CUpti_Profiler_Host_ConfigAddMetrics_Params *p)
 {
 	CUpti_Profiler_Host_Object *h = p->pHostObject;
@@ -191,6 +206,9 @@ EXPORT CUptiResult cuptiProfilerHostConfigAddMetrics(CUpti_Profiler_Host_ConfigA
 	for (size_t i = 0; i < p->numMetrics; i++)
 		if (metric_of(p->ppMetricNames[i]) < 0)
 			return CUPTI_ERROR_INVALID_METRIC_NAME;
+	for (size_t i = 0; i < p->numMetrics; i++)
+		if (unsampled(p->ppMetricNames[i]))
+			return CUPTI_ERROR_NOT_SUPPORTED;
 	for (size_t i = 0; i < p->numMetrics; i++)
 		h->metric[h->n++] = metric_of(p->ppMetricNames[i]);
 	return CUPTI_SUCCESS;
