@@ -298,8 +298,14 @@ static CUptiResult configure(struct pm_dev *d, const char *chip, char *dropped, 
 			return r;
 		if (pp.numOfPasses == 1)
 			return CUPTI_SUCCESS;
-		if (pp.numOfPasses == 0 || d->n_names == 1)
-			return CUPTI_ERROR_NOT_SUPPORTED;
+		if (pp.numOfPasses == 0 || d->n_names == 1) {
+			/* Not even one name fits one pass: name it and the count. */
+			char why[40];
+
+			snprintf(why, sizeof(why), " (%zu passes)", (size_t)pp.numOfPasses);
+			note_dropped(dropped, dropped_size, d->names[0], why);
+			return CUPTI_ERROR_INVALID_METRIC_NAME;
+		}
 		d->n_names--;
 		note_dropped(dropped, dropped_size, d->names[d->n_names], " (needs a second pass)");
 		r = add_metrics(d, chip, d->names, d->n_names);
@@ -425,7 +431,7 @@ static void start(const struct agent_start *opts, const struct agent_device *dev
 	PARAMS(CUpti_Profiler_Initialize_Params, pinit);
 	unsigned skipped = 0;
 	uint64_t mb;
-	char dropped[200] = "";
+	char dropped[480] = "";
 	CUptiResult r;
 
 	P.cur = *opts;
@@ -477,7 +483,7 @@ static void start(const struct agent_start *opts, const struct agent_device *dev
 		r = dev_start(d, &devs[i], mb << 20, dropped, sizeof(dropped), &call);
 		if (r != CUPTI_SUCCESS) {
 			if (r == CUPTI_ERROR_INVALID_METRIC_NAME)
-				tell((int32_t)r, "PM sampling: GPU %u offers none of the metrics asked for (%.120s)",
+				tell((int32_t)r, "PM sampling: GPU %u offers none of the metrics asked for (%.300s)",
 				     devs[i].local_ordinal, dropped);
 			else
 				tell_cupti(devs[i].local_ordinal, call, r);

@@ -16,6 +16,8 @@
 #   OUT=<dir> ONLY="c g" DEADLINE_S=270 tests/gpu/on-device.sh   # rerun steps
 #
 # Steps (ids for ONLY), in order:
+#   p  what the real CUPTI answers to calls the agent relies on (the buffer
+#      canary's records, PM sampling per metric): facts for the fakes
 #   a  the agent on real CUPTI: CUDA sample, kernel count/names/launch links,
 #      detach and a second capture, jaxlib's converter on that XSpace
 #   b  upstream parts: a capture client in this Python if any (one host,
@@ -134,6 +136,9 @@ step() {
 }
 
 summary
+[ -x "${GPU_BIN:-/nonexistent}/cupti-probe" ] &&
+	step p 30 "what CUPTI answers (cupti-probe)" env LD_LIBRARY_PATH="$root/lib64:$root/extras/CUPTI/lib64" \
+		"$GPU_BIN/cupti-probe"
 step a 100 "agent on real CUPTI, CUDA sample" env GPU_CHECKS=sample sh tests/gpu/run-gpu-tests.sh
 step b 90 "upstream client and converter" $PYTHON tests/gpu/upstream-client.py --json "$OUT/upstream.json"
 step c 120 "profd vs in-process tracers" $PYTHON tests/gpu/compare-tracers.py --json "$OUT/compare.json"

@@ -529,6 +529,7 @@ for line in sys.stdin:
         print("skip CUDA graphs: PyTorch not importable or no CUDA", p.stderr.read()[-200:])
         return
     check(wait_agent(d, p.pid) is not None, "graphs: agent registered")
+    print("     graphs:", [l for l in d.log().splitlines() if f"pid {p.pid} " in l and "connected" in l][:1])
 
     def round_(sid, **advanced):
         out = {}
@@ -542,6 +543,7 @@ for line in sys.stdin:
         x = T.decode_xspace(P, out["x"])
         dev = [(pl.event_metadata[e.metadata_id].name, l.name, stats(pl, e.stats)) for pl in x.planes
                if pl.name.startswith("/device:GPU:") for l in pl.lines for e in l.events]
+        print(f"     {sid}: {len(dev)} device events; warnings {[w[:160] for w in x.warnings]}")
         return x, dev
 
     x, dev = round_("graphs-nodes")

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cupti-probe.cc - what the real CUPTI on a GPU machine answers to the calls
+ * the agent relies on, printed one fact a line (tests/gpu/on-device.sh step
+ * "probe"). Not a test of profd: the facts the agent's fakes must match.
+ *
+ *   1. Driver API activity records of calls made on a thread with no
+ *      context (the agent thread's buffer canary): per call, how many
+ *      records came back.
+ *   2. PM sampling: the chip name, then per metric of the agent's default
+ *      set and a few others, alone: ConfigAddMetrics' result and the
+ *      number of passes of its config image (PM sampling needs one).
+ *
+ * C++ only because cupti_profiler_host.h is. Built with the CUDA 13 headers (tools/device-bundle); needs libcuda.so.1
+ * and libcupti.so.13 at run time.
+ */
+#include <cuda.h>
+#include <cupti.h>
+#include <cupti_pmsampling.h>
+#include <cupti_profiler_host.h>
+#include <cupti_profiler_target.h>
+#include <cupti_target.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *res(CUptiResult r)
+{
+	const char *s = NULL;
+
+	cuptiGetResultString(r, &s);
+	return s ? s : "?";
+}
+
+static unsigned counts[2][1024];
+
+static void CUPTIAPI buf_req(uint8_t **b, size_t *size, size_t *max)
+{
+	*b = (uint8_t *)aligned_alloc(8, 1 << 20);
+	*size = 1 << 20;
+	*max = 0;
+}
+
+static void CUPTIAPI buf_done(CUcontext c, uint32_t s, uint8_t *b, size_t size, size_t valid)
+{
+	CUpti_Activity *r = NULL;
+
+	(void)c;
+	(void)s;
+	(void)size;
+	while (cuptiActivityGetNextRecord(b, valid, &r) == CUPTI_SUCCESS) {
+		if (r->kind == CUPTI_ACTIVITY_KIND_DRIVER || r->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+			CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)r;
+
+			if (a->cbid < 1024)
+				counts[r->kind == CUPTI_ACTIVITY_KIND_RUNTIME][a->cbid]++;
+		}
+	}
+	free(b);
+}
+
+static void canary(void)
+{
+	int v;
+	CUcontext ctx;
+	CUptiResult r;
+
+	r = cuptiActivityRegisterCallbacks(buf_req, buf_done);
+	printf("canary: register %s\n", res(r));
+	r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER);
+	printf("canary: enable DRIVER %s\n", res(r));
+	cuDriverGetVersion(&v);
+	cuCtxGetCurrent(&ctx);
+	cuCtxGetCurrent(&ctx);
+	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	printf("canary: cuDriverGetVersion records %u (cbid %d)\n", counts[0][CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion],
+	       CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion);
+	printf("canary: cuCtxGetCurrent records %u for 2 calls (cbid %d)\n",
+	       counts[0][CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent], CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent);
+	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
+}
+
+static void pm_one(const char *chip, uint8_t *avail, const char **names, size_t n, const char *label)
+{
+	CUpti_Profiler_Host_Initialize_Params hi = { CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE };
+	CUpti_Profiler_Host_ConfigAddMetrics_Params am = { CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE };
+	CUpti_Profiler_Host_GetConfigImageSize_Params cs = { CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE };
+	CUpti_Profiler_Host_GetConfigImage_Params ci = { CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE };
+	CUpti_Profiler_Host_GetNumOfPasses_Params np = { CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE };
+	CUpti_Profiler_Host_Deinitialize_Params dh = { CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE };
+	CUptiResult r;
+	uint8_t *img = NULL;
+
+	hi.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
+	hi.pChipName = chip;
+	hi.pCounterAvailabilityImage = avail;
+	if ((r = cuptiProfilerHostInitialize(&hi)) != CUPTI_SUCCESS) {
+		printf("pm: %s: HostInitialize %s\n", label, res(r));
+		return;
+	}
+	am.pHostObject = hi.pHostObject;
+	am.ppMetricNames = names;
+	am.numMetrics = n;
+	r = cuptiProfilerHostConfigAddMetrics(&am);
+	if (r == CUPTI_SUCCESS) {
+		cs.pHostObject = hi.pHostObject;
+		r = cuptiProfilerHostGetConfigImageSize(&cs);
+	}
+	if (r == CUPTI_SUCCESS) {
+		img = (uint8_t *)calloc(1, cs.configImageSize);
+		ci.pHostObject = hi.pHostObject;
+		ci.pConfigImage = img;
+		ci.configImageSize = cs.configImageSize;
+		r = cuptiProfilerHostGetConfigImage(&ci);
+	}
+	if (r == CUPTI_SUCCESS) {
+		np.pConfigImage = img;
+		np.configImageSize = cs.configImageSize;
+		r = cuptiProfilerHostGetNumOfPasses(&np);
+	}
+	printf("pm: %s: %s, passes %zu\n", label, res(r), r == CUPTI_SUCCESS ? np.numOfPasses : 0);
+	free(img);
+	dh.pHostObject = hi.pHostObject;
+	cuptiProfilerHostDeinitialize(&dh);
+}
+
+static void pm(void)
+{
+	static const char *metrics[] = {
+		"sm__throughput.avg.pct_of_peak_sustained_elapsed",
+		"dram__throughput.avg.pct_of_peak_sustained_elapsed",
+		"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+		"sm__warps_active.avg.pct_of_peak_sustained_active",
+		"sm__cycles_active.avg",
+		"gr__cycles_active.avg",
+		"dram__bytes_read.sum",
+		"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+		"gpu__time_duration.sum",
+	};
+	CUpti_Profiler_Initialize_Params pi = { CUpti_Profiler_Initialize_Params_STRUCT_SIZE };
+	CUpti_Device_GetChipName_Params cn = { CUpti_Device_GetChipName_Params_STRUCT_SIZE };
+	CUpti_Profiler_DeviceSupported_Params ds = { CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE };
+	CUpti_PmSampling_GetCounterAvailability_Params ca = { CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE };
+	CUptiResult r;
+	uint8_t *avail;
+
+	printf("pm: ProfilerInitialize %s\n", res(cuptiProfilerInitialize(&pi)));
+	ds.cuDevice = 0;
+	ds.api = CUPTI_PROFILER_PM_SAMPLING;
+	r = cuptiProfilerDeviceSupported(&ds);
+	printf("pm: DeviceSupported %s: supported %d arch %d sli %d vgpu %d confidential %d cmp %d wsl %d\n", res(r),
+	       ds.isSupported, ds.architecture, ds.sli, ds.vGpu, ds.confidentialCompute, ds.cmp, ds.wsl);
+	cn.deviceIndex = 0;
+	if ((r = cuptiDeviceGetChipName(&cn)) != CUPTI_SUCCESS) {
+		printf("pm: GetChipName %s\n", res(r));
+		return;
+	}
+	printf("pm: chip %s\n", cn.pChipName);
+	ca.deviceIndex = 0;
+	r = cuptiPmSamplingGetCounterAvailability(&ca);
+	printf("pm: counter availability %s, %zu bytes\n", res(r), ca.counterAvailabilityImageSize);
+	if (r != CUPTI_SUCCESS)
+		return;
+	avail = (uint8_t *)calloc(1, ca.counterAvailabilityImageSize);
+	ca.pCounterAvailabilityImage = avail;
+	printf("pm: counter availability image %s\n", res(cuptiPmSamplingGetCounterAvailability(&ca)));
+	for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++)
+		pm_one(cn.pChipName, avail, &metrics[i], 1, metrics[i]);
+	pm_one(cn.pChipName, avail, metrics, 4, "the default set of 4");
+	pm_one(cn.pChipName, NULL, metrics, 1, "sm__throughput without the availability image");
+	free(avail);
+}
+
+int main(void)
+{
+	CUdevice dev;
+	CUcontext ctx;
+	uint32_t v = 0;
+
+	if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS) {
+		printf("no GPU\n");
+		return 77;
+	}
+	cuptiGetVersion(&v);
+	printf("cupti: API version %u\n", v);
+	canary();
+	cuDevicePrimaryCtxRetain(&ctx, dev);
+	pm();
+	return 0;
+}
