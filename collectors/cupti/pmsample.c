@@ -19,16 +19,18 @@
 #include "pmsample.h"
 
 /*
- * The default set: one metric for each question "is the GPU busy, compute-
- * or memory-bound, on the tensor cores, with enough warps?". Names are
- * NVIDIA's Perfworks metric names for Hopper (GH100) and newer (docs/agent.md
- * "PM sampling" says where each comes from); a name the chip does not
- * offer for PM sampling is dropped at start with a notice, never an error.
+ * The default set: one metric for each question "are the SMs busy, is
+ * memory, are the tensor cores, with enough warps?". Names are NVIDIA's
+ * Perfworks metric names, each one pass alone on an H200 (GH100, CUPTI
+ * 13.0: tests/gpu/cupti-probe.cc; docs/agent.md "PM sampling"); there
+ * sm__throughput needs 19 passes and the HMMA pipe name is unknown. A name
+ * the chip does not offer for PM sampling is dropped at start with a
+ * notice, never an error.
  */
 const char *const pm_default_metrics[] = {
-	"sm__throughput.avg.pct_of_peak_sustained_elapsed",
+	"sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
 	"dram__throughput.avg.pct_of_peak_sustained_elapsed",
-	"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+	"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
 	"sm__warps_active.avg.pct_of_peak_sustained_active",
 	NULL,
 };
@@ -240,77 +242,116 @@ static bool bad_name(CUptiResult r)
 	       r == CUPTI_ERROR_NOT_SUPPORTED;
 }
 
+/* The config image of the host object's metrics, and its pass count. */
+static CUptiResult config_image(struct pm_dev *d, size_t *passes)
+{
+	PARAMS(CUpti_Profiler_Host_GetConfigImageSize_Params, ps);
+	PARAMS(CUpti_Profiler_Host_GetConfigImage_Params, pi);
+	PARAMS(CUpti_Profiler_Host_GetNumOfPasses_Params, pp);
+	CUptiResult r;
+
+	ps.pHostObject = d->host;
+	if ((r = A.cuptiProfilerHostGetConfigImageSize(&ps)) != CUPTI_SUCCESS)
+		return r;
+	if (!ps.configImageSize || ps.configImageSize > (64u << 20))
+		return CUPTI_ERROR_UNKNOWN;
+	free(d->config);
+	d->config = calloc(1, ps.configImageSize);
+	if (!d->config)
+		return CUPTI_ERROR_OUT_OF_MEMORY;
+	d->config_size = ps.configImageSize;
+	pi.pHostObject = d->host;
+	pi.pConfigImage = d->config;
+	pi.configImageSize = d->config_size;
+	if ((r = A.cuptiProfilerHostGetConfigImage(&pi)) != CUPTI_SUCCESS)
+		return r;
+	pp.pConfigImage = d->config;
+	pp.configImageSize = d->config_size;
+	if ((r = A.cuptiProfilerHostGetNumOfPasses(&pp)) != CUPTI_SUCCESS)
+		return r;
+	*passes = pp.numOfPasses;
+	return CUPTI_SUCCESS;
+}
+
+/* The host object and config image for d->names[0..n), with its passes. */
+static CUptiResult set_image(struct pm_dev *d, const char *chip, size_t *passes)
+{
+	CUptiResult r = add_metrics(d, chip, d->names, d->n_names);
+
+	return r == CUPTI_SUCCESS ? config_image(d, passes) : r;
+}
+
 /*
- * The host object for the wanted names, keeping what this chip offers in
- * one pass: a set CUPTI refuses is tried name by name (a typo or a metric
- * the chip cannot sample costs that name, not the set), then names are
- * dropped from the end while the set needs more than one pass. Dropped
- * names go into @dropped for the notice.
+ * The host object for the wanted names, keeping what this chip samples in
+ * one pass (PM sampling takes no other):
+ *   1. a set CUPTI refuses is tried name by name: a typo or a metric the
+ *      chip does not offer costs that name, not the set;
+ *   2. a set needing more passes has each name measured alone, and a name
+ *      needing several passes by itself is left out (on an H200
+ *      sm__throughput alone needs 19; dropping from the end would have
+ *      thrown away every good name before it);
+ *   3. then names are dropped from the end while the set needs more.
+ * Dropped names go into @dropped for the notice, with the reason.
  */
 static CUptiResult configure(struct pm_dev *d, const char *chip, char *dropped, size_t dropped_size)
 {
+	char why[40];
+	size_t passes = 0;
+	unsigned k = 0;
 	CUptiResult r;
 
 	memcpy(d->names, P.names, sizeof(d->names));
 	d->n_names = P.n_names;
 	r = add_metrics(d, chip, d->names, d->n_names);
 	if (bad_name(r)) {
-		unsigned k = 0;
-
 		for (unsigned i = 0; i < d->n_names; i++) {
 			r = add_metrics(d, chip, &d->names[i], 1);
-			if (r == CUPTI_SUCCESS) {
+			if (r == CUPTI_SUCCESS)
 				d->names[k++] = d->names[i];
-			} else if (bad_name(r)) {
+			else if (bad_name(r))
 				note_dropped(dropped, dropped_size, d->names[i], "");
-			} else {
+			else
 				return r;
-			}
 		}
 		d->n_names = k;
 		if (!k)
 			return CUPTI_ERROR_INVALID_METRIC_NAME;
-		r = add_metrics(d, chip, d->names, d->n_names);
 	}
-	while (r == CUPTI_SUCCESS) {
-		PARAMS(CUpti_Profiler_Host_GetConfigImageSize_Params, ps);
-		PARAMS(CUpti_Profiler_Host_GetConfigImage_Params, pi);
-		PARAMS(CUpti_Profiler_Host_GetNumOfPasses_Params, pp);
+	if ((r = set_image(d, chip, &passes)) != CUPTI_SUCCESS || passes == 1)
+		return r;
+	if (d->n_names > 1) {
+		k = 0;
+		for (unsigned i = 0; i < d->n_names; i++) {
+			size_t alone = 0;
 
-		ps.pHostObject = d->host;
-		if ((r = A.cuptiProfilerHostGetConfigImageSize(&ps)) != CUPTI_SUCCESS)
+			if ((r = add_metrics(d, chip, &d->names[i], 1)) != CUPTI_SUCCESS ||
+			    (r = config_image(d, &alone)) != CUPTI_SUCCESS)
+				return r;
+			if (alone == 1) {
+				d->names[k++] = d->names[i];
+				continue;
+			}
+			snprintf(why, sizeof(why), " (%zu passes)", alone);
+			note_dropped(dropped, dropped_size, d->names[i], why);
+		}
+		d->n_names = k;
+		if (!k)
+			return CUPTI_ERROR_INVALID_METRIC_NAME;
+		if ((r = set_image(d, chip, &passes)) != CUPTI_SUCCESS)
 			return r;
-		if (!ps.configImageSize || ps.configImageSize > (64u << 20))
-			return CUPTI_ERROR_UNKNOWN;
-		free(d->config);
-		d->config = calloc(1, ps.configImageSize);
-		if (!d->config)
-			return CUPTI_ERROR_OUT_OF_MEMORY;
-		d->config_size = ps.configImageSize;
-		pi.pHostObject = d->host;
-		pi.pConfigImage = d->config;
-		pi.configImageSize = d->config_size;
-		if ((r = A.cuptiProfilerHostGetConfigImage(&pi)) != CUPTI_SUCCESS)
-			return r;
-		pp.pConfigImage = d->config;
-		pp.configImageSize = d->config_size;
-		if ((r = A.cuptiProfilerHostGetNumOfPasses(&pp)) != CUPTI_SUCCESS)
-			return r;
-		if (pp.numOfPasses == 1)
-			return CUPTI_SUCCESS;
-		if (pp.numOfPasses == 0 || d->n_names == 1) {
-			/* Not even one name fits one pass: name it and the count. */
-			char why[40];
-
-			snprintf(why, sizeof(why), " (%zu passes)", (size_t)pp.numOfPasses);
+	}
+	while (passes != 1) {
+		if (passes == 0 || d->n_names == 1) {
+			snprintf(why, sizeof(why), " (%zu passes)", passes);
 			note_dropped(dropped, dropped_size, d->names[0], why);
 			return CUPTI_ERROR_INVALID_METRIC_NAME;
 		}
 		d->n_names--;
 		note_dropped(dropped, dropped_size, d->names[d->n_names], " (needs a second pass)");
-		r = add_metrics(d, chip, d->names, d->n_names);
+		if ((r = set_image(d, chip, &passes)) != CUPTI_SUCCESS)
+			return r;
 	}
-	return r;
+	return CUPTI_SUCCESS;
 }
 
 static void dev_free(struct pm_dev *d)

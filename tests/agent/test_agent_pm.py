@@ -27,9 +27,10 @@ from test_agent_cupti import AGENT, APP, kernels
 P = T.protos()
 FAKE_NVML = os.environ.get("FAKE_NVML_LIB", "")
 FAKE_AGENT = os.environ.get("FAKE_AGENT", "")
-SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+SM = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed"
 DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
-TENSOR = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed"
+TENSOR = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"
+MULTIPASS = "sm__throughput.avg.pct_of_peak_sustained_elapsed"  # 19 passes alone on an H200
 WARPS = "sm__warps_active.avg.pct_of_peak_sustained_active"
 DEFAULT = {SM: 30.0, TENSOR: 5.0, WARPS: 50.0}
 PM_LINE_ID = 0xdeadbeef + 200
@@ -239,6 +240,19 @@ class PmSampling(unittest.TestCase):
         self.assertIn(TENSOR, notes[0])
         self.assertIn(WARPS, notes[0])
         self.assertFalse([s for s in x.warnings if "no hardware counters" in s], list(x.warnings))
+
+    def test_a_metric_needing_several_passes_costs_only_itself(self):
+        # Found on an H200: sm__throughput alone needs 19 passes; dropping
+        # names from the end of the set threw away every good one first.
+        a, _ = self.app()
+        x, _, _, _ = self.capture(request(1000, gpu_pm_sample_counters=f"{MULTIPASS},{DRAM},{WARPS}",
+                                          gpu_pm_sample_interval_us=INTERVAL_US),
+                                  lambda: time.sleep(0.6), a)
+        c = counters(x, "/device:GPU:0", {MULTIPASS, DRAM, WARPS})
+        self.assertEqual(set(c), {DRAM, WARPS}, list(x.warnings))
+        notes = [s for s in x.warnings if "left out metrics" in s]
+        self.assertEqual(len(notes), 1, list(x.warnings))
+        self.assertIn(f"{MULTIPASS} (19 passes)", notes[0])
 
     def test_off_by_default(self):
         a, _ = self.app()

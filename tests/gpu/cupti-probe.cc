@@ -127,14 +127,16 @@ static void pm_one(const char *chip, uint8_t *avail, const char **names, size_t 
 static void pm(void)
 {
 	static const char *metrics[] = {
-		"sm__throughput.avg.pct_of_peak_sustained_elapsed",
+		/* the agent's default set (pmsample.c), then others */
+		"sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
 		"dram__throughput.avg.pct_of_peak_sustained_elapsed",
-		"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+		"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
 		"sm__warps_active.avg.pct_of_peak_sustained_active",
+		"sm__throughput.avg.pct_of_peak_sustained_elapsed",
+		"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
 		"sm__cycles_active.avg",
 		"gr__cycles_active.avg",
 		"dram__bytes_read.sum",
-		"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
 		"gpu__time_duration.sum",
 	};
 	CUpti_Profiler_Initialize_Params pi = { CUpti_Profiler_Initialize_Params_STRUCT_SIZE };

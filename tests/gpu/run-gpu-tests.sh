@@ -385,7 +385,12 @@ torch.cuda.synchronize()
 print('done', flush=True)
 sys.stdin.readline()
 prof.__exit__(None, None, None)
-print('torch-ok', sum(1 for e in prof.events() if 'gemm' in e.name.lower() or 'matmul' in e.name.lower()), flush=True)
+import json, os, tempfile
+path = os.path.join(tempfile.mkdtemp(), 'torch.json')
+prof.export_chrome_trace(path)
+kernels = sum(1 for e in json.load(open(path)).get('traceEvents', []) if e.get('cat') == 'kernel')
+print('torch-ok', sum(1 for e in prof.events() if 'gemm' in e.name.lower() or 'matmul' in e.name.lower()),
+      'kernels', kernels, flush=True)
 """
     env = dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=SOCK)
     p = subprocess.Popen([os.environ["PYTHON_ML"], "-c", code, order], env=env, stdin=subprocess.PIPE,
@@ -411,6 +416,8 @@ print('torch-ok', sum(1 for e in prof.events() if 'gemm' in e.name.lower() or 'm
     ws = [w for w in x.warnings if f"pid {p.pid}" in w]
     print(f"     torch profiler {order}: {len(gpu_kernels(x))} kernels in profd's capture, "
           f"torch saw {last[1:] if last else '?'}; warnings: {ws}")
+    print(f"     torch profiler {order}: profd log:",
+          [l[24:200] for l in d.log().splitlines() if f"pid {p.pid}" in l and ("stat" in l or "warn" in l)][-4:])
     check(rc == 0 and last[:1] == ["torch-ok"], f"torch profiler {order}: the job survived (rc {rc})")
     if order == "during":
         check(len(gpu_kernels(x)) >= 20, f"torch profiler during: profd kept the kernels before the takeover")

@@ -54,7 +54,7 @@ import profdtest as T
 P = T.protos()
 AGENT, WORK = os.environ["AGENT"], os.environ["WORK"]
 SOCK = os.path.join(WORK, "agent.sock")
-SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+SM = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed"
 DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 failures = []
 

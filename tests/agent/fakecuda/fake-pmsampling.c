@@ -8,12 +8,14 @@
  * value in every sample, except DRAM throughput, which follows the copies
  * the app makes (fakepm_copy(), from fakecupti_memcpy()):
  *
- *   sm__throughput.avg.pct_of_peak_sustained_elapsed                     30
+ *   sm__cycles_active.avg.pct_of_peak_sustained_elapsed                  30
  *   dram__throughput.avg.pct_of_peak_sustained_elapsed  10 + 10 per MiB copied
  *                              to that device in the interval, at most 100
- *   sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed  5
+ *   sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed       5
  *   sm__warps_active.avg.pct_of_peak_sustained_active                   50
  *   sm__cycles_active.avg                                             1000
+ *   sm__throughput.avg.pct_of_peak_sustained_elapsed    30, but a config
+ *                              image holding it needs 19 passes (as on an H200)
  *
  * Any other name is CUPTI_ERROR_INVALID_METRIC_NAME at ConfigAddMetrics;
  * a set holding a name of FAKE_CUPTI_PM_UNSAMPLED is CUPTI_ERROR_NOT_SUPPORTED.
@@ -49,13 +51,15 @@
 
 static const struct {
 	const char *name;
-	double value; /* DRAM: the idle value */
+	double value;    /* DRAM: the idle value */
+	unsigned passes; /* of a config image holding it (GH100 on an H200, CUPTI 13.0) */
 } metrics[] = {
-	{ "sm__throughput.avg.pct_of_peak_sustained_elapsed", 30 },
-	{ "dram__throughput.avg.pct_of_peak_sustained_elapsed", 10 },
-	{ "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed", 5 },
-	{ "sm__warps_active.avg.pct_of_peak_sustained_active", 50 },
-	{ "sm__cycles_active.avg", 1000 },
+	{ "sm__cycles_active.avg.pct_of_peak_sustained_elapsed", 30, 1 },
+	{ "dram__throughput.avg.pct_of_peak_sustained_elapsed", 10, 1 },
+	{ "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", 5, 1 },
+	{ "sm__warps_active.avg.pct_of_peak_sustained_active", 50, 1 },
+	{ "sm__cycles_active.avg", 1000, 1 },
+	{ "sm__throughput.avg.pct_of_peak_sustained_elapsed", 30, 19 },
 };
 #define DRAM 1
 
@@ -220,17 +224,31 @@ EXPORT CUptiResult cuptiProfilerHostGetConfigImageSize(CUpti_Profiler_Host_GetCo
 	return CUPTI_SUCCESS;
 }
 
+/* The image: 0xc5 bytes, the first 4 the passes its metrics need (the
+ * most any of them needs). */
 EXPORT CUptiResult cuptiProfilerHostGetConfigImage(CUpti_Profiler_Host_GetConfigImage_Params *p)
 {
-	if (!p->pConfigImage || p->configImageSize < 64)
+	const CUpti_Profiler_Host_Object *h = p->pHostObject;
+	uint32_t passes = 1;
+
+	if (!h || !p->pConfigImage || p->configImageSize < 64)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	memset(p->pConfigImage, 0xc5, 64);
+	for (unsigned i = 0; i < h->n; i++)
+		if (metrics[h->metric[i]].passes > passes)
+			passes = metrics[h->metric[i]].passes;
+	memcpy(p->pConfigImage, &passes, sizeof(passes));
 	return CUPTI_SUCCESS;
 }
 
 EXPORT CUptiResult cuptiProfilerHostGetNumOfPasses(CUpti_Profiler_Host_GetNumOfPasses_Params *p)
 {
-	p->numOfPasses = 1;
+	uint32_t passes;
+
+	if (!p->pConfigImage || p->configImageSize < 64)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	memcpy(&passes, p->pConfigImage, sizeof(passes));
+	p->numOfPasses = passes;
 	return CUPTI_SUCCESS;
 }
 
