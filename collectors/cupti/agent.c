@@ -176,7 +176,7 @@ static struct agent {
 	bool driver_records;      /* CUPTI_ACTIVITY_KIND_DRIVER is on this capture */
 	unsigned canaries;        /* canary calls made this capture */
 	bool told_lost;           /* the canary's takeover notice was sent this capture */
-	CUresult (*canary_call)(CUcontext *); /* cuCtxGetCurrent: the buffer canary (canary_send()) */
+	CUresult (*canary_call)(int *); /* cuDriverGetVersion: the buffer canary (canary_send()) */
 
 	/* slabs (state, free stack and done ring guarded by lock) */
 	pthread_mutex_t lock;
@@ -322,7 +322,7 @@ static void take_inventory(void)
 	if (!h)
 		return;
 	SYM(h, "cuDriverGetVersion", drv_ver);
-	SYM(h, "cuCtxGetCurrent", g.canary_call);
+	g.canary_call = drv_ver;
 	SYM(h, "cuDeviceGetCount", count);
 	SYM(h, "cuDeviceGet", get);
 	SYM(h, "cuDeviceGetAttribute", ga);
@@ -993,24 +993,22 @@ static void set_buffer_attributes(void)
 }
 
 /*
- * The buffer canary: a driver call of the agent thread (cuCtxGetCurrent:
- * no side effect, traced by every CUPTI), recorded while the
- * API kinds are on, when a capture starts and at each sync point after.
- * Its records must come back in profd's buffers (the converter counts and
- * drops them, agent_conv.canary_*). A profiler in the job that registers
- * its own buffer callbacks during the capture (PyTorch's, started inside a
- * capture on an H200, left it short with nothing said) gets every record
- * from then on, even when it flushed CUPTI first so that no buffer of
- * profd's was out to miss: the
- * first canary came back, a later one (each window's FLUSH and the STOP
- * send one) did not, and the capture says so instead of ending short in
- * silence (canary_lost()). Agent thread.
+ * The buffer canary: a driver call of the agent thread (cuDriverGetVersion:
+ * no side effect; an H200 with CUPTI 13.0 records it, tests/gpu/
+ * cupti-probe.cc), traced while the API kinds are on, when a capture starts
+ * and at each sync point after. Its records must come back in profd's
+ * buffers (the converter counts and drops them, agent_conv.canary_*). A
+ * profiler in the job that flushes CUPTI and then registers its own buffer
+ * callbacks during the capture gets every record from then on with no
+ * buffer of profd's left out to miss: the first canary came back, a later
+ * one (each window's FLUSH and the STOP send one) did not, and the capture
+ * says so instead of ending short in silence (canary_lost()). Agent thread.
  */
 static void canary_send(void)
 {
-	const uint32_t cbid = CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent;
+	const uint32_t cbid = CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion;
 	bool off = g.api_off[0][cbid / 8] & (1u << (cbid % 8));
-	CUcontext v;
+	int v;
 
 	if (!g.canary_call || !g.driver_records || !cupti_usable())
 		return;

@@ -416,7 +416,7 @@ static int api(struct agent_conv *cv, const CUpti_ActivityAPI *a, uint32_t domai
 	struct agent_rec_api *r;
 	uint32_t name_id = 0;
 
-	if (domain == AGENT_API_DRIVER && cbid == CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent && cv->canary_tid &&
+	if (domain == AGENT_API_DRIVER && cbid == CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion && cv->canary_tid &&
 	    a->threadId == cv->canary_tid) {
 		cv->canary_seen++; /* the agent's own call, not the job's */
 		return 0;

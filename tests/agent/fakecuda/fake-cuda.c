@@ -60,16 +60,9 @@ static int phys(CUdevice d)
 	return d >= 0 && d < n_visible ? visible[d] : -1;
 }
 
+/* Traced as the real driver traces every call, once a CUPTI is loaded:
+ * the agent's buffer canary is this call (collectors/cupti/agent.c). */
 EXPORT CUresult cuDriverGetVersion(int *v)
-{
-	*v = 13000;
-	return CUDA_SUCCESS;
-}
-
-/* Traced as the real driver traces every call once a CUPTI is loaded: the
- * agent's buffer canary is this call (collectors/cupti/agent.c). No
- * context is ever current on the agent's thread. */
-EXPORT CUresult cuCtxGetCurrent(CUcontext *c)
 {
 	void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
 	uint32_t (*api)(CUpti_CallbackDomain, CUpti_CallbackId, const char *) = NULL;
@@ -77,10 +70,11 @@ EXPORT CUresult cuCtxGetCurrent(CUcontext *c)
 	if (h) {
 		*(void **)&api = dlsym(h, "fakecupti_api");
 		if (api)
-			api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, "cuCtxGetCurrent");
+			api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion,
+			    "cuDriverGetVersion");
 		dlclose(h);
 	}
-	*c = NULL;
+	*v = 13000;
 	return CUDA_SUCCESS;
 }
 
