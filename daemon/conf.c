@@ -30,7 +30,7 @@
 #include "base/utf8.h"
 #include "capture-opts.h"
 #include "config.h"
-#include "collectors/agent-nvtx.h"
+#include "collectors/agent/agent-nvtx.h"
 #include "conf.h"
 #include "delivery.h"
 #include "rpc.h"

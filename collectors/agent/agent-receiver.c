@@ -12,8 +12,9 @@
  * START/STOP/FLUSH frames; flush completes when every capturing agent
  * answered FLUSHED (the core's flush timeout covers stragglers).
  *
- * Eight files, by job (each with its header; agent-proto.h is the wire
- * format, agent-opts.h what the open windows ask of agents):
+ * The files of collectors/agent/, by job (each with its header;
+ * proto/agent/agent-proto.h is the wire format, agent-opts.h what the open
+ * windows ask of agents):
  *   agent-receiver.c  this one: the socket, connections and their limits,
  *                     the collector ops, the Status accessors;
  *   agent-parse.c     bytes -> validated frames and records (pure);
