@@ -18,7 +18,9 @@
  *   agent-receiver.c  this one: the socket, connections and their limits,
  *                     the collector ops, the Status accessors;
  *   agent-parse.c     bytes -> validated frames and records (pure);
- *   agent-map.c       records -> planes, lines and events of the trace;
+ *   agent-map.c       records -> planes, lines and events of the trace,
+ *                     with agent-lines.c, agent-records.c and
+ *                     agent-describe.c (agent-map.c lists their jobs);
  *   agent-nvtx.c      NVTX records -> host ranges, annotations and steps;
  *   agent-pm.c        PM sampling records -> GPU counter lines;
  *   agent-memory.c    memory records -> the memory profile;
