@@ -7,32 +7,21 @@ set -u
 src=${PROFD_SRC:?}
 check="$src/tools/check-layers"
 "$check" "$src" || { echo "FAIL: the tree has upward includes"; exit 1; }
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-for d in base proto xspace rpc collectors daemon tools; do cp -r "$src/$d" "$tmp/"; done
-"$check" "$tmp" >/dev/null || { echo "FAIL: a clean copy fails"; exit 1; }
+. "$(dirname "$0")/plant.sh"
+copy_tree
 
-# plant FILE HEADER WHY: FILE including HEADER must fail the check, with
-# FILE and HEADER named in its report; FILE is put back after.
-plant() {
-	printf '#include "%s"\n' "$2" >>"$tmp/$1"
-	if out=$("$check" "$tmp"); then
-		echo "FAIL: $1 -> $2 ($3) passed"
-		exit 1
-	fi
-	echo "$out" | grep -q "$1:.*$2" || { echo "FAIL: $1 -> $2 not named: $out"; exit 1; }
-	cp "$src/$1" "$tmp/$1"
-}
+# include FILE HEADER: FILE including HEADER must fail, naming both.
+include() { plant "$1" "#include \"$2\"" "$1:.*$2"; }
 
-plant base/log.c collectors/collector.h "upward"
-plant collectors/cupti/agent.c base/log.h "base/log.h needs log.c"
+include base/log.c collectors/collector.h
+include collectors/cupti/agent.c base/log.h
 # pbwire.h has no .c of its own but includes buf.h, which needs buf.c.
-plant collectors/cupti/agent.c base/pbwire.h "needs buf.c"
+include collectors/cupti/agent.c base/pbwire.h
 # The receiver's headers are the daemon's, even the one beside the contract.
-plant collectors/cupti/agent.c agent-parse.h "a receiver header"
+include collectors/cupti/agent.c agent-parse.h
 # A generated protobuf-c header is layer 0 but needs its .pb-c.c.
-plant collectors/cupti/agent.c profd/profd.pb-c.h "a generated header"
-plant rpc/server.c collector.h "rpc and collectors are siblings"
+include collectors/cupti/agent.c profd/profd.pb-c.h
+include rpc/server.c collector.h
 # The wire contract is header-only by rule: given a .c of its own, it is not.
 : >"$tmp/proto/agent/agent-proto.c"
 out=$("$check" "$tmp") && { echo "FAIL: agent -> agent-proto.h with a .c passed"; exit 1; }

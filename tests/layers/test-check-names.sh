@@ -8,22 +8,8 @@ set -u
 src=${PROFD_SRC:?}
 check="$src/tools/check-names"
 out=$("$check" "$src") || { echo "FAIL: the tree spells names outside xspace/names.h:"; echo "$out"; exit 1; }
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-for d in base xspace rpc collectors daemon tools; do cp -r "$src/$d" "$tmp/"; done
-"$check" "$tmp" >/dev/null || { echo "FAIL: a clean copy fails"; exit 1; }
-
-# plant FILE TEXT EXPECT: append TEXT to FILE, expect a failure whose output
-# matches the extended regex EXPECT, then restore FILE.
-plant() {
-	printf '%s\n' "$2" >>"$tmp/$1"
-	if out=$("$check" "$tmp"); then
-		echo "FAIL: planted in $1 passed: $2"
-		exit 1
-	fi
-	echo "$out" | grep -Eq "$3" || { echo "FAIL: $1 not reported as /$3/: $out"; exit 1; }
-	cp "$src/$1" "$tmp/$1"
-}
+. "$(dirname "$0")/plant.sh"
+copy_tree
 
 plant collectors/host/host-io.c 'static void planted(struct trace_plane *p, struct buf *b)
 {
