@@ -2,7 +2,7 @@
 /*
  * pbread.h - the one protobuf wire-format reader (pbwire.h writes): a
  * cursor over a byte range read field by field, for the request check
- * (rpc/wirecheck.c), the XSpace pull parser (tools/xspace-reader.c) and
+ * (rpc/wirecheck.c), the XSpace pull parser (tools/profctl/xspace-reader.c) and
  * the stat-set index (xspace/trace.c).
  *
  * Every byte read may come from a peer: each read is bounded by the

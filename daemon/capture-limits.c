@@ -3,7 +3,7 @@
  * capture-limits.c - a window's own limits on its snapshot; see
  * capture-limits.h and docs/options.md.
  *
- * Which lines are which (collectors/agent-map.c, xspace/names.h):
+ * Which lines are which (collectors/agent/agent-map.c, xspace/names.h):
  *   - CUDA API events: agents' thread lines on /host:CPU, named
  *     "NAME (pid P)/tid T" (XN_LINE_HOST_THREAD_FMT);
  *   - NVTX ranges: their "/NVTX" siblings (XN_LINE_NVTX_FMT);

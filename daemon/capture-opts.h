@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "base/macro.h"
-#include "collectors/agent-opts.h"
+#include "collectors/agent/agent-opts.h"
 #include "tensorflow/profiler_options.pb-c.h"
 
 /* Upstream's defaults, for the docs and the unit test. */

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * conf.c - the table of profd's settings and everything derived from it:
- * option parsing (main.c builds getopt's list from it), the config file,
- * --help's defaults and bounds, --dump-config and the SIGHUP reload set.
+ * option parsing (main.c builds getopt's list from it), values checked,
+ * set, compared, copied and formatted, and the SIGHUP reload set. The text
+ * forms (--help, --dump-config, the config file) are conf-text.c's, over
+ * the same table (conf-table.h).
  *
  * A key is one row: its name is both the long option and the file key,
  * its default is text that goes through the same parser as any value (so
@@ -10,7 +12,6 @@
  * Config files are hostile input like any other: lines are bounded, every
  * value is checked against the row's bounds, and errors name FILE:LINE.
  */
-#define _GNU_SOURCE /* memrchr() */
 #include <ctype.h>
 #include <errno.h>
 #include <grp.h>
@@ -30,47 +31,19 @@
 #include "base/utf8.h"
 #include "capture-opts.h"
 #include "config.h"
-#include "collectors/agent-nvtx.h"
+#include "collectors/agent/agent-nvtx.h"
+#include "conf-table.h"
 #include "conf.h"
 #include "delivery.h"
 #include "rpc.h"
 
-enum conf_type {
-	T_U32,   /* decimal, min..max */
-	T_U64,
-	T_DUR,   /* "500ms", "10s", "10m", "1h"; min..max in ms (0 = off when min is 0) */
-	T_SIZE,  /* "65536", "64K", "1M"; min..max bytes */
-	T_PATH,  /* a non-empty string */
-	T_OPT,   /* a string; empty = unset */
-	T_HOST,  /* a host name for XSpace and file names (conf_host_ok()); empty = unset */
-	T_STEPS, /* comma-separated step names (agent_nvtx_check_step_patterns()) */
-	T_PM,    /* PM sampling metrics (capture_opts_set_pm_metrics()); empty = off */
-	T_USEC,  /* "500us", "2ms", "1s", bare = us; min..max in us */
-	T_LEVEL, /* err, warn, notice, info, debug */
-	T_MODE,  /* octal permission bits */
-	T_GROUP, /* group name or gid; empty = unset */
-	T_BOOL,  /* yes or no (also true/false, on/off, 1/0); a bool field */
-	T_LISTEN, T_CIDR, T_DIR, T_USER, /* repeatable: one value per flag or line */
-};
-
-struct conf_row {
-	const char *name;   /* long option and file key */
-	const char *arg;    /* metavar in --help */
-	enum conf_type type;
-	uint64_t min, max;
-	const char *def;    /* default, in file syntax; NULL = unset / empty list */
-	bool reload;        /* SIGHUP applies it (main.c: apply_reloadable()) */
-	const char *section;/* --help heading where it changes; NULL = same as above */
-	const char *help;   /* one paragraph; --help wraps it and adds default and bounds */
-	size_t off;         /* field in struct profd_conf */
-};
 
 #define F(field) offsetof(struct profd_conf, field)
 #define H24 (UINT64_C(24) * 3600 * 1000)
 #define H1 (UINT64_C(3600) * 1000)
 
 /* Table order is enum conf_key's order and --help's. */
-static const struct conf_row rows[CONF_N_KEYS] = {
+const struct conf_row conf_rows[CONF_N_KEYS] = {
 	[CONF_LISTEN] = {"listen", "HOST:PORT", T_LISTEN, 0, 0, "[::]:6009", false,
 		"Listening", "address to serve on; repeatable ([::] takes IPv6 and IPv4). Port 0 picks a "
 		"free port; the log says which. A port in use is an error.", F(listen)},
@@ -187,14 +160,14 @@ static const struct conf_row rows[CONF_N_KEYS] = {
 _Static_assert(CONF_N_KEYS <= 64, "struct profd_conf.set has one bit per key");
 
 size_t conf_n_keys(void) { return CONF_N_KEYS; }
-const char *conf_key_name(size_t key) { return rows[key].name; }
-bool conf_key_reloadable(size_t key) { return rows[key].reload; }
+const char *conf_key_name(size_t key) { return conf_rows[key].name; }
+bool conf_key_reloadable(size_t key) { return conf_rows[key].reload; }
 int conf_key_short(size_t key) { return key == CONF_LISTEN ? 'l' : 0; }
 
-static void *field(struct profd_conf *c, size_t key) { return (char *)c + rows[key].off; }
-static const void *cfield(const struct profd_conf *c, size_t key) { return (const char *)c + rows[key].off; }
+static void *field(struct profd_conf *c, size_t key) { return (char *)c + conf_rows[key].off; }
+const void *conf_cfield(const struct profd_conf *c, size_t key) { return (const char *)c + conf_rows[key].off; }
 
-static bool is_list(enum conf_type t) { return t >= T_LISTEN; }
+bool conf_type_is_list(enum conf_type t) { return t >= T_LISTEN; }
 
 static void list_clear(struct conf_list *l)
 {
@@ -333,7 +306,7 @@ static const char *fmt_usec(uint64_t us, char *buf, size_t size)
 }
 
 /* What a row accepts, for errors and --help. */
-static const char *bounds(const struct conf_row *r, char *buf, size_t size)
+const char *conf_row_bounds(const struct conf_row *r, char *buf, size_t size)
 {
 	char a[32], b[32];
 
@@ -432,7 +405,7 @@ static int check_item(const struct conf_row *r, const char *v)
 
 int conf_set(struct profd_conf *c, size_t key, const char *v, char *why, size_t why_size)
 {
-	const struct conf_row *r = &rows[key];
+	const struct conf_row *r = &conf_rows[key];
 	void *p = field(c, key);
 	uint64_t u64 = 0;
 	uint32_t u32 = 0;
@@ -526,7 +499,7 @@ int conf_set(struct profd_conf *c, size_t key, const char *v, char *why, size_t 
 	if (e < 0) {
 		char b[128];
 
-		snprintf(why, why_size, "expected %s", bounds(r, b, sizeof(b)));
+		snprintf(why, why_size, "expected %s", conf_row_bounds(r, b, sizeof(b)));
 		return -EINVAL;
 	}
 	c->set |= UINT64_C(1) << key;
@@ -540,11 +513,11 @@ int conf_init(struct profd_conf *c)
 
 	memset(c, 0, sizeof(*c));
 	for (size_t k = 0; k < CONF_N_KEYS; k++) {
-		if (!rows[k].def)
+		if (!conf_rows[k].def)
 			continue;
-		if (conf_set(c, k, rows[k].def, why, sizeof(why)) < 0) {
+		if (conf_set(c, k, conf_rows[k].def, why, sizeof(why)) < 0) {
 			/* A table bug (or out of memory); the tests start profd. */
-			log_error("default of %s: %s", rows[k].name, why);
+			log_error("default of %s: %s", conf_rows[k].name, why);
 			conf_free(c);
 			return -ENOMEM;
 		}
@@ -562,9 +535,9 @@ int conf_init(struct profd_conf *c)
 void conf_free(struct profd_conf *c)
 {
 	for (size_t k = 0; k < CONF_N_KEYS; k++) {
-		enum conf_type t = rows[k].type;
+		enum conf_type t = conf_rows[k].type;
 
-		if (is_list(t))
+		if (conf_type_is_list(t))
 			list_clear(field(c, k));
 		else if (t == T_PATH || t == T_OPT || t == T_HOST || t == T_GROUP || t == T_STEPS || t == T_PM) {
 			free(*(char **)field(c, k));
@@ -586,10 +559,10 @@ static size_t value_size(enum conf_type t)
 
 bool conf_key_equal(const struct profd_conf *a, const struct profd_conf *b, size_t key)
 {
-	enum conf_type t = rows[key].type;
+	enum conf_type t = conf_rows[key].type;
 
-	if (is_list(t)) {
-		const struct conf_list *x = cfield(a, key), *y = cfield(b, key);
+	if (conf_type_is_list(t)) {
+		const struct conf_list *x = conf_cfield(a, key), *y = conf_cfield(b, key);
 
 		if (x->n != y->n)
 			return false;
@@ -599,9 +572,9 @@ bool conf_key_equal(const struct profd_conf *a, const struct profd_conf *b, size
 		return true;
 	}
 	if (value_size(t))
-		return memcmp(cfield(a, key), cfield(b, key), value_size(t)) == 0;
+		return memcmp(conf_cfield(a, key), conf_cfield(b, key), value_size(t)) == 0;
 	{
-		const char *x = *(char *const *)cfield(a, key), *y = *(char *const *)cfield(b, key);
+		const char *x = *(char *const *)conf_cfield(a, key), *y = *(char *const *)conf_cfield(b, key);
 
 		return x == y || (x && y && strcmp(x, y) == 0);
 	}
@@ -609,11 +582,11 @@ bool conf_key_equal(const struct profd_conf *a, const struct profd_conf *b, size
 
 int conf_copy_key(struct profd_conf *dst, const struct profd_conf *src, size_t key)
 {
-	enum conf_type t = rows[key].type;
+	enum conf_type t = conf_rows[key].type;
 
-	if (is_list(t)) {
+	if (conf_type_is_list(t)) {
 		struct conf_list *d = field(dst, key);
-		const struct conf_list *s = cfield(src, key);
+		const struct conf_list *s = conf_cfield(src, key);
 
 		list_clear(d);
 		for (uint32_t i = 0; i < s->n; i++) {
@@ -622,9 +595,9 @@ int conf_copy_key(struct profd_conf *dst, const struct profd_conf *src, size_t k
 			d->n++;
 		}
 	} else if (value_size(t)) {
-		memcpy(field(dst, key), cfield(src, key), value_size(t));
+		memcpy(field(dst, key), conf_cfield(src, key), value_size(t));
 	} else {
-		const char *s = *(char *const *)cfield(src, key);
+		const char *s = *(char *const *)conf_cfield(src, key);
 		int e = set_str(field(dst, key), s ? s : "");
 
 		if (e < 0)
@@ -647,11 +620,11 @@ int conf_overlay(struct profd_conf *dst, const struct profd_conf *src)
 
 const char *conf_format(const struct profd_conf *c, size_t key, char *buf, size_t size)
 {
-	const void *p = cfield(c, key);
+	const void *p = conf_cfield(c, key);
 	size_t used = 0;
 
 	buf[0] = 0;
-	switch (rows[key].type) {
+	switch (conf_rows[key].type) {
 	case T_U32: snprintf(buf, size, "%" PRIu32, *(const uint32_t *)p); break;
 	case T_U64: snprintf(buf, size, "%" PRIu64, *(const uint64_t *)p); break;
 	case T_DUR: fmt_dur(*(const uint64_t *)p, buf, size); break;
@@ -689,237 +662,3 @@ const char *conf_format(const struct profd_conf *c, size_t key, char *buf, size_
 
 /* The longest part of the @n bytes at @p that ends with ',' and is at most
  * @room long; 0 if none. */
-static size_t comma_cut(const char *p, size_t n, size_t room)
-{
-	size_t cut = 0;
-
-	for (size_t i = 0; i < n && i < room; i++)
-		if (p[i] == ',')
-			cut = i + 1;
-	return cut;
-}
-
-/* Print @text wrapped to @width; @col is where the cursor stands (0: start
- * the first line with @indent too), later lines start with @indent. A word
- * longer than a whole line (a default list of names) breaks after a comma. */
-static void wrap(FILE *f, const char *text, size_t col, const char *indent, size_t width)
-{
-	size_t ind = strlen(indent);
-	bool empty = true, glued = false; /* glued: the rest of a word broken at a comma */
-
-	if (col == 0) {
-		fputs(indent, f);
-		col = ind;
-	}
-	for (const char *p = text; *p;) {
-		size_t n, sep;
-
-		if (!glued)
-			while (*p == ' ')
-				p++;
-		n = strcspn(p, " ");
-		if (n == 0)
-			break;
-		sep = empty || glued ? 0 : 1;
-		if (n + ind > width) {
-			size_t cut = comma_cut(p, n, col + sep < width ? width - col - sep : 0);
-
-			if (cut == 0 && !empty) {
-				fprintf(f, "\n%s", indent);
-				col = ind;
-				empty = true;
-				sep = 0;
-				cut = comma_cut(p, n, width - ind);
-			}
-			if (cut)
-				n = cut;
-		}
-		if (!empty && col + sep + n > width) {
-			fprintf(f, "\n%s", indent);
-			col = ind;
-			empty = true;
-		} else if (sep) {
-			fputc(' ', f);
-			col++;
-		}
-		fwrite(p, 1, n, f);
-		col += n;
-		glued = p[n] != ' ' && p[n] != '\0';
-		p += n;
-		empty = false;
-	}
-	fputc('\n', f);
-}
-
-/* The row's help with its default and bounds, as one paragraph. */
-static void describe(const struct conf_row *r, const char *def, char *buf, size_t size)
-{
-	char b[128];
-	bool numeric = r->type == T_U32 || r->type == T_U64 || r->type == T_DUR || r->type == T_SIZE ||
-		       r->type == T_USEC;
-
-	snprintf(buf, size, "%s (default %s%s%s)%s", r->help, def[0] ? def : "none",
-		 numeric ? "; " : "", numeric ? bounds(r, b, sizeof(b)) : "",
-		 r->reload ? "; reloaded on SIGHUP" : "");
-}
-
-void conf_help(FILE *f)
-{
-	char opt[64], text[768];
-
-	for (size_t k = 0; k < CONF_N_KEYS; k++) {
-		const struct conf_row *r = &rows[k];
-		size_t n;
-
-		if (r->section) {
-			snprintf(text, sizeof(text), "%s:", r->section);
-			fputc('\n', f);
-			wrap(f, text, 0, "", 80);
-		}
-		/* Defaults as the table has them, not as the environment moved them. */
-		describe(r, r->def ? r->def : "", text, sizeof(text));
-		n = (size_t)snprintf(opt, sizeof(opt), "  %s--%s %s", conf_key_short(k) ? "-l, " : "    ",
-				     r->name, r->arg);
-		fputs(opt, f);
-		if (n + 2 > 29) {
-			fputs("  ", f);
-			n += 2;
-		} else {
-			for (; n < 29; n++)
-				fputc(' ', f);
-		}
-		wrap(f, text, n, "                             ", 80);
-	}
-}
-
-void conf_dump(FILE *f, const struct profd_conf *c, bool template)
-{
-	char v[4096], text[768];
-
-	fprintf(f, "# profd configuration: \"key = value\" lines, '#' starts a comment line.\n"
-		   "# Every key is also a command-line option (--key), which overrides the file.\n"
-		   "# Repeatable keys take one value per line; an empty value clears the list.\n"
-		   "# See profd.conf(5) and docs/config.md.\n");
-	for (size_t k = 0; k < CONF_N_KEYS; k++) {
-		const struct conf_row *r = &rows[k];
-		const struct conf_list *l = is_list(r->type) ? cfield(c, k) : NULL;
-
-		if (template) {
-			conf_format(c, k, v, sizeof(v));
-			describe(r, v, text, sizeof(text));
-			fprintf(f, "\n# %s %s\n", r->name, r->arg);
-			wrap(f, text, 0, "#   ", 78);
-		}
-		if (l && l->n > 0) {
-			for (uint32_t i = 0; i < l->n; i++)
-				fprintf(f, "%s%s = %s\n", template ? "#" : "", r->name, l->v[i]);
-			continue;
-		}
-		conf_format(c, k, v, sizeof(v));
-		fprintf(f, "%s%s =%s%s\n", template ? "#" : "", r->name, v[0] ? " " : "", v);
-	}
-}
-
-/* Trim ASCII white space at both ends, in place. */
-static char *trim(char *s)
-{
-	char *e;
-
-	while (isspace((unsigned char)*s))
-		s++;
-	e = s + strlen(s);
-	while (e > s && isspace((unsigned char)e[-1]))
-		*--e = 0;
-	return s;
-}
-
-#define CONF_MAX_LINES 100000 /* a config file is a few dozen lines */
-
-int conf_load(struct profd_conf *c, const char *path, char *err, size_t err_size)
-{
-	char line[4096], why[256], q[72];
-	unsigned lineno = 0;
-	int r = 0, fd = file_open_regular(path, NULL);
-	FILE *f = NULL;
-
-	/* Never fopen(): a FIFO at the path would block SIGHUP's reload, and
-	 * with it every call, until someone writes to it (base/file.h). */
-	if (fd >= 0 && !(f = fdopen(fd, "r"))) {
-		int e = -errno;
-
-		close(fd);
-		fd = e;
-	}
-	if (!f) {
-		r = fd;
-		if (r != -ENOENT)
-			snprintf(err, err_size, "%s: %s", path, file_strerror(r));
-		else
-			snprintf(err, err_size, "%s: no such file", path);
-		return r;
-	}
-	/* Filled with a byte fgets() never writes last: the last NUL in the
-	 * buffer is then the one fgets() ended the line with, and any NUL
-	 * before it was in the file. */
-	while (memset(line, 1, sizeof(line)), fgets(line, sizeof(line), f)) {
-		const char *end = memrchr(line, 0, sizeof(line));
-		size_t n = (size_t)(end - line), k;
-		char *eq, *key, *val;
-
-		lineno++;
-		if (lineno > CONF_MAX_LINES) {
-			snprintf(err, err_size, "%s:%u: too many lines (at most %d)", path, lineno, CONF_MAX_LINES);
-			r = -E2BIG;
-			break;
-		}
-		/* A NUL would hide the rest of the line from every check below:
-		 * its length, a '#' before it, the value after it. */
-		if (memchr(line, 0, n)) {
-			snprintf(err, err_size, "%s:%u: NUL byte in the line (a config file is text)", path, lineno);
-			r = -EINVAL;
-			break;
-		}
-		if (n == sizeof(line) - 1 && line[n - 1] != '\n' && !feof(f)) {
-			snprintf(err, err_size, "%s:%u: line longer than %zu bytes", path, lineno, sizeof(line) - 2);
-			r = -E2BIG;
-			break;
-		}
-		key = trim(line);
-		if (!*key || *key == '#')
-			continue;
-		eq = strchr(key, '=');
-		if (!eq) {
-			snprintf(err, err_size, "%s:%u: expected \"key = value\", got \"%s\"", path, lineno,
-				 ascii_quote(q, sizeof(q), key));
-			r = -EINVAL;
-			break;
-		}
-		*eq = 0;
-		val = trim(eq + 1);
-		key = trim(key);
-		for (k = 0; k < CONF_N_KEYS; k++)
-			if (strcmp(rows[k].name, key) == 0)
-				break;
-		if (k == CONF_N_KEYS) {
-			snprintf(err, err_size, "%s:%u: unknown key \"%s\" (profd --dump-config lists them)",
-				 path, lineno, ascii_quote(q, sizeof(q), key));
-			r = -EINVAL;
-			break;
-		}
-		why[0] = 0;
-		r = conf_set(c, k, val, why, sizeof(why));
-		if (r < 0) {
-			/* Quoted: the value may hold any byte but NUL and newline. */
-			snprintf(err, err_size, "%s:%u: invalid value \"%s\" for %s: %s", path, lineno,
-				 ascii_quote(q, sizeof(q), val),
-				 rows[k].name, r == -ENOMEM ? strerror(ENOMEM) : why);
-			break;
-		}
-	}
-	if (r == 0 && ferror(f)) {
-		snprintf(err, err_size, "%s: read error", path);
-		r = -EIO;
-	}
-	fclose(f);
-	return r;
-}

@@ -26,7 +26,7 @@
 #include "base/log.h"
 #include "base/parse.h"
 #include "capture-opts.h"
-#include "collectors/agent-nvtx.h"
+#include "collectors/agent/agent-nvtx.h"
 #include "conf.h"
 #include "config.h"
 #include "delivery.h"

@@ -635,7 +635,7 @@ static void handle_terminate(void *userdata, struct rpc_call *call, const Protob
 	rpc_call_reply_msg(call, &resp.base);
 }
 
-/* Status.agents from the agent receiver (collectors/agent-receiver.h).
+/* Status.agents from the agent receiver (collectors/agent/agent-receiver.h).
  * Strings are borrowed from the receiver for this call only. */
 static void fill_agents(struct collector_set *set, Profd__StatusResponse *resp, bool show_cmdlines)
 {

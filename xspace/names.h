@@ -40,7 +40,7 @@
 #define XN_LINE_ID_LIMIT 0xdeadbeefu
 /* XProf's derived lines (names: xplane_schema.cc k*LineName; ids:
  * xla/tsl/profiler/utils/trace_utils.h kThreadId*), written by profd for GPU
- * work in NVTX steps (collectors/agent-derived.h). The ids are C++ `int`
+ * work in NVTX steps (collectors/agent/agent-derived.h). The ids are C++ `int`
  * constants: 0xdeadbeef is the int -559038737, and XLineBuilder stores it
  * widened to int64, so a reader's `line.id() == kThreadIdStepInfo` holds only
  * for the negative value (the positive 0xdeadbeef shares its low 32 bits, which
@@ -134,7 +134,7 @@
 #define XN_EVENT_MEMORY_ALLOC "MemoryAlloc"
 #define XN_EVENT_MEMORY_FREE "MemoryFree"
 
-/* ---- the gpu.agent receiver (collectors/agent-map.c) ----------------------- */
+/* ---- the gpu.agent receiver (collectors/agent/agent-map.c) ----------------------- */
 /* Stream line types: "Stream #<id>(" + comma-joined types + ")"; XProf's
  * derived timeline orders lines whose name holds "Compute" as compute
  * streams (§4.4). The memcpy types double as event names (§4.4, §5.4). */
@@ -224,7 +224,7 @@
 #define XN_PROCESS_RSS "rss_mib"
 #define XN_PROCESS_THREADS "threads"
 
-/* NVTX ranges through the agent (collectors/agent-nvtx.c, docs/agent.md "NVTX"). */
+/* NVTX ranges through the agent (collectors/agent/agent-nvtx.c, docs/agent.md "NVTX"). */
 #define XN_LINE_NVTX_FMT XN_LINE_HOST_THREAD_FMT "/NVTX"
 #define XN_STAT_NVTX_RANGE "nvtx_range"
 #define XN_STAT_NVTX_DOMAIN "nvtx_domain"
@@ -238,7 +238,7 @@
 #define XN_STAT_HLO_OP "hlo_op"
 #define XN_STAT_HLO_MODULE "hlo_module"
 
-/* CUPTI PM sampling through the agent (collectors/agent-pm.c, docs/agent.md
+/* CUPTI PM sampling through the agent (collectors/agent/agent-pm.c, docs/agent.md
  * "PM sampling"), as XProf's perf_counters tool reads it: a plane lists
  * only with a device_id stat. */
 #define XN_LINE_PM_COUNTERS "PM counters"

@@ -199,7 +199,7 @@ struct trace {
 	uint64_t dropped;    /* records refused by the budget */
 	uint64_t generation; /* bumped when the contents move out (snapshot) */
 	uint64_t trims;      /* bumped when trace_trim() frees records: per-source counts kept
-			      * elsewhere (collectors/agent-map.c) are then stale */
+			      * elsewhere (collectors/agent/agent-map.c) are then stale */
 	struct trace_budget *budget; /* NULL: none; see trace_set_budget() */
 	uint64_t budget_level;       /* allocate only while the budget's total stays <= this */
 	uint64_t cap_bytes;          /* this trace's own chunk bytes at most; 0: no cap */
@@ -409,7 +409,7 @@ uint64_t trace_line_filter(struct trace_line *l, bool (*keep)(const struct trace
 
 /* Let @edit() change records of @l in place (their stat sets, never their
  * times); it returns whether it changed one. For a snapshot's owner
- * (step numbers per window, collectors/agent-steps.h). */
+ * (step numbers per window, collectors/agent/agent-steps.h). */
 void trace_line_edit(struct trace_line *l, bool (*edit)(struct trace_event *ev, void *ud), void *ud);
 
 /* One XStat entry of a stat set or of plane stats at @q (before @end): its

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * xspace.c - the streaming XSpace encoder; see xspace.h.
+ * xspace.c - the streaming XSpace encoder; see xspace.h. Pass 1 (sizes,
+ * the cut) is xspace-plan.c's; this file writes (pass 2) and drives both.
  *
  * Field numbers (reference/protocol.md §1.5):
  *   XSpace   1 planes, 2 errors, 3 warnings, 4 hostnames
@@ -20,279 +21,19 @@
 #include "base/pbwire.h"
 #include "names.h"
 #include "pbfields.h"
+#include "xspace-plan.h"
 #include "xspace.h"
-
-#define MAX_MESSAGE ((size_t)INT32_MAX)
-#define MERGE_MAX 64
-
-/* An upper bound on one XEvent entry's bytes other than its stat set:
- * tag, length, metadata_id, offset_ps, duration_ps and the value stat. */
-#define EVENT_MAX_FIXED ((size_t)64)
-
-/* Encoder-private state per line, parallel to plane->lines. */
-struct line_plan {
-	uint64_t n_in;     /* records inside the window */
-	uint64_t clamped;  /* of those, records whose duration trace_clamp() cut */
-	size_t body;       /* XLine body bytes */
-	bool sequential;   /* chunks are each sorted and follow each other */
-};
-
-struct plane_plan {
-	struct line_plan *lines;
-	size_t body;       /* XPlane body bytes */
-	size_t tail;       /* of which metadata tables and plane stats */
-};
-
-/*
- * The window as the passes see it: records start in [@start, @stop) and
- * before @cut (the newest ones are cut off when the message would pass the
- * size limit; else @cut == @stop). Pass 1 also adds each record's bytes to
- * @hist by start time (buckets of 2^@hist_shift ns; a shift, not a division,
- * per record), from which the cut
- * is chosen.
- */
-#define HIST_BUCKETS 4096
-struct win {
-	int64_t start, stop, cut;
-	int64_t limit;  /* trace_clamp()'s bound on an event's end */
-	bool exact;     /* size record by record (fills @hist); else whole chunks use the store's sums */
-	unsigned hist_shift;
-	uint64_t hist[HIST_BUCKETS];
-};
-
-/* What pass 2 writes for one record, from the same function pass 1 sized
- * it with: the two passes cannot disagree on the numbers. */
-struct ev_times {
-	int64_t off_ps, dur_ps;
-};
-
-static int ev_cmp(const void *a, const void *b)
-{
-	return trace_event_cmp(a, b);
-}
-
-static inline bool ev_before(const struct trace_event *x, const struct trace_event *y)
-{
-	return trace_event_cmp(x, y) < 0;
-}
-
-/* Places a record in the window (trace_clamp(): records are hostile, see
- * trace.h): TRACE_DROP when it starts outside, else its offset and its
- * (possibly shortened) duration in ps, both saturated. */
-static inline enum trace_clamp_result place(const struct trace_event *e, const struct win *win,
-					    struct ev_times *t)
-{
-	int64_t dur = e->dur_ns;
-	enum trace_clamp_result r;
-
-	if (e->start_ns >= win->cut)
-		return TRACE_DROP;
-	r = trace_clamp(e->start_ns, &dur, win->start, win->stop);
-	if (r != TRACE_DROP) {
-		t->off_ps = trace_ns_to_ps(trace_sat_sub(e->start_ns, win->start));
-		t->dur_ps = trace_ns_to_ps(dur);
-	}
-	return r;
-}
-
-static inline size_t event_body_size(const struct trace_plane *p, const struct trace_event *e,
-				     const struct ev_times *t)
-{
-	return 1 + pb_varint_size((uint64_t)t->off_ps) + trace_event_body_bytes(p, e, t->dur_ps);
-}
-
-/*
- * A chunk the window takes whole and unchanged: sorted, every record
- * starting in [start, cut), none shortened by trace_clamp() (no negative
- * duration, every end within its bound, none saturated), every offset_ps
- * of the same varint length and every body under 128 bytes (one-byte
- * lengths). Its bytes (*@bytes) then follow from the store's sums
- * (struct trace_chunk) without reading the records. Most chunks of a
- * capture are such chunks.
- */
-static inline bool chunk_whole(const struct trace_chunk *c, const struct win *win, size_t *bytes)
-{
-	int64_t first, last;
-	size_t o;
-
-	if (win->exact || !c->n || c->unsorted || c->neg_dur)
-		return false;
-	first = c->ev[0].start_ns;
-	last = c->ev[c->n - 1].start_ns;
-	if (first < win->start || last >= win->cut || last >= win->stop)
-		return false;
-	if (c->max_end_ns > win->limit || c->max_end_ns == INT64_MAX)
-		return false;
-	o = pb_varint_size((uint64_t)trace_ns_to_ps(trace_sat_sub(first, win->start)));
-	if (o != pb_varint_size((uint64_t)trace_ns_to_ps(trace_sat_sub(last, win->start))))
-		return false;
-	if (c->max_body + 1 + o >= 0x80)
-		return false;
-	/* per record: the entry's tag and one-byte length, offset tag and varint */
-	*bytes = c->body_bytes + (size_t)c->n * (3 + o);
-	return true;
-}
-
-static size_t line_header_size(const struct trace_line *l)
-{
-	size_t n = pb_varint_field_size(XLINE_ID, (uint64_t)l->id);
-
-	if (l->name[0])
-		n += pb_len_field_size(XLINE_NAME, strlen(l->name));
-	if (l->display_name && l->display_name[0])
-		n += pb_len_field_size(XLINE_DISPLAY_NAME, strlen(l->display_name));
-	/* timestamp_ns is 0 and display_id unset: nothing to write. */
-	return n;
-}
-
-static size_t metadata_entry_body(uint32_t id, size_t name_len)
-{
-	size_t value = pb_varint_field_size(XMETADATA_ID, id) +
-		       (name_len ? pb_len_field_size(XMETADATA_NAME, name_len) : 0);
-
-	return pb_varint_field_size(PB_MAP_KEY, id) + pb_len_field_size(PB_MAP_VALUE, value);
-}
-
-static size_t table_size(const struct strtab *t, uint32_t field)
-{
-	size_t n = 0;
-
-	for (uint32_t id = 1; id <= t->n; id++)
-		n += pb_len_field_size(field, metadata_entry_body(id, t->ent[id].len));
-	return n;
-}
-
-/* Replace a line's chunks by one sorted chunk (the rare unsorted line with
- * more chunks than the merge takes). 0 or -ENOMEM. */
-static int coalesce(struct trace_line *l)
-{
-	uint64_t n = 0;
-	struct trace_chunk *one, *c, *next;
-
-	for (c = l->head; c; c = c->next)
-		n += c->n;
-	if (n > UINT32_MAX)
-		return -EFBIG;
-	one = trace__chunk_new((uint32_t)n);
-	if (!one)
-		return -ENOMEM;
-	for (c = l->head; c; c = next) {
-		next = c->next;
-		memcpy(&one->ev[one->n], c->ev, (size_t)c->n * sizeof(c->ev[0]));
-		one->n += c->n;
-		one->max_end_ns = MAX(one->max_end_ns, c->max_end_ns);
-		/* the sums do not depend on the order */
-		one->body_bytes += c->body_bytes;
-		one->max_body = MAX(one->max_body, c->max_body);
-		one->neg_dur |= c->neg_dur;
-		trace__chunk_free(c);
-	}
-	one->counted = one->n; /* plan_chunk() counted every chunk first */
-	qsort(one->ev, one->n, sizeof(one->ev[0]), ev_cmp);
-	l->head = l->tail = one;
-	return 0;
-}
-
-/* Pass 1 for one chunk: a whole chunk (chunk_whole()) from the store's
- * sums; else in a single read of its records, sizing the in-window events
- * (sizes do not depend on order) and sorting the chunk if it is not sorted
- * yet. */
-static void plan_chunk(const struct trace_plane *p, struct trace_chunk *c, struct win *win,
-		       struct line_plan *lp)
-{
-	const struct trace_event *ev = c->ev;
-	size_t body = 0;
-	uint64_t n_in = 0, clamped = 0;
-	bool sorted = true;
-
-	if (c->counted < c->n)
-		trace__chunk_count(c, p);
-	if (chunk_whole(c, win, &body)) {
-		lp->body += body;
-		lp->n_in += c->n;
-		return;
-	}
-
-	for (uint32_t i = 0; i < c->n; i++) {
-		const struct trace_event *e = &ev[i];
-
-		/* Strictly later starts are the common case: one compare. */
-		if (i && e->start_ns <= ev[i - 1].start_ns && ev_before(e, &ev[i - 1]))
-			sorted = false;
-		struct ev_times t;
-		enum trace_clamp_result r = place(e, win, &t);
-
-		if (r == TRACE_DROP)
-			continue;
-		size_t eb = event_body_size(p, e, &t);
-
-		body += 1 + pb_varint_size(eb) + eb;
-		/* start is in [win->start, win->stop): the bucket is in range */
-		win->hist[((uint64_t)e->start_ns - (uint64_t)win->start) >> win->hist_shift] += 1 + pb_varint_size(eb) + eb;
-		n_in++;
-		clamped += r == TRACE_CLAMPED;
-	}
-	/* trace_clamp() only ever shortens a duration to the same bound for
-	 * equal starts, so this order is also the order of what is written. */
-	if (!sorted)
-		qsort(c->ev, c->n, sizeof(c->ev[0]), ev_cmp);
-	c->unsorted = false;
-	lp->body += body;
-	lp->n_in += n_in;
-	lp->clamped += clamped;
-}
-
-static int plan_line(const struct trace_plane *p, struct trace_line *l, struct win *win,
-		     struct line_plan *lp)
-{
-	const struct trace_event *prev_last = NULL;
-	uint32_t n_chunks = 0;
-
-	lp->sequential = true;
-	lp->body = 0;
-	lp->n_in = 0;
-	lp->clamped = 0;
-	for (struct trace_chunk *c = l->head; c; c = c->next) {
-		plan_chunk(p, c, win, lp);
-		if (c->n && prev_last && ev_before(&c->ev[0], prev_last))
-			lp->sequential = false;
-		if (c->n)
-			prev_last = &c->ev[c->n - 1];
-		n_chunks++;
-	}
-	/* Merging the chunks keeps the records, so the sizes stay valid. */
-	if (!lp->sequential && n_chunks > MERGE_MAX) {
-		int r = coalesce(l);
-
-		if (r < 0)
-			return r;
-		lp->sequential = true;
-	}
-	if (lp->n_in)
-		lp->body += line_header_size(l);
-	return 0;
-}
-
-static size_t plane_header_size(const struct trace_plane *p)
-{
-	size_t n = 0;
-
-	if (p->id)
-		n += pb_varint_field_size(XPLANE_ID, (uint64_t)p->id);
-	n += pb_len_field_size(XPLANE_NAME, strlen(p->name));
-	n += table_size(&p->events, XPLANE_EVENT_METADATA) + table_size(&p->stats, XPLANE_STAT_METADATA);
-	return n + p->plane_stats.len;
-}
 
 /* Writer helpers: @w is the cursor; the plan promises room, which the
  * callers check before each piece (pass 2 never trusts pass 1 blindly). */
+
 static uint8_t *put_table(uint8_t *w, const struct strtab *t, uint32_t field)
 {
 	for (uint32_t id = 1; id <= t->n; id++) {
 		size_t len = t->ent[id].len;
 		size_t value = pb_varint_field_size(XMETADATA_ID, id) + (len ? pb_len_field_size(XMETADATA_NAME, len) : 0);
 
-		w = pb_put_len_hdr(w, field, metadata_entry_body(id, len));
+		w = pb_put_len_hdr(w, field, xplan_metadata_entry_body(id, len));
 		w = pb_put_varint_field(w, PB_MAP_KEY, id);
 		w = pb_put_len_hdr(w, PB_MAP_VALUE, value);
 		w = pb_put_varint_field(w, XMETADATA_ID, id);
@@ -444,7 +185,7 @@ static uint8_t *put_line_events(uint8_t *w, uint8_t *end, const struct trace_pla
 			trace__chunk_free(c);
 		}
 	} else {
-		/* k-way merge over sorted chunks; plan_line() left at most
+		/* k-way merge over sorted chunks; xplan_line() left at most
 		 * MERGE_MAX of them (chunk sizes double, so k stays small). */
 		struct trace_chunk *cs[MERGE_MAX];
 		uint32_t pos[MERGE_MAX], k = 0;
@@ -517,98 +258,6 @@ static int add_task_env(struct trace *snap, const struct xspace_info *info)
 	return r;
 }
 
-/* Pass 1 over every plane: sort, size. Run again after a cut (the chunks
- * are sorted by then, so it only sizes). Returns the planes' bytes. */
-static int plan_all(struct trace *snap, struct plane_plan *pp, struct win *win, uint64_t *ret_events,
-		    uint64_t *ret_clamped, size_t *ret_total)
-{
-	size_t total = 0;
-
-	*ret_events = *ret_clamped = 0;
-	memset(win->hist, 0, sizeof(win->hist));
-	for (uint32_t i = 0; i < snap->n_planes; i++) {
-		struct trace_plane *p = snap->planes[i];
-
-		if (!pp[i].lines)
-			pp[i].lines = calloc(p->n_lines ? p->n_lines : 1, sizeof(*pp[i].lines));
-		if (!pp[i].lines)
-			return -ENOMEM;
-		pp[i].tail = table_size(&p->events, 4) + table_size(&p->stats, 5) + p->plane_stats.len;
-		pp[i].body = plane_header_size(p);
-		for (uint32_t j = 0; j < p->n_lines; j++) {
-			int r = plan_line(p, p->lines[j], win, &pp[i].lines[j]);
-
-			if (r < 0)
-				return r;
-			if (pp[i].lines[j].n_in) {
-				pp[i].body += pb_len_field_size(XPLANE_LINES, pp[i].lines[j].body);
-				*ret_events += pp[i].lines[j].n_in;
-				*ret_clamped += pp[i].lines[j].clamped;
-			}
-		}
-		total += pb_len_field_size(XSPACE_PLANES, pp[i].body);
-	}
-	*ret_total = total;
-	return 0;
-}
-
-/*
- * The newest events that must go for the message to fit in @limit bytes
- * when the planes take @planes of them and @other is the rest: the start
- * of the earliest histogram bucket from which on everything is dropped.
- * Only events go (metadata stays), so the cut leaves room for the line
- * and plane headers that shrink with them. INT64_MIN: no cut can help.
- */
-static int64_t choose_cut(const struct win *win, size_t planes, size_t other, size_t limit)
-{
-	uint64_t over, freed = 0;
-
-	if (other >= limit)
-		return INT64_MIN;
-	over = planes - (limit - other);
-	/* slack: every length varint may shrink, none can grow */
-	over += over / 64 + 4096;
-	for (int b = HIST_BUCKETS; b-- > 0;) {
-		freed += win->hist[b];
-		if (freed >= over)
-			return (int64_t)((uint64_t)win->start + ((uint64_t)b << win->hist_shift));
-	}
-	return INT64_MIN;
-}
-
-/*
- * What the message takes besides its events, from pass 1's plan: every
- * plane's and line's header and length prefix, the metadata tables (event
- * and stat names) and plane stats. Exact for the uncut plan; a cut only
- * shrinks the length prefixes.
- */
-static size_t fixed_size(const struct trace *snap, const struct plane_plan *pp)
-{
-	size_t n = 0;
-
-	for (uint32_t i = 0; i < snap->n_planes; i++) {
-		const struct trace_plane *p = snap->planes[i];
-		size_t body = plane_header_size(p);
-
-		for (uint32_t j = 0; j < p->n_lines; j++)
-			if (pp[i].lines[j].n_in)
-				body += 1 + pb_varint_size(pp[i].lines[j].body) + line_header_size(p->lines[j]);
-		n += 1 + pb_varint_size(pp[i].body) + body;
-	}
-	return n;
-}
-
-/* Reserves in @snap's byte budget the most its events may take (see
- * xspace_encode()); SIZE_MAX without a budget. */
-static size_t budget_reserve(const struct trace *snap, struct xspace_out *out, uint64_t *reserved)
-{
-	*reserved = 0;
-	if (!snap->budget)
-		return SIZE_MAX;
-	out->budget = trace_budget_reserve_out(snap->budget, snap->own_bytes, XSPACE_BUDGET_FLOOR, reserved);
-	return (size_t)MIN(*reserved, (uint64_t)SIZE_MAX);
-}
-
 int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t prefix,
 		  struct xspace_out *out)
 {
@@ -626,7 +275,7 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 	int r;
 
 	memset(out, 0, sizeof(*out));
-	budget_room = budget_reserve(snap, out, &reserved);
+	budget_room = xplan_budget_reserve(snap, out, &reserved);
 	out->size = (size_t)reserved; /* what xspace_out_free() gives back until the size is known */
 	win = malloc(sizeof(*win));
 	if (!win) {
@@ -662,7 +311,7 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 	}
 	cut_msg[0] = 0;
 	for (;;) {
-		r = plan_all(snap, pp, win, &out->n_events, &clamped, &total);
+		r = xplan_all(snap, pp, win, &out->n_events, &clamped, &total);
 		if (r < 0)
 			goto out;
 		clamped_msg[0] = 0;
@@ -698,7 +347,7 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 		 * reservation grows by all of it: a reply never fails for its own
 		 * metadata; only its events are cut to fit the budget. */
 		if (!planned) {
-			size_t fixed = fixed_size(snap, pp) + tail + sizeof(cut_msg) + 16 + prefix;
+			size_t fixed = xplan_fixed_size(snap, pp) + tail + sizeof(cut_msg) + 16 + prefix;
 
 			planned = true;
 			if (out->budget) {
@@ -721,7 +370,7 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 			continue;
 		}
 		n_uncut = out->n_events;
-		win->cut = choose_cut(win, total, tail + sizeof(cut_msg) + 16 + MIN(prefix, limit), limit);
+		win->cut = xplan_choose_cut(win, total, tail + sizeof(cut_msg) + 16 + MIN(prefix, limit), limit);
 		if (win->cut == INT64_MIN)
 			break; /* the metadata alone is too big: -EFBIG below */
 	}
@@ -763,7 +412,7 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 		if ((size_t)(end - w) < pb_len_field_size(XSPACE_PLANES, pp[i].body))
 			goto out;
 		w = pb_put_len_hdr(w, XSPACE_PLANES, pp[i].body);
-		if ((size_t)(end - w) < pp[i].body || pp[i].body < plane_header_size(p))
+		if ((size_t)(end - w) < pp[i].body || pp[i].body < xplan_plane_header_size(p))
 			goto out;
 		plane_end = w + pp[i].body;
 		if (p->id)
@@ -780,7 +429,7 @@ int xspace_encode(struct trace *snap, const struct xspace_info *info, size_t pre
 				goto out;
 			w = pb_put_len_hdr(w, XPLANE_LINES, lp->body);
 			line_end = w + lp->body;
-			if ((size_t)(line_end - w) < line_header_size(l))
+			if ((size_t)(line_end - w) < xplan_line_header_size(l))
 				goto out;
 			w = pb_put_varint_field(w, XLINE_ID, (uint64_t)l->id);
 			if (l->name[0])

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fake-agent.c - speaks the agent wire protocol (collectors/agent-proto.h)
+ * fake-agent.c - speaks the agent wire protocol (proto/agent/agent-proto.h)
  * like libprofd-agent.so would, without CUDA: tests and benches drive a real
  * profd with it.
  *

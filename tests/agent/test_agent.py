@@ -25,7 +25,7 @@ UUID_A = "GPU-aaaaaaaa-0000-0000-0000-000000000001"
 UUID_B = "GPU-bbbbbbbb-0000-0000-0000-000000000002"
 MAGIC = 0x41444650
 HDR = struct.Struct("<IHHII")
-# collectors/agent-proto.h: profd serves PROTO_VERSION_MIN..PROTO_VERSION; the
+# proto/agent/agent-proto.h: profd serves PROTO_VERSION_MIN..PROTO_VERSION; the
 # real agent and the fake one (by default) speak PROTO_VERSION.
 PROTO_VERSION_MIN = 1
 PROTO_VERSION = 4

@@ -45,7 +45,7 @@ class HostileGraphRecords(unittest.TestCase):
     """GRAPH records and graph launch ids are numbers from a local process:
     checked as kernels are (device known, times placed in the window), the
     ids only shown. A raw v4 connection sends them during a capture."""
-    # collectors/agent-proto.h
+    # proto/agent/agent-proto.h
     MAGIC, V = 0x41444650, 4
     HDR = struct.Struct("<IHHII")
     REC_STRING, REC_API, REC_GRAPH = 1, 7, 11

@@ -18,7 +18,7 @@ MIB = 1 << 20
 CONTEXT_BYTES = 300 * MIB
 # CUpti_ActivityKind: CONCURRENT_KERNEL, DRIVER, MEMORY2
 MEMORY_TRACED = 1 << 10 | 1 << 4 | 1 << 49
-# collectors/agent-memory.h AGENT_MEMORY_MAX_RECORDS
+# collectors/agent/agent-memory.h AGENT_MEMORY_MAX_RECORDS
 MAX_RECORDS = 1 << 18
 
 

@@ -2,7 +2,7 @@
 /*
  * fake-nvml.c - a stand-in for libnvidia-ml.so.1 for tests and benches.
  *
- * Exports the NVML functions profd resolves (collectors/nvml-api.h) with
+ * Exports the NVML functions profd resolves (collectors/nvml/nvml-api.h) with
  * canned values that change with time, so a capture on a machine without a
  * GPU has something real-looking to record. Select it with
  * `profd --nvml-library PATH`. Configured by environment:

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz-agent-parse.c - libFuzzer target for the agent wire-format parser
- * (collectors/agent-parse.h): an input is the byte stream of one agent
+ * (collectors/agent/agent-parse.h): an input is the byte stream of one agent
  * connection, walked exactly as agent-receiver.c's on_read() walks it.
  * Built by clang with -fsanitize=fuzzer,address,undefined (run-fuzz.sh).
  *

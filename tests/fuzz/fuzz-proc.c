@@ -2,7 +2,7 @@
 /*
  * fuzz-proc.c - libFuzzer target for the /proc parsers profd runs on text
  * another process (or a container's bind mount) controls:
- * collectors/proc-parse.c (/proc/stat, meminfo, loadavg, CPU deltas),
+ * collectors/host/proc-parse.c (/proc/stat, meminfo, loadavg, CPU deltas),
  * proc-pid-parse.c (/proc/<pid>/stat, status, cmdline) and proc-io-parse.c
  * (/proc/net/dev, /proc/diskstats). Built by run-fuzz.sh.
  *

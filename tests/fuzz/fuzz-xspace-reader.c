@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz-xspace-reader.c - libFuzzer target for profctl's XSpace reader
- * (tools/xspace-reader.{c,h}): an input is an .xplane.pb file, which profctl
+ * (tools/profctl/xspace-reader.{c,h}): an input is an .xplane.pb file, which profctl
  * reads from wherever a user points it (a repository another job wrote, a
  * download). Walks it the way profctl's commands do: every plane indexed,
  * every line, event and stat, metadata lookups, the stat search XProf's
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xspace-reader.h"
+#include "tools/profctl/xspace-reader.h"
 
 #define PROMISE(x) \
 	do {       \

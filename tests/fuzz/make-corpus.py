@@ -3,7 +3,7 @@
 """Seed corpus for a fuzz target (argv[2], fuzz-agent-parse when absent),
 one file each, into argv[1]. fuzz-agent-parse: valid agent connections
 (every frame kind and record type, protocol v1 to v3); layouts follow
-collectors/agent-proto.h (little-endian, sizes pinned there).
+proto/agent/agent-proto.h (little-endian, sizes pinned there).
 fuzz-xspace: event stores as fuzz-xspace.c reads them, with a sane window
 and records in it, some of them hostile. fuzz-request, fuzz-proc and
 fuzz-xspace-reader: see their generators below."""

@@ -27,9 +27,9 @@ fi
 # overflow checks, where the optimiser may turn undefined behaviour into a
 # real crash that the sanitized build only reports (issue 10's encoder bug).
 "$clang" -std=gnu11 -g -O1 -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined \
-	-fno-sanitize-recover=all -I"$src_root/collectors" -o "$out/$name" "$@"
+	-fno-sanitize-recover=all -o "$out/$name" "$@"
 "$clang" -std=gnu11 -g -O2 -Wall -Wextra -Werror -ftrapv -fsanitize=fuzzer,undefined \
-	-fsanitize-trap=undefined -I"$src_root/collectors" -o "$out/$name-trap" "$@"
+	-fsanitize-trap=undefined -o "$out/$name-trap" "$@"
 rm -rf "$out/corpus" "$out/seeds"
 mkdir -p "$out/corpus"
 python3 "$here/make-corpus.py" "$out/seeds" "$name"

@@ -11,7 +11,7 @@
 #include "base/macro.h"
 #include "base/pbwire.h"
 #include "harness.h"
-#include "xspace-reader.h"
+#include "tools/profctl/xspace-reader.h"
 
 static void put_msg(struct buf *b, uint32_t field, const struct buf *m)
 {

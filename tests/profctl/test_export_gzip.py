@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """profctl export --gzip compresses on a second thread, one 256 KiB buffer
-while the writer fills the next (tools/profctl-gzip.c). An export of many
+while the writer fills the next (tools/profctl/profctl-gzip.c). An export of many
 buffers' worth of JSON, plain and gzip: the decompressed gzip stream is the
 plain file byte for byte, and the numbers written without printf are the
 exact values of the XSpace (ts/dur in us to the ps, ids, negative ints)."""

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Derived lines for GPU work inside steps (collectors/agent-derived.c):
+ * Derived lines for GPU work inside steps (collectors/agent/agent-derived.c):
  * records out of time order merge into one event per run of one name in one
  * step, on XProf's line ids, only on GPU planes the window has, only for
  * runs that start in the window; read back through the XSpace writer and
@@ -101,7 +101,7 @@ TEST(agent_derived_merges_runs_per_name_and_step)
 	agent_derived_free(&ad);
 }
 
-/* Step numbers per window (collectors/agent-steps.c): lockstep processes
+/* Step numbers per window (collectors/agent/agent-steps.c): lockstep processes
  * share one, other processes never, a step begun before the window is cut,
  * and the window's events are rewritten to match. */
 TEST(agent_steps_number_per_window)

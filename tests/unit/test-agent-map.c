@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The record mapping (collectors/agent-map.c) driven directly: one agent
+ * The record mapping (collectors/agent/agent-map.c) driven directly: one agent
  * process's DEVICE, CLOCK and RECORDS payloads (built as the agent lays them
  * out, agent-proto.h) in, the hub's planes, lines, events and stats out.
  * The Python tests reach the same code through the daemon; these pin the

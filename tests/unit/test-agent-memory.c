@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The memory profile's running totals (collectors/agent-memory.c) with
+ * The memory profile's running totals (collectors/agent/agent-memory.c) with
  * records out of time order, across windows, with a release of unknown
  * size and one of more than is in use; read back through the XSpace writer
  * and protobuf-c's decoder.

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Which NVTX range names are steps (collectors/agent-nvtx.c, --step-pattern),
+/* Which NVTX range names are steps (collectors/agent/agent-nvtx.c, --step-pattern),
  * and which range names a kernel's tf_op (agent_nvtx_tf_op()). */
 #include <stdbool.h>
 #include <string.h>

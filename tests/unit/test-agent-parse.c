@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The agent wire-format parser (collectors/agent-parse.h) on its own:
+ * The agent wire-format parser (collectors/agent/agent-parse.h) on its own:
  * every frame kind in both versions, every way a header, a frame or a
  * record can be wrong, and a deterministic mutation loop over a valid
  * stream that must never crash and must only yield records within bounds.

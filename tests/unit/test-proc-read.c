@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The shared /proc reader (collectors/proc-read.h) on the fixture trees. */
+/* The shared /proc reader (collectors/host/proc-read.h) on the fixture trees. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "agent-map.h"
+#include "agent-sink.h"
 #include "agent-parse.h"
 
 /* Launch stacks remembered per process, by correlation id (a ring: the

@@ -1,13 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * agent-map.h - validated agent records (agent-parse.h) -> the trace store,
- * for the gpu.agent receiver (agent-receiver.c). [loop thread]
+ * agent-sink.h - the state of the record mapping and the calls every mapper
+ * writes through: the one-way interface of the record mappers beside
+ * agent-map.c (agent-nvtx.c, agent-pm.c). [loop thread]
+ *
+ * The dependency runs one way: agent-map.c and agent-records.c hand
+ * records to agent-nvtx.c and agent-pm.c, which write only through the
+ * calls below (implemented by agent-lines.c, which calls no mapper) and
+ * never include agent-map.h.
  *
  * Ownership: the receiver embeds one struct agent_map (what all connections
  * share: planes, line and kernel caches, device capabilities, the capture's
  * warnings) and, in each connection, one struct agent_src (what the mapping
- * knows of that process: its pid, devices, strings and clock). Neither does
- * any I/O.
+ * knows of that process: its pid, devices, strings and clock). Fields the
+ * mappers touch directly (steps, derived lines, the host plane, the stat
+ * buffer) are the loop thread's, like the rest.
  */
 #pragma once
 
@@ -186,7 +193,7 @@ struct agent_map {
 	unsigned n_infos;
 };
 
-/* For agent-nvtx.c: the time rules of one record (agent ns -> wall ns,
+/* The time rules of one record (agent ns -> wall ns,
  * bounded; false: dropped), a line within @s's line budget, the text of
  * string @id (or @dflt). */
 bool agent_map_place_times(struct agent_src *s, uint64_t start, uint64_t end, int64_t *ret_start,
@@ -197,14 +204,9 @@ bool agent_map_place_times(struct agent_src *s, uint64_t start, uint64_t end, in
 #define AGENT_MAP_LINE_NVTX (UINT64_C(1) << 61)
 struct trace_line *agent_map_aux_line(struct agent_src *s, uint64_t kind, uint32_t key, const char *name);
 const char *agent_map_str(const struct agent_src *s, uint32_t id, const char *dflt);
-/* For agent-pm.c: the plane of @s's device @device (its number in
+/* The plane of @s's device @device (its number in
  * *@plane_no); NULL when the device is unknown (counted) or on failure. */
 struct trace_plane *agent_map_gpu_plane(struct agent_src *s, uint32_t device, uint32_t *plane_no);
-
-void agent_map_init(struct agent_map *m, struct collector *c);
-void agent_map_free(struct agent_map *m);
-/* A capture starts: forget the previous hub's planes and lines. */
-void agent_map_start(struct agent_map *m);
 
 /* A warning for the capture's XSpace, once per text (at most
  * AGENT_MAP_MAX_NOTES per window). */
@@ -213,39 +215,3 @@ void agent_map_note(struct agent_map *m, const char *fmt, ...) _printf_(2, 3);
  * XSpace has no list for them, so they go into the Task Environment
  * plane's XN_STAT_PROFD_INFO stat, one per line (docs/agent.md "Steps"). */
 void agent_map_info(struct agent_map *m, const char *fmt, ...) _printf_(2, 3);
-
-void agent_map_src_init(struct agent_map *m, struct agent_src *s);
-void agent_map_src_free(struct agent_src *s);
-/* A new capture for @s: its clock anchor is unknown until its next CLOCK. */
-void agent_map_src_restart(struct agent_src *s);
-
-/* DEVICE: 0 (also when the device is skipped with a note), -EBADMSG with
- * *why when the agent's description is unusable. */
-int agent_map_device(struct agent_src *s, const struct agent_device *d, const char **why);
-void agent_map_clock(struct agent_src *s, const struct agent_clock *ck);
-/*
- * The records of one RECORDS payload. @take: they belong in the capture
- * (strings are always kept). 0, or -EBADMSG / -ENOMEM with *why; records
- * before a bad one are mapped.
- */
-int agent_map_records(struct agent_src *s, const uint8_t *p, size_t len, bool take, const char **why);
-
-/* describe: device capabilities on the GPU planes of @snap. */
-void agent_map_describe_caps(struct agent_map *m, struct trace *snap);
-/* describe: the memory profile's events of [@start_ns, @stop_ns) into
- * @snap's /host:CPU, its notes into the window's warnings. */
-/* describe: the derived lines of GPU work inside NVTX steps (agent-derived.h). */
-void agent_map_describe_derived(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns);
-void agent_map_describe_memory(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns);
-/* describe: /host:metadata from @s's versions. */
-void agent_map_describe_metadata(struct agent_map *m, struct trace *snap, const struct agent_src *s);
-/* describe: @s's notes of the window (records naming unknown devices, with
- * impossible times or durations, beyond its fair share); the counts start
- * over. */
-void agent_map_describe_src(struct agent_src *s);
-/* describe: the window's step numbers (agent-steps.h), before the derived
- * lines and the sources' notes, which use them. */
-void agent_map_describe_steps(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns);
-/* describe: every note into @snap's warnings, every information line into
- * its Task Environment plane; the lists start over. */
-void agent_map_flush_notes(struct agent_map *m, struct trace *snap, int64_t start_ns);

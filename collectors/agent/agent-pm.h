@@ -30,7 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "agent-map.h"
+#include "agent-sink.h"
 #include "agent-parse.h"
 #include "xspace/names.h"
 

@@ -188,7 +188,7 @@ struct agent_flush {
 /*
  * START: a capture. v1-v3 agents get the first AGENT_START_V3_SIZE bytes
  * (flags 0). From v4 the payload carries the GPU options of the capture:
- * the union over the windows open now (collectors/agent-opts.h). While a
+ * the union over the windows open now (collectors/agent/agent-opts.h). While a
  * capture runs the daemon sends START again whenever that union changes
  * (a window with other options opened, or closed); the agent then applies
  * the new options and sends no new CLOCK. The agent reads min(length,

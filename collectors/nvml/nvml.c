@@ -15,7 +15,7 @@
  *
  * DESIGN
  * ------
- * libnvidia-ml.so.1 is dlopen()ed (collectors/nvml-api.h has our own
+ * libnvidia-ml.so.1 is dlopen()ed (collectors/nvml/nvml-api.h has our own
  * declarations); a host without it gets "no GPU counters: ..." in every
  * window's warnings and profd runs on. At init every GPU is numbered
  * through the shared GPU map (gpu-map.h) in NVML index order, and its

@@ -34,74 +34,12 @@
 
 #include "base/macro.h"
 #include "base/parse.h"
+#include "profctl-capture.h"
 #include "profctl.h"
 #include "rpc.h"
 #include "tensorflow/profiler_service.pb-c.h"
 #include "xspace-reader.h"
 #include "xspace/names.h"
-
-#define MAX_HOSTS 1024
-#define MAX_FILES 16
-#define NOTES_SHOWN 3       /* XSpace errors + warnings printed per host without -v */
-#define NOTES_KEPT_MAX 4096 /* with -v: a hostile server's list is still bounded */
-#define NOTE_MAX 1024       /* bytes of one line kept */
-
-enum host_state {
-	HOST_WAITING = 0,
-	HOST_DATA,
-	HOST_EMPTY,
-	HOST_FAILED,
-};
-
-struct host {
-	char *name;            /* "host:port" as given, grpc:// removed: host_name and file name */
-	pthread_t thread;
-	struct capture *cap;
-	/* written by the host thread, read by main under cap->lock */
-	enum host_state state;
-	int code;              /* gRPC code (>= 0) or -errno */
-	bool local;            /* failed here (writing the logdir), not on the host: no retry */
-	char msg[512];
-	uint64_t bytes;
-	size_t n_files;
-	char *files[MAX_FILES];
-	uint64_t file_sizes[MAX_FILES];
-	/* the XSpace's own errors and warnings (what a capture says is missing) */
-	size_t n_errors, n_warnings;
-	char **notes;          /* errors first; at most cap->notes_kept; "E"/"W" + text */
-	size_t n_notes;
-};
-
-/* --option KEY=VALUE: ProfileOptions.advanced_configuration (docs/options.md). */
-#define MAX_OPTIONS 32
-#define MAX_OPTION_KEY 128
-
-struct capture {
-	/* options */
-	const char *logdir;
-	char *repo_root;       /* <logdir>/plugins/profile */
-	char session_id[256];
-	uint64_t duration_ms, delay_ms;
-	uint32_t attempts;
-	uint64_t grace_ms;     /* how long a reply may take after the window ends */
-	uint32_t host_level, device_level, python_level;
-	bool allow_empty;
-	bool progress;
-	size_t notes_kept;     /* NOTES_SHOWN, or NOTES_KEPT_MAX with -v */
-	/* --option: built once, read by every host thread */
-	char *opt_text[MAX_OPTIONS]; /* "KEY\0VALUE", owned */
-	Tensorflow__ProfileOptions__AdvancedConfigurationEntry opt_e[MAX_OPTIONS], *opt_pe[MAX_OPTIONS];
-	Tensorflow__ProfileOptions__AdvancedConfigValue opt_v[MAX_OPTIONS];
-	size_t n_options;
-	/* run state */
-	int64_t deadline_ns;   /* session creation + delay + duration + grace */
-	bool told_waiting;     /* the "still waiting" notice was printed (not a terminal) */
-	int64_t start_ns;      /* this attempt's start_timestamp_ns */
-	struct host *hosts;
-	size_t n_hosts;
-	pthread_mutex_t lock;
-	pthread_cond_t changed; /* a host left HOST_WAITING (signalled under lock) */
-};
 
 static volatile sig_atomic_t got_sigint;
 
@@ -109,280 +47,6 @@ static void on_sigint(int sig)
 {
 	(void)sig;
 	got_sigint = 1;
-}
-
-static const char *const tools[] = {
-	"trace_viewer", "op_profile", "input_pipeline", "kernel_stats", "memory_viewer",
-	"memory_profile", "overview_page", "pod_viewer", "tensorflow_stats", XN_TOOL_XPLANE,
-};
-
-static void set_failed(struct host *h, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_failed(struct host *h, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	pthread_mutex_lock(&h->cap->lock);
-	h->state = HOST_FAILED;
-	h->code = code;
-	va_start(ap, fmt);
-	vsnprintf(h->msg, sizeof(h->msg), fmt, ap);
-	va_end(ap);
-	pthread_cond_signal(&h->cap->changed);
-	pthread_mutex_unlock(&h->cap->lock);
-}
-
-static bool tool_name_ok(struct xs_str n)
-{
-	static const char skip[] = "tf_stats_helper_result";
-
-	if (n.len == 0 || n.len > 200 || memchr(n.p, '/', n.len) || memchr(n.p, 0, n.len))
-		return false;
-	/* TF's client skips these. */
-	if (n.len >= sizeof(skip) - 1 && memcmp(n.p + n.len - (sizeof(skip) - 1), skip, sizeof(skip) - 1) == 0)
-		return false;
-	return true;
-}
-
-/* Host name -> file-name stem: every ':' becomes '_' (TF's SaveProfile). */
-static void file_stem(const char *name, char *out, size_t size)
-{
-	size_t i;
-
-	for (i = 0; name[i] && i + 1 < size; i++)
-		out[i] = name[i] == ':' || name[i] == '/' ? '_' : name[i];
-	out[i] = 0;
-}
-
-struct note_walk {
-	struct host *h;
-	char kind;      /* 'E' or 'W' */
-	size_t *count;
-};
-
-/* One XSpace error or warning: counted; kept (control bytes made '?',
- * cut at NOTE_MAX) while fewer than notes_kept are. [host thread, lock held] */
-static void keep_note(struct xs_str s, void *ud)
-{
-	struct note_walk *w = ud;
-	struct host *h = w->h;
-	size_t n = s.len < NOTE_MAX ? s.len : NOTE_MAX;
-	char *t, **v;
-
-	(*w->count)++;
-	if (h->n_notes >= h->cap->notes_kept || !(t = malloc(n + 2)))
-		return;
-	v = realloc(h->notes, (h->n_notes + 1) * sizeof(*v));
-	if (!v) {
-		free(t);
-		return;
-	}
-	h->notes = v;
-	t[0] = w->kind;
-	for (size_t i = 0; i < n; i++)
-		t[i + 1] = (unsigned char)s.p[i] < 0x20 || s.p[i] == 0x7f ? '?' : s.p[i];
-	t[n + 1] = 0;
-	h->notes[h->n_notes++] = t;
-}
-
-/* XSpace.errors and .warnings of a saved xplane.pb entry. [host thread] */
-static void read_notes(struct host *h, const uint8_t *data, size_t len)
-{
-	struct xs_file *f;
-	struct note_walk e = {h, 'E', &h->n_errors}, w = {h, 'W', &h->n_warnings};
-
-	if (xs_file_from_bytes(data, len, &f) < 0)
-		return;
-	pthread_mutex_lock(&h->cap->lock);
-	(void)xs_space_strings(f, XS_SPACE_ERRORS, keep_note, &e);
-	(void)xs_space_strings(f, XS_SPACE_WARNINGS, keep_note, &w);
-	pthread_mutex_unlock(&h->cap->lock);
-	xs_file_close(f);
-}
-
-/*
- * Walk a raw ProfileResponse: save each tool_data entry. 0 or -errno; a
- * failure to write here is described in @err. [host thread]
- */
-static int save_response(struct host *h, const uint8_t *bytes, size_t len, bool *ret_empty, char *err,
-			 size_t err_size)
-{
-	struct capture *cap = h->cap;
-	struct pb_cursor c = pb_cursor_of(bytes, len);
-	struct pb_field f;
-	bool empty = false;
-	size_t n_tool = 0;
-	int r;
-
-	/* First pass: empty_trace may follow the tool data on the wire. */
-	while ((r = pb_next(&c, &f)) > 0) {
-		if (f.num == 7 && f.wt == 0)
-			empty = f.u != 0;
-		else if (f.num == 6 && f.wt == 2)
-			n_tool++;
-	}
-	if (r < 0)
-		return r;
-	*ret_empty = empty || n_tool == 0;
-	if (*ret_empty && !cap->allow_empty)
-		return 0;
-
-	c = pb_cursor_of(bytes, len);
-	while ((r = pb_next(&c, &f)) > 0) {
-		struct pb_cursor t;
-		struct pb_field g;
-		struct xs_str name = {0};
-		const uint8_t *data = NULL;
-		size_t dlen = 0;
-		char stem[512], path[PATH_MAX];
-
-		if (f.num != 6 || f.wt != 2)
-			continue;
-		t = pb_cursor_of(f.data, f.len);
-		while ((r = pb_next(&t, &g)) > 0) {
-			if (g.num == 1 && g.wt == 2)
-				name = (struct xs_str){(const char *)g.data, g.len};
-			else if (g.num == 2 && g.wt == 2) {
-				data = g.data;
-				dlen = g.len;
-			}
-		}
-		if (r < 0)
-			return r;
-		if (!tool_name_ok(name) || h->n_files >= MAX_FILES)
-			continue;
-		file_stem(h->name, stem, sizeof(stem));
-		if ((size_t)snprintf(path, sizeof(path), "%s/%s/%s.%.*s", cap->repo_root, cap->session_id, stem,
-				     (int)name.len, name.p) >= sizeof(path)) {
-			snprintf(err, err_size, "the file name under %.300s is too long", cap->repo_root);
-			return -ENAMETOOLONG;
-		}
-		r = write_file_atomic(path, data ? data : (const uint8_t *)"", dlen);
-		if (r < 0) {
-			snprintf(err, err_size, "could not write %.300s: %s", path, strerror(-r));
-			return r;
-		}
-		if (xs_str_eq(name, XN_TOOL_XPLANE) && data)
-			read_notes(h, data, dlen);
-		pthread_mutex_lock(&cap->lock);
-		h->files[h->n_files] = strdup(path);
-		h->file_sizes[h->n_files] = dlen;
-		if (h->files[h->n_files])
-			h->n_files++;
-		pthread_mutex_unlock(&cap->lock);
-	}
-	return r;
-}
-
-static void build_request(const struct capture *cap, const struct host *h, Tensorflow__ProfileRequest *req,
-			  Tensorflow__ProfileOptions *o)
-{
-	tensorflow__profile_options__init(o);
-	o->version = 1;
-	o->include_dataset_ops = 1;
-	o->host_tracer_level = cap->host_level;
-	o->device_tracer_level = cap->device_level;
-	o->python_tracer_level = cap->python_level;
-	o->enable_hlo_proto = 1;
-	o->start_timestamp_ns = (uint64_t)cap->start_ns;
-	o->duration_ms = cap->duration_ms;
-	o->repository_path = (char *)cap->logdir;
-	o->n_advanced_configuration = cap->n_options;
-	o->advanced_configuration = (Tensorflow__ProfileOptions__AdvancedConfigurationEntry **)cap->opt_pe;
-
-	tensorflow__profile_request__init(req);
-	req->duration_ms = cap->duration_ms;
-	req->max_events = 1000000;
-	req->n_tools = ARRAY_SIZE(tools);
-	req->tools = (char **)tools;
-	req->opts = o;
-	req->repository_root = cap->repo_root;
-	req->session_id = (char *)cap->session_id;
-	req->host_name = h->name;
-}
-
-static void free_notes(struct host *h)
-{
-	for (size_t i = 0; i < h->n_notes; i++)
-		free(h->notes[i]);
-	free(h->notes);
-	h->notes = NULL;
-	h->n_notes = h->n_errors = h->n_warnings = 0;
-}
-
-/* One host's Profile call, start to saved files. [host thread, one per host] */
-static void *host_thread(void *arg)
-{
-	struct host *h = arg;
-	struct capture *cap = h->cap;
-	Tensorflow__ProfileRequest req;
-	Tensorflow__ProfileOptions o;
-	struct rpc_client *cl = NULL;
-	uint8_t *bytes = NULL;
-	size_t len = 0;
-	int64_t left_ms;
-	char msg[512] = "";
-	bool empty = false;
-	int r;
-
-	left_ms = (cap->deadline_ns - now_unix_ns()) / 1000000;
-	if (left_ms <= 0) {
-		set_failed(h, RPC_DEADLINE_EXCEEDED, "no time left before the session deadline");
-		return NULL;
-	}
-	r = rpc_client_new(h->name, &cl);
-	if (r < 0) {
-		set_failed(h, r, "cannot create a channel to %s: %s", h->name, strerror(-r));
-		return NULL;
-	}
-	build_request(cap, h, &req, &o);
-	r = rpc_client_call_raw(cl, "/tensorflow.ProfilerService/Profile", &req.base, (uint64_t)left_ms,
-				&bytes, &len, msg, sizeof(msg));
-	rpc_client_free(cl);
-	if (r < 0) {
-		set_failed(h, r, "%s", strerror(-r));
-		goto out;
-	}
-	if (r == RPC_DEADLINE_EXCEEDED && now_unix_ns() >= cap->deadline_ns) {
-		set_failed(h, r, "DEADLINE_EXCEEDED: no reply %.1f s after the capture window ended (--grace-ms)",
-			   (double)cap->grace_ms / 1000);
-		goto out;
-	}
-	if (r != RPC_OK) {
-		set_failed(h, r, "%s: %s", rpc_code_name(r), msg[0] ? msg : "(no message)");
-		goto out;
-	}
-	pthread_mutex_lock(&cap->lock);
-	h->bytes = len;
-	pthread_mutex_unlock(&cap->lock);
-	msg[0] = 0;
-	r = save_response(h, bytes, len, &empty, msg, sizeof(msg));
-	if (r < 0) {
-		if (r == -EBADMSG) {
-			set_failed(h, r, "the reply is not a valid ProfileResponse");
-		} else {
-			set_failed(h, r, "%s", msg[0] ? msg : strerror(-r));
-			pthread_mutex_lock(&cap->lock);
-			h->local = msg[0] != 0;
-			pthread_mutex_unlock(&cap->lock);
-		}
-		goto out;
-	}
-	pthread_mutex_lock(&cap->lock);
-	if (empty && !cap->allow_empty) {
-		h->state = HOST_EMPTY;
-		snprintf(h->msg, sizeof(h->msg),
-			 "the host answered with an empty trace (no events were collected%s)",
-			 cap->device_level ? "; is a GPU job running with the agent loaded?" : "");
-	} else {
-		h->state = h->n_files ? HOST_DATA : HOST_EMPTY;
-		if (!h->n_files)
-			snprintf(h->msg, sizeof(h->msg), "the reply carried no tool data to save");
-	}
-	pthread_cond_signal(&cap->changed);
-	pthread_mutex_unlock(&cap->lock);
-out:
-	free(bytes);
-	return NULL;
 }
 
 /* ---- terminal progress ------------------------------------------------ */
@@ -496,9 +160,9 @@ static size_t run_attempt(struct capture *cap, bool *local)
 		h->local = false;
 		h->bytes = 0;
 		h->cap = cap;
-		free_notes(h);
-		if (pthread_create(&h->thread, NULL, host_thread, h) != 0) {
-			set_failed(h, -EAGAIN, "could not start a thread");
+		capture_host_free_notes(h);
+		if (pthread_create(&h->thread, NULL, capture_host_thread, h) != 0) {
+			capture_host_failed(h, -EAGAIN, "could not start a thread");
 			h->thread = 0;
 			continue;
 		}
@@ -952,7 +616,7 @@ int cmd_capture(int argc, char **argv)
 out:
 	for (size_t i = 0; i < cap.n_hosts; i++) {
 		free(cap.hosts[i].name);
-		free_notes(&cap.hosts[i]);
+		capture_host_free_notes(&cap.hosts[i]);
 		for (size_t k = 0; k < cap.hosts[i].n_files; k++)
 			free(cap.hosts[i].files[k]);
 	}

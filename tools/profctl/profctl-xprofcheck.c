@@ -5,7 +5,7 @@
  *
  * DESIGN
  * ------
- * One pass over the file (tools/xspace-reader.h) collects what XProf's
+ * One pass over the file (tools/profctl/xspace-reader.h) collects what XProf's
  * converters key on; the verdicts then follow XProf's own rules, each one
  * cited below with the openxla/xprof source it was read in. The check is
  * only as exact as those rules: it counts what a converter would take,

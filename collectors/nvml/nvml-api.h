@@ -7,7 +7,7 @@
  *
  * Only types whose layout profd relies on are declared; each matches the
  * documented struct field for field (NVML API version 12). Functions are
- * resolved by name into struct nvml_api (collectors/nvml.c); the fake
+ * resolved by name into struct nvml_api (collectors/nvml/nvml.c); the fake
  * library in tests/fake-nvml exports the same names with these types.
  */
 #pragma once

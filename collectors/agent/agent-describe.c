@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent-describe.c - what the record mapping adds to a closing window's
+ * snapshot (agent-map.h's agent_map_describe_*): device capabilities on
+ * the GPU planes, /host:metadata, each process's notes, the window's
+ * steps, the memory profile and the derived lines, then the window's
+ * notes and information lines. [loop thread]
+ *
+ * It owns nothing: it reads struct agent_map and struct agent_src and
+ * writes into the snapshot it is given; the notes it flushes are
+ * agent-lines.c's.
+ */
+#define LOG_TOPIC "collector.agent"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent-map.h"
+#include "agent-map-parts.h"
+#include "agent-nvtx.h"
+#include "agent-pm.h"
+#include "gpu-peaks.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "xspace/names.h"
+
+static void set_caps(struct agent_map *m, struct trace_plane *p, const struct agent_device *d)
+{
+	gpu_caps_stats(p, &m->sb, &(struct gpu_caps){
+		.name = d->name,
+		.sm_clock_khz = d->sm_clock_khz,
+		.sm_count = d->sm_count,
+		.cc_major = d->cc_major,
+		.cc_minor = d->cc_minor,
+		.mem_bandwidth = d->mem_bandwidth,
+		.mem_bytes = d->mem_bytes,
+	});
+	trace_plane_set_stats(p, &m->sb);
+}
+
+void agent_map_describe_caps(struct agent_map *m, struct trace *snap)
+{
+	for (uint32_t i = 0; i < snap->n_planes; i++) {
+		struct trace_plane *p = snap->planes[i];
+		unsigned n;
+
+		if (sscanf(p->name, XN_PLANE_GPU_FMT, &n) == 1 && n < GPU_MAP_MAX && m->caps_known[n])
+			set_caps(m, p, &m->caps[n]);
+	}
+}
+
+/* CUDA versions as "13.0" (1000 * major + 10 * minor). */
+static void put_version(struct trace_plane *p, struct buf *b, const char *name, uint32_t v)
+{
+	char s[32];
+
+	if (!v)
+		return;
+	snprintf(s, sizeof(s), "%u.%u", v / 1000, v % 1000 / 10);
+	trace_stat_str(p, b, name, s);
+}
+
+void agent_map_describe_metadata(struct agent_map *m, struct trace *snap, const struct agent_src *s)
+{
+	struct trace_plane *p = trace_plane(snap, XN_PLANE_METADATA, 0);
+
+	if (!p)
+		return;
+	put_version(p, &m->sb, XN_STAT_CUDA_DRIVER_VERSION, s->driver_version);
+	put_version(p, &m->sb, XN_STAT_CUDA_RUNTIME_VERSION, s->runtime_version);
+	put_version(p, &m->sb, XN_STAT_CUDA_VERSION, s->runtime_version ? s->runtime_version : s->driver_version);
+	if (s->cupti_version)
+		trace_stat_u64(p, &m->sb, XN_STAT_CUPTI_VERSION, s->cupti_version);
+	trace_plane_set_stats(p, &m->sb);
+}
+
+void agent_map_describe_src(struct agent_src *s)
+{
+	if (s->bad_device)
+		agent_map_note(s->m, "pid %u (%s): %llu GPU records named a device the agent did not describe",
+			       s->pid, s->name, (unsigned long long)s->bad_device);
+	if (s->bad_time || s->long_dur)
+		agent_map_note(s->m, "pid %u (%s): %llu records had impossible times (no wall time, ending "
+				     "before they start, before the capture's clock anchor or in the future) and "
+				     "were dropped; %llu durations reaching into the future were shortened",
+			       s->pid, s->name, (unsigned long long)s->bad_time,
+			       (unsigned long long)s->long_dur);
+	if (s->over_share)
+		agent_map_note(s->m, "pid %u (%s): %llu GPU records beyond its fair share of the event "
+				     "budget (--max-events shared by %u capturing processes) were dropped",
+			       s->pid, s->name, (unsigned long long)s->over_share, s->share_n);
+	if (s->over_budget)
+		agent_map_note(s->m, "pid %u (%s): %llu GPU records were dropped: the daemon's budget for "
+				     "open captures (--max-events, --max-bytes) was full",
+			       s->pid, s->name, (unsigned long long)s->over_budget);
+	agent_pm_describe(s); /* before the counts below start over */
+	s->bad_device = s->bad_time = s->long_dur = s->over_share = s->over_budget = 0;
+	agent_nvtx_describe(s);
+}
+
+static void memory_note(void *ud, const char *text) { agent_map_note(ud, "%s", text); }
+
+void agent_map_describe_derived(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns)
+{
+	agent_derived_describe(&m->derived, snap, start_ns, stop_ns, &m->steps, memory_note, m);
+}
+
+void agent_map_describe_memory(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns)
+{
+	agent_memory_describe(&m->mem, snap, start_ns, stop_ns, memory_note, m);
+}
+
+void agent_map_describe_steps(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns)
+{
+	agent_steps_window(&m->steps, snap, start_ns, stop_ns);
+}
+
+void agent_map_flush_notes(struct agent_map *m, struct trace *snap, int64_t start_ns)
+{
+	struct buf text = BUF_INIT;
+
+	for (unsigned i = 0; i < m->n_notes; i++) {
+		trace_diag(snap, start_ns, false, "%s", m->notes[i]);
+		free(m->notes[i]);
+	}
+	m->n_notes = 0;
+	for (unsigned i = 0; i < m->n_infos; i++) {
+		if (i)
+			buf_putc(&text, '\n');
+		buf_put(&text, m->infos[i], strlen(m->infos[i]));
+		free(m->infos[i]);
+	}
+	if (m->n_infos) {
+		struct trace_plane *p = trace_plane(snap, XN_PLANE_TASK_ENV, 0);
+
+		buf_putc(&text, 0);
+		if (p && !text.oom && trace_stat_str(p, &m->sb, XN_STAT_PROFD_INFO, (const char *)text.data) == 0)
+			trace_plane_set_stats(p, &m->sb);
+		buf_reset(&m->sb);
+	}
+	m->n_infos = 0;
+	buf_free(&text);
+}

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent-map.h - validated agent records (agent-parse.h) -> the trace store,
+ * for the gpu.agent receiver (agent-receiver.c). [loop thread]
+ *
+ * The state (struct agent_map, struct agent_src) and what the other
+ * mappers may call are in agent-sink.h; this header adds what the receiver
+ * drives: lifecycle, inputs and describe. Neither does any I/O.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent-sink.h"
+
+void agent_map_init(struct agent_map *m, struct collector *c);
+void agent_map_free(struct agent_map *m);
+/* A capture starts: forget the previous hub's planes and lines. */
+void agent_map_start(struct agent_map *m);
+
+void agent_map_src_init(struct agent_map *m, struct agent_src *s);
+void agent_map_src_free(struct agent_src *s);
+/* A new capture for @s: its clock anchor is unknown until its next CLOCK. */
+void agent_map_src_restart(struct agent_src *s);
+
+/* DEVICE: 0 (also when the device is skipped with a note), -EBADMSG with
+ * *why when the agent's description is unusable. */
+int agent_map_device(struct agent_src *s, const struct agent_device *d, const char **why);
+void agent_map_clock(struct agent_src *s, const struct agent_clock *ck);
+/*
+ * The records of one RECORDS payload. @take: they belong in the capture
+ * (strings are always kept). 0, or -EBADMSG / -ENOMEM with *why; records
+ * before a bad one are mapped.
+ */
+int agent_map_records(struct agent_src *s, const uint8_t *p, size_t len, bool take, const char **why);
+
+/* describe: device capabilities on the GPU planes of @snap. */
+void agent_map_describe_caps(struct agent_map *m, struct trace *snap);
+/* describe: the memory profile's events of [@start_ns, @stop_ns) into
+ * @snap's /host:CPU, its notes into the window's warnings. */
+/* describe: the derived lines of GPU work inside NVTX steps (agent-derived.h). */
+void agent_map_describe_derived(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns);
+void agent_map_describe_memory(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns);
+/* describe: /host:metadata from @s's versions. */
+void agent_map_describe_metadata(struct agent_map *m, struct trace *snap, const struct agent_src *s);
+/* describe: @s's notes of the window (records naming unknown devices, with
+ * impossible times or durations, beyond its fair share); the counts start
+ * over. */
+void agent_map_describe_src(struct agent_src *s);
+/* describe: the window's step numbers (agent-steps.h), before the derived
+ * lines and the sources' notes, which use them. */
+void agent_map_describe_steps(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns);
+/* describe: every note into @snap's warnings, every information line into
+ * its Task Environment plane; the lists start over. */
+void agent_map_flush_notes(struct agent_map *m, struct trace *snap, int64_t start_ns);
