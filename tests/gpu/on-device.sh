@@ -14,6 +14,8 @@
 # There (repository root, .device-bundle carried along):
 #   OUT=<dir> tests/gpu/on-device.sh         # everything, <= DEADLINE_S (450) s
 #   OUT=<dir> ONLY="c g" DEADLINE_S=270 tests/gpu/on-device.sh   # rerun steps
+#   OUT=<dir> RERUN=<a summary.json> DEADLINE_S=270 tests/gpu/on-device.sh
+#                                   # rerun the steps that failed, timed out or had no time
 #
 # Steps (ids for ONLY), in order:
 #   p  what the real CUPTI answers to calls the agent relies on (the buffer
@@ -59,6 +61,13 @@ if [ "${REHEARSE:-}" = 1 ]; then
 fi
 nvidia-smi -L >/dev/null 2>&1 || { echo "skip: no NVIDIA GPU"; exit 77; }
 
+if [ -n "${RERUN:-}" ]; then
+	ONLY=$(${PYTHON:-python3} -c 'import json, sys
+print(" ".join(s["id"] for s in json.load(open(sys.argv[1]))["steps"] if s["status"] in ("fail", "timeout", "no-time")))' "$RERUN") ||
+		{ echo "RERUN: cannot read $RERUN"; exit 1; }
+	[ -n "$ONLY" ] || { echo "RERUN: every step of $RERUN passed or skipped"; exit 0; }
+	echo "rerunning: $ONLY"
+fi
 START=$(date +%s)
 DEADLINE_S=${DEADLINE_S:-450}
 export PROFD="$B/bin/profd" PROFCTL="$B/bin/profctl" AGENT="$B/agent/libprofd-agent.so"
