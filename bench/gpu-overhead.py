@@ -109,9 +109,8 @@ def per_launch_us(run, lo=0, hi=1 << 64):
 
 
 def kernels_in(xspace_path, t0, t1, P):
-    """Kernels on /device:GPU planes starting in [t0, t1] ns: events whose
-    own stats or whose metadata's stats hold kernel_details (profd puts it
-    on the metadata of each launch shape, XLA's tracer on the event)."""
+    """Kernels on /device:GPU planes starting in [t0, t1] Unix ns
+    (profdtest.gpu_kernels())."""
     x = P.xp.XSpace()
     with open(xspace_path, "rb") as f:
         x.ParseFromString(f.read())
@@ -127,18 +126,8 @@ def kernels_in(xspace_path, t0, t1, P):
     if not start:
         return -1, ["no profile_start_time in the Task Environment plane"]
     t0, t1 = t0 - start, t1 - start
-    n = 0
-    for plane in x.planes:
-        if not plane.name.startswith("/device:GPU:"):
-            continue
-        kd = {k for k, m in plane.stat_metadata.items() if m.name == "kernel_details"}
-        kmeta = {k for k, m in plane.event_metadata.items() if any(s.metadata_id in kd for s in m.stats)}
-        for line in plane.lines:
-            for e in line.events:
-                if e.metadata_id not in kmeta and not any(s.metadata_id in kd for s in e.stats):
-                    continue
-                if t0 <= line.timestamp_ns + e.offset_ps // 1000 <= t1:
-                    n += 1
+    import profdtest as T
+    n = sum(1 for _, ts, _ in T.gpu_kernels(x) if t0 <= ts <= t1)
     return n, list(x.warnings) + list(x.errors)
 
 

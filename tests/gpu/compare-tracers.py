@@ -38,7 +38,23 @@ ITERS = 50
 
 # Each workload: "ready" once warmed up; on "go <mode> <path>" runs ITERS
 # iterations (inside its own tracer when mode is inproc, writing the trace to
-# path), synchronises, prints "done"; "quit" ends it.
+# path), synchronises, prints "done"; "quit" ends it. Each workload's own
+# part defines work(n) and exits 77 without the framework or a GPU; what it
+# puts into LOOP runs work(ITERS) under the framework's own tracer.
+LOOP = r"""
+work(5)
+print('ready', flush=True)
+for line in sys.stdin:
+    cmd = line.split()
+    if not cmd or cmd[0] != 'go':
+        break
+    if cmd[1] == 'inproc':
+%s
+    else:
+        work(%d)
+    print('done', flush=True)
+"""
+
 TORCH = r"""
 import sys
 try:
@@ -52,21 +68,10 @@ def work(n):
     for _ in range(n):
         y = torch.relu(x @ x) * 0.5
     torch.cuda.synchronize()
-work(5)
-print('ready', flush=True)
-for line in sys.stdin:
-    cmd = line.split()
-    if not cmd or cmd[0] != 'go':
-        break
-    if cmd[1] == 'inproc':
-        from torch.profiler import profile, ProfilerActivity
+""" + LOOP % ("""        from torch.profiler import profile, ProfilerActivity
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             work(%d)
-        prof.export_chrome_trace(cmd[2])
-    else:
-        work(%d)
-    print('done', flush=True)
-""" % (ITERS, ITERS)
+        prof.export_chrome_trace(cmd[2])""" % ITERS, ITERS)
 
 JAX = r"""
 import sys
@@ -81,38 +86,15 @@ f = jax.jit(lambda a: jnp.tanh(a @ a) * 0.5)
 def work(n):
     for _ in range(n):
         f(x).block_until_ready()
-work(5)
-print('ready', flush=True)
-for line in sys.stdin:
-    cmd = line.split()
-    if not cmd or cmd[0] != 'go':
-        break
-    if cmd[1] == 'inproc':
-        jax.profiler.start_trace(cmd[2])
+""" + LOOP % ("""        jax.profiler.start_trace(cmd[2])
         work(%d)
-        jax.profiler.stop_trace()
-    else:
-        work(%d)
-    print('done', flush=True)
-""" % (ITERS, ITERS)
+        jax.profiler.stop_trace()""" % ITERS, ITERS)
 
 
-def kernels_xspace(x, T_stats=None):
-    """(name, duration_ns) of every kernel on /device:GPU planes of an
-    XSpace: events whose own stats or whose metadata's stats hold
-    kernel_details (profd and TSL both mark kernels so)."""
-    out = []
-    for plane in x.planes:
-        if not plane.name.startswith("/device:GPU:"):
-            continue
-        kd = {k for k, m in plane.stat_metadata.items() if m.name == "kernel_details"}
-        kmeta = {k for k, m in plane.event_metadata.items() if any(s.metadata_id in kd for s in m.stats)}
-        for line in plane.lines:
-            for e in line.events:
-                if e.metadata_id in kmeta or any(s.metadata_id in kd for s in e.stats):
-                    md = plane.event_metadata[e.metadata_id]
-                    out.append((md.display_name or md.name, e.duration_ps / 1000.0))
-    return out
+def kernels_xspace(x):
+    """(name, duration_ns) of every kernel of an XSpace, profd's or TSL's."""
+    import profdtest as T
+    return [(n, d) for n, _, d in T.gpu_kernels(x)]
 
 
 def kernels_chrome(path):

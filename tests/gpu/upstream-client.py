@@ -122,21 +122,14 @@ def xplanes(logdir):
 
 
 def kernel_names(P, path):
+    """{kernel name: count} of the XSpace in @path (profdtest.gpu_kernels())."""
+    import profdtest as T
     x = P.xp.XSpace()
     with open(path, "rb") as f:
         x.ParseFromString(f.read())
     names = {}
-    for plane in x.planes:
-        if not plane.name.startswith("/device:GPU:"):
-            continue
-        kd = {k for k, m in plane.stat_metadata.items() if m.name == "kernel_details"}
-        kmeta = {k for k, m in plane.event_metadata.items() if any(s.metadata_id in kd for s in m.stats)}
-        for line in plane.lines:
-            for e in line.events:
-                if e.metadata_id in kmeta or any(s.metadata_id in kd for s in e.stats):
-                    md = plane.event_metadata[e.metadata_id]
-                    n = md.display_name or md.name
-                    names[n] = names.get(n, 0) + 1
+    for n, _, _ in T.gpu_kernels(x):
+        names[n] = names.get(n, 0) + 1
     return names
 
 

@@ -377,6 +377,27 @@ def proc_status_kib(pid, key):
     raise AssertionError(f"no {key} in /proc/{pid}/status")
 
 
+def gpu_kernels(x):
+    """(name, start ns into the session, duration ns) of every kernel on the
+    /device:GPU: planes of XSpace @x, profd's or TSL's: events whose own
+    stats or whose metadata's stats hold kernel_details (profd puts it on
+    the metadata of each launch shape, TSL's tracer on the event). The name
+    is the metadata's display_name when it has one (TSL: demangled)."""
+    out = []
+    for plane in x.planes:
+        if not plane.name.startswith("/device:GPU:"):
+            continue
+        kd = {k for k, m in plane.stat_metadata.items() if m.name == "kernel_details"}
+        kmeta = {k for k, m in plane.event_metadata.items() if any(s.metadata_id in kd for s in m.stats)}
+        for line in plane.lines:
+            for e in line.events:
+                if e.metadata_id in kmeta or any(s.metadata_id in kd for s in e.stats):
+                    md = plane.event_metadata[e.metadata_id]
+                    out.append((md.display_name or md.name, line.timestamp_ns + e.offset_ps // 1000,
+                                e.duration_ps / 1000.0))
+    return out
+
+
 def plane_events(x, prefix):
     """(plane, line, event name, {stat name: stat}) of every event of the
     planes of XSpace @x whose name starts with @prefix ("/host:CPU",
