@@ -73,7 +73,7 @@ struct agent_conv {
 	uint64_t graph_kernels;  /* kernels launched from a CUDA graph */
 	uint64_t graph_launches; /* GRAPH records (graph-level tracing) */
 	/* the agent's buffer canary: its cuDriverGetVersion records from this
-	 * thread are counted here and never sent (agent.c canary_send()) */
+	 * thread are counted here and never sent (agent-capture.c canary_send()) */
 	uint32_t canary_tid;
 	uint64_t canary_seen;
 };

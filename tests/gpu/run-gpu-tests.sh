@@ -193,7 +193,7 @@ def verify(x, ndev, launched, sid):
           f"{sid}: kernel durations {min(durs) if durs else 0:.1f}..{max(durs) if durs else 0:.1f} us")
     offs = [(k[2] * 1000 + k[3].offset_ps) / 1e9 for k in kernels]
     check(bool(offs) and all(0 <= o < 5000 for o in offs), f"{sid}: kernels inside the 5 s window")
-    # The buffer canary (agent.c canary_send()) must never cry wolf.
+    # The buffer canary (agent-capture.c canary_send()) must never cry wolf.
     check(not [w for w in x.warnings if "took over" in w], f"{sid}: no takeover warning {list(x.warnings)[:2]}")
     check(copies >= 3 * ndev, f"{sid}: {copies} memcpy events")
     check(memsets >= ndev, f"{sid}: {memsets} memset events")

@@ -61,7 +61,7 @@ static int phys(CUdevice d)
 }
 
 /* Traced as the real driver traces every call, once a CUPTI is loaded:
- * the agent's buffer canary is this call (collectors/cupti/agent.c). */
+ * the agent's buffer canary is this call (collectors/cupti/agent-capture.c). */
 EXPORT CUresult cuDriverGetVersion(int *v)
 {
 	void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
