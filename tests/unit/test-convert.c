@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test-agent-convert.c - the CUPTI -> compact record converter, fed with
+ * test-convert.c - the CUPTI -> compact record converter, fed with
  * synthetic CUpti_Activity* structs (no GPU, no CUPTI calls).
  */
 #include <errno.h>
