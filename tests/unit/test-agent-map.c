@@ -20,7 +20,7 @@
 
 #define PID 4242u
 #define TID 77u
-#define AGENT_T0 1000000000ull /* the agent's clock at the CLOCK anchor */
+#define AGENT_T0 1000000000000ull /* the agent's clock at the CLOCK anchor (1000 s) */
 
 enum { S_GEMM = 1, S_LAUNCH = 2 };
 
@@ -32,7 +32,7 @@ static struct agent_src src;
 static int64_t wall0; /* CLOCK_REALTIME at the anchor */
 
 /* A RECORDS payload under construction. */
-static uint8_t payload[4096];
+static uint8_t payload[16384]; /* room for a few longest strings */
 static size_t plen;
 
 static void *put(uint16_t type, size_t size, uint32_t aux)
@@ -51,13 +51,13 @@ static void put_string(uint32_t id, const char *s)
 	agent_rec_string_fill(put(AGENT_REC_STRING, agent_rec_string_size(s), (uint32_t)strlen(s)), id, s);
 }
 
-/* A kernel on @device, [@t + 10 us, @t + 60 us) of the agent's clock. */
-static void put_kernel(uint32_t device, uint64_t t, uint32_t correlation)
+/* A kernel on @device over [@start, @end] of the agent's clock. */
+static struct agent_rec_kernel *put_kernel_at(uint32_t device, uint64_t start, uint64_t end, uint32_t correlation)
 {
 	struct agent_rec_kernel *k = put(AGENT_REC_KERNEL, sizeof(*k), 0);
 
-	k->start = t + 10000;
-	k->end = t + 60000;
+	k->start = start;
+	k->end = end;
 	k->device = device;
 	k->context = 1;
 	k->stream = 7;
@@ -69,6 +69,13 @@ static void put_kernel(uint32_t device, uint64_t t, uint32_t correlation)
 	k->block[0] = 128;
 	k->block[1] = k->block[2] = 1;
 	k->occ_pct_e4 = 500000; /* 50 % */
+	return k;
+}
+
+/* A kernel on @device, [@t + 10 us, @t + 60 us) of the agent's clock. */
+static void put_kernel(uint32_t device, uint64_t t, uint32_t correlation)
+{
+	put_kernel_at(device, t + 10000, t + 60000, correlation);
 }
 
 /* Its launch on thread TID, [@t, @t + 5 us). */
@@ -95,8 +102,9 @@ static int map_payload(bool take)
 	return r;
 }
 
-/* One process with GPU 0 (local ordinal 0), its clock anchored at now. */
-static void setup(void)
+/* One process with GPU 0 (local ordinal 0), its clock anchored at now;
+ * the hub holds at most @max_events records (0: no limit). */
+static void setup_budget(uint64_t max_events)
 {
 	struct agent_device d = { .local_ordinal = 0, .cc_major = 9, .sm_count = 132, .warp_size = 32 };
 	const char *why = NULL;
@@ -105,7 +113,7 @@ static void setup(void)
 	memset(&map, 0, sizeof(map));
 	memset(&src, 0, sizeof(src));
 	plen = 0;
-	ASSERT_OK(trace_new(0, &coll.hub));
+	ASSERT_OK(trace_new(max_events, &coll.hub));
 	coll.cfg = &cfg;
 	agent_map_init(&map, &coll);
 	agent_map_start(&map);
@@ -121,11 +129,23 @@ static void setup(void)
 						     .which = AGENT_CLOCK_START });
 }
 
+static void setup(void) { setup_budget(0); }
+
 static void teardown(void)
 {
 	agent_map_src_free(&src);
 	agent_map_free(&map);
 	coll.hub = trace_free(coll.hub);
+}
+
+/* The next event of @it, which must be there. */
+static const struct trace_event *next_event(struct trace_iter *it)
+{
+	const struct trace_event *e = trace_iter_next(it);
+
+	if (!e)
+		TEST_FAIL("fewer events than expected");
+	return e;
 }
 
 /* The only line of plane @name, which must hold @n_events records. */
@@ -250,6 +270,156 @@ TEST(agent_map_maps_records_before_a_bad_one)
 	k->h.size = (uint16_t)(sizeof(*k) + 64);
 	ASSERT_EQ(map_payload(true), -EBADMSG);
 	ASSERT_U64_EQ(coll.hub->n_events, 1);
+	teardown();
+}
+
+/* The time rules (agent_map_place_times()) on every kind of hostile stamp:
+ * only records inside [start anchor - slack, now + slack] are kept, and an
+ * endless one is cut at the horizon. */
+TEST(agent_map_drops_records_outside_the_process_times)
+{
+	const uint64_t slack = AGENT_MAP_TIME_SLACK_NS;
+	const struct trace_line *gl;
+	const struct trace_event *e;
+	struct trace_iter it;
+
+	setup();
+	put_string(S_GEMM, "k()");
+	put_kernel_at(0, AGENT_T0 - slack - 1000, AGENT_T0 - slack, 1); /* before the anchor's slack */
+	put_kernel_at(0, AGENT_T0 + 3600 * slack, AGENT_T0 + 3600 * slack + 1, 2); /* past the horizon */
+	put_kernel_at(0, AGENT_T0 + 2000, AGENT_T0 + 1000, 3); /* ends before it starts */
+	put_kernel_at(0, UINT64_MAX, UINT64_MAX, 4);           /* not a time */
+	put_kernel_at(0, INT64_MAX, INT64_MAX, 5);             /* overflows with the clock offset */
+	put_kernel_at(0, 0, AGENT_T0, 6);                      /* CUPTI's "no time": dropped, not counted */
+	put_kernel_at(0, AGENT_T0 - slack + 1000, AGENT_T0 - slack + 3000, 7); /* within the slack */
+	put_kernel_at(0, AGENT_T0 + 1000, UINT64_MAX, 8);      /* endless */
+	ASSERT_OK(map_payload(true));
+	ASSERT_U64_EQ(src.bad_time, 5);
+	ASSERT_U64_EQ(src.long_dur, 1);
+	ASSERT_U64_EQ(src.held, 2);
+
+	gl = only_line("/device:GPU:0", 2);
+	trace_iter_init(&it, gl);
+	e = next_event(&it);
+	ASSERT_EQ(e->start_ns, wall0 - (int64_t)slack + 1000);
+	ASSERT_EQ(e->dur_ns, 2000);
+	assert_correlation(gl, e, 7);
+	e = next_event(&it);
+	ASSERT_EQ(e->start_ns, wall0 + 1000);
+	ASSERT_EQ(e->start_ns + e->dur_ns, src.horizon);
+	ASSERT_TRUE(src.horizon >= wall0 + (int64_t)slack);
+	assert_correlation(gl, e, 8);
+	teardown();
+}
+
+/* Enumerations, ordinals, name ids and launch shapes out of range map to
+ * "unknown" and "other", never index past a table. */
+TEST(agent_map_bounds_hostile_kinds_devices_and_names)
+{
+	const char *copy = "kind_src:unknown kind_dst:unknown size:18446744073709551615 dest:0 async:1";
+	const char *shape = "regs:32 static_shared:0 dynamic_shared:0 grid:-1,1,1 block:128,1,1 occ_pct:0";
+	struct agent_rec_memcpy *c;
+	struct agent_rec_kernel *k;
+	const struct trace_line *gl;
+	const struct trace_event *e;
+	struct trace_iter it;
+
+	setup();
+	c = put(AGENT_REC_MEMCPY, sizeof(*c), 0);
+	c->start = AGENT_T0 + 1000;
+	c->end = AGENT_T0 + 2000;
+	c->bytes = UINT64_MAX;
+	c->stream = 7;
+	c->correlation = 3;
+	c->dst_device = UINT32_MAX;
+	c->copy_kind = 200;
+	c->src_kind = 99;
+	c->dst_kind = 255;
+	c->async = 7;
+	put_kernel_at(UINT32_MAX, AGENT_T0 + 1000, AGENT_T0 + 2000, 4);        /* no such ordinal */
+	put_kernel_at(AGENT_MAX_DEVICES, AGENT_T0 + 1000, AGENT_T0 + 2000, 4); /* one past the table */
+	k = put_kernel_at(0, AGENT_T0 + 3000, AGENT_T0 + 4000, 5);
+	k->name_id = UINT32_MAX; /* never sent */
+	k->grid[0] = -1;
+	k->occ_pct_e4 = UINT32_MAX; /* unknown */
+	ASSERT_OK(map_payload(true));
+	ASSERT_U64_EQ(src.bad_device, 2);
+	ASSERT_U64_EQ(src.bad_time, 0);
+
+	gl = only_line("/device:GPU:0", 2);
+	trace_iter_init(&it, gl);
+	e = next_event(&it);
+	ASSERT_STREQ(event_name(gl, e), XN_EVENT_MEMCPY_OTHER);
+	ASSERT_EQ(e->start_ns, wall0 + 1000);
+	assert_correlation(gl, e, 3);
+	e = next_event(&it);
+	ASSERT_STREQ(event_name(gl, e), XN_EVENT_UNKNOWN_KERNEL);
+	assert_correlation(gl, e, 5);
+	if (strtab_find(&gl->plane->stats, copy, strlen(copy)) == 0)
+		TEST_FAIL("no copy details \"%s\" on the GPU plane", copy);
+	if (strtab_find(&gl->plane->stats, shape, strlen(shape)) == 0)
+		TEST_FAIL("no kernel details \"%s\" on the GPU plane", shape);
+	teardown();
+}
+
+/* With three processes capturing into a hub of 1500 records, one process
+ * holds at most its share, max(1500 / 3, min(AGENT_MAP_SHARE_FLOOR, 1500))
+ * = 1000; the rest of its records are dropped and counted. */
+TEST(agent_map_holds_a_process_to_its_fair_share)
+{
+	setup_budget(1500);
+	map.n_capturing = 3; /* the receiver's count of capturing connections */
+	put_string(S_GEMM, "k()");
+	for (uint32_t i = 0; i < 1200; i++) {
+		put_kernel(0, AGENT_T0 + 1000ull * i, i);
+		if (plen + sizeof(struct agent_rec_kernel) > sizeof(payload))
+			ASSERT_OK(map_payload(true));
+	}
+	ASSERT_OK(map_payload(true));
+	ASSERT_U64_EQ(src.held, 1000);
+	ASSERT_U64_EQ(src.over_share, 200);
+	ASSERT_EQ(src.share_n, 3);
+	ASSERT_U64_EQ(coll.hub->n_events, 1000);
+	ASSERT_U64_EQ(coll.hub->dropped, 0); /* the hub's own budget was never reached */
+	teardown();
+}
+
+/* A restarted process (agent_map_src_restart()) has no clock: its records
+ * wait for an anchor, and a stop anchor maps them without a lower bound. */
+TEST(agent_map_takes_no_records_before_a_clock)
+{
+	setup();
+	agent_map_src_restart(&src);
+	put_string(S_GEMM, "k()");
+	put_kernel(0, AGENT_T0, 1);
+	ASSERT_OK(map_payload(true));
+	ASSERT_U64_EQ(coll.hub->n_events, 0);
+	agent_map_clock(&src, &(struct agent_clock){ .agent_ns = AGENT_T0, .wall_ns = (uint64_t)wall0,
+						     .which = AGENT_CLOCK_STOP });
+	ASSERT_EQ(src.earliest, 0);
+	put_kernel(0, AGENT_T0, 2);
+	ASSERT_OK(map_payload(true));
+	only_line("/device:GPU:0", 1);
+	teardown();
+}
+
+/* A process may send AGENT_MAP_MAX_STRING_BYTES of strings, resent ids
+ * included; one byte more ends its payload with a reason. */
+TEST(agent_map_refuses_string_bytes_beyond_the_budget)
+{
+	static char big[AGENT_MAX_STRING_LEN + 1];
+	const char *why = NULL;
+
+	setup();
+	memset(big, 'x', AGENT_MAX_STRING_LEN);
+	for (uint32_t i = 0; i < AGENT_MAP_MAX_STRING_BYTES / AGENT_MAX_STRING_LEN; i++) {
+		put_string(1 + i % 4, big);
+		ASSERT_OK(map_payload(true));
+	}
+	put_string(S_GEMM, "k"); /* the one byte more */
+	ASSERT_EQ(agent_map_records(&src, payload, plen, true, &why), -EBADMSG);
+	ASSERT_STREQ(why, "too many string bytes");
+	plen = 0;
 	teardown();
 }
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test-agent-convert.c - the CUPTI -> compact record converter, fed with
+ * test-convert.c - the CUPTI -> compact record converter, fed with
  * synthetic CUpti_Activity* structs (no GPU, no CUPTI calls).
  */
 #include <errno.h>
@@ -340,20 +340,28 @@ TEST(convert_api_filter_and_names)
 	agent_conv_free(&cv);
 }
 
+/* An overhead record of @kind on object @object (process @pid, thread
+ * @tid), [1, 2] ns. */
+static void overhead_at(CUpti_ActivityOverhead3 *o, CUpti_ActivityOverheadKind kind,
+			CUpti_ActivityObjectKind object, uint32_t pid, uint32_t tid)
+{
+	memset(o, 0, sizeof(*o));
+	o->kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+	o->overheadKind = kind;
+	o->objectKind = object;
+	o->objectId.pt.processId = pid;
+	o->objectId.pt.threadId = tid;
+	o->start = 1;
+	o->end = 2;
+}
+
 TEST(convert_overhead_objects)
 {
 	CUpti_ActivityOverhead3 o;
 	const struct agent_rec_overhead *r;
 
 	setup();
-	memset(&o, 0, sizeof(o));
-	o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
-	o.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
-	o.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
-	o.objectId.pt.processId = 1;
-	o.objectId.pt.threadId = 99;
-	o.start = 1;
-	o.end = 2;
+	overhead_at(&o, CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH, CUPTI_ACTIVITY_OBJECT_THREAD, 1, 99);
 	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&o), 1);
 	o.objectKind = CUPTI_ACTIVITY_OBJECT_DEVICE;
 	o.objectId.dcs.deviceId = 0;
@@ -464,14 +472,7 @@ TEST(convert_overhead_of_a_process_is_its_pid)
 	const struct agent_rec_overhead *r;
 
 	setup();
-	memset(&o, 0, sizeof(o));
-	o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
-	o.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE;
-	o.objectKind = CUPTI_ACTIVITY_OBJECT_PROCESS;
-	o.objectId.pt.processId = 4242;
-	o.objectId.pt.threadId = 77;
-	o.start = 1;
-	o.end = 2;
+	overhead_at(&o, CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE, CUPTI_ACTIVITY_OBJECT_PROCESS, 4242, 77);
 	ASSERT_EQ(agent_conv_record(&cv, (CUpti_Activity *)&o), 1);
 	agent_conv_flush(&cv);
 	r = (const void *)find(AGENT_REC_OVERHEAD, 0);
