@@ -56,7 +56,7 @@ struct profd_conf {
 	uint64_t pm_sample_interval_us;
 	uint32_t pm_sample_buffer_mb;
 	int log_level;
-	bool idle_trim;                    /* unmap clean code pages when idle (session.c) */
+	bool idle_trim;                    /* unmap clean code pages when idle (footprint.c) */
 	uint64_t set;                      /* bit i: key i was given (flag or file line) */
 };
 

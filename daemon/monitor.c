@@ -38,6 +38,7 @@
 #include "tensorflow/profiler_service.pb-c.h"
 #include "xspace/names.h"
 #include "xspace/trace.h"
+#include "window-job.h"
 
 #define TEXT_MAX (64 * 1024)
 
@@ -53,7 +54,7 @@ struct monitor {
 struct monitor_job {
 	struct monitor *mon;
 	struct rpc_call *call;  /* NULL once the client left */
-	struct window_job win;  /* the window, then the summary (session.h) */
+	struct window_job win;  /* the window, then the summary (window-job.h) */
 	int level;
 	bool timestamp;
 	struct proc_cpu_times cpu0; /* host.proc's reading at the open */

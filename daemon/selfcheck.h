@@ -10,7 +10,7 @@
  * rounds in a row without an answer it calls @failed once and stops.
  * @answered (may be NULL) is called on each answered round: the server's
  * threads just ran connection code, which the idle path may want to trim
- * again (daemon/session.c).
+ * again (daemon/footprint.c).
  * [loop thread]
  */
 #pragma once

@@ -45,6 +45,7 @@
 #include "xspace/names.h"
 #include "xspace/pbfields.h"
 #include "xspace/xspace.h"
+#include "window-job.h"
 
 #define RESPONSE_PREFIX 32 /* ProfileResponse framing in front of the XSpace */
 #define REPO_ERR_MAX 512   /* a repository error, as an XSpace.errors entry */
@@ -70,7 +71,7 @@ struct service {
 struct profile_job {
 	struct service *svc;
 	struct rpc_call *call;     /* NULL once the client is gone */
-	struct window_job win;     /* the window, then the encoder (session.h) */
+	struct window_job win;     /* the window, then the encoder (window-job.h) */
 	bool emit_xspace;
 	uint32_t host_level, device_level, python_level;
 	struct capture_opts gpu;        /* advanced_configuration (capture-opts.h) */

@@ -1,96 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * session.c - capture windows; see session.h for the design.
+ * session.c - the session lifecycle: capture windows from open to the
+ * delivered snapshot (see session.h for the design). The memory footprint
+ * policy is footprint.c's, window jobs are window-job.c's; the state they
+ * share is in session-int.h, all of it the loop thread's.
  */
 #define LOG_TOPIC "session"
 
 #include <stdlib.h>
 #include <string.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
-#include "base/codepages.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/pagepool.h"
 #include "base/timeutil.h"
-#include "session.h"
-
-/*
- * The page pool (base/pagepool.h) while captures run and after:
- *   - every POOL_TICK_OPEN_MS while a window is open, the output the open
- *     windows will need is estimated from the events so far (the rate so
- *     far times the window length, PREFAULT_BYTES_PER_EVENT each) and, when
- *     the pool holds no mapping that big, a worker pre-faults one, so the
- *     encoder writes into resident pages on the capture tail, also on a
- *     fresh daemon's first capture;
- *   - once no window is open and nothing is handed out (the last reply has
- *     been sent), the pool is released after POOL_IDLE_RELEASE_MS, and
- *     malloc_trim() returns the heap's free pages: the idle daemon stays
- *     small. The timer then stops (an idle daemon does not wake up);
- *   - with idle-trim (the default) the same idle moment also unmaps the
- *     clean code and read-only data pages of profd and its libraries
- *     (base/codepages.h): most of an idle daemon's RSS is gRPC's, TLS's and
- *     the C++ runtime's text touched once. The timer is armed at start-up
- *     too, so that the first idle period drops what start-up ran.
- */
-#define POOL_TICK_OPEN_MS 100
-#define POOL_TICK_IDLE_MS 1000
-#define POOL_IDLE_RELEASE_MS 4000
-#define IDLE_HINT_MS 100 /* session_mgr_idle_hint() */
-/* XSpace bytes per device event: 53 for agent kernel records with their
- * correlation_id (bench/agent-stream), fewer for host events. */
-#define PREFAULT_BYTES_PER_EVENT 56
-
-enum session_state { S_WAITING, S_OPEN, S_CLOSING };
-
-struct session {
-	struct session_mgr *mgr;
-	enum session_state state;
-	bool aborted;
-	char *id;
-	int64_t start_ns, stop_ns; /* the window, wall ns; WAITING: the asked start */
-	uint64_t dropped_at_open;  /* hub->dropped when the window opened */
-	int64_t start_mono;        /* OPEN: when the window opened, CLOCK_MONOTONIC */
-	int64_t delay_ns;          /* WAITING: the delay asked for */
-	uint64_t duration_ms;
-	struct agent_opts gpu;     /* what this window asks of agents */
-	bool hide_cmdlines;        /* its snapshot's trace.hide_cmdlines */
-	bool no_agents;            /* Monitor: agents stay idle for it (session_params) */
-	uv_timer_t timer; /* WAITING: until start; OPEN: until stop */
-	session_done_cb cb;
-	void *userdata;
-	struct session *next, *prev;   /* all sessions */
-	struct session *close_next;    /* close queue */
-};
-
-struct session_mgr {
-	uv_loop_t *loop;
-	struct session_mgr_cfg cfg;
-	struct trace *hub;
-	struct collector_set *collectors;
-	struct session *all;
-	unsigned n_all;
-	unsigned n_windows; /* OPEN + CLOSING: sessions that need hub data */
-	struct session *close_head, *close_tail;
-	bool flushing;
-	bool shutting_down;
-	bool collectors_closing;
-	void (*shutdown_cb)(void *);
-	void *shutdown_ud;
-	int pending_closes; /* session timers being closed */
-	uv_timer_t pool_timer;           /* see POOL_TICK_OPEN_MS */
-	int64_t pool_idle_since;         /* CLOCK_MONOTONIC; 0: in use */
-	struct prefault_job *prefault;   /* on a worker, at most one */
-	unsigned code_trims;             /* idle periods that unmapped code pages */
-};
-
-struct prefault_job {
-	uv_work_t req;
-	size_t bytes;
-	struct session_mgr *m; /* NULL once the manager is gone */
-};
+#include "session-int.h"
 
 static void process_close_queue(struct session_mgr *m);
 static void update_gpu_options(struct session_mgr *m, const struct session *gone);
@@ -108,7 +32,6 @@ static void unlink_session(struct session *s)
 	m->n_all--;
 }
 
-static void maybe_shutdown_done(struct session_mgr *m);
 static void maybe_close_collectors(struct session_mgr *m);
 
 static void on_timer_closed(uv_handle_t *h)
@@ -119,7 +42,7 @@ static void on_timer_closed(uv_handle_t *h)
 	free(s->id);
 	free(s);
 	m->pending_closes--;
-	maybe_shutdown_done(m);
+	session_mgr_maybe_shutdown_done(m);
 }
 
 /* Unlink and free (after the timer handle is closed). */
@@ -130,8 +53,6 @@ static void session_destroy(struct session *s)
 	uv_close((uv_handle_t *)&s->timer, on_timer_closed);
 }
 
-static void pool_timer_set(struct session_mgr *m, uint64_t ms);
-
 /* The last window is gone: stop collectors and drop what the hub holds. */
 static void windows_gone(struct session_mgr *m)
 {
@@ -140,7 +61,7 @@ static void windows_gone(struct session_mgr *m)
 	collector_set_stop(m->collectors);
 	if (trace_snapshot(m->hub, 0, 0, true, &tmp) == 0)
 		trace_free(tmp);
-	pool_timer_set(m, POOL_TICK_IDLE_MS);
+	footprint_windows_gone(m);
 }
 
 /* @gone is leaving (it may still be linked); it no longer holds data back. */
@@ -224,130 +145,6 @@ static void update_gpu_options(struct session_mgr *m, const struct session *gone
 	collector_set_options(m->collectors, &u);
 }
 
-/* ---- the page pool: warm while captures run, released when idle ------------ */
-
-static void prefault_work(uv_work_t *req)
-{
-	struct prefault_job *j = container_of(req, struct prefault_job, req);
-
-	(void)pagepool_prefault(j->bytes); /* best effort: the encoder maps what is missing */
-}
-
-static void prefault_after(uv_work_t *req, int status)
-{
-	struct prefault_job *j = container_of(req, struct prefault_job, req);
-
-	(void)status;
-	if (j->m)
-		j->m->prefault = NULL;
-	free(j);
-}
-
-/* The output the open windows will need, pre-faulted on a worker when the
- * pool holds no mapping that big. Hub counts are the daemon's own; the
- * arithmetic is in double so that no count can overflow it. */
-static void prefault_ahead(struct session_mgr *m)
-{
-	struct pagepool_stats st;
-	struct prefault_job *j;
-	int64_t now = mono_ns();
-	double events = 0, bytes;
-
-	if (m->prefault)
-		return;
-	for (struct session *s = m->all; s; s = s->next) {
-		int64_t elapsed = now - s->start_mono;
-
-		if (s->state != S_OPEN || s->aborted || elapsed < (int64_t)(POOL_TICK_OPEN_MS * NSEC_PER_MSEC) / 2)
-			continue;
-		events = MAX(events, (double)m->hub->n_events * ((double)s->duration_ms * NSEC_PER_MSEC) /
-					     (double)elapsed);
-	}
-	if (m->hub->max_events)
-		events = MIN(events, (double)m->hub->max_events);
-	if (m->hub->budget) /* the hub holds no more records than this (--max-bytes) */
-		events = MIN(events, (double)m->hub->budget_level / sizeof(struct trace_event));
-	bytes = events * PREFAULT_BYTES_PER_EVENT;
-	if (bytes < (double)PAGEPOOL_BIG || bytes > (double)INT32_MAX)
-		return;
-	pagepool_stats(&st);
-	if ((double)st.largest >= bytes)
-		return;
-	j = calloc(1, sizeof(*j));
-	if (!j)
-		return;
-	j->bytes = (size_t)bytes;
-	j->m = m;
-	if (uv_queue_work(m->loop, &j->req, prefault_work, prefault_after) < 0) {
-		free(j);
-		return;
-	}
-	m->prefault = j;
-}
-
-/* Last of the idle steps: what start-up (the first time) or the last
- * captures ran, unmapped; it refaults from the page cache when it runs
- * again. The loop thread's own call: gRPC's and libuv's threads may be
- * executing the unmapped code meanwhile, which is safe (codepages.h). */
-static void trim_code_pages(struct session_mgr *m)
-{
-	size_t bytes = 0;
-	int r = codepages_trim(&bytes);
-
-	if (r < 0) {
-		(void)log_debug_errno(r, "idle: code pages left mapped%s", r == -EBUSY ? " (traced)" : "");
-		return;
-	}
-	log_debug("idle: %zu KiB of %scode pages unmapped (clean text and read-only data; the page "
-		  "cache keeps them)", bytes / 1024, m->code_trims++ ? "" : "start-up ");
-}
-
-static void pool_tick(uv_timer_t *t)
-{
-	struct session_mgr *m = t->data;
-	struct pagepool_stats st;
-	int64_t now = mono_ns();
-
-	if (m->n_windows) {
-		m->pool_idle_since = 0;
-		prefault_ahead(m);
-		return;
-	}
-	pagepool_stats(&st);
-	if (st.outstanding || m->prefault || !m->pool_idle_since) {
-		m->pool_idle_since = now; /* a reply still holds its output */
-		return;
-	}
-	if (now - m->pool_idle_since < (int64_t)(POOL_IDLE_RELEASE_MS * NSEC_PER_MSEC))
-		return;
-	pagepool_release();
-#ifdef __GLIBC__
-	malloc_trim(0);
-#endif
-	log_debug("idle: page pool (%zu bytes) and free heap returned to the kernel", st.cached);
-	if (m->cfg.idle_trim)
-		trim_code_pages(m);
-	uv_timer_stop(t);
-}
-
-/* (Re)arm the pool timer at @ms a tick. It is unreferenced: it never keeps
- * the loop alive on its own. */
-static void pool_timer_set(struct session_mgr *m, uint64_t ms)
-{
-	if (m->shutting_down)
-		return;
-	m->pool_idle_since = 0;
-	uv_timer_start(&m->pool_timer, pool_tick, ms, ms);
-}
-
-static void on_pool_timer_closed(uv_handle_t *h)
-{
-	struct session_mgr *m = h->data;
-
-	m->pending_closes--;
-	maybe_shutdown_done(m);
-}
-
 static void open_window(struct session *s)
 {
 	struct session_mgr *m = s->mgr;
@@ -362,7 +159,7 @@ static void open_window(struct session *s)
 	update_gpu_options(m, NULL);
 	if (m->n_windows++ == 0) {
 		collector_set_start(m->collectors);
-		pool_timer_set(m, POOL_TICK_OPEN_MS);
+		footprint_windows_open(m);
 	}
 	uv_timer_start(&s->timer, on_stop_timer, s->duration_ms, 0);
 	log_debug("session '%s': window open for %llu ms", s->id, (unsigned long long)s->duration_ms);
@@ -512,11 +309,7 @@ int session_mgr_new(uv_loop_t *loop, const struct session_mgr_cfg *cfg,
 		free(m);
 		return r;
 	}
-	uv_timer_init(loop, &m->pool_timer);
-	m->pool_timer.data = m;
-	uv_unref((uv_handle_t *)&m->pool_timer);
-	/* The first idle period returns what start-up used (and stops). */
-	pool_timer_set(m, POOL_TICK_IDLE_MS);
+	footprint_init(m);
 	*ret = m;
 	return 0;
 }
@@ -589,8 +382,7 @@ void session_abort(struct session *s)
 	}
 }
 
-/* Close @s now if it is waiting or open; true if it was. */
-static bool session_terminate(struct session *s)
+bool session_terminate(struct session *s)
 {
 	if (s->aborted)
 		return false;
@@ -631,22 +423,6 @@ void session_mgr_set_limits(struct session_mgr *m, uint32_t max_sessions, uint64
 	m->cfg.flush_timeout_ms = flush_timeout_ms;
 }
 void session_mgr_set_gpu_default(struct session_mgr *m, const struct agent_opts *gpu) { m->cfg.gpu = *gpu; }
-void session_mgr_set_idle_trim(struct session_mgr *m, bool on) { m->cfg.idle_trim = on; }
-
-void session_mgr_idle_hint(struct session_mgr *m)
-{
-	/* A running timer already leads to the idle path (or a window is
-	 * open and its close re-arms it). */
-	if (!m->cfg.idle_trim || m->n_windows || m->shutting_down ||
-	    uv_is_active((uv_handle_t *)&m->pool_timer))
-		return;
-	/* Nothing to wait for but that connection's own teardown (the prober
-	 * has closed it; the server's side takes milliseconds): the first tick,
-	 * IDLE_HINT_MS from now, runs the idle path unless something is handed
-	 * out meanwhile. */
-	m->pool_idle_since = mono_ns() - (int64_t)POOL_IDLE_RELEASE_MS * NSEC_PER_MSEC;
-	uv_timer_start(&m->pool_timer, pool_tick, IDLE_HINT_MS, POOL_TICK_IDLE_MS);
-}
 struct collector_set *session_mgr_collectors(struct session_mgr *m) { return m->collectors; }
 
 static void on_collectors_closed(void *userdata)
@@ -655,10 +431,10 @@ static void on_collectors_closed(void *userdata)
 
 	m->collectors = collector_set_free(m->collectors);
 	m->collectors_closing = false;
-	maybe_shutdown_done(m);
+	session_mgr_maybe_shutdown_done(m);
 }
 
-static void maybe_shutdown_done(struct session_mgr *m)
+void session_mgr_maybe_shutdown_done(struct session_mgr *m)
 {
 	void (*cb)(void *) = m->shutdown_cb;
 
@@ -684,10 +460,7 @@ void session_mgr_shutdown(struct session_mgr *m, void (*cb)(void *), void *userd
 	m->shutting_down = true;
 	m->shutdown_cb = cb;
 	m->shutdown_ud = userdata;
-	if (!uv_is_closing((uv_handle_t *)&m->pool_timer)) {
-		m->pending_closes++;
-		uv_close((uv_handle_t *)&m->pool_timer, on_pool_timer_closed);
-	}
+	footprint_shutdown(m);
 	for (s = m->all; s; s = next) {
 		next = s->next;
 		/* The callback may not touch @s again: it is released below. */
@@ -703,87 +476,17 @@ void session_mgr_shutdown(struct session_mgr *m, void (*cb)(void *), void *userd
 		session_destroy(s);
 	}
 	maybe_close_collectors(m);
-	maybe_shutdown_done(m);
+	session_mgr_maybe_shutdown_done(m);
 }
 
 struct session_mgr *session_mgr_free(struct session_mgr *m)
 {
 	if (!m)
 		return NULL;
-	if (m->prefault)
-		m->prefault->m = NULL;
 	collector_set_free(m->collectors);
 	trace_free(m->hub);
-	pagepool_release(); /* what the pool still caches, before exit */
+	footprint_free(m); /* after the hub: its chunks go back to the pool first */
 	free(m);
 	return NULL;
 }
 
-/* ---- window jobs ------------------------------------------------------------ */
-
-static void window_job_work(uv_work_t *req)
-{
-	struct window_job *j = req->data;
-
-	j->ops->work(j);
-}
-
-static void window_job_after(uv_work_t *req, int status)
-{
-	struct window_job *j = req->data;
-
-	(void)status; /* never cancelled: nobody calls uv_cancel() on it */
-	j->ops->done(j, WINDOW_JOB_OK, 0);
-}
-
-static void window_job_closed(struct session *s, int err, struct trace *snap, int64_t start_ns,
-			      int64_t stop_ns, void *userdata)
-{
-	struct window_job *j = userdata;
-	int r;
-
-	(void)s;
-	j->session = NULL;
-	if (err < 0) {
-		j->ops->done(j, WINDOW_JOB_WINDOW_FAILED, err);
-		return;
-	}
-	j->snap = snap;
-	j->start_ns = start_ns;
-	j->stop_ns = stop_ns;
-	if (j->ops->closed)
-		j->ops->closed(j);
-	j->req.data = j;
-	r = uv_queue_work(j->loop, &j->req, window_job_work, window_job_after);
-	if (r < 0)
-		j->ops->done(j, WINDOW_JOB_QUEUE_FAILED, r);
-}
-
-int window_job_open(struct window_job *j, const struct window_job_ops *ops, uv_loop_t *loop,
-		    struct session_mgr *m, const struct session_params *p)
-{
-	j->ops = ops;
-	j->loop = loop;
-	j->session = NULL;
-	j->snap = NULL;
-	return session_open(m, p, window_job_closed, j, &j->session);
-}
-
-bool window_job_terminate(struct window_job *j)
-{
-	return j->session && session_terminate(j->session);
-}
-
-bool window_job_abort(struct window_job *j)
-{
-	if (!j->session)
-		return false;
-	session_abort(j->session);
-	j->session = NULL;
-	return true;
-}
-
-void window_job_release(struct window_job *j)
-{
-	j->snap = trace_free(j->snap);
-}

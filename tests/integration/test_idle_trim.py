@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Idle code-page trim (base/codepages.h, daemon/session.c): once idle
+"""Idle code-page trim (base/codepages.h, daemon/footprint.c): once idle
 after start-up, profd unmaps the clean code and read-only data pages of
 its libraries, so its file-backed RSS (Rss - Anonymous of smaps_rollup)
 drops by megabytes and its PSS with it; captures afterwards still work

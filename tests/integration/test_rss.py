@@ -5,7 +5,7 @@ VmRSS after warm-up (50 captures) and at the end differ by < 2 MiB.
 
 And a big capture's memory goes back: profd keeps the store's chunks and
 the output warm in its page pool for the next capture (base/pagepool.h),
-and returns them, with malloc's free heap, once idle (daemon/session.c).
+and returns them, with malloc's free heap, once idle (daemon/footprint.c).
 After a 1 M-event capture from the fake agent, RSS first holds the pool
 (tens of MB over idle), then comes back to within RETURN_KIB of idle."""
 import os

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The session manager (daemon/session.c) over one fake collector, on a
+ * The session manager (daemon/session.c, footprint.c) over one fake collector, on a
  * real loop and real clocks: windows open at (never before) their start,
  * last (at least) their duration, overlap with shared collectors, close
  * in the order their stops come, and each gets the events that start
- * inside it. This file supplies collector_registry[], so only session.c
- * and the collector core are linked in.
+ * inside it. This file supplies collector_registry[], so only session.c,
+ * footprint.c and the collector core are linked in.
  */
 #include <errno.h>
 #include <stdio.h>
