@@ -3,7 +3,8 @@
  * strtab.h - an intern table: byte strings -> dense ids 1..n.
  *
  * Used per XPlane for event metadata names, stat metadata names (which also
- * serve as ref_value targets) and pre-encoded stat sets. Ids never change
+ * serve as ref_value targets) and pre-encoded stat sets, and by profctl top
+ * for its kernels, processes and counters by name. Ids never change
  * and entries are never removed, so an id handed to a collector stays valid
  * for the table's life. Lookups hash the bytes (8 at a time) into an
  * open-addressing index; the bytes live in one growing pool.

@@ -141,6 +141,32 @@ class Extremes(unittest.TestCase):
         self.assertTrue(j["kernels"])
         self.assertTrue(all(k["total_ns"] > 0 for k in j["kernels"]))
 
+    def test_counters_are_keyed_by_plane_and_name(self):
+        # One summary per (plane, counter), in the order first seen: the
+        # same name on two planes stays two counters, and a pair whose
+        # plane and name concatenate alike ("GPU:7" + "ab", "GPU:7a" + "b")
+        # does not merge with another.
+        sp, _ = synth.build(P)
+        for plane, points in (("/device:GPU:7", [("ab", 1.0), ("sm_clock_mhz", 2.0), ("ab", 3.0)]),
+                              ("/device:GPU:7a", [("b", 5.0), ("sm_clock_mhz", 7.0)])):
+            pl = synth.Plane(sp.planes.add())
+            pl.p.name = plane
+            line = pl.p.lines.add()
+            line.id = 2**63 - 1
+            line.name = "_counters_"
+            for i, (name, v) in enumerate(points):
+                e = pl.event(line, name, i * 1000, 0)
+                pl.stat(e, "value", v, "d")
+        got = [(c["plane"], c["name"], c["points"], c["min"], c["max"], c["last"])
+               for c in self.top(sp)["counters"]]
+        self.assertEqual(got, [
+            ("/device:GPU:0", "sm_clock_mhz", 3, 1395.5, 1980.25, 1980.25),
+            ("/device:GPU:7", "ab", 2, 1.0, 3.0, 3.0),
+            ("/device:GPU:7", "sm_clock_mhz", 1, 2.0, 2.0, 2.0),
+            ("/device:GPU:7a", "b", 1, 5.0, 5.0, 5.0),
+            ("/device:GPU:7a", "sm_clock_mhz", 1, 7.0, 7.0, 7.0),
+        ])
+
 
 class ReadmeSequence(unittest.TestCase):
     """README.md's sequence as written: TF's client captures into a logdir,

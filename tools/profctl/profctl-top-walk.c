@@ -3,7 +3,8 @@
  * profctl-top-walk.c - `profctl top`'s walks over one XSpace file
  * (profctl-top.h): the capture window, hosts, errors and warnings, per
  * process host events, kernels, copies and GPU busy time, counters. The
- * small hash tables and the parsing of XProf's details strings live here.
+ * tables by name (base/strtab.h), the correlation map (base/hash.h) and
+ * the parsing of XProf's details strings live here.
  * It fills the caller's struct top; profctl-top.c prints it. The design:
  * profctl-top.c.
  */
@@ -16,11 +17,14 @@
 
 #include "base/hash.h"
 #include "base/parse.h"
+#include "base/strtab.h"
 #include "profctl-top.h"
 #include "profctl.h"
 #include "xspace/names.h"
 
-/* ---- small hash tables (base/hash.h) ------------------------------------ */
+#define COUNTERS_MAX 100000 /* (plane, counter) pairs: a hostile file gets a bounded summary */
+
+/* ---- tables: by name (base/strtab.h), by correlation id (base/hash.h) ---- */
 
 static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 {
@@ -36,43 +40,28 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 	return 0;
 }
 
-static struct kernel *kernel_get(struct top *t, struct xs_str name)
+/* The index into t->k of the kernel named @name, a new one the first time:
+ * the names are interned in t->knames, whose id - 1 is that index. Or
+ * -ENOMEM, -E2BIG (strtab_intern()). */
+static int64_t kernel_index(struct top *t, struct xs_str name)
 {
-	size_t i;
+	int64_t id;
+	int r;
 
-	if (t->nk * 2 >= t->kslots) {
-		size_t ns = t->kslots ? t->kslots * 2 : 256;
-		uint32_t *nidx = calloc(ns, sizeof(*nidx));
+	/* Room first: an id interned must always have its kernel. */
+	if ((r = grow((void **)&t->k, &t->capk, t->nk, sizeof(*t->k))) < 0)
+		return r;
+	id = strtab_intern(&t->knames, name.p, name.len);
+	if (id < 0)
+		return id;
+	if ((size_t)id > t->nk) {
+		struct kernel *k = &t->k[t->nk++];
 
-		if (!nidx)
-			return NULL;
-		for (size_t j = 0; j < t->nk; j++) {
-			i = hash_bytes64(t->k[j].name.p, t->k[j].name.len) & (ns - 1);
-			while (nidx[i])
-				i = (i + 1) & (ns - 1);
-			nidx[i] = (uint32_t)j + 1;
-		}
-		free(t->kidx);
-		t->kidx = nidx;
-		t->kslots = ns;
+		memset(k, 0, sizeof(*k));
+		k->name = name;
+		k->min_ps = INT64_MAX;
 	}
-	i = hash_bytes64(name.p, name.len) & (t->kslots - 1);
-	while (t->kidx[i]) {
-		struct kernel *k = &t->k[t->kidx[i] - 1];
-
-		if (k->name.len == name.len && memcmp(k->name.p, name.p, name.len) == 0)
-			return k;
-		i = (i + 1) & (t->kslots - 1);
-	}
-	if (grow((void **)&t->k, &t->capk, t->nk, sizeof(*t->k)) < 0)
-		return NULL;
-	struct kernel *k = &t->k[t->nk];
-
-	memset(k, 0, sizeof(*k));
-	k->name = name;
-	k->min_ps = INT64_MAX;
-	t->kidx[i] = (uint32_t)++t->nk;
-	return k;
+	return id - 1;
 }
 
 static int corr_put(struct top *t, uint64_t corr, uint32_t proc)
@@ -125,19 +114,24 @@ static int proc_index(struct top *t, struct xs_str line_name)
 {
 	struct xs_str n = line_name;
 	const char *sl = memchr(n.p, '/', n.len);
+	int64_t id;
+	int r;
 
 	if (sl)
 		n.len = (size_t)(sl - n.p);
 	if (!n.len)
 		n = (struct xs_str){"(unnamed)", 9};
-	for (size_t i = 0; i < t->np; i++)
-		if (t->p[i].name.len == n.len && memcmp(t->p[i].name.p, n.p, n.len) == 0)
-			return (int)i;
-	if (grow((void **)&t->p, &t->capp, t->np, sizeof(*t->p)) < 0)
-		return -ENOMEM;
-	memset(&t->p[t->np], 0, sizeof(t->p[0]));
-	t->p[t->np].name = n;
-	return (int)t->np++;
+	/* Room first: an id interned must always have its process. */
+	if ((r = grow((void **)&t->p, &t->capp, t->np, sizeof(*t->p))) < 0)
+		return r;
+	id = strtab_intern(&t->pnames, n.p, n.len);
+	if (id < 0)
+		return (int)id;
+	if ((size_t)id > t->np) {
+		memset(&t->p[t->np], 0, sizeof(t->p[0]));
+		t->p[t->np++].name = n;
+	}
+	return (int)(id - 1);
 }
 
 /* ---- details parsing ------------------------------------------------------- */
@@ -261,6 +255,39 @@ static int walk_notes(struct xs_file *f, struct top *t)
 	return e.err < 0 ? e.err : w.err;
 }
 
+/* The index into t->cn of counter @name of plane @plane, a new one starting
+ * at @v the first time. Its key in t->cnames is the plane's length, the
+ * plane and the name, so no two pairs share one. -ENOSPC past COUNTERS_MAX
+ * (top_walk()), -ENOMEM, -E2BIG. */
+static int64_t counter_index(struct top *t, struct xs_str plane, struct xs_str name, double v)
+{
+	uint64_t plen = plane.len;
+	size_t klen = sizeof(plen) + plane.len + name.len; /* views into one file: no overflow */
+	int64_t id;
+	int r;
+
+	if (klen > t->ckey_cap) {
+		char *k = realloc(t->ckey, klen);
+
+		if (!k)
+			return -ENOMEM;
+		t->ckey = k;
+		t->ckey_cap = klen;
+	}
+	memcpy(t->ckey, &plen, sizeof(plen));
+	memcpy(t->ckey + sizeof(plen), plane.p, plane.len);
+	memcpy(t->ckey + sizeof(plen) + plane.len, name.p, name.len);
+	/* Room first: an id interned must always have its counter. */
+	if ((r = grow((void **)&t->cn, &t->capcn, t->ncn, sizeof(*t->cn))) < 0)
+		return r;
+	id = strtab_intern(&t->cnames, t->ckey, klen);
+	if (id < 0)
+		return id;
+	if ((size_t)id > t->ncn)
+		t->cn[t->ncn++] = (struct counter){.plane = plane, .name = name, .min = v, .max = v};
+	return id - 1;
+}
+
 /*
  * Fold one "_counters_" line into the per-(plane, counter) summary. A
  * point is a zero-length event whose first numeric stat is the value
@@ -277,7 +304,8 @@ static int walk_counters(struct top *t, const struct xs_plane *pl, const struct 
 		struct pb_cursor it = ev.raw;
 		struct xs_stat st;
 		struct xs_str name;
-		struct counter *c = NULL;
+		struct counter *c;
+		int64_t ci;
 		double v;
 		bool have = false;
 
@@ -290,21 +318,12 @@ static int walk_counters(struct top *t, const struct xs_plane *pl, const struct 
 			return r;
 		if (!have || !isfinite(v))
 			continue;
-		/* A handful of counters per plane: a linear search is enough. */
-		for (size_t i = t->ncn; i-- > 0;)
-			if (t->cn[i].name.len == name.len && !memcmp(t->cn[i].name.p, name.p, name.len) &&
-			    t->cn[i].plane.len == pl->name.len && !memcmp(t->cn[i].plane.p, pl->name.p, pl->name.len)) {
-				c = &t->cn[i];
-				break;
-			}
-		if (!c) {
-			if (t->ncn >= 100000)
-				continue; /* hostile file: a bounded summary */
-			if ((r = grow((void **)&t->cn, &t->capcn, t->ncn, sizeof(*t->cn))) < 0)
-				return r;
-			c = &t->cn[t->ncn++];
-			*c = (struct counter){.plane = pl->name, .name = name, .min = v, .max = v};
-		}
+		ci = counter_index(t, pl->name, name, v);
+		if (ci == -ENOSPC)
+			continue; /* hostile file: a bounded summary */
+		if (ci < 0)
+			return (int)ci;
+		c = &t->cn[ci];
 		c->points++;
 		c->min = v < c->min ? v : c->min;
 		c->max = v > c->max ? v : c->max;
@@ -494,16 +513,16 @@ static int walk_gpus(struct xs_file *f, struct top *t)
 					struct shape_memo *sm = &memo[(h ^ (h >> 11)) & (SHAPE_MEMO - 1)];
 
 					if (!m || sm->m != m || sm->dp != details.p || sm->dl != details.len) {
-						struct kernel *nk = kernel_get(t, name);
+						int64_t ki = kernel_index(t, name);
 
-						if (!nk) {
-							r = -ENOMEM;
+						if (ki < 0) {
+							r = (int)ki;
 							break;
 						}
 						sm->m = m;
 						sm->dp = details.p;
 						sm->dl = details.len;
-						sm->kernel = (size_t)(nk - t->k);
+						sm->kernel = (size_t)ki;
 						sm->has_occ = detail_double(details, "occ_pct", &sm->occ);
 						detail_copy(details, "grid", sm->grid, sizeof(sm->grid), "1,1,1");
 						detail_copy(details, "block", sm->block, sizeof(sm->block), "1,1,1");
@@ -588,6 +607,7 @@ int top_walk(struct xs_file *f, struct top *t)
 {
 	int r;
 
+	strtab_init(&t->cnames, COUNTERS_MAX);
 	if ((r = walk_env(f, t)) < 0 || (r = xs_space_strings(f, XS_SPACE_HOSTNAMES, hostname_cb, t)) < 0 ||
 	    (r = walk_notes(f, t)) < 0 || (r = walk_host(f, t)) < 0 || (r = walk_gpus(f, t)) < 0)
 		return r;
@@ -597,11 +617,14 @@ int top_walk(struct xs_file *f, struct top *t)
 void top_free(struct top *t)
 {
 	free(t->k);
-	free(t->kidx);
+	strtab_free(&t->knames);
 	free(t->p);
+	strtab_free(&t->pnames);
 	free(t->corr);
 	free(t->g);
 	free(t->cn);
+	strtab_free(&t->cnames);
+	free(t->ckey);
 	free(t->notes[0]);
 	free(t->notes[1]);
 }

@@ -20,7 +20,9 @@
  * .warnings are listed in full: they are where a capture says why a part
  * (GPU data, a collector) is missing.
  * Memory: one 16-byte interval per kernel of the GPU being walked, and the
- * correlation map (16 bytes per host launch); names stay views into the map.
+ * correlation map (16 bytes per host launch); names stay views into the map
+ * (the tables by name, base/strtab.h, keep a copy of each kernel and
+ * process name to look them up by).
  *
  * Several FILEs (one per host of a multi-host capture, or several sessions)
  * are summarized one after the other, each on its own; --json then prints
@@ -34,7 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/hash.h"
 #include "base/parse.h"
 #include "profctl.h"
 #include "profctl-top.h"

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/strtab.h"
 #include "profctl.h" /* ps128 */
 #include "xspace-reader.h"
 
@@ -59,13 +60,12 @@ struct corr_slot {
 };
 
 struct top {
-	/* kernels by name: open addressing over indexes into @k */
 	struct kernel *k;
 	size_t nk, capk;
-	uint32_t *kidx; /* slot -> index + 1 */
-	size_t kslots;
+	struct strtab knames; /* kernel names; id - 1 indexes @k */
 	struct proc *p;
 	size_t np, capp;
+	struct strtab pnames; /* process names; id - 1 indexes @p */
 	struct corr_slot *corr;
 	size_t ncorr, corr_slots;
 	struct copy_dir copies[5];
@@ -77,6 +77,9 @@ struct top {
 	char host[256];
 	struct counter *cn;
 	size_t ncn, capcn;
+	struct strtab cnames; /* (plane, counter) keys (counter_index()); id - 1 indexes @cn */
+	char *ckey;           /* the key being looked up */
+	size_t ckey_cap;
 	struct xs_str *notes[2]; /* [0] XSpace.errors, [1] .warnings (views) */
 	size_t nnotes[2], capnotes[2];
 };
