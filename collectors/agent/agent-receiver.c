@@ -315,9 +315,9 @@ static bool has_agent(const struct rx *rx, int pid)
 #define MAX_NO_AGENT_WARNINGS 16
 static void warn_no_agent(struct rx *rx, struct trace *snap, int64_t start_ns, int64_t stop_ns)
 {
-	struct nvml_gpu_proc procs[MAX_CONNS];
-	size_t n = nvml_gpu_procs(collector_set_find(rx->c->set, NVML_NAME), procs, MAX_CONNS,
-				  start_ns - (int64_t)NSEC_PER_SEC, stop_ns);
+	struct gpu_proc procs[MAX_CONNS];
+	size_t n = collector_set_gpu_procs(rx->c->set, procs, MAX_CONNS, start_ns - (int64_t)NSEC_PER_SEC,
+					   stop_ns);
 	unsigned warned = 0, more = 0;
 
 	for (size_t i = 0; i < n; i++) {

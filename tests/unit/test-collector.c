@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdint.h>
 
 #include "base/timeutil.h"
 #include "collector.h"
@@ -291,6 +292,52 @@ TEST(collector_failed_init_is_unavailable_and_never_closed)
 	ASSERT_TRUE(set == NULL);
 	hub = trace_free(hub);
 	ASSERT_EQ(uv_loop_close(&loop), 0);
+}
+
+/* Facts go through the set: a reader before any producer published gets
+ * "none yet"; a published table is copied, filtered by time, one per pid. */
+TEST(collector_facts_read_none_yet_then_what_was_published)
+{
+	struct host_proc_sample hs = {.mem_total = 8, .have_mem = true}, got;
+	struct gpu_proc seen[] = {
+		{.pid = 10, .first_ns = 100, .last_ns = 200, .name = "train"},
+		{.pid = 11, .first_ns = 300, .last_ns = 400, .name = "eval"},
+		{.pid = 10, .first_ns = 150, .last_ns = 250, .name = "train"}, /* on a second GPU */
+		{.pid = 12, .first_ns = 900, .last_ns = 950, .name = "later"},
+	};
+	struct gpu_proc out[8];
+	int pids[8];
+
+	setup();
+	ASSERT_EQ(collector_set_host_sample(set, &got), -ENODEV);
+	ASSERT_EQ(collector_set_host_sample(NULL, &got), -ENODEV);
+	ASSERT_EQ(collector_set_gpu_pids(set, pids, 8, 0), 0);
+	ASSERT_EQ(collector_set_gpu_procs(NULL, out, 8, 0, INT64_MAX), 0);
+
+	collector_publish_host_sample(quick, &hs);
+	hs.mem_total = 9; /* copied: the producer's later changes are its own */
+	ASSERT_OK(collector_set_host_sample(set, &got));
+	ASSERT_TRUE(got.have_mem && !got.have_cpu);
+	ASSERT_EQ(got.mem_total, 8);
+
+	ASSERT_OK(collector_publish_gpu_procs(slow, seen, ARRAY_SIZE(seen)));
+	seen[0].pid = 99;
+	ASSERT_EQ(collector_set_gpu_pids(set, pids, 8, 0), 3);
+	ASSERT_EQ(pids[0], 10);
+	ASSERT_EQ(pids[1], 11);
+	ASSERT_EQ(pids[2], 12);
+	ASSERT_EQ(collector_set_gpu_pids(set, pids, 1, 0), 1); /* at most @max */
+	/* [250, 800]: the first sighting of 10 ended before, its second did not. */
+	ASSERT_EQ(collector_set_gpu_procs(set, out, 8, 250, 800), 2);
+	ASSERT_EQ(out[0].pid, 11);
+	ASSERT_STREQ(out[0].name, "eval");
+	ASSERT_EQ(out[1].pid, 10);
+	ASSERT_EQ(collector_set_gpu_pids(set, pids, 8, 500), 1);
+
+	/* A new table replaces the old one whole. */
+	ASSERT_OK(collector_publish_gpu_procs(slow, NULL, 0));
+	ASSERT_EQ(collector_set_gpu_pids(set, pids, 8, 0), 0);
+	teardown();
 }
 
 TEST_MAIN()
