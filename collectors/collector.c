@@ -288,6 +288,17 @@ struct collector_set *collector_set_free(struct collector_set *s)
 	return NULL;
 }
 
+void collector_set_status(struct collector_set *s, const struct collector_status_sink *sink)
+{
+	for (size_t i = 0; s && i < s->n; i++) {
+		struct collector *c = s->v[i];
+
+		/* As for close: only a successful init has anything to report. */
+		if (c->state != COLLECTOR_UNAVAILABLE && c->ops->status)
+			c->ops->status(c, sink);
+	}
+}
+
 size_t collector_set_count(const struct collector_set *s) { return s->n; }
 
 const struct collector *collector_set_get(const struct collector_set *s, size_t i)

@@ -120,8 +120,12 @@ struct collector_cfg {
  * @close:     uv_close() handles; call collector_closed(c) once all are
  *             closed (at once if none). Called only after a successful
  *             @init. NULL = nothing to close.
+ * @status:    what Status lists of this collector beyond its name, state
+ *             and reason: each connected agent, through @sink. Called only
+ *             after a successful @init. NULL = nothing.
  */
 struct agent_opts; /* agent-opts.h */
+struct collector_status_sink;
 
 struct collector_ops {
 	const char *name;
@@ -134,6 +138,7 @@ struct collector_ops {
 	void (*options)(struct collector *c, const struct agent_opts *o);
 	void (*stop)(struct collector *c);
 	void (*close)(struct collector *c);
+	void (*status)(struct collector *c, const struct collector_status_sink *sink);
 };
 
 enum collector_state {
@@ -199,6 +204,45 @@ void collector_set_describe(struct collector_set *s, struct trace *snap, int64_t
 /* Close every collector; @cb runs once all are closed; then free. */
 void collector_set_close(struct collector_set *s, collector_set_cb cb, void *userdata);
 struct collector_set *collector_set_free(struct collector_set *s);
+
+/**
+ * struct collector_agent - a job process whose agent is connected, as
+ * Status lists it. Strings are borrowed for the sink call only.
+ * @version:   wire protocol version the agent speaks.
+ * @name:      comm; @cmdline: its command line (Status shows it only to
+ *             callers allowed to see it, docs/security.md).
+ * @n_devices: how many @device calls follow at most.
+ */
+struct collector_agent {
+	uint32_t pid;
+	uint32_t version;
+	const char *name;
+	const char *cmdline;
+	uint32_t n_devices;
+};
+
+/* A GPU an agent uses: /device:GPU:<@plane_id>, its @local_ordinal inside
+ * the process. Strings borrowed as above. */
+struct collector_agent_device {
+	uint32_t plane_id;
+	int32_t local_ordinal;
+	const char *uuid;
+	const char *name;
+};
+
+/**
+ * struct collector_status_sink - where @status reports, on the loop thread.
+ * @agent:  once per connected agent (that said HELLO); required ...
+ * @device: ... then once per GPU of that agent; NULL = not wanted.
+ */
+struct collector_status_sink {
+	void (*agent)(void *userdata, const struct collector_agent *a);
+	void (*device)(void *userdata, const struct collector_agent_device *d);
+	void *userdata;
+};
+
+/* [loop] Every available collector's @status, in registry order. */
+void collector_set_status(struct collector_set *s, const struct collector_status_sink *sink);
 
 size_t collector_set_count(const struct collector_set *s);
 const struct collector *collector_set_get(const struct collector_set *s, size_t i);

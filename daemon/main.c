@@ -183,14 +183,21 @@ struct daemon {
 
 static void on_signal_closed(uv_handle_t *h) { (void)h; }
 
+static void count_agent(void *userdata, const struct collector_agent *a)
+{
+	(void)a;
+	++*(size_t *)userdata;
+}
+
 /* STATUS= for `systemctl status`: where we listen, what is going on. */
 static void update_status(struct daemon *d)
 {
-	struct collector_set *set = session_mgr_collectors(d->mgr);
-	struct collector *agents = set ? collector_set_find(set, AGENT_RECEIVER_NAME) : NULL;
+	size_t agents = 0;
+	const struct collector_status_sink sink = {.agent = count_agent, .userdata = &agents};
 
+	collector_set_status(session_mgr_collectors(d->mgr), &sink);
 	notify_status("listening on %s; %u capture(s) open, %zu agent(s) connected", d->listening,
-		      session_mgr_active(d->mgr), agent_receiver_count(agents));
+		      session_mgr_active(d->mgr), agents);
 }
 
 static void shutdown_step_done(void *userdata)

@@ -339,6 +339,16 @@ static void warn_no_agent(struct rx *rx, struct trace *snap, int64_t start_ns, i
 		trace_diag(snap, start_ns, false, "%u more GPU processes have no profd agent connected", more);
 }
 
+/* Connected agents that said HELLO. */
+static size_t agent_count(const struct rx *rx)
+{
+	size_t n = 0;
+
+	for (const struct conn *k = rx->conns; k; k = k->next)
+		n += k->ps.hello;
+	return n;
+}
+
 static void agent_describe(struct collector *c, struct trace *snap, int64_t start_ns, int64_t stop_ns)
 {
 	struct rx *rx = to_rx(c);
@@ -364,7 +374,7 @@ static void agent_describe(struct collector *c, struct trace *snap, int64_t star
 	 * hosts) and no agent is connected (a Monitor window leaves connected
 	 * agents idle); an explicitly disabled receiver (--agent-socket "") is
 	 * silent. */
-	if (rx->agents_in_window == 0 && !has_gpu_plane(snap) && enabled && !agent_receiver_count(c))
+	if (rx->agents_in_window == 0 && !has_gpu_plane(snap) && enabled && !agent_count(rx))
 		trace_diag(snap, start_ns, false,
 			   "no GPU data: no CUDA process with the profd agent is connected — %s",
 			   agent_hint(c->cfg));
@@ -408,6 +418,29 @@ static void agent_close(struct collector *c)
 	rx_maybe_closed(rx);
 }
 
+/* ---- Status --------------------------------------------------------------- */
+
+static void agent_status(struct collector *c, const struct collector_status_sink *sink)
+{
+	for (const struct conn *k = to_rx(c)->conns; k; k = k->next) {
+		if (!k->ps.hello)
+			continue;
+		sink->agent(sink->userdata, &(struct collector_agent){
+			.pid = k->src.pid, .version = k->ps.version, .name = k->src.name,
+			.cmdline = k->cmdline, .n_devices = k->src.n_devices,
+		});
+		for (uint32_t d = 0; sink->device && d < AGENT_MAX_DEVICES; d++) {
+			const struct agent_map_dev *dv = &k->src.dev[d];
+
+			if (dv->known)
+				sink->device(sink->userdata, &(struct collector_agent_device){
+					.plane_id = dv->plane, .local_ordinal = (int32_t)d,
+					.uuid = dv->d.uuid, .name = dv->d.name,
+				});
+		}
+	}
+}
+
 const struct collector_ops agent_receiver_collector_ops = {
 	.name = AGENT_RECEIVER_NAME,
 	.priv_size = sizeof(struct rx),
@@ -419,57 +452,6 @@ const struct collector_ops agent_receiver_collector_ops = {
 	.describe = agent_describe,
 	.stop = agent_stop,
 	.close = agent_close,
+	.status = agent_status,
 };
 
-/* ---- status accessors ----------------------------------------------------- */
-
-static struct conn *nth_conn(struct collector *c, size_t i)
-{
-	if (!c || c->ops != &agent_receiver_collector_ops || c->state == COLLECTOR_UNAVAILABLE)
-		return NULL;
-	for (struct conn *k = to_rx(c)->conns; k; k = k->next)
-		if (k->ps.hello && i-- == 0)
-			return k;
-	return NULL;
-}
-
-size_t agent_receiver_count(struct collector *c)
-{
-	size_t n = 0;
-
-	while (nth_conn(c, n))
-		n++;
-	return n;
-}
-
-int agent_receiver_get(struct collector *c, size_t i, struct agent_receiver_info *ret)
-{
-	struct conn *k = nth_conn(c, i);
-
-	if (!k)
-		return -ENOENT;
-	*ret = (struct agent_receiver_info){
-		.pid = k->src.pid, .version = k->ps.version, .name = k->src.name, .cmdline = k->cmdline,
-		.n_devices = k->src.n_devices,
-	};
-	return 0;
-}
-
-int agent_receiver_device(struct collector *c, size_t i, size_t j, struct agent_receiver_device *ret)
-{
-	struct conn *k = nth_conn(c, i);
-
-	if (!k)
-		return -ENOENT;
-	for (uint32_t d = 0; d < AGENT_MAX_DEVICES; d++) {
-		const struct agent_map_dev *dv = &k->src.dev[d];
-
-		if (!dv->known || j-- != 0)
-			continue;
-		*ret = (struct agent_receiver_device){
-			.plane_id = dv->plane, .local_ordinal = (int32_t)d, .uuid = dv->d.uuid, .name = dv->d.name,
-		};
-		return 0;
-	}
-	return -ENOENT;
-}

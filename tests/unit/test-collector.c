@@ -14,7 +14,7 @@
 #include "harness.h"
 
 struct fake {
-	int starts, stops, flushes, closes;
+	int starts, stops, flushes, closes, statuses;
 	int64_t until_ns; /* of the last flush asked for */
 	uv_timer_t timer; /* failing_init's */
 };
@@ -33,6 +33,13 @@ static void fake_close(struct collector *c)
 {
 	fake(c)->closes++;
 	collector_closed(c);
+}
+
+/* Reports one agent whose name is the collector's. */
+static void fake_status(struct collector *c, const struct collector_status_sink *sink)
+{
+	fake(c)->statuses++;
+	sink->agent(sink->userdata, &(struct collector_agent){.pid = 1, .name = c->ops->name});
 }
 
 /* Has data in flight: answers only when the test says so. */
@@ -66,7 +73,8 @@ static int failing_init(struct collector *c)
 
 #define FAKE_OPS_INIT(n, fl, pr, in)                                                              \
 	{ .name = (n), .priv_size = sizeof(struct fake), .probe = (pr), .init = (in),             \
-	  .start = fake_start, .flush = (fl), .stop = fake_stop, .close = fake_close }
+	  .start = fake_start, .flush = (fl), .stop = fake_stop, .close = fake_close,             \
+	  .status = fake_status }
 #define FAKE_OPS(n, fl, pr) FAKE_OPS_INIT(n, fl, pr, NULL)
 
 static const struct collector_ops slow_ops = FAKE_OPS("fake.slow", slow_flush, NULL);
@@ -292,6 +300,32 @@ TEST(collector_failed_init_is_unavailable_and_never_closed)
 	ASSERT_TRUE(set == NULL);
 	hub = trace_free(hub);
 	ASSERT_EQ(uv_loop_close(&loop), 0);
+}
+
+static void count_agent(void *userdata, const struct collector_agent *a)
+{
+	ASSERT_EQ(a->pid, 1);
+	++*(int *)userdata;
+}
+
+/* Status asks only collectors whose init succeeded, whatever their state. */
+TEST(collector_status_asks_every_available_collector)
+{
+	int agents = 0;
+	const struct collector_status_sink sink = {.agent = count_agent, .userdata = &agents};
+
+	setup();
+	collector_set_status(set, &sink);
+	ASSERT_EQ(agents, 4); /* slow, slow2, quick, noflush: ready */
+	collector_set_start(set);
+	collector_set_status(set, &sink);
+	ASSERT_EQ(agents, 8);
+	ASSERT_EQ(fake(slow)->statuses, 2);
+	ASSERT_EQ(fake(absent)->statuses, 0);
+	ASSERT_EQ(fake(broken)->statuses, 0);
+	collector_set_status(NULL, &sink);
+	ASSERT_EQ(agents, 8);
+	teardown();
 }
 
 /* Facts go through the set: a reader before any producer published gets
