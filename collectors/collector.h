@@ -68,26 +68,18 @@ struct collector_set;
  * @hostname:       this machine's name, as XSpace.hostnames has it.
  * @gpus:           the daemon's one GPU map (gpu-map.h); collectors number
  *                  /device:GPU:<n> planes only through it.
- * @agent_socket_mode:  permission bits of the agent socket; 0 = 0666.
- * @agent_socket_chgrp: give the socket the group @agent_socket_gid.
- * @agent_allow_uids:   when @n_agent_allow_uids > 0, the only peer uids the
- *                      agent socket accepts (docs/security.md).
- * @agent_hint:     how jobs load the agent, or why there is none
- *                  (daemon/agent-path.h); NULL = a generic hint.
+ * @agent:          the agent receiver's own settings, defined in its header
+ *                  and read only by it; NULL = no agent socket.
  */
+struct agent_receiver_cfg; /* agent-receiver.h */
+
 struct collector_cfg {
 	const char *proc_root;
 	const char *sys_root;
 	uint32_t host_sample_hz;
 	uint32_t nvml_sample_hz;
 	const char *nvml_library; /* NULL = libnvidia-ml.so.1 */
-	const char *agent_socket;
-	uint32_t agent_socket_mode;
-	bool agent_socket_chgrp;
-	gid_t agent_socket_gid;
-	const uid_t *agent_allow_uids;
-	size_t n_agent_allow_uids;
-	const char *agent_hint;
+	const struct agent_receiver_cfg *agent;
 	const char *hostname;
 	struct gpu_map *gpus; /* shared, mutable: GPU UUID -> plane number */
 };

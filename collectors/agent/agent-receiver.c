@@ -64,12 +64,27 @@
 #include "xspace/names.h"
 
 
+const struct agent_receiver_cfg *rx_settings(const struct collector_cfg *cfg)
+{
+	static const struct agent_receiver_cfg defaults;
+
+	return cfg->agent ? cfg->agent : &defaults;
+}
+
 /* The daemon resolves it (daemon/agent-path.h); a bare cfg (tests) gets the generic form. */
 static const char *agent_hint(const struct collector_cfg *cfg)
 {
-	return cfg->agent_hint && cfg->agent_hint[0]
-		       ? cfg->agent_hint
-		       : "start the job with CUDA_INJECTION64_PATH=<path of libprofd-agent.so>";
+	const char *hint = rx_settings(cfg)->hint;
+
+	return hint && hint[0] ? hint : "start the job with CUDA_INJECTION64_PATH=<path of libprofd-agent.so>";
+}
+
+/* An agent socket is configured (--agent-socket "" turns the receiver off). */
+static bool socket_enabled(const struct collector_cfg *cfg)
+{
+	const char *path = rx_settings(cfg)->socket;
+
+	return path && path[0];
 }
 
 /* ---- collector ops ------------------------------------------------------- */
@@ -91,12 +106,14 @@ static void on_sweep(uv_timer_t *t)
 
 static int agent_probe(const struct collector_cfg *cfg, char *why, size_t why_size)
 {
-	if (!cfg->agent_socket || !cfg->agent_socket[0]) {
+	const char *path = rx_settings(cfg)->socket;
+
+	if (!socket_enabled(cfg)) {
 		snprintf(why, why_size, "no agent socket configured (--agent-socket PATH)");
 		return -EOPNOTSUPP;
 	}
-	if (strlen(cfg->agent_socket) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-		snprintf(why, why_size, "agent socket path too long: %s", cfg->agent_socket);
+	if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		snprintf(why, why_size, "agent socket path too long: %s", path);
 		return -ENAMETOOLONG;
 	}
 	return 0;
@@ -106,7 +123,8 @@ static int agent_probe(const struct collector_cfg *cfg, char *why, size_t why_si
 static int agent_init(struct collector *c)
 {
 	struct rx *rx = to_rx(c);
-	const char *path = c->cfg->agent_socket;
+	const struct agent_receiver_cfg *cfg = rx_settings(c->cfg);
+	const char *path = cfg->socket;
 	const char *step = "";
 	int fd, r;
 
@@ -139,7 +157,7 @@ static int agent_init(struct collector *c)
 			(void)mkdir(dir, 0755);
 		}
 	}
-	fd = rx_listen_socket(c->cfg, path, &step, c->reason, sizeof(c->reason));
+	fd = rx_listen_socket(cfg, path, &step, c->reason, sizeof(c->reason));
 	if (fd == -EPERM && c->reason[0]) {
 		log_error("%s", c->reason); /* main.c refused it before; changed since */
 		return fd;
@@ -181,11 +199,11 @@ static int agent_init(struct collector *c)
 	uv_unref((uv_handle_t *)&rx->sweep); /* never keeps the loop alive alone */
 	char group[32] = "";
 
-	if (c->cfg->agent_socket_chgrp)
-		snprintf(group, sizeof(group), ", gid %u", (unsigned)c->cfg->agent_socket_gid);
+	if (cfg->socket_chgrp)
+		snprintf(group, sizeof(group), ", gid %u", (unsigned)cfg->socket_gid);
 	log_info("agents connect to %s (mode %04o%s%s); %s", path,
-		 c->cfg->agent_socket_mode ? (unsigned)c->cfg->agent_socket_mode : 0666u, group,
-		 c->cfg->n_agent_allow_uids ? ", only --agent-allow-uid uids" : "", agent_hint(c->cfg));
+		 cfg->socket_mode ? (unsigned)cfg->socket_mode : 0666u, group,
+		 cfg->n_allow_uids ? ", only --agent-allow-uid uids" : "", agent_hint(c->cfg));
 	return 0;
 }
 
@@ -352,7 +370,7 @@ static size_t agent_count(const struct rx *rx)
 static void agent_describe(struct collector *c, struct trace *snap, int64_t start_ns, int64_t stop_ns)
 {
 	struct rx *rx = to_rx(c);
-	bool enabled = c->cfg->agent_socket && c->cfg->agent_socket[0];
+	bool enabled = socket_enabled(c->cfg);
 
 	/* Unavailable: probe or init failed, so no agent ever connected and
 	 * agent_close() will not run (collector.h); the map must stay

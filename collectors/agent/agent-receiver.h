@@ -1,17 +1,40 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * agent-receiver.h - what the daemon needs of the "gpu.agent" collector
- * besides its ops: its name and the start-up check of the socket's
- * directory. Status reads its agents through the ops (collector.h).
+ * besides its ops: its name, its settings and the start-up check of the
+ * socket's directory. Status reads its agents through the ops (collector.h).
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "collector.h"
 
 #define AGENT_RECEIVER_NAME "gpu.agent"
+
+/**
+ * struct agent_receiver_cfg - the receiver's settings (collector_cfg.agent,
+ * borrowed for the daemon's life).
+ * @socket:       where agents connect (--agent-socket); NULL or "" = none.
+ * @socket_mode:  permission bits of the socket; 0 = 0666.
+ * @socket_chgrp: give the socket the group @socket_gid.
+ * @allow_uids:   when @n_allow_uids > 0, the only peer uids the socket
+ *                accepts (docs/security.md).
+ * @hint:         how jobs load the agent, or why there is none
+ *                (daemon/agent-path.h); NULL = a generic hint.
+ */
+struct agent_receiver_cfg {
+	const char *socket;
+	uint32_t socket_mode;
+	bool socket_chgrp;
+	gid_t socket_gid;
+	const uid_t *allow_uids;
+	size_t n_allow_uids;
+	const char *hint;
+};
 
 /*
  * Whether the directory of @socket_path (--agent-socket) is safe for the
