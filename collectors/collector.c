@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * collector.c - the collector core: state machine, flush barrier, close.
- * The core enforces the order of ops, so collectors need not be
- * idempotent; see collector.h.
+ * collector.c - the collector core: state machine, flush barrier, close,
+ * and the facts collectors publish for each other. The core enforces the
+ * order of ops, so collectors need not be idempotent; see collector.h.
  */
 #define LOG_TOPIC "collector"
 
 #include <assert.h>
+#include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +32,11 @@ struct collector_set {
 	bool timer_closed;
 	bool closing;          /* collector_set_close() ran */
 	unsigned init_closing; /* handles of failed inits still closing */
+	/* facts (collector.h), loop thread like the rest */
+	struct host_proc_sample host;
+	bool have_host;
+	struct gpu_proc *gpu_procs;
+	size_t n_gpu_procs, cap_gpu_procs;
 };
 
 static void flush_finish(struct collector_set *s)
@@ -275,9 +282,21 @@ struct collector_set *collector_set_free(struct collector_set *s)
 		free(s->v[i]->priv);
 		free(s->v[i]);
 	}
+	free(s->gpu_procs);
 	free(s->v);
 	free(s);
 	return NULL;
+}
+
+void collector_set_status(struct collector_set *s, const struct collector_status_sink *sink)
+{
+	for (size_t i = 0; s && i < s->n; i++) {
+		struct collector *c = s->v[i];
+
+		/* As for close: only a successful init has anything to report. */
+		if (c->state != COLLECTOR_UNAVAILABLE && c->ops->status)
+			c->ops->status(c, sink);
+	}
 }
 
 size_t collector_set_count(const struct collector_set *s) { return s->n; }
@@ -293,4 +312,74 @@ struct collector *collector_set_find(struct collector_set *s, const char *name)
 		if (strcmp(s->v[i]->ops->name, name) == 0)
 			return s->v[i];
 	return NULL;
+}
+
+/* ---- facts ----------------------------------------------------------------- */
+
+void collector_publish_host_sample(struct collector *c, const struct host_proc_sample *v)
+{
+	c->set->host = *v;
+	c->set->have_host = true;
+}
+
+int collector_set_host_sample(const struct collector_set *s, struct host_proc_sample *ret)
+{
+	if (!s || !s->have_host)
+		return -ENODEV;
+	*ret = s->host;
+	return 0;
+}
+
+int collector_publish_gpu_procs(struct collector *c, const struct gpu_proc *v, size_t n)
+{
+	struct collector_set *s = c->set;
+
+	if (n > s->cap_gpu_procs) {
+		struct gpu_proc *p = n <= SIZE_MAX / sizeof(*p) ? realloc(s->gpu_procs, n * sizeof(*p)) : NULL;
+
+		if (!p)
+			return -ENOMEM;
+		s->gpu_procs = p;
+		s->cap_gpu_procs = n;
+	}
+	if (n)
+		memcpy(s->gpu_procs, v, n * sizeof(*v));
+	s->n_gpu_procs = n;
+	return 0;
+}
+
+/* collector_set_gpu_pids() and collector_set_gpu_procs(): fill @pids or
+ * @procs (the other is NULL). */
+static size_t gpu_procs(const struct collector_set *s, int *pids, struct gpu_proc *procs, size_t max,
+			int64_t since_ns, int64_t until_ns)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; s && i < s->n_gpu_procs && n < max; i++) {
+		const struct gpu_proc *pr = &s->gpu_procs[i];
+		bool dup = false;
+
+		if (pr->last_ns < since_ns || pr->first_ns > until_ns)
+			continue;
+		for (size_t k = 0; k < n; k++)
+			dup |= (pids ? pids[k] : procs[k].pid) == pr->pid;
+		if (dup)
+			continue;
+		if (pids)
+			pids[n++] = pr->pid;
+		else
+			procs[n++] = *pr;
+	}
+	return n;
+}
+
+size_t collector_set_gpu_procs(const struct collector_set *s, struct gpu_proc *out, size_t max,
+			       int64_t since_ns, int64_t until_ns)
+{
+	return gpu_procs(s, NULL, out, max, since_ns, until_ns);
+}
+
+size_t collector_set_gpu_pids(const struct collector_set *s, int *pids, size_t max, int64_t since_ns)
+{
+	return gpu_procs(s, pids, NULL, max, since_ns, INT64_MAX);
 }

@@ -30,8 +30,14 @@
  * A collector that caches plane/line pointers or metadata ids must check
  * the generation (collector_hub_changed()) before using them.
  *
+ * Facts: what one collector learns and others (or Monitor) need, e.g. the
+ * GPU processes NVML saw, is published by its producer into the set and
+ * read through the set (collector_set_gpu_procs() ...). Nobody looks a
+ * collector up by name, and start order does not matter: a reader asking
+ * before the producer published, or when it is unavailable, gets "none yet".
+ *
  * Threads: every op, collector_flushed() and collector_closed() run on the
- * loop thread, which owns struct collector, the set and the hub. Only
+ * loop thread, which owns struct collector, the set, its facts and the hub. Only
  * nvml.c has a thread of its own (the sampler: NVML calls block for
  * milliseconds); it never touches the hub, and hands finished batches to
  * the loop under its own mutex + uv_async_send(), where they are appended.
@@ -47,6 +53,7 @@
 #include <uv.h>
 
 #include "gpu-map.h"
+#include "proc-parse.h"
 #include "xspace/trace.h"
 
 struct collector;
@@ -61,26 +68,18 @@ struct collector_set;
  * @hostname:       this machine's name, as XSpace.hostnames has it.
  * @gpus:           the daemon's one GPU map (gpu-map.h); collectors number
  *                  /device:GPU:<n> planes only through it.
- * @agent_socket_mode:  permission bits of the agent socket; 0 = 0666.
- * @agent_socket_chgrp: give the socket the group @agent_socket_gid.
- * @agent_allow_uids:   when @n_agent_allow_uids > 0, the only peer uids the
- *                      agent socket accepts (docs/security.md).
- * @agent_hint:     how jobs load the agent, or why there is none
- *                  (daemon/agent-path.h); NULL = a generic hint.
+ * @agent:          the agent receiver's own settings, defined in its header
+ *                  and read only by it; NULL = no agent socket.
  */
+struct agent_receiver_cfg; /* agent-receiver.h */
+
 struct collector_cfg {
 	const char *proc_root;
 	const char *sys_root;
 	uint32_t host_sample_hz;
 	uint32_t nvml_sample_hz;
 	const char *nvml_library; /* NULL = libnvidia-ml.so.1 */
-	const char *agent_socket;
-	uint32_t agent_socket_mode;
-	bool agent_socket_chgrp;
-	gid_t agent_socket_gid;
-	const uid_t *agent_allow_uids;
-	size_t n_agent_allow_uids;
-	const char *agent_hint;
+	const struct agent_receiver_cfg *agent;
 	const char *hostname;
 	struct gpu_map *gpus; /* shared, mutable: GPU UUID -> plane number */
 };
@@ -113,8 +112,12 @@ struct collector_cfg {
  * @close:     uv_close() handles; call collector_closed(c) once all are
  *             closed (at once if none). Called only after a successful
  *             @init. NULL = nothing to close.
+ * @status:    what Status lists of this collector beyond its name, state
+ *             and reason: each connected agent, through @sink. Called only
+ *             after a successful @init. NULL = nothing.
  */
 struct agent_opts; /* agent-opts.h */
+struct collector_status_sink;
 
 struct collector_ops {
 	const char *name;
@@ -127,6 +130,7 @@ struct collector_ops {
 	void (*options)(struct collector *c, const struct agent_opts *o);
 	void (*stop)(struct collector *c);
 	void (*close)(struct collector *c);
+	void (*status)(struct collector *c, const struct collector_status_sink *sink);
 };
 
 enum collector_state {
@@ -193,11 +197,97 @@ void collector_set_describe(struct collector_set *s, struct trace *snap, int64_t
 void collector_set_close(struct collector_set *s, collector_set_cb cb, void *userdata);
 struct collector_set *collector_set_free(struct collector_set *s);
 
+/**
+ * struct collector_agent - a job process whose agent is connected, as
+ * Status lists it. Strings are borrowed for the sink call only.
+ * @version:   wire protocol version the agent speaks.
+ * @name:      comm; @cmdline: its command line (Status shows it only to
+ *             callers allowed to see it, docs/security.md).
+ * @n_devices: how many @device calls follow at most.
+ */
+struct collector_agent {
+	uint32_t pid;
+	uint32_t version;
+	const char *name;
+	const char *cmdline;
+	uint32_t n_devices;
+};
+
+/* A GPU an agent uses: /device:GPU:<@plane_id>, its @local_ordinal inside
+ * the process. Strings borrowed as above. */
+struct collector_agent_device {
+	uint32_t plane_id;
+	int32_t local_ordinal;
+	const char *uuid;
+	const char *name;
+};
+
+/**
+ * struct collector_status_sink - where @status reports, on the loop thread.
+ * @agent:  once per connected agent (that said HELLO); required ...
+ * @device: ... then once per GPU of that agent; NULL = not wanted.
+ */
+struct collector_status_sink {
+	void (*agent)(void *userdata, const struct collector_agent *a);
+	void (*device)(void *userdata, const struct collector_agent_device *d);
+	void *userdata;
+};
+
+/* [loop] Every available collector's @status, in registry order. */
+void collector_set_status(struct collector_set *s, const struct collector_status_sink *sink);
+
 size_t collector_set_count(const struct collector_set *s);
 const struct collector *collector_set_get(const struct collector_set *s, size_t i);
-/* Find a collector by name (status, tests); NULL if absent. */
+/* Find a collector by name (tests); NULL if absent. Daemon code and other
+ * collectors use the ops and the facts below instead. */
 struct collector *collector_set_find(struct collector_set *s, const char *name);
 
 /* The registry: every compiled-in collector, in start order. */
 extern const struct collector_ops *const collector_registry[];
 extern const size_t collector_registry_size;
+
+/* ---- facts: published by one collector, read by others ----------------
+ * The set keeps a copy of each fact; a producer replaces it whole, a
+ * reader copies it out. Loop thread only, like the rest of the set: a
+ * producer with a thread of its own (nvml) publishes from its loop-side
+ * handler, never from that thread. */
+
+/**
+ * struct host_proc_sample - host.proc's newest readings, from its last
+ * tick, its start baseline or a window's flush (whichever came last).
+ * @cpu:            the aggregate /proc/stat "cpu" line; @have_cpu.
+ * @mem_total, @mem_available: /proc/meminfo in bytes; @have_mem.
+ */
+struct host_proc_sample {
+	struct proc_cpu_times cpu;
+	uint64_t mem_total, mem_available;
+	bool have_cpu, have_mem;
+};
+/* [loop] Producer (host.proc): replace the host sample. */
+void collector_publish_host_sample(struct collector *c, const struct host_proc_sample *v);
+/* [loop] Copy the newest host sample to @ret. 0; -ENODEV when none was
+ * published yet (host.proc unavailable, or no window opened so far). A
+ * reading that failed is absent (have_* 0). */
+int collector_set_host_sample(const struct collector_set *s, struct host_proc_sample *ret);
+
+/**
+ * struct gpu_proc - a process NVML saw on a GPU.
+ * @pid:       as NVML reports it (profd's pid namespace when it can see it).
+ * @first_ns, @last_ns: wall-clock span it was seen in.
+ * @name:      comm; "pid<n>" when profd cannot see it in /proc (e.g.
+ *             another pid namespace).
+ */
+struct gpu_proc {
+	int pid;
+	int64_t first_ns, last_ns;
+	char name[64];
+};
+/* [loop] Producer (nvml): replace the table of GPU processes seen (@n
+ * entries, copied). 0, or -ENOMEM with the previous table kept. */
+int collector_publish_gpu_procs(struct collector *c, const struct gpu_proc *v, size_t n);
+/* [loop] The GPU processes seen in [@since_ns, @until_ns], in the
+ * producer's order, at most @max, one per pid; 0 when none yet. */
+size_t collector_set_gpu_procs(const struct collector_set *s, struct gpu_proc *out, size_t max,
+			       int64_t since_ns, int64_t until_ns);
+/* [loop] Their pids only, seen since @since_ns; as collector_set_gpu_procs(). */
+size_t collector_set_gpu_pids(const struct collector_set *s, int *pids, size_t max, int64_t since_ns);

@@ -176,6 +176,7 @@ struct daemon {
 	struct session_mgr *mgr;
 	struct service *svc;
 	struct collector_cfg ccfg; /* borrowed by the collectors for the daemon's life */
+	struct agent_receiver_cfg agent_cfg; /* ccfg.agent, likewise */
 	char listening[256];       /* for STATUS= */
 	bool stopping, failed;
 	int steps_left;
@@ -183,14 +184,21 @@ struct daemon {
 
 static void on_signal_closed(uv_handle_t *h) { (void)h; }
 
+static void count_agent(void *userdata, const struct collector_agent *a)
+{
+	(void)a;
+	++*(size_t *)userdata;
+}
+
 /* STATUS= for `systemctl status`: where we listen, what is going on. */
 static void update_status(struct daemon *d)
 {
-	struct collector_set *set = session_mgr_collectors(d->mgr);
-	struct collector *agents = set ? collector_set_find(set, AGENT_RECEIVER_NAME) : NULL;
+	size_t agents = 0;
+	const struct collector_status_sink sink = {.agent = count_agent, .userdata = &agents};
 
+	collector_set_status(session_mgr_collectors(d->mgr), &sink);
 	notify_status("listening on %s; %u capture(s) open, %zu agent(s) connected", d->listening,
-		      session_mgr_active(d->mgr), agent_receiver_count(agents));
+		      session_mgr_active(d->mgr), agents);
 }
 
 static void shutdown_step_done(void *userdata)
@@ -535,6 +543,15 @@ int main(int argc, char **argv)
 			 " and PROFD_AGENT_SOCKET=%s (this profd's agent socket is not the default)",
 			 cfg.agent_socket);
 	}
+	d.agent_cfg = (struct agent_receiver_cfg){
+		.socket = cfg.agent_socket,
+		.socket_mode = cfg.agent_socket_mode,
+		.socket_chgrp = cfg.agent_socket_group != NULL,
+		.socket_gid = gid,
+		.allow_uids = uids,
+		.n_allow_uids = cfg.agent_allow_uid.n,
+		.hint = agent.hint,
+	};
 	d.ccfg = (struct collector_cfg){
 		.gpus = &gpus,
 		.proc_root = cfg.proc_root,
@@ -542,13 +559,7 @@ int main(int argc, char **argv)
 		.host_sample_hz = cfg.host_sample_hz,
 		.nvml_sample_hz = cfg.nvml_sample_hz,
 		.nvml_library = cfg.nvml_library,
-		.agent_socket = cfg.agent_socket,
-		.agent_socket_mode = cfg.agent_socket_mode,
-		.agent_socket_chgrp = cfg.agent_socket_group != NULL,
-		.agent_socket_gid = gid,
-		.agent_allow_uids = uids,
-		.n_agent_allow_uids = cfg.agent_allow_uid.n,
-		.agent_hint = agent.hint,
+		.agent = &d.agent_cfg,
 		.hostname = hostname,
 	};
 	struct session_mgr_cfg mcfg = {

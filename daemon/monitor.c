@@ -10,7 +10,7 @@
  *   - per /device:GPU:<n>: mean utilization, memory used/total, power,
  *     clocks, temperature (and GPM activity when present);
  *   - host: CPU busy % over the window and memory in use, from host.proc's
- *     latest readings (host_proc_latest(): at the open and, after the
+ *     latest readings (collector_set_host_sample(): at the open and, after the
  *     window's flush, at the close; Monitor opens no /proc file), and the mean
  *     network and disk rates host.io recorded;
  *   - level >= 2: one line per process NVML saw on a GPU, or a line saying
@@ -33,7 +33,7 @@
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "monitor.h"
-#include "collectors.h"
+#include "collector.h"
 #include "proc-parse.h"
 #include "tensorflow/profiler_service.pb-c.h"
 #include "xspace/names.h"
@@ -307,13 +307,12 @@ int monitor_summarise(const struct trace *snap, int64_t start_ns, int64_t stop_n
 
 /* ---- host numbers, read through host.proc ------------------------------------ */
 
-/* host.proc's latest readings (collectors.h): Monitor opens no /proc file
- * itself. -ENODEV when host.proc is unavailable: no Host CPU/memory. */
+/* host.proc's latest readings, as it published them into the collector set
+ * (collector.h): Monitor opens no /proc file itself. -ENODEV when there are
+ * none (host.proc unavailable): no Host CPU/memory. */
 static int host_latest(struct monitor *m, struct host_proc_sample *ret)
 {
-	struct collector_set *set = session_mgr_collectors(m->mgr);
-
-	return host_proc_latest(set ? collector_set_find(set, HOST_PROC_NAME) : NULL, ret);
+	return collector_set_host_sample(session_mgr_collectors(m->mgr), ret);
 }
 
 /* ---- the RPC ------------------------------------------------------------- */

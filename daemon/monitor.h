@@ -37,7 +37,7 @@ struct trace;
 
 /**
  * struct monitor_host - host numbers Monitor takes from host.proc's latest
- * readings (host_proc_latest()): CPU busy % over the window and memory at
+ * readings (collector_set_host_sample()): CPU busy % over the window and memory at
  * its end.
  */
 struct monitor_host {

@@ -29,7 +29,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent-receiver.h"
+#include "collector.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/pbwire.h"
@@ -636,44 +636,78 @@ static void handle_terminate(void *userdata, struct rpc_call *call, const Protob
 	rpc_call_reply_msg(call, &resp.base);
 }
 
-/* Status.agents from the agent receiver (collectors/agent/agent-receiver.h).
- * Strings are borrowed from the receiver for this call only. */
+/* Status.agents, as the collectors report them (collector_set_status()).
+ * Strings are borrowed from the collectors for this call only. */
+struct agents_fill {
+	Profd__StatusResponse *resp;
+	bool show_cmdlines;
+	size_t cap;      /* of resp->agents */
+	size_t dev_cap;  /* of the last agent's devices */
+	bool failed;     /* out of memory: Status lists the agents built so far */
+};
+
+static void fill_agent(void *userdata, const struct collector_agent *info)
+{
+	struct agents_fill *f = userdata;
+	Profd__StatusResponse *resp = f->resp;
+	Profd__AgentStatus *a;
+
+	f->dev_cap = 0; /* devices that follow belong to this agent, or to none */
+	if (f->failed)
+		return;
+	if (resp->n_agents == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 4;
+		Profd__AgentStatus **v = reallocarray(resp->agents, cap, sizeof(*v));
+
+		if (!v) {
+			f->failed = true;
+			return;
+		}
+		resp->agents = v;
+		f->cap = cap;
+	}
+	if (!(a = calloc(1, sizeof(*a)))) {
+		f->failed = true;
+		return;
+	}
+	profd__agent_status__init(a);
+	a->pid = info->pid;
+	a->name = (char *)info->name;
+	a->cmdline = (char *)(f->show_cmdlines ? info->cmdline : "");
+	a->version = info->version;
+	resp->agents[resp->n_agents++] = a;
+	a->devices = info->n_devices ? calloc(info->n_devices, sizeof(*a->devices)) : NULL;
+	if (a->devices)
+		f->dev_cap = info->n_devices;
+}
+
+static void fill_device(void *userdata, const struct collector_agent_device *d)
+{
+	struct agents_fill *f = userdata;
+	Profd__AgentStatus *a;
+	Profd__AgentDevice *pd;
+
+	if (!f->dev_cap)
+		return;
+	a = f->resp->agents[f->resp->n_agents - 1];
+	if (a->n_devices == f->dev_cap || !(pd = calloc(1, sizeof(*pd)))) {
+		f->dev_cap = 0;
+		return;
+	}
+	profd__agent_device__init(pd);
+	pd->plane_id = d->plane_id;
+	pd->uuid = (char *)d->uuid;
+	pd->name = (char *)d->name;
+	pd->local_ordinal = d->local_ordinal;
+	a->devices[a->n_devices++] = pd;
+}
+
 static void fill_agents(struct collector_set *set, Profd__StatusResponse *resp, bool show_cmdlines)
 {
-	struct collector *c = set ? collector_set_find(set, AGENT_RECEIVER_NAME) : NULL;
-	size_t n = agent_receiver_count(c);
-	Profd__AgentStatus **v;
+	struct agents_fill f = {.resp = resp, .show_cmdlines = show_cmdlines};
+	const struct collector_status_sink sink = {.agent = fill_agent, .device = fill_device, .userdata = &f};
 
-	if (!n || !(v = calloc(n, sizeof(*v))))
-		return;
-	resp->agents = v;
-	for (size_t i = 0; i < n; i++) {
-		struct agent_receiver_info info;
-		Profd__AgentStatus *a;
-
-		if (agent_receiver_get(c, i, &info) < 0 || !(a = calloc(1, sizeof(*a))))
-			break;
-		profd__agent_status__init(a);
-		a->pid = info.pid;
-		a->name = (char *)info.name;
-		a->cmdline = (char *)(show_cmdlines ? info.cmdline : "");
-		a->version = info.version;
-		v[resp->n_agents++] = a;
-		a->devices = info.n_devices ? calloc(info.n_devices, sizeof(*a->devices)) : NULL;
-		for (size_t j = 0; a->devices && j < info.n_devices; j++) {
-			struct agent_receiver_device d;
-			Profd__AgentDevice *pd;
-
-			if (agent_receiver_device(c, i, j, &d) < 0 || !(pd = calloc(1, sizeof(*pd))))
-				break;
-			profd__agent_device__init(pd);
-			pd->plane_id = d.plane_id;
-			pd->uuid = (char *)d.uuid;
-			pd->name = (char *)d.name;
-			pd->local_ordinal = d.local_ordinal;
-			a->devices[a->n_devices++] = pd;
-		}
-	}
+	collector_set_status(set, &sink);
 }
 
 static void free_agents(Profd__StatusResponse *resp)

@@ -64,12 +64,27 @@
 #include "xspace/names.h"
 
 
+const struct agent_receiver_cfg *rx_settings(const struct collector_cfg *cfg)
+{
+	static const struct agent_receiver_cfg defaults;
+
+	return cfg->agent ? cfg->agent : &defaults;
+}
+
 /* The daemon resolves it (daemon/agent-path.h); a bare cfg (tests) gets the generic form. */
 static const char *agent_hint(const struct collector_cfg *cfg)
 {
-	return cfg->agent_hint && cfg->agent_hint[0]
-		       ? cfg->agent_hint
-		       : "start the job with CUDA_INJECTION64_PATH=<path of libprofd-agent.so>";
+	const char *hint = rx_settings(cfg)->hint;
+
+	return hint && hint[0] ? hint : "start the job with CUDA_INJECTION64_PATH=<path of libprofd-agent.so>";
+}
+
+/* An agent socket is configured (--agent-socket "" turns the receiver off). */
+static bool socket_enabled(const struct collector_cfg *cfg)
+{
+	const char *path = rx_settings(cfg)->socket;
+
+	return path && path[0];
 }
 
 /* ---- collector ops ------------------------------------------------------- */
@@ -91,12 +106,14 @@ static void on_sweep(uv_timer_t *t)
 
 static int agent_probe(const struct collector_cfg *cfg, char *why, size_t why_size)
 {
-	if (!cfg->agent_socket || !cfg->agent_socket[0]) {
+	const char *path = rx_settings(cfg)->socket;
+
+	if (!socket_enabled(cfg)) {
 		snprintf(why, why_size, "no agent socket configured (--agent-socket PATH)");
 		return -EOPNOTSUPP;
 	}
-	if (strlen(cfg->agent_socket) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-		snprintf(why, why_size, "agent socket path too long: %s", cfg->agent_socket);
+	if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		snprintf(why, why_size, "agent socket path too long: %s", path);
 		return -ENAMETOOLONG;
 	}
 	return 0;
@@ -106,7 +123,8 @@ static int agent_probe(const struct collector_cfg *cfg, char *why, size_t why_si
 static int agent_init(struct collector *c)
 {
 	struct rx *rx = to_rx(c);
-	const char *path = c->cfg->agent_socket;
+	const struct agent_receiver_cfg *cfg = rx_settings(c->cfg);
+	const char *path = cfg->socket;
 	const char *step = "";
 	int fd, r;
 
@@ -139,7 +157,7 @@ static int agent_init(struct collector *c)
 			(void)mkdir(dir, 0755);
 		}
 	}
-	fd = rx_listen_socket(c->cfg, path, &step, c->reason, sizeof(c->reason));
+	fd = rx_listen_socket(cfg, path, &step, c->reason, sizeof(c->reason));
 	if (fd == -EPERM && c->reason[0]) {
 		log_error("%s", c->reason); /* main.c refused it before; changed since */
 		return fd;
@@ -181,11 +199,11 @@ static int agent_init(struct collector *c)
 	uv_unref((uv_handle_t *)&rx->sweep); /* never keeps the loop alive alone */
 	char group[32] = "";
 
-	if (c->cfg->agent_socket_chgrp)
-		snprintf(group, sizeof(group), ", gid %u", (unsigned)c->cfg->agent_socket_gid);
+	if (cfg->socket_chgrp)
+		snprintf(group, sizeof(group), ", gid %u", (unsigned)cfg->socket_gid);
 	log_info("agents connect to %s (mode %04o%s%s); %s", path,
-		 c->cfg->agent_socket_mode ? (unsigned)c->cfg->agent_socket_mode : 0666u, group,
-		 c->cfg->n_agent_allow_uids ? ", only --agent-allow-uid uids" : "", agent_hint(c->cfg));
+		 cfg->socket_mode ? (unsigned)cfg->socket_mode : 0666u, group,
+		 cfg->n_allow_uids ? ", only --agent-allow-uid uids" : "", agent_hint(c->cfg));
 	return 0;
 }
 
@@ -315,9 +333,9 @@ static bool has_agent(const struct rx *rx, int pid)
 #define MAX_NO_AGENT_WARNINGS 16
 static void warn_no_agent(struct rx *rx, struct trace *snap, int64_t start_ns, int64_t stop_ns)
 {
-	struct nvml_gpu_proc procs[MAX_CONNS];
-	size_t n = nvml_gpu_procs(collector_set_find(rx->c->set, NVML_NAME), procs, MAX_CONNS,
-				  start_ns - (int64_t)NSEC_PER_SEC, stop_ns);
+	struct gpu_proc procs[MAX_CONNS];
+	size_t n = collector_set_gpu_procs(rx->c->set, procs, MAX_CONNS, start_ns - (int64_t)NSEC_PER_SEC,
+					   stop_ns);
 	unsigned warned = 0, more = 0;
 
 	for (size_t i = 0; i < n; i++) {
@@ -339,10 +357,20 @@ static void warn_no_agent(struct rx *rx, struct trace *snap, int64_t start_ns, i
 		trace_diag(snap, start_ns, false, "%u more GPU processes have no profd agent connected", more);
 }
 
+/* Connected agents that said HELLO. */
+static size_t agent_count(const struct rx *rx)
+{
+	size_t n = 0;
+
+	for (const struct conn *k = rx->conns; k; k = k->next)
+		n += k->ps.hello;
+	return n;
+}
+
 static void agent_describe(struct collector *c, struct trace *snap, int64_t start_ns, int64_t stop_ns)
 {
 	struct rx *rx = to_rx(c);
-	bool enabled = c->cfg->agent_socket && c->cfg->agent_socket[0];
+	bool enabled = socket_enabled(c->cfg);
 
 	/* Unavailable: probe or init failed, so no agent ever connected and
 	 * agent_close() will not run (collector.h); the map must stay
@@ -364,7 +392,7 @@ static void agent_describe(struct collector *c, struct trace *snap, int64_t star
 	 * hosts) and no agent is connected (a Monitor window leaves connected
 	 * agents idle); an explicitly disabled receiver (--agent-socket "") is
 	 * silent. */
-	if (rx->agents_in_window == 0 && !has_gpu_plane(snap) && enabled && !agent_receiver_count(c))
+	if (rx->agents_in_window == 0 && !has_gpu_plane(snap) && enabled && !agent_count(rx))
 		trace_diag(snap, start_ns, false,
 			   "no GPU data: no CUDA process with the profd agent is connected — %s",
 			   agent_hint(c->cfg));
@@ -408,6 +436,29 @@ static void agent_close(struct collector *c)
 	rx_maybe_closed(rx);
 }
 
+/* ---- Status --------------------------------------------------------------- */
+
+static void agent_status(struct collector *c, const struct collector_status_sink *sink)
+{
+	for (const struct conn *k = to_rx(c)->conns; k; k = k->next) {
+		if (!k->ps.hello)
+			continue;
+		sink->agent(sink->userdata, &(struct collector_agent){
+			.pid = k->src.pid, .version = k->ps.version, .name = k->src.name,
+			.cmdline = k->cmdline, .n_devices = k->src.n_devices,
+		});
+		for (uint32_t d = 0; sink->device && d < AGENT_MAX_DEVICES; d++) {
+			const struct agent_map_dev *dv = &k->src.dev[d];
+
+			if (dv->known)
+				sink->device(sink->userdata, &(struct collector_agent_device){
+					.plane_id = dv->plane, .local_ordinal = (int32_t)d,
+					.uuid = dv->d.uuid, .name = dv->d.name,
+				});
+		}
+	}
+}
+
 const struct collector_ops agent_receiver_collector_ops = {
 	.name = AGENT_RECEIVER_NAME,
 	.priv_size = sizeof(struct rx),
@@ -419,57 +470,6 @@ const struct collector_ops agent_receiver_collector_ops = {
 	.describe = agent_describe,
 	.stop = agent_stop,
 	.close = agent_close,
+	.status = agent_status,
 };
 
-/* ---- status accessors ----------------------------------------------------- */
-
-static struct conn *nth_conn(struct collector *c, size_t i)
-{
-	if (!c || c->ops != &agent_receiver_collector_ops || c->state == COLLECTOR_UNAVAILABLE)
-		return NULL;
-	for (struct conn *k = to_rx(c)->conns; k; k = k->next)
-		if (k->ps.hello && i-- == 0)
-			return k;
-	return NULL;
-}
-
-size_t agent_receiver_count(struct collector *c)
-{
-	size_t n = 0;
-
-	while (nth_conn(c, n))
-		n++;
-	return n;
-}
-
-int agent_receiver_get(struct collector *c, size_t i, struct agent_receiver_info *ret)
-{
-	struct conn *k = nth_conn(c, i);
-
-	if (!k)
-		return -ENOENT;
-	*ret = (struct agent_receiver_info){
-		.pid = k->src.pid, .version = k->ps.version, .name = k->src.name, .cmdline = k->cmdline,
-		.n_devices = k->src.n_devices,
-	};
-	return 0;
-}
-
-int agent_receiver_device(struct collector *c, size_t i, size_t j, struct agent_receiver_device *ret)
-{
-	struct conn *k = nth_conn(c, i);
-
-	if (!k)
-		return -ENOENT;
-	for (uint32_t d = 0; d < AGENT_MAX_DEVICES; d++) {
-		const struct agent_map_dev *dv = &k->src.dev[d];
-
-		if (!dv->known || j-- != 0)
-			continue;
-		*ret = (struct agent_receiver_device){
-			.plane_id = dv->plane, .local_ordinal = (int32_t)d, .uuid = dv->d.uuid, .name = dv->d.name,
-		};
-		return 0;
-	}
-	return -ENOENT;
-}

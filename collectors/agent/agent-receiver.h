@@ -1,30 +1,39 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * agent-receiver.h - read-only view of the agents connected to the
- * "gpu.agent" collector, for the Status RPC. [loop thread]
+ * agent-receiver.h - what the daemon needs of the "gpu.agent" collector
+ * besides its ops: its name, its settings and the start-up check of the
+ * socket's directory. Status reads its agents through the ops (collector.h).
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "collector.h"
 
 #define AGENT_RECEIVER_NAME "gpu.agent"
 
-struct agent_receiver_info {
-	uint32_t pid;
-	uint32_t version;   /* wire protocol version the agent speaks */
-	const char *name;    /* borrowed until the next loop iteration */
-	const char *cmdline; /* borrowed likewise */
-	uint32_t n_devices;
-};
-
-struct agent_receiver_device {
-	uint32_t plane_id;     /* n of /device:GPU:<n> */
-	int32_t local_ordinal; /* ordinal inside the process */
-	const char *uuid;      /* borrowed, as above */
-	const char *name;
+/**
+ * struct agent_receiver_cfg - the receiver's settings (collector_cfg.agent,
+ * borrowed for the daemon's life).
+ * @socket:       where agents connect (--agent-socket); NULL or "" = none.
+ * @socket_mode:  permission bits of the socket; 0 = 0666.
+ * @socket_chgrp: give the socket the group @socket_gid.
+ * @allow_uids:   when @n_allow_uids > 0, the only peer uids the socket
+ *                accepts (docs/security.md).
+ * @hint:         how jobs load the agent, or why there is none
+ *                (daemon/agent-path.h); NULL = a generic hint.
+ */
+struct agent_receiver_cfg {
+	const char *socket;
+	uint32_t socket_mode;
+	bool socket_chgrp;
+	gid_t socket_gid;
+	const uid_t *allow_uids;
+	size_t n_allow_uids;
+	const char *hint;
 };
 
 /*
@@ -36,11 +45,3 @@ struct agent_receiver_device {
  * [start-up]
  */
 int agent_receiver_check_dir(const char *socket_path, char *why, size_t why_size);
-
-/* Number of connected agents that said HELLO; 0 if @c is not the
- * receiver or is unavailable. */
-size_t agent_receiver_count(struct collector *c);
-/* Agent @i (0-based), 0 or -ENOENT. */
-int agent_receiver_get(struct collector *c, size_t i, struct agent_receiver_info *ret);
-/* Device @j of agent @i, 0 or -ENOENT. */
-int agent_receiver_device(struct collector *c, size_t i, size_t j, struct agent_receiver_device *ret);

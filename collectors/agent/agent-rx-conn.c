@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "agent-receiver.h"
 #include "agent-rx.h"
 #include "base/log.h"
 #include "base/timeutil.h"
@@ -376,10 +377,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 	}
 }
 
-static bool uid_listed(const struct collector_cfg *cfg, uid_t uid)
+static bool uid_listed(const struct agent_receiver_cfg *cfg, uid_t uid)
 {
-	for (size_t i = 0; i < cfg->n_agent_allow_uids; i++)
-		if (cfg->agent_allow_uids[i] == uid)
+	for (size_t i = 0; i < cfg->n_allow_uids; i++)
+		if (cfg->allow_uids[i] == uid)
 			return true;
 	return false;
 }
@@ -390,7 +391,7 @@ static bool uid_listed(const struct collector_cfg *cfg, uid_t uid)
  * before anything is read from or sent to it. */
 static bool peer_allowed(struct rx *rx, struct conn *k)
 {
-	const struct collector_cfg *cfg = rx->c->cfg;
+	const struct agent_receiver_cfg *cfg = rx_settings(rx->c->cfg);
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	uv_os_fd_t fd;
@@ -398,7 +399,7 @@ static bool peer_allowed(struct rx *rx, struct conn *k)
 
 	if (uv_fileno((uv_handle_t *)&k->pipe, &fd) < 0 ||
 	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-		if (cfg->n_agent_allow_uids == 0)
+		if (cfg->n_allow_uids == 0)
 			return true; /* not Linux-like: keep the global limit only */
 		/* An allow list we cannot check admits nobody. */
 		rx->refused_uid++;
@@ -406,7 +407,7 @@ static bool peer_allowed(struct rx *rx, struct conn *k)
 			 "%" PRIu64 " refused)", rx->refused_uid);
 		return false;
 	}
-	if (cfg->n_agent_allow_uids > 0 && !uid_listed(cfg, cred.uid)) {
+	if (cfg->n_allow_uids > 0 && !uid_listed(cfg, cred.uid)) {
 		rx->refused_uid++;
 		log_info("refusing an agent connection of uid %u pid %d: not in --agent-allow-uid "
 			 "(%" PRIu64 " refused)", (unsigned)cred.uid, (int)cred.pid, rx->refused_uid);

@@ -124,10 +124,10 @@ static int bind_in(int fd, int dfd, const char *name, const char *path)
  * meanwhile, the link itself would get the group, never its target. Until
  * listen() every connect() is refused anyway, so there is no moment at
  * which the socket is reachable more widely than asked. */
-int rx_listen_socket(const struct collector_cfg *cfg, const char *path, const char **step,
+int rx_listen_socket(const struct agent_receiver_cfg *cfg, const char *path, const char **step,
 			 char *why, size_t why_size)
 {
-	mode_t mode = cfg->agent_socket_mode ? (mode_t)cfg->agent_socket_mode : 0666;
+	mode_t mode = cfg->socket_mode ? (mode_t)cfg->socket_mode : 0666;
 	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	const char *name;
 	struct stat st;
@@ -160,8 +160,7 @@ int rx_listen_socket(const struct collector_cfg *cfg, const char *path, const ch
 	if (r < 0)
 		goto fail;
 	*step = "chown (--agent-socket-group)";
-	if (cfg->agent_socket_chgrp &&
-	    fchownat(dfd, name, (uid_t)-1, cfg->agent_socket_gid, AT_SYMLINK_NOFOLLOW) < 0)
+	if (cfg->socket_chgrp && fchownat(dfd, name, (uid_t)-1, cfg->socket_gid, AT_SYMLINK_NOFOLLOW) < 0)
 		goto fail_unlink;
 	*step = "listen";
 	if (listen(fd, 64) < 0)

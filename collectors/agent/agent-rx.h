@@ -95,6 +95,10 @@ void rx_count_capturing(struct rx *rx);
  * (collector_closed()); otherwise nothing. */
 void rx_maybe_closed(struct rx *rx);
 
+/* The receiver's settings (agent-receiver.h); a collector_cfg without
+ * them (tests, a daemon with no socket) reads as all defaults. */
+const struct agent_receiver_cfg *rx_settings(const struct collector_cfg *cfg);
+
 /* ---- agent-rx-socket.c: the listening socket ---- */
 
 /* Another live profd answers on @path (then it is left alone). */
@@ -102,5 +106,5 @@ bool rx_socket_alive(const char *path);
 /* A listening socket at @path with cfg's mode and group, its directory
  * checked first: the fd, or -errno with *@step the step that failed and,
  * for an unsafe directory, @why. */
-int rx_listen_socket(const struct collector_cfg *cfg, const char *path, const char **step, char *why,
+int rx_listen_socket(const struct agent_receiver_cfg *cfg, const char *path, const char **step, char *why,
 		     size_t why_size);

@@ -7,7 +7,7 @@
  * DESIGN
  * ------
  * A uv_timer at cfg->host_sample_hz reads net/dev, diskstats and, for the
- * pids NVML reported (nvml_gpu_pids()), <pid>/stat below cfg->proc_root
+ * pids NVML reported (collector_set_gpu_pids()), <pid>/stat below cfg->proc_root
  * through the shared reader (proc-read.h). These are a few small procfs files (tens of
  * microseconds), so they are read on the loop; the parsers are pure
  * (proc-io-parse.h, proc-pid-parse.h). Rates need two readings, so the
@@ -85,8 +85,7 @@ static void sample_pids(struct collector *c, struct trace_line *l, int64_t ts, i
 {
 	struct host_io *h = to_hio(c);
 	int pids[MAX_PIDS];
-	size_t n = nvml_gpu_pids(collector_set_find(c->set, NVML_NAME), pids, MAX_PIDS,
-				 ts - 5 * (int64_t)NSEC_PER_SEC);
+	size_t n = collector_set_gpu_pids(c->set, pids, MAX_PIDS, ts - 5 * (int64_t)NSEC_PER_SEC);
 	struct pid_prev next[MAX_PIDS];
 	unsigned nn = 0;
 

@@ -87,7 +87,7 @@ struct host_proc {
 	int64_t prev_ns;
 
 	struct source src[SRC_COUNT];
-	struct host_proc_sample latest; /* for Monitor: host_proc_latest() */
+	struct host_proc_sample latest; /* published as the set's host sample (Monitor) */
 
 	/* hub cache, valid for hub generation @gen */
 	uint64_t gen;
@@ -285,6 +285,7 @@ static void sample(struct host_proc *hp, bool emit_points)
 			emit(hp, &hp->mem_avail, XN_COUNTER_MEM_AVAILABLE, now, (double)mi.available);
 		}
 	}
+	collector_publish_host_sample(hp->c, &hp->latest);
 	if (!emit_points)
 		return;
 	if (!hp->src[SRC_LOADAVG].err) {
@@ -394,15 +395,8 @@ static void host_proc_flush(struct collector *c, int64_t until_ns)
 			hp->latest.have_mem = true;
 		}
 	}
+	collector_publish_host_sample(c, &hp->latest);
 	collector_flushed(c);
-}
-
-int host_proc_latest(struct collector *c, struct host_proc_sample *ret)
-{
-	if (!c || c->ops != &host_proc_collector_ops || c->state == COLLECTOR_UNAVAILABLE || !c->priv)
-		return -ENODEV;
-	*ret = to_hp(c)->latest;
-	return 0;
 }
 
 static void host_proc_describe(struct collector *c, struct trace *snap, int64_t start_ns,

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent-proto.h" /* agent_mem_bandwidth() */
@@ -69,6 +70,35 @@ static void remember_proc(struct gpu *g, const struct proc_seen *ps)
 		snprintf(slot->cmdline, sizeof(slot->cmdline), "%s", ps->cmdline);
 }
 
+/* The processes every GPU saw, for host.io and the agent receiver: they
+ * read them through the set (collector_set_gpu_procs()), never from us.
+ * Published only when a batch brought sightings (~2 Hz), on the loop. */
+static void publish_procs(struct collector *c)
+{
+	struct nvml *nv = to_nv(c);
+	struct gpu_proc *v;
+	size_t n = 0;
+
+	for (unsigned i = 0; i < nv->n_gpus; i++)
+		n += nv->gpus[i].n_procs;
+	v = calloc(n ? n : 1, sizeof(*v));
+	if (v) {
+		n = 0;
+		for (unsigned i = 0; i < nv->n_gpus; i++)
+			for (unsigned j = 0; j < nv->gpus[i].n_procs; j++) {
+				const struct gproc *pr = &nv->gpus[i].procs[j];
+
+				v[n].pid = pr->pid;
+				v[n].first_ns = pr->first_ns;
+				v[n].last_ns = pr->last_ns;
+				snprintf(v[n++].name, sizeof(v->name), "%s", pr->name);
+			}
+	}
+	if (!v || collector_publish_gpu_procs(c, v, n) < 0)
+		log_warn("nvml: out of memory; other collectors see the GPU processes of an earlier tick");
+	free(v);
+}
+
 void nvml_append_batch(struct collector *c, struct batch *b)
 {
 	struct nvml *nv = to_nv(c);
@@ -92,6 +122,8 @@ void nvml_append_batch(struct collector *c, struct batch *b)
 	}
 	for (size_t i = 0; i < b->n_procs; i++)
 		remember_proc(&nv->gpus[b->procs[i].gpu], &b->procs[i]);
+	if (b->n_procs)
+		publish_procs(c);
 	for (size_t i = 0; i < b->n_recs; i++) {
 		struct rec *r = &b->recs[i];
 		struct trace_plane *p = planes[r->gpu];

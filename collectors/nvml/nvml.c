@@ -2,8 +2,8 @@
 /*
  * nvml.c - device counters from NVML, with no agent in the job: the
  * collector ops (init, start/stop/flush of the sampler, describe, close),
- * the loop side of the hand-off (uv_async), and what other collectors,
- * Monitor and the bench call. Loop thread, except nvml_bench_tick().
+ * the loop side of the hand-off (uv_async), and what the bench calls.
+ * Loop thread, except the sampler (nvml-sampler.c) and nvml_bench_tick().
  *
  * FILES
  * -----
@@ -270,52 +270,7 @@ static void nvml_close(struct collector *c)
 	uv_close((uv_handle_t *)&nv->async, on_async_closed);
 }
 
-/* ---- for other collectors, Monitor and the bench ------------------------- */
-
-/* nvml_gpu_pids() and nvml_gpu_procs(): fill @pids or @procs (the other is NULL). */
-static size_t gpu_procs(struct collector *c, int *pids, struct nvml_gpu_proc *procs, size_t max,
-			int64_t since_ns, int64_t until_ns)
-{
-	struct nvml *nv;
-	size_t n = 0;
-
-	if (!c || c->ops != &nvml_collector_ops || c->state == COLLECTOR_UNAVAILABLE || !c->priv)
-		return 0;
-	nv = to_nv(c);
-	for (unsigned i = 0; i < nv->n_gpus; i++) {
-		const struct gpu *g = &nv->gpus[i];
-
-		for (unsigned j = 0; j < g->n_procs && n < max; j++) {
-			const struct gproc *pr = &g->procs[j];
-			bool dup = false;
-
-			if (pr->last_ns < since_ns || pr->first_ns > until_ns)
-				continue;
-			for (size_t k = 0; k < n; k++)
-				dup |= (pids ? pids[k] : procs[k].pid) == pr->pid;
-			if (dup)
-				continue;
-			if (pids) {
-				pids[n++] = pr->pid;
-			} else {
-				procs[n].pid = pr->pid;
-				snprintf(procs[n++].name, sizeof(procs->name), "%s", pr->name);
-			}
-		}
-	}
-	return n;
-}
-
-size_t nvml_gpu_pids(struct collector *c, int *pids, size_t max, int64_t since_ns)
-{
-	return gpu_procs(c, pids, NULL, max, since_ns, INT64_MAX);
-}
-
-size_t nvml_gpu_procs(struct collector *c, struct nvml_gpu_proc *out, size_t max, int64_t since_ns,
-		      int64_t until_ns)
-{
-	return gpu_procs(c, NULL, out, max, since_ns, until_ns);
-}
+/* ---- for the bench ---------------------------------------------------------- */
 
 int nvml_bench_tick(const char *library, unsigned n_iter, double *ret_us_per_tick, unsigned *ret_gpus)
 {

@@ -7,13 +7,14 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdint.h>
 
 #include "base/timeutil.h"
 #include "collector.h"
 #include "harness.h"
 
 struct fake {
-	int starts, stops, flushes, closes;
+	int starts, stops, flushes, closes, statuses;
 	int64_t until_ns; /* of the last flush asked for */
 	uv_timer_t timer; /* failing_init's */
 };
@@ -32,6 +33,13 @@ static void fake_close(struct collector *c)
 {
 	fake(c)->closes++;
 	collector_closed(c);
+}
+
+/* Reports one agent whose name is the collector's. */
+static void fake_status(struct collector *c, const struct collector_status_sink *sink)
+{
+	fake(c)->statuses++;
+	sink->agent(sink->userdata, &(struct collector_agent){.pid = 1, .name = c->ops->name});
 }
 
 /* Has data in flight: answers only when the test says so. */
@@ -65,7 +73,8 @@ static int failing_init(struct collector *c)
 
 #define FAKE_OPS_INIT(n, fl, pr, in)                                                              \
 	{ .name = (n), .priv_size = sizeof(struct fake), .probe = (pr), .init = (in),             \
-	  .start = fake_start, .flush = (fl), .stop = fake_stop, .close = fake_close }
+	  .start = fake_start, .flush = (fl), .stop = fake_stop, .close = fake_close,             \
+	  .status = fake_status }
 #define FAKE_OPS(n, fl, pr) FAKE_OPS_INIT(n, fl, pr, NULL)
 
 static const struct collector_ops slow_ops = FAKE_OPS("fake.slow", slow_flush, NULL);
@@ -291,6 +300,78 @@ TEST(collector_failed_init_is_unavailable_and_never_closed)
 	ASSERT_TRUE(set == NULL);
 	hub = trace_free(hub);
 	ASSERT_EQ(uv_loop_close(&loop), 0);
+}
+
+static void count_agent(void *userdata, const struct collector_agent *a)
+{
+	ASSERT_EQ(a->pid, 1);
+	++*(int *)userdata;
+}
+
+/* Status asks only collectors whose init succeeded, whatever their state. */
+TEST(collector_status_asks_every_available_collector)
+{
+	int agents = 0;
+	const struct collector_status_sink sink = {.agent = count_agent, .userdata = &agents};
+
+	setup();
+	collector_set_status(set, &sink);
+	ASSERT_EQ(agents, 4); /* slow, slow2, quick, noflush: ready */
+	collector_set_start(set);
+	collector_set_status(set, &sink);
+	ASSERT_EQ(agents, 8);
+	ASSERT_EQ(fake(slow)->statuses, 2);
+	ASSERT_EQ(fake(absent)->statuses, 0);
+	ASSERT_EQ(fake(broken)->statuses, 0);
+	collector_set_status(NULL, &sink);
+	ASSERT_EQ(agents, 8);
+	teardown();
+}
+
+/* Facts go through the set: a reader before any producer published gets
+ * "none yet"; a published table is copied, filtered by time, one per pid. */
+TEST(collector_facts_read_none_yet_then_what_was_published)
+{
+	struct host_proc_sample hs = {.mem_total = 8, .have_mem = true}, got;
+	struct gpu_proc seen[] = {
+		{.pid = 10, .first_ns = 100, .last_ns = 200, .name = "train"},
+		{.pid = 11, .first_ns = 300, .last_ns = 400, .name = "eval"},
+		{.pid = 10, .first_ns = 150, .last_ns = 250, .name = "train"}, /* on a second GPU */
+		{.pid = 12, .first_ns = 900, .last_ns = 950, .name = "later"},
+	};
+	struct gpu_proc out[8];
+	int pids[8];
+
+	setup();
+	ASSERT_EQ(collector_set_host_sample(set, &got), -ENODEV);
+	ASSERT_EQ(collector_set_host_sample(NULL, &got), -ENODEV);
+	ASSERT_EQ(collector_set_gpu_pids(set, pids, 8, 0), 0);
+	ASSERT_EQ(collector_set_gpu_procs(NULL, out, 8, 0, INT64_MAX), 0);
+
+	collector_publish_host_sample(quick, &hs);
+	hs.mem_total = 9; /* copied: the producer's later changes are its own */
+	ASSERT_OK(collector_set_host_sample(set, &got));
+	ASSERT_TRUE(got.have_mem && !got.have_cpu);
+	ASSERT_EQ(got.mem_total, 8);
+
+	ASSERT_OK(collector_publish_gpu_procs(slow, seen, ARRAY_SIZE(seen)));
+	seen[0].pid = 99;
+	ASSERT_EQ(collector_set_gpu_pids(set, pids, 8, 0), 3);
+	ASSERT_EQ(pids[0], 10);
+	ASSERT_EQ(pids[1], 11);
+	ASSERT_EQ(pids[2], 12);
+	ASSERT_EQ(collector_set_gpu_pids(set, pids, 1, 0), 1); /* at most @max */
+	/* [250, 800]: the first sighting of 10 ended before, its second did not. */
+	ASSERT_EQ(collector_set_gpu_procs(set, out, 8, 250, 800), 2);
+	ASSERT_EQ(out[0].pid, 11);
+	ASSERT_STREQ(out[0].name, "eval");
+	ASSERT_EQ(out[1].pid, 10);
+	ASSERT_EQ(collector_set_gpu_pids(set, pids, 8, 500), 1);
+
+	/* A new table replaces the old one whole. */
+	ASSERT_OK(collector_publish_gpu_procs(slow, NULL, 0));
+	ASSERT_EQ(collector_set_gpu_pids(set, pids, 8, 0), 0);
+	teardown();
 }
 
 TEST_MAIN()
