@@ -228,11 +228,11 @@ def main():
     ap.add_argument("--json", help="write all measurements here")
     ap.add_argument("--workloads", default="cuda-loop,jax-loop,jax-train")
     args = ap.parse_args()
-    if not sh_ok(["nvidia-smi", "-L"]):
+    import profdtest as T
+    if not T.nvidia_gpu():
         print("skip: no NVIDIA GPU")
         return 77
     b = Bench(args)
-    import profdtest as T
     b.P = T.protos()
     prebuilt = os.path.join(os.environ.get("GPU_BIN", "/nonexistent"), "launch-loop")
     if os.access(prebuilt, os.X_OK):  # built ahead by tools/device-bundle

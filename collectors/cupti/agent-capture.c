@@ -373,15 +373,18 @@ void agent_capture_flush(uint64_t token)
 
 	if (atomic_load(&g.capturing) && agent_cupti_usable()) {
 		uint64_t seq;
+		bool settled;
 
 		pm_decode(); /* the window's counter samples up to now */
 		canary_send();
 		pthread_mutex_lock(&g.lock);
 		seq = g.hand_seq;
 		pthread_mutex_unlock(&g.lock);
-		agent_settle(seq, FLUSH_SETTLE_MS);
+		/* The canary is judged only when every slab came back: one still
+		 * held (a kernel running past the window) may hold it too. */
+		settled = agent_settle(seq, FLUSH_SETTLE_MS);
 		send_stats();
-		send_notices(0, canary_lost());
+		send_notices(0, settled && canary_lost());
 	}
 	agent_client_send(&g.cl, AGENT_FRAME_FLUSHED, &f, sizeof(f));
 }

@@ -197,12 +197,10 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--only", default="torch,jax")
     args = ap.parse_args()
-    try:
-        subprocess.run(["nvidia-smi", "-L"], check=True, capture_output=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
+    import profdtest as T
+    if not T.nvidia_gpu():
         print("skip: no NVIDIA GPU")
         return 77
-    import profdtest as T
     P = T.protos()
     agent = os.environ["AGENT"]
     work = tempfile.mkdtemp(prefix="profd-compare-")

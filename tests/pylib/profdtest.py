@@ -377,6 +377,14 @@ def proc_status_kib(pid, key):
     raise AssertionError(f"no {key} in /proc/{pid}/status")
 
 
+def nvidia_gpu():
+    """Whether nvidia-smi sees a GPU (the GPU checks skip with 77 otherwise)."""
+    try:
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 def gpu_kernels(x):
     """(name, start ns into the session, duration ns) of every kernel on the
     /device:GPU: planes of XSpace @x, profd's or TSL's: events whose own
