@@ -19,11 +19,12 @@ uint32_t agent_stats_size(uint16_t version)
 	case 1: return AGENT_STATS_V1_SIZE;
 	case 2:
 	case 3:
-	case 4: return sizeof(struct agent_stats);
+	case 4: return AGENT_STATS_V4_SIZE;
+	case 5: return sizeof(struct agent_stats);
 	default: return 0;
 	}
 }
-_Static_assert(AGENT_PROTO_VERSION == 4, "agent_stats_size() names every version this profd speaks");
+_Static_assert(AGENT_PROTO_VERSION == 5, "agent_stats_size() names every version this profd speaks");
 
 static bool version_known(uint16_t v) { return v >= AGENT_PROTO_VERSION_MIN && v <= AGENT_PROTO_VERSION; }
 

@@ -86,7 +86,10 @@ int rx_conn_send_start(struct conn *k)
 	};
 
 	memcpy(st.pm_metrics, rx->opts.pm_metrics, sizeof(st.pm_metrics));
-	return rx_conn_send(k, AGENT_FRAME_START, &st, k->ps.version >= 4 ? sizeof(st) : AGENT_START_V3_SIZE);
+	return rx_conn_send(k, AGENT_FRAME_START, &st,
+			    k->ps.version >= 5   ? sizeof(st)
+			    : k->ps.version == 4 ? AGENT_START_V4_SIZE
+						 : AGENT_START_V3_SIZE);
 }
 
 void rx_conn_start(struct conn *k)

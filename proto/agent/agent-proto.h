@@ -57,6 +57,11 @@
  *       MEMCPY, MEMSET and API grew CUDA graph ids at their end; records
  *       GRAPH (one graph launch, graph-level tracing), PM_METRICS and
  *       PM_SAMPLE (hardware counters); ERROR code COUNTERS
+ *   v5  Python stacks: START grew (py_sample_hz, py_max_depth; flags
+ *       PY_STACKS, PY_SAMPLE); records PY_FRAME and PY_STACK (definitions,
+ *       once per id), PY_LAUNCH (the Python stack of a CUDA call, keyed by
+ *       correlation like an NVTX LAUNCH) and PY_SAMPLE (the sampler);
+ *       STATS grew the Python counters
  *
  * Growth rule for records: a record type may grow at its end in a new
  * version. The receiver accepts any size from the type's first size up
@@ -68,7 +73,7 @@
 #include <stdint.h>
 
 #define AGENT_PROTO_MAGIC 0x41444650u /* "PFDA" little-endian */
-#define AGENT_PROTO_VERSION 4u
+#define AGENT_PROTO_VERSION 5u
 /* The oldest agent protocol this profd still serves. */
 #define AGENT_PROTO_VERSION_MIN 1u
 /* Largest payload of one frame; the agent splits record batches below it. */
@@ -205,13 +210,23 @@ struct agent_start {
 	uint32_t pm_buffer_mb;   /* PM sampling hardware buffer per GPU */
 	char pm_metrics[AGENT_PM_METRICS_MAX]; /* comma-separated metric names, NUL-terminated;
 						* "" = the agent's default set */
+	/* v5 */
+	uint32_t py_sample_hz;  /* AGENT_START_PY_SAMPLE: samples per second per thread, 1..1000 */
+	uint32_t py_max_depth;  /* frames kept per stack (innermost first), 1..AGENT_PY_MAX_DEPTH;
+				 * 0 = the agent's default (64) */
 };
 #define AGENT_START_V3_SIZE 16u
+#define AGENT_START_V4_SIZE 472u
 
 enum agent_start_flag {
 	AGENT_START_NVTX = 1u << 0,        /* collect NVTX ranges (an older agent always does) */
 	AGENT_START_GRAPH_TRACE = 1u << 1, /* CUDA graphs as one GRAPH record per launch, not per node */
 	AGENT_START_PM_SAMPLING = 1u << 2, /* sample pm_metrics every pm_interval_us */
+	/* v5 */
+	AGENT_START_PY_STACKS = 1u << 3, /* the Python stack of the calling thread at each
+					  * launch, copy and memset (PY_LAUNCH records) */
+	AGENT_START_PY_SAMPLE = 1u << 4, /* sample every Python thread at py_sample_hz
+					  * (PY_SAMPLE records) */
 };
 
 /* STATS: counters of the capture, sent after STOP (and on FLUSH). A v1
@@ -227,8 +242,14 @@ struct agent_stats {
 	uint64_t foreign_buffers;  /* buffers CUPTI returned that were not ours (another tool's) */
 	uint32_t flags;            /* enum agent_stats_flag */
 	uint32_t _pad;
+	/* v5 */
+	uint64_t py_stacks;        /* launch-site stacks taken (PY_LAUNCH records) */
+	uint64_t py_dropped;       /* launch-site walks abandoned (odd state) or not queued (full) */
+	uint64_t py_samples;       /* thread samples taken (PY_SAMPLE records) */
+	uint64_t py_sample_drops;  /* samples abandoned: torn or unreadable frames, queue full */
 };
 #define AGENT_STATS_V1_SIZE 40u
+#define AGENT_STATS_V4_SIZE 64u
 
 enum agent_stats_flag {
 	AGENT_STATS_SLABS_LEAKED = 1u << 0, /* finalize outlasted the wait: buffers left to CUPTI */
@@ -250,6 +271,10 @@ enum agent_rec_type {
 	AGENT_REC_GRAPH = 11, /* v4 */
 	AGENT_REC_PM_METRICS = 12, /* v4 */
 	AGENT_REC_PM_SAMPLE = 13, /* v4 */
+	AGENT_REC_PY_FRAME = 14, /* v5 */
+	AGENT_REC_PY_STACK = 15, /* v5 */
+	AGENT_REC_PY_LAUNCH = 16, /* v5 */
+	AGENT_REC_PY_SAMPLE = 17, /* v5 */
 };
 
 struct agent_rec {
@@ -498,16 +523,87 @@ struct agent_rec_nvtx {
 	/* struct agent_nvtx_level levels[aux]; */
 };
 
+/* ---- Python stacks (v5) -------------------------------------------------
+ *
+ * A frame is one (code object, current line) of a Python thread; a stack
+ * is a list of frame ids. Both are interned per connection like STRINGs:
+ * the PY_FRAME / PY_STACK record defining an id comes before the first
+ * record that uses it, ids start at 1 and are reset on reconnect. A stack
+ * lists at most AGENT_PY_MAX_DEPTH frames, innermost LAST (outermost
+ * first, like NVTX levels); a walk deeper than the capture's depth keeps
+ * the innermost frames and sets AGENT_PY_STACK_TRUNCATED.
+ *
+ * Stack id 0 in PY_LAUNCH / PY_SAMPLE: the thread runs no Python (no
+ * thread state: a native thread such as PyTorch's autograd device threads
+ * or XLA's executors). AGENT_PY_STACK_DROPPED: the walk was abandoned (a
+ * torn or foreign state) and counted in STATS.
+ */
+#define AGENT_PY_MAX_DEPTH 128u
+#define AGENT_PY_MAX_FRAMES (1u << 20)  /* frame ids per connection */
+#define AGENT_PY_MAX_STACKS (1u << 20)  /* stack ids per connection */
+#define AGENT_PY_STACK_DROPPED UINT32_MAX
+
+enum agent_py_frame_flag {
+	AGENT_PY_FRAME_GENERATOR = 1u << 0, /* a generator or coroutine frame */
+	AGENT_PY_FRAME_LINE_UNKNOWN = 1u << 1, /* line could not be computed: line = firstlineno */
+};
+
+/* PY_FRAME: frame id -> code location. file_id is co_filename (the full
+ * path as the interpreter knows it), name_id co_qualname where the
+ * interpreter has one (3.11+), else co_name; both STRING ids. */
+struct agent_rec_py_frame {
+	struct agent_rec h;
+	uint32_t id;
+	uint32_t file_id;
+	uint32_t name_id;
+	uint32_t firstlineno; /* co_firstlineno: the definition line */
+	uint32_t line;        /* the line executing (the call site in a caller) */
+	uint32_t flags;       /* enum agent_py_frame_flag */
+};
+
+enum agent_py_stack_flag {
+	AGENT_PY_STACK_TRUNCATED = 1u << 0, /* outer frames past the depth cap were left out */
+};
+
+/* PY_STACK: stack id -> aux frame ids (1..AGENT_PY_MAX_DEPTH), outermost
+ * first, padded to 8. */
+struct agent_rec_py_stack {
+	struct agent_rec h;
+	uint32_t id;
+	uint32_t flags; /* enum agent_py_stack_flag */
+	/* uint32_t frame_id[aux]; */
+};
+
+/* PY_LAUNCH: the Python stack of @tid when it entered the CUDA call that
+ * CUPTI reports under @correlation (a launch, graph launch, copy or
+ * memset). */
+struct agent_rec_py_launch {
+	struct agent_rec h;
+	uint64_t ts; /* agent clock at the call's entry */
+	uint32_t tid;
+	uint32_t correlation;
+	uint32_t stack_id; /* 0 = no Python on this thread; AGENT_PY_STACK_DROPPED */
+	uint32_t _pad;
+};
+
+/* PY_SAMPLE: the sampler saw @tid in @stack_id at @ts. */
+struct agent_rec_py_sample {
+	struct agent_rec h;
+	uint64_t ts;
+	uint32_t tid;
+	uint32_t stack_id; /* 0 = no Python frame on that thread now; AGENT_PY_STACK_DROPPED */
+};
+
 #define AGENT_STATIC_SIZE(type, n) _Static_assert(sizeof(type) == (n), #type " is part of the wire format")
 AGENT_STATIC_SIZE(struct agent_frame_hdr, 16);
 AGENT_STATIC_SIZE(struct agent_hello, 608);
 AGENT_STATIC_SIZE(struct agent_device, 264);
 AGENT_STATIC_SIZE(struct agent_clock, 24);
 AGENT_STATIC_SIZE(struct agent_error, 256);
-AGENT_STATIC_SIZE(struct agent_stats, 64);
+AGENT_STATIC_SIZE(struct agent_stats, 96);
 AGENT_STATIC_SIZE(struct agent_rec, 8);
 AGENT_STATIC_SIZE(struct agent_rec_string, 16);
-AGENT_STATIC_SIZE(struct agent_start, 472);
+AGENT_STATIC_SIZE(struct agent_start, 480);
 AGENT_STATIC_SIZE(struct agent_rec_kernel, 96);
 AGENT_STATIC_SIZE(struct agent_rec_memcpy, 72);
 AGENT_STATIC_SIZE(struct agent_rec_memset, 72);
@@ -521,6 +617,10 @@ AGENT_STATIC_SIZE(struct agent_rec_pm_metrics, 16);
 AGENT_STATIC_SIZE(struct agent_rec_pm_sample, 32);
 AGENT_STATIC_SIZE(struct agent_nvtx_level, 8);
 AGENT_STATIC_SIZE(struct agent_rec_nvtx, 56);
+AGENT_STATIC_SIZE(struct agent_rec_py_frame, 32);
+AGENT_STATIC_SIZE(struct agent_rec_py_stack, 16);
+AGENT_STATIC_SIZE(struct agent_rec_py_launch, 32);
+AGENT_STATIC_SIZE(struct agent_rec_py_sample, 24);
 
 /* Round a record size up to the 8-byte record alignment. */
 static inline uint32_t agent_rec_align(uint32_t n) { return (n + 7u) & ~7u; }

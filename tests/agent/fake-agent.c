@@ -365,7 +365,8 @@ static void send_stats(void)
 		.cut_records = arg_cut, .foreign_buffers = arg_foreign, .flags = arg_stats_flags,
 	};
 
-	agent_client_send(&cl, AGENT_FRAME_STATS, &st, cl.version == 1 ? AGENT_STATS_V1_SIZE : sizeof(st));
+	agent_client_send(&cl, AGENT_FRAME_STATS, &st,
+			  cl.version == 1 ? AGENT_STATS_V1_SIZE : cl.version <= 4 ? AGENT_STATS_V4_SIZE : sizeof(st));
 }
 
 static void send_hello(void)

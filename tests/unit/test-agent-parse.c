@@ -221,11 +221,12 @@ TEST(agent_parse_every_kind_in_both_versions)
 TEST(agent_parse_stats_size_per_version)
 {
 	ASSERT_EQ(agent_stats_size(1), AGENT_STATS_V1_SIZE);
-	ASSERT_EQ(agent_stats_size(2), sizeof(struct agent_stats));
-	ASSERT_EQ(agent_stats_size(3), sizeof(struct agent_stats));
-	ASSERT_EQ(agent_stats_size(4), sizeof(struct agent_stats));
+	ASSERT_EQ(agent_stats_size(2), AGENT_STATS_V4_SIZE);
+	ASSERT_EQ(agent_stats_size(3), AGENT_STATS_V4_SIZE);
+	ASSERT_EQ(agent_stats_size(4), AGENT_STATS_V4_SIZE);
+	ASSERT_EQ(agent_stats_size(5), sizeof(struct agent_stats));
 	ASSERT_EQ(agent_stats_size(0), 0);
-	ASSERT_EQ(agent_stats_size(5), 0);
+	ASSERT_EQ(agent_stats_size(6), 0);
 }
 
 /* ---- headers ------------------------------------------------------------------- */
