@@ -166,6 +166,26 @@
 #define XN_STAT_CUDA_GRAPH_EXEC_ID "cuda_graph_exec_id"
 #define XN_STAT_CUDA_GRAPH_ORIG_ID "cuda_graph_orig_id"
 #define XN_STAT_CUDA_GRAPH_NODE_ID "cuda_graph_node_id"
+/* Python stacks (docs/python-stacks.md). A frame span on a host thread's
+ * line (the line of that thread's CUDA API events) is named as XLA's
+ * Python tracer names it (xla/python/profiler/internal/python_hooks.cc):
+ * "$<basename of co_filename>:<co_firstlineno> <function>", with the full
+ * path and the line executing as stats. Every API event, and the kernels,
+ * copies and memsets it launched, carry the launching thread's leaf frame
+ * as "<basename>:<line> <function>" and its whole stack, outermost first,
+ * those leaf-style frames joined by XN_PYTHON_STACK_SEP (';' inside a
+ * name is written ','), so flame graphs need no other plane. A thread with
+ * no Python, or a walk the agent abandoned, says so in python_frame. */
+#define XN_EVENT_PYTHON_FRAME_FMT "$%s:%u %s"
+#define XN_STAT_PYTHON_FILE "python_file"
+#define XN_STAT_PYTHON_LINE "python_line"
+#define XN_STAT_PYTHON_FRAME "python_frame"
+#define XN_STAT_PYTHON_STACK "python_stack"
+#define XN_PYTHON_LEAF_FMT "%s:%u %s"
+#define XN_PYTHON_STACK_SEP ";"
+#define XN_PYTHON_STACK_TRUNCATED "[truncated]" /* outermost frame of a capped stack */
+#define XN_PYTHON_NO_PYTHON "(thread without Python)"
+#define XN_PYTHON_DROPPED "(Python stack unavailable)"
 /* ---- counters (§4.3, §4.4; docs/counters.md, docs/nvml.md) ----------------
  * Each is an event on a plane's XN_LINE_COUNTERS line whose metadata name
  * and one double stat are both the counter's name (trace_counter_append()).
