@@ -33,12 +33,15 @@
 #   f  CUDA graphs (per-node kernels; whole-graph trace)
 #   g  PM sampling counters, then NVML counters
 #   h  PyTorch alone and beside its own profiler (both orders)
+#   i  Python stacks: a PyTorch training step's and a JAX step's launch
+#      sites, frame spans, profctl flame, launch cost with stacks off/on
 #
 # Writes to $OUT (default ./gpu-out), at most 8 files as the device tool
 # brings back: env.txt (machine, driver, versions), log.txt (every step's
 # output, appended live), summary.json (rewritten after every step:
 # id, status pass|fail|skip|timeout|no-time, exit code, seconds), and the
-# figures of steps b, c, d: upstream.json, compare.json, overhead.json.
+# figures of steps b, c, d, i: upstream.json, compare.json, overhead.json,
+# pystacks.json.
 # Copy summary.json to bench/gpu/<date>-<device>.json once it is back.
 #
 # Rehearsal without a GPU: REHEARSE=1 puts a stand-in nvidia-smi on PATH, so
@@ -161,4 +164,5 @@ step g 90 "PM sampling and NVML counters" sh -c 'sh tests/gpu/test_pm_real.sh; a
 	for r in $a $b; do case $r in 0|77) ;; *) exit 1 ;; esac; done
 	[ $a = 77 ] && [ $b = 77 ] && exit 77; exit 0'
 step h 90 "PyTorch beside its own profiler" env GPU_CHECKS=torch,torch-profiler sh tests/gpu/run-gpu-tests.sh
+step i 90 "Python stacks (PyTorch, JAX)" $PYTHON tests/gpu/python-stacks.py --json "$OUT/pystacks.json"
 echo "total $(($(date +%s) - START)) s; summary in $OUT/summary.json"

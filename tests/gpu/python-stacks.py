@@ -1,0 +1,298 @@
+# SPDX-License-Identifier: MIT
+"""Python stacks on a real GPU (docs/python-stacks.md): which line launched
+each kernel, for a PyTorch training step and a JAX step, captured by profd
+from outside the job.
+
+  PyTorch: a small model's training steps under the agent, captured at
+  python_tracer_level=1. Checks: kernels carry python_frame/python_stack;
+  the top launch sites by GPU time of the forward pass are the model's
+  forward lines (the file and the lines of Model.forward below); frame
+  spans "$train_step.py:<line> <function>" on the training thread's line;
+  what backward's kernels show (PyTorch runs backward on its own device
+  threads: expected "(thread without Python)") is printed; `profctl flame
+  --folded` gives stacks ending in the training script's lines.
+  Launch cost: a launch-bound torch loop, python_launch_stacks off vs on
+  in the same process, per-launch time of each (printed; JSON with --json).
+  JAX: a jitted step in a loop; kernels' python_frame printed by GPU time,
+  every kernel carries one.
+
+Exit 77 without a GPU, or when neither PyTorch nor JAX with a GPU imports.
+Environment as run-gpu-tests.sh: PROFD, PROFCTL, AGENT, PYTHON_ML.
+"""
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import profdtest as T
+
+P = T.protos()
+AGENT = os.environ.get("AGENT") or os.path.join(T.BUILD, "collectors", "cupti", "libprofd-agent.so")
+PROFCTL = os.environ.get("PROFCTL") or os.path.join(T.BUILD, "tools", "profctl")
+PYTHON_ML = os.environ.get("PYTHON_ML", "python3")
+failures = []
+checked = [0]
+figures = {}
+
+# The training script; line numbers below are asserted, keep them in step.
+TRAIN = '''import sys, time, torch                                     # line 1
+class Model(torch.nn.Module):                                # line 2
+    def __init__(self):                                      # line 3
+        super().__init__()                                   # line 4
+        self.a = torch.nn.Linear(2048, 4096)                 # line 5
+        self.b = torch.nn.Linear(4096, 2048)                 # line 6
+    def forward(self, x):                                    # line 7
+        h = self.a(x)                                        # line 8
+        h = torch.relu(h)                                    # line 9
+        return self.b(h) @ self.w                            # line 10
+def step(m, opt, x):                                         # line 11
+    opt.zero_grad()                                          # line 12
+    loss = m(x).square().mean()                              # line 13
+    loss.backward()                                          # line 14
+    opt.step()                                               # line 15
+    return loss                                              # line 16
+if not torch.cuda.is_available():                            # line 17
+    sys.exit(77)                                             # line 18
+m = Model().cuda()                                           # line 19
+m.w = torch.randn(2048, 2048, device="cuda")                 # line 20
+opt = torch.optim.SGD(m.parameters(), lr=1e-4)               # line 21
+x = torch.randn(512, 2048, device="cuda")                    # line 22
+step(m, opt, x); torch.cuda.synchronize()                    # line 23
+print("ready", flush=True)                                   # line 24
+sys.stdin.readline()                                         # line 25
+for _ in range(30):                                          # line 26
+    step(m, opt, x)                                          # line 27
+torch.cuda.synchronize()                                     # line 28
+print("done", flush=True)                                    # line 29
+t = torch.ones(1, device="cuda")                             # line 30
+for mode in sys.stdin:                                       # line 31
+    if mode.strip() == "exit":                               # line 32
+        break                                                # line 33
+    torch.cuda.synchronize(); t0 = time.perf_counter()       # line 34
+    for _ in range(20000):                                   # line 35
+        t.add_(1)                                            # line 36
+    torch.cuda.synchronize()                                 # line 37
+    print("loop", time.perf_counter() - t0, flush=True)      # line 38
+'''
+FORWARD_LINES = {8, 9, 10}
+
+JAXSTEP = '''import sys, jax, jax.numpy as jnp
+if not any(d.platform == "gpu" for d in jax.devices()):
+    sys.exit(77)
+@jax.jit
+def step(w, x):
+    return jnp.tanh(x @ w) @ w.T
+w = jnp.ones((2048, 2048)); x = jnp.ones((512, 2048))
+step(w, x).block_until_ready()
+print("ready", flush=True)
+sys.stdin.readline()
+for _ in range(30):
+    y = step(w, x)
+y.block_until_ready()
+print("done", flush=True)
+sys.stdin.readline()
+'''
+
+
+def check(cond, what):
+    checked[0] += 1
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def stats(plane, ss):
+    out = {}
+    for s in ss:
+        k = s.WhichOneof("value")
+        v = getattr(s, k)
+        out[plane.stat_metadata[s.metadata_id].name] = plane.stat_metadata[v].name if k == "ref_value" else v
+    return out
+
+
+def capture(d, ms, sid, level, **advanced):
+    ch = T.channel(d.addr)
+    prof = T.stub(ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
+    req = T.profile_request(P, ms, f"localhost:{d.port}", session_id=sid, python_tracer_level=level,
+                            advanced=advanced)
+    r = prof(req, timeout=120)
+    ch.close()
+    return r.tool_data[0].data
+
+
+def wait_agent(d, pid, timeout=60):
+    ch = T.channel(d.addr)
+    st = T.stub(ch, "Status", P.profd.StatusRequest, P.profd.StatusResponse, service="profd.Profd")
+    deadline = time.time() + timeout
+    try:
+        while time.time() < deadline:
+            if any(a.pid == pid for a in st(P.profd.StatusRequest(), timeout=10).agents):
+                return True
+            time.sleep(0.2)
+        return False
+    finally:
+        ch.close()
+
+
+def device_events(x):
+    """(python_frame, python_stack, ns, name) of every GPU event."""
+    out = []
+    for pl in x.planes:
+        if not pl.name.startswith("/device:GPU:"):
+            continue
+        for line in pl.lines:
+            for e in line.events:
+                s = stats(pl, e.stats)
+                out.append((s.get("python_frame"), s.get("python_stack"), e.duration_ps / 1000,
+                            pl.event_metadata[e.metadata_id].name))
+    return out
+
+
+def frame_spans(x):
+    spans = collections.Counter()
+    for pl in x.planes:
+        if pl.name != "/host:CPU":
+            continue
+        for line in pl.lines:
+            for e in line.events:
+                n = pl.event_metadata[e.metadata_id].name
+                if n.startswith("$") and "python_file" in stats(pl, e.stats):
+                    spans[n] += 1
+    return spans
+
+
+def run_job(d, code, name):
+    path = os.path.join(WORK, name)
+    with open(path, "w") as f:
+        f.write(code)
+    env = dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=SOCK)
+    p = subprocess.Popen([PYTHON_ML, path], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    if not p.stdout.readline().startswith("ready"):
+        rc = p.wait()
+        print(f"skip {name}: exit {rc}", p.stderr.read()[-300:])
+        return None
+    check(wait_agent(d, p.pid), f"{name}: agent registered")
+    return p
+
+
+def captured_round(d, p, sid, level, **advanced):
+    out = {}
+    th = threading.Thread(target=lambda: out.setdefault("x", capture(d, 4000, sid, level, **advanced)))
+    th.start()
+    time.sleep(1.5)
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    p.stdout.readline()
+    th.join()
+    return out["x"]
+
+
+def by_site(evs):
+    t = collections.Counter()
+    for frame, _, ns, _ in evs:
+        t[frame or "(none)"] += ns
+    return t
+
+
+def torch_check(d):
+    p = run_job(d, TRAIN, "train_step.py")
+    if not p:
+        return False
+    raw = captured_round(d, p, "torch-stacks", 1)
+    x = T.decode_xspace(P, raw)
+    evs = device_events(x)
+    check(len(evs) >= 30, f"torch: {len(evs)} GPU events")
+    with_frame = [e for e in evs if e[0]]
+    check(len(with_frame) == len(evs), f"torch: {len(with_frame)}/{len(evs)} GPU events carry python_frame")
+    sites = by_site(evs)
+    total = sum(sites.values()) or 1
+    print("     torch top launch sites by GPU time:")
+    for s, ns in sites.most_common(8):
+        print(f"       {ns / 1e3:10.1f} us {100 * ns / total:5.1f} %  {s}")
+    fwd = {s: ns for s, ns in sites.items()
+           if s.startswith("train_step.py:") and s.split(":")[1].split()[0].isdigit()
+           and int(s.split(":")[1].split()[0]) in FORWARD_LINES}
+    check(bool(fwd), f"torch: forward lines among launch sites: {sorted(fwd)}")
+    py_sites = [s for s, _ in sites.most_common() if s.startswith("train_step.py:")]
+    check(bool(py_sites) and py_sites[0] in fwd,
+          f"torch: the top Python launch site is a forward line ({py_sites[:1]})")
+    fwd_stack = [e[1] for e in evs if e[0] in fwd and e[1]]
+    check(bool(fwd_stack) and all("train_step.py:27" in s and "train_step.py:13" in s for s in fwd_stack),
+          "torch: forward kernels' stacks go through the loop (line 27) and step's call (line 13)")
+    nopy = sum(ns for s, ns in sites.items() if s == "(thread without Python)")
+    figures["torch_backward_share_no_python"] = nopy / total
+    print(f"     backward: {100 * nopy / total:.1f} % of GPU time launched from threads without Python")
+    spans = frame_spans(x)
+    check(any(n.startswith("$train_step.py:11 step") for n in spans),
+          f"torch: frame spans on the thread line ({len(spans)} names, e.g. {list(spans)[:3]})")
+    # profctl flame on the same file.
+    f = os.path.join(WORK, "torch.xplane.pb")
+    with open(f, "wb") as fh:
+        fh.write(raw)
+    r = subprocess.run([PROFCTL, "flame", "--folded", f, "-o", "-"], capture_output=True, text=True, timeout=60)
+    lines = r.stdout.splitlines()
+    check(r.returncode == 0 and any("train_step.py:" in ln for ln in lines),
+          f"torch: profctl flame --folded ({len(lines)} stacks, rc {r.returncode}) {r.stderr[-200:]}")
+    # Launch cost with stacks off and on, same process (launch-bound loop).
+    per = {}
+    for mode in ("off", "on", "off", "on"):
+        out = {}
+        th = threading.Thread(target=lambda: out.setdefault(
+            "x", capture(d, 3000, f"loop-{mode}", 0, python_launch_stacks=(mode == "on"))))
+        th.start()
+        time.sleep(1.5)
+        p.stdin.write(mode + "\n")
+        p.stdin.flush()
+        secs = float(p.stdout.readline().split()[1])
+        th.join()
+        per.setdefault(mode, []).append(secs / 20000 * 1e6)
+    figures["torch_launch_us"] = per
+    print(f"     launch-bound torch loop, us per launch: stacks off {per['off']}, on {per['on']}")
+    p.stdin.write("exit\n")
+    p.stdin.flush()
+    check(p.wait(timeout=60) == 0, "torch: the job exited 0")
+    return True
+
+
+def jax_check(d):
+    p = run_job(d, JAXSTEP, "jax_step.py")
+    if not p:
+        return False
+    x = T.decode_xspace(P, captured_round(d, p, "jax-stacks", 1))
+    evs = device_events(x)
+    check(len(evs) >= 30, f"jax: {len(evs)} GPU events")
+    check(all(e[0] for e in evs), f"jax: every GPU event carries python_frame "
+          f"({sum(1 for e in evs if e[0])}/{len(evs)})")
+    sites = by_site(evs)
+    total = sum(sites.values()) or 1
+    print("     jax launch sites by GPU time:")
+    for s, ns in sites.most_common(5):
+        print(f"       {ns / 1e3:10.1f} us {100 * ns / total:5.1f} %  {s}")
+    figures["jax_sites"] = {s: ns / total for s, ns in sites.most_common(5)}
+    p.stdin.write("exit\n")
+    p.stdin.flush()
+    check(p.wait(timeout=60) == 0, "jax: the job exited 0")
+    return True
+
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--json")
+args = ap.parse_args()
+if not T.nvidia_gpu():
+    print("skip: no NVIDIA GPU")
+    sys.exit(77)
+with tempfile.TemporaryDirectory() as WORK:
+    SOCK = os.path.join(WORK, "agent.sock")
+    with T.Daemon("--agent-socket", SOCK, timeout=30) as d:
+        ran = [torch_check(d), jax_check(d)]
+if args.json:
+    with open(args.json, "w") as f:
+        json.dump({"figures": figures, "failures": failures}, f, indent=1)
+print(f"{len(failures)} failure(s) in {checked[0]} check(s)")
+sys.exit(1 if failures else 0 if any(ran) else 77)
