@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pywalk-read.c - reading the interpreter's memory without ever faulting.
+ *
+ * pyw_read() copies through process_vm_readv() on our own pid: the kernel
+ * lets a process read itself without ptrace rights (same thread group), and
+ * an unmapped or protected address is an -EFAULT, not a signal. It costs a
+ * system call (a few hundred ns), so the hot path (pyw_walk_current) loads
+ * directly where the address lies in a range /proc/self/maps called
+ * readable at the last refresh and pays the call only for the rest.
+ *
+ * The range cache is one sorted array under a sequence count: the writer
+ * (pyw_maps_refresh, under `refresh_mu`, never on the hot path) makes the
+ * count odd, rewrites, makes it even; a reader that sees it odd or changed
+ * treats the lookup as a miss (a fault-safe read), so readers never wait.
+ * A miss sets `missed` so that the next refresh, from the sampler or from
+ * pyw_resolve(), brings in the ranges mapped since.
+ *
+ * What the cache trusts: readable mappings other than devices (/dev/...)
+ * and the kernel's special ones ([vvar], [vsyscall]: pages there may fault
+ * even when listed readable). A range unmapped after a refresh is still
+ * trusted until the next one: the hot path reads only the calling thread's
+ * own live frames and the code objects they hold, which cannot be freed
+ * under it; anything it cannot validate there it drops.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pywalk-int.h"
+
+/* Readable ranges kept after merging neighbours; a process with more keeps
+ * the first ones (the others read through the fault-safe path). */
+#define MAPS_MAX 2048u
+/* A refresh at most this often (ns) when something missed. */
+#define REFRESH_EVERY_NS 50000000ull
+
+static struct pyw_span maps[MAPS_MAX];
+static atomic_uint maps_n;
+static atomic_uint maps_seq;
+static atomic_bool missed;
+static uint64_t refreshed_ns;
+static pthread_mutex_t refresh_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Our pid, renewed in a forked child: reading the parent's memory there
+ * would give plausible, wrong frames. */
+static atomic_int self_pid;
+
+static void after_fork(void)
+{
+	atomic_store_explicit(&self_pid, getpid(), memory_order_relaxed);
+}
+
+int pyw_read_init(void)
+{
+	static atomic_bool once;
+
+	atomic_store_explicit(&self_pid, getpid(), memory_order_relaxed);
+	if (!atomic_exchange(&once, true))
+		pthread_atfork(NULL, NULL, after_fork);
+	/* Seccomp may refuse process_vm_readv (old container profiles). */
+	uint64_t probe = 0, got = 1;
+	if (pyw_read((uintptr_t)&probe, &got, sizeof got) != 0 || got != 0)
+		return -EPERM;
+	return 0;
+}
+
+int pyw_read(uintptr_t addr, void *dst, size_t len)
+{
+	if (len == 0)
+		return 0;
+	/* The first page is never mapped; wrapping ranges are nonsense. */
+	if (addr < 4096 || addr + len < addr)
+		return -EFAULT;
+	struct iovec local = {.iov_base = dst, .iov_len = len};
+	struct iovec remote = {.iov_base = (void *)addr, .iov_len = len};
+	ssize_t n = process_vm_readv(atomic_load_explicit(&self_pid, memory_order_relaxed), &local, 1, &remote,
+				     1, 0);
+	return n == (ssize_t)len ? 0 : -EFAULT;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uintptr_t parse_hex(const char **p)
+{
+	uintptr_t v = 0;
+	for (;; (*p)++) {
+		char c = **p;
+		unsigned d;
+		if (c >= '0' && c <= '9')
+			d = (unsigned)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			d = (unsigned)(c - 'a' + 10);
+		else
+			return v;
+		v = v << 4 | d;
+	}
+}
+
+/* One line of /proc/self/maps: "lo-hi perms offset dev inode   path". */
+static bool parse_line(const char *s, struct pyw_span *out)
+{
+	const char *p = s;
+	out->lo = parse_hex(&p);
+	if (*p++ != '-')
+		return false;
+	out->hi = parse_hex(&p);
+	if (*p++ != ' ' || p[0] != 'r' || out->hi <= out->lo)
+		return false;
+	/* The path, after five fields. */
+	for (int field = 0; field < 5 && *p; field++) {
+		while (*p && *p != ' ')
+			p++;
+		while (*p == ' ')
+			p++;
+	}
+	if (strncmp(p, "/dev/", 5) == 0 || strncmp(p, "[v", 2) == 0)
+		return false;
+	return true;
+}
+
+static void store(unsigned *n, struct pyw_span r)
+{
+	/* The kernel lists mappings in address order: merge with the last. */
+	if (*n > 0 && maps[*n - 1].hi == r.lo) {
+		__atomic_store_n(&maps[*n - 1].hi, r.hi, __ATOMIC_RELAXED);
+		return;
+	}
+	if (*n >= MAPS_MAX)
+		return;
+	__atomic_store_n(&maps[*n].lo, r.lo, __ATOMIC_RELAXED);
+	__atomic_store_n(&maps[*n].hi, r.hi, __ATOMIC_RELAXED);
+	(*n)++;
+}
+
+void pyw_maps_refresh(bool force)
+{
+	if (!force && !atomic_load_explicit(&missed, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&refresh_mu);
+	uint64_t t = now_ns();
+	if (!force && t - refreshed_ns < REFRESH_EVERY_NS) {
+		pthread_mutex_unlock(&refresh_mu);
+		return;
+	}
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		pthread_mutex_unlock(&refresh_mu);
+		return;
+	}
+	atomic_store_explicit(&missed, false, memory_order_relaxed);
+	atomic_fetch_add_explicit(&maps_seq, 1, memory_order_acq_rel); /* odd: readers miss */
+	atomic_thread_fence(memory_order_release);
+	unsigned n = 0;
+	char buf[4096], line[512];
+	size_t ll = 0;
+	for (;;) {
+		ssize_t got = read(fd, buf, sizeof buf);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		for (ssize_t i = 0; i < got; i++) {
+			if (buf[i] != '\n') {
+				if (ll + 1 < sizeof line)
+					line[ll++] = buf[i];
+				/* else: a long path is cut; its range still counts */
+				continue;
+			}
+			line[ll] = '\0';
+			struct pyw_span r;
+			if (parse_line(line, &r))
+				store(&n, r);
+			ll = 0;
+		}
+	}
+	close(fd);
+	atomic_store_explicit(&maps_n, n, memory_order_relaxed);
+	atomic_fetch_add_explicit(&maps_seq, 1, memory_order_release); /* even: published */
+	refreshed_ns = t;
+	pthread_mutex_unlock(&refresh_mu);
+}
+
+bool pyw_maps_has(struct pyw_span *hint, uintptr_t addr, size_t len)
+{
+	uintptr_t end = addr + len;
+	if (end < addr)
+		return false;
+	if (addr >= hint->lo && end <= hint->hi)
+		return true;
+	unsigned seq = atomic_load_explicit(&maps_seq, memory_order_acquire);
+	bool found = false;
+	if (!(seq & 1)) {
+		unsigned lo = 0, hi = atomic_load_explicit(&maps_n, memory_order_relaxed);
+		if (hi > MAPS_MAX)
+			hi = MAPS_MAX;
+		while (lo < hi) {
+			unsigned mid = lo + (hi - lo) / 2;
+			uintptr_t mlo = __atomic_load_n(&maps[mid].lo, __ATOMIC_RELAXED);
+			uintptr_t mhi = __atomic_load_n(&maps[mid].hi, __ATOMIC_RELAXED);
+			if (addr >= mhi) {
+				lo = mid + 1;
+			} else if (addr < mlo) {
+				hi = mid;
+			} else {
+				if (end <= mhi) {
+					hint->lo = mlo;
+					hint->hi = mhi;
+					found = true;
+				}
+				break;
+			}
+		}
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&maps_seq, memory_order_relaxed) != seq) {
+			found = false;
+			hint->lo = hint->hi = 0;
+		}
+	}
+	/* Read-then-write: no cache-line bouncing between threads that miss. */
+	if (!found && !atomic_load_explicit(&missed, memory_order_relaxed))
+		atomic_store_explicit(&missed, true, memory_order_relaxed);
+	return found;
+}

@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pywalk.c - pyw_init() and the frame walk behind pyw_walk_current() and
+ * pyw_sample_all() (see pywalk.h, pywalk-int.h for the other files).
+ *
+ * One walk serves both: from a thread state to its newest frame, then
+ * frame by frame through `previous`. Each frame is checked before it is
+ * believed: 8-byte aligned, its code object's ob_type is &PyCode_Type, its
+ * instruction inside that code object's bytecode, its owner one CPython
+ * uses. C-stack shims and interpreter-owned frames (3.12+), and frames not
+ * yet past their prologue (3.11-3.13, as CPython's own frame iteration
+ * skips them), are stepped over. Anything else odd abandons the walk with
+ * -EFAULT. The number of frames looked at is bounded, so a cycle ends.
+ *
+ * On the hot path (@plain) a struct is loaded in place when the readable
+ * range cache vouches for it, else copied through pyw_read(); the sampler
+ * copies everything (other threads' frames change under it). Neither
+ * allocates, locks or calls into Python (PyGILState_GetThisThreadState
+ * is a TLS read, documented as callable without the GIL).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pywalk-int.h"
+
+/* Biggest copies a walk makes; pyw_init() refuses a layout beyond them. */
+#define FRAME_BUF 128u
+#define CODE_BUF PYW_CODE_BUF
+#define TSTATE_BUF 512u
+/* Thread states one sample visits: a longer list is a cycle or garbage. */
+#define THREADS_MAX 4096u
+
+struct pyw_state pyw_state;
+
+static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool init_done;
+static int init_rc;
+static char init_why[128];
+static atomic_bool ready;
+static atomic_bool have_version; /* pyw_state.version is written */
+
+static int init_once(void)
+{
+	/* pyw_layout_find() reads through pyw_read(): set it up first. */
+	int rd = pyw_read_init();
+	int rc = pyw_layout_find(init_why, sizeof init_why);
+	if (rc == 0 || rc == -ENOTSUP)
+		atomic_store_explicit(&have_version, true, memory_order_release);
+	if (rc < 0)
+		return rc;
+	if (rd < 0) {
+		snprintf(init_why, sizeof init_why, "Python %s, but process_vm_readv is refused here",
+			 pyw_state.version);
+		return -ENOTSUP;
+	}
+	const struct pyw_layout *l = &pyw_state.l;
+	if (l->frame_span > FRAME_BUF || l->code_span > CODE_BUF || l->tstate_span > TSTATE_BUF) {
+		snprintf(init_why, sizeof init_why, "Python %s with structs larger than we read",
+			 pyw_state.version);
+		return -ENOTSUP;
+	}
+	pyw_maps_refresh(true);
+	return 0;
+}
+
+int pyw_init(char *why, size_t why_len)
+{
+	pthread_mutex_lock(&init_mu);
+	if (!init_done) {
+		init_rc = init_once();
+		if (init_rc == -ENOENT)
+			init_why[0] = '\0';
+		init_done = true;
+		if (init_rc == 0)
+			atomic_store_explicit(&ready, true, memory_order_release);
+	}
+	int rc = init_rc;
+	if (why && why_len)
+		snprintf(why, why_len, "%s", init_why);
+	pthread_mutex_unlock(&init_mu);
+	return rc;
+}
+
+bool pyw_ready(void)
+{
+	return atomic_load_explicit(&ready, memory_order_acquire);
+}
+
+const char *pyw_version(void)
+{
+	return atomic_load_explicit(&have_version, memory_order_acquire) ? pyw_state.version : "";
+}
+
+uint32_t pyw_code_check(const unsigned char *code)
+{
+	const struct pyw_layout *l = &pyw_state.l;
+	uint64_t h = pyw_ld64(code, l->co_filename) * 0x9e3779b97f4a7c15ull;
+	h ^= pyw_ld64(code, l->co_name) ^ (pyw_ld64(code, l->co_linetable) << 7);
+	h ^= pyw_ld32(code, l->co_firstlineno);
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 32;
+	return (uint32_t)h;
+}
+
+/* @len bytes at @addr: in place where the cache vouches for them (@hint:
+ * the range last hit), else copied into @buf; NULL when unreadable. */
+static const unsigned char *view(bool plain, struct pyw_span *hint, uintptr_t addr, size_t len, unsigned char *buf)
+{
+	if (plain && pyw_maps_has(hint, addr, len))
+		return (const unsigned char *)addr;
+	return pyw_read(addr, buf, len) == 0 ? buf : NULL;
+}
+
+struct walk {
+	bool plain;
+	struct pyw_span fr_hint, co_hint;
+	unsigned char fbuf[FRAME_BUF], cbuf[CODE_BUF];
+};
+
+/* One frame: 1 kept in *raw, 0 stepped over, -EFAULT. */
+static int one_frame(struct walk *w, const unsigned char *f, struct pyw_raw *raw)
+{
+	const struct pyw_layout *l = &pyw_state.l;
+	unsigned owner = 0;
+	if (l->fr_owner != PYW_NONE) {
+		owner = f[l->fr_owner];
+		if (owner > l->owner_max)
+			return -EFAULT;
+		if (owner >= l->owner_skip)
+			return 0;
+	}
+	if (l->fr_type != PYW_NONE && pyw_ld64(f, l->fr_type) != pyw_state.frame_type)
+		return -EFAULT;
+	uintptr_t code = pyw_ld64(f, l->fr_code) & ~l->exec_tag_mask;
+	if (code < 4096 || (code & 7))
+		return -EFAULT;
+	const unsigned char *c = view(w->plain, &w->co_hint, code, l->code_span, w->cbuf);
+	if (!c || pyw_ld64(c, l->ob_type) != pyw_state.code_type)
+		return -EFAULT;
+	int64_t idx;
+	if (l->frame_kind == PYW_FRAME_310) {
+		idx = (int32_t)pyw_ld32(f, l->fr_instr); /* -1 before the first instruction */
+	} else {
+		/* The bytecode is inline: code units from co_code_adaptive on,
+		 * Py_SIZE() of them. 3.11 parks prev_instr one unit before. */
+		uintptr_t ip = pyw_ld64(f, l->fr_instr);
+		uintptr_t start = code + l->co_code_adaptive;
+		int64_t d = (int64_t)(ip - start);
+		uint64_t units = pyw_ld64(c, l->var_size);
+		if ((d & 1) || d < -2 || units > (1u << 24) || d / 2 >= (int64_t)units)
+			return -EFAULT;
+		idx = d / 2;
+		/* Not past its prologue (COPY_FREE_VARS, MAKE_CELL, RESUME):
+		 * CPython hides such a frame too. */
+		if (l->co_firsttraceable != PYW_NONE && owner != l->owner_gen &&
+		    idx < (int32_t)pyw_ld32(c, l->co_firsttraceable))
+			return 0;
+	}
+	raw->code = code;
+	raw->instr = idx < 0 ? 0 : (uint32_t)idx;
+	raw->check = pyw_code_check(c);
+	return 1;
+}
+
+static int walk_frames(struct walk *w, uintptr_t frame, struct pyw_raw *out, unsigned max, bool *truncated)
+{
+	const struct pyw_layout *l = &pyw_state.l;
+	/* Shims are at most one per Python frame; beyond that, a loop. */
+	unsigned n = 0, looked = 0, limit = 2 * max + 64;
+	*truncated = false;
+	while (frame) {
+		if (++looked > limit || (frame & 7) || frame < 4096)
+			return -EFAULT;
+		const unsigned char *f = view(w->plain, &w->fr_hint, frame, l->frame_span, w->fbuf);
+		if (!f)
+			return -EFAULT;
+		struct pyw_raw raw;
+		int rc = one_frame(w, f, &raw);
+		if (rc < 0)
+			return rc;
+		if (rc > 0) {
+			if (n == max) {
+				*truncated = true; /* one more Python frame than kept */
+				break;
+			}
+			out[n++] = raw;
+		}
+		frame = pyw_ld64(f, l->fr_previous);
+	}
+	return (int)n;
+}
+
+/* The thread state's newest frame: 0 none, -EFAULT. @t: its copy. */
+static int newest_frame(struct walk *w, const unsigned char *t, uintptr_t *frame)
+{
+	const struct pyw_layout *l = &pyw_state.l;
+	uintptr_t p = pyw_ld64(t, l->ts_frame);
+	if (p && l->cf_current != PYW_NONE) {
+		/* 3.11/3.12: through the _PyCFrame (on the C stack) */
+		unsigned char buf[16];
+		if (p & 7)
+			return -EFAULT;
+		const unsigned char *cf = view(w->plain, &w->fr_hint, p, l->cf_current + 8, buf);
+		if (!cf)
+			return -EFAULT;
+		p = pyw_ld64(cf, l->cf_current);
+	}
+	*frame = p;
+	return 0;
+}
+
+int pyw_walk_tstate(uintptr_t tstate, bool plain, struct pyw_raw *out, unsigned max, bool *truncated)
+{
+	struct walk w = {.plain = plain};
+	unsigned char tbuf[TSTATE_BUF];
+	uintptr_t frame = 0;
+	*truncated = false;
+	if (!pyw_ready())
+		return 0;
+	if (tstate < 4096 || (tstate & 7))
+		return -EFAULT;
+	const unsigned char *t = view(plain, &w.fr_hint, tstate, pyw_state.l.tstate_span, tbuf);
+	if (!t)
+		return -EFAULT;
+	int rc = newest_frame(&w, t, &frame);
+	return rc < 0 ? rc : walk_frames(&w, frame, out, max, truncated);
+}
+
+int pyw_walk_current(struct pyw_raw *out, unsigned max, bool *truncated)
+{
+	*truncated = false;
+	if (!pyw_ready())
+		return 0;
+	uintptr_t ts = (uintptr_t)pyw_state.gilstate();
+	return ts ? pyw_walk_tstate(ts, true, out, max, truncated) : 0;
+}
+
+/* The kernel's id of a thread state's thread. 0 when unknown. */
+static uint32_t native_tid(const unsigned char *t)
+{
+	const struct pyw_layout *l = &pyw_state.l;
+	uint64_t id = 0;
+	if (l->ts_native_id != PYW_NONE) {
+		id = pyw_ld64(t, l->ts_native_id);
+	} else if (pyw_state.pthread_tid_off != PYW_NONE) {
+		/* 3.10: the pthread_t is glibc's struct pthread */
+		int32_t tid = 0;
+		uintptr_t pt = pyw_ld64(t, l->ts_thread_id);
+		if (pt && pyw_read(pt + pyw_state.pthread_tid_off, &tid, sizeof tid) == 0 && tid > 0)
+			id = (uint64_t)tid;
+	}
+	return id <= UINT32_MAX ? (uint32_t)id : 0;
+}
+
+int pyw_sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)
+{
+	const struct pyw_layout *l = &pyw_state.l;
+	uint64_t ts = 0;
+	if (!pyw_ready())
+		return -ENOTSUP;
+	if (!interp || (interp & 7) || pyw_read(interp + l->in_threads, &ts, 8) != 0)
+		return -EFAULT;
+	int seen = 0;
+	for (unsigned i = 0; ts && i < THREADS_MAX; i++) {
+		unsigned char t[TSTATE_BUF];
+		struct walk w = {.plain = false};
+		uintptr_t frame = 0;
+		bool truncated = false;
+		if ((ts & 7) || pyw_read(ts, t, l->tstate_span) != 0)
+			break; /* the list changed under us: the rest next time */
+		int n = newest_frame(&w, t, &frame);
+		if (n == 0)
+			n = walk_frames(&w, frame, scratch, max, &truncated);
+		cb(ud, native_tid(t), scratch, n, truncated);
+		seen++;
+		ts = pyw_ld64(t, l->ts_next);
+	}
+	return seen;
+}
+
+int pyw_sample_all(struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)
+{
+	const struct pyw_layout *l = &pyw_state.l;
+	uint64_t interp = 0;
+	if (!pyw_ready())
+		return -ENOTSUP;
+	/* Off the hot path: bring the range cache up to date for it. */
+	pyw_maps_refresh(false);
+	if (pyw_read(pyw_state.runtime + l->rt_interp, &interp, 8) != 0)
+		return -EFAULT;
+	/* 3.13+: the main interpreter is the oldest, the last of the list. */
+	for (unsigned i = 0; l->rt_interp_tail && interp && i < THREADS_MAX; i++) {
+		uint64_t next = 0;
+		if ((interp & 7) || pyw_read(interp + l->in_next, &next, 8) != 0)
+			return -EFAULT;
+		if (!next)
+			break;
+		interp = next;
+	}
+	return interp ? pyw_sample_interp(interp, scratch, max, cb, ud) : 0;
+}
