@@ -19,12 +19,13 @@
 #include "agent-int.h"
 #include "nvtx.h"
 #include "pmsample.h"
+#include "pystack.h"
 
 /* ---- CUPTI callbacks (application threads) -------------------------------- */
 
-/* The NVTX range stack of this thread under the call's correlation id, for
- * the calls whose records we keep (api_off is written before the domains
- * are switched on and not after). */
+/* The NVTX range stack and the Python stack of this thread under the
+ * call's correlation id, for the calls whose records we keep (api_off is
+ * written before the domains are switched on and not after). */
 static void nvtx_launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, uint32_t correlation)
 {
 	int d = domain == CUPTI_CB_DOMAIN_DRIVER_API ? 0 : 1;
@@ -58,6 +59,7 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain domain, CUpti_C
 	if (cb->callbackSite == CUPTI_API_ENTER) {
 		agent_graph_launch_seen(domain, cbid, cb);
 		nvtx_launch(domain, cbid, cb->correlationId);
+		agent_py_launch(domain, cbid, cb->correlationId);
 		return;
 	}
 	if (cb->callbackSite != CUPTI_API_EXIT)
@@ -72,18 +74,39 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain domain, CUpti_C
 	agent_wake();
 }
 
+/* The driver and runtime API callbacks on, for the rest of the capture
+ * (NVTX launch stacks, Python stacks). Agent thread. */
+static bool api_domains_on(void)
+{
+	if (!g.subscribed || atomic_load(&g.detach) != DETACH_IDLE)
+		return false;
+	if (!g.api_domains) {
+		g.C.cuptiEnableDomain(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API);
+		g.C.cuptiEnableDomain(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+		g.api_domains = true;
+	}
+	return true;
+}
+
 /* NVTX attached (now or since the capture started): API enter callbacks,
  * so that each launch inside a range is sent with its range stack. Only
  * then: a job without NVTX pays nothing per CUDA call. Agent thread. */
 void agent_follow_nvtx(void)
 {
 	if (g.nvtx_domains || !agent_nvtx_enabled() || !atomic_load(&g.capturing) || !agent_nvtx_attached() ||
-	    !g.subscribed || atomic_load(&g.detach) != DETACH_IDLE)
+	    !api_domains_on())
 		return;
-	g.C.cuptiEnableDomain(1, g.sub, CUPTI_CB_DOMAIN_DRIVER_API);
-	g.C.cuptiEnableDomain(1, g.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
 	g.nvtx_domains = true;
 	agent_nvtx_following(1);
+}
+
+/* Python stacks as START says (pystack.h): the API enter callbacks on
+ * only when launch stacks are, i.e. when this process runs a CPython the
+ * agent can walk: a job without Python pays nothing per CUDA call. */
+static void py_apply_options(bool fresh)
+{
+	if (agent_py_apply(&g.opts, fresh, g.C.cuptiGetTimestamp))
+		api_domains_on();
 }
 
 /* ---- capture (agent thread) ------------------------------------------------- */
@@ -313,7 +336,7 @@ void agent_capture_start(void)
 	agent_send_mem_state();
 	/* NVTX on before the kinds: GPU work traced from here on finds its ranges. */
 	agent_nvtx_enable(g.opts.flags & AGENT_START_NVTX);
-	g.nvtx_domains = false;
+	g.nvtx_domains = g.api_domains = false;
 	agent_nvtx_following(0);
 	agent_nvtx_capture(g.C.cuptiGetTimestamp);
 	g.driver_records = false;
@@ -344,11 +367,13 @@ void agent_capture_start(void)
 	agent_graphs_apply_options();
 	atomic_store(&g.capturing, 1);
 	agent_follow_nvtx();
+	py_apply_options(true);
 	pm_apply_options(&g.opts, g.devs, g.n_devs);
 }
 
 static void send_stats(void)
 {
+	struct agent_py_counts pc;
 	size_t dropped = 0;
 
 	/* Never called with g.lock held: CUPTI may call back into us. */
@@ -361,6 +386,11 @@ static void send_stats(void)
 	pthread_mutex_unlock(&g.lock);
 	g.stats.cut_records = g.cut;
 	g.stats.foreign_buffers = atomic_load(&g.foreign);
+	agent_py_counts(&pc);
+	g.stats.py_stacks = pc.stacks;
+	g.stats.py_dropped = pc.dropped;
+	g.stats.py_samples = pc.samples;
+	g.stats.py_sample_drops = pc.sample_drops;
 	agent_client_send(&g.cl, AGENT_FRAME_STATS, &g.stats, sizeof(g.stats));
 }
 
@@ -527,6 +557,9 @@ void agent_capture_stop(bool connected, bool do_detach)
 	 * PM sampling is off before any cuptiFinalize. */
 	if (agent_cupti_usable())
 		pm_stop();
+	/* The sampler stamps with CUPTI's clock: joined before any finalize.
+	 * What it and the launches queued goes out with the drains below. */
+	agent_py_stop();
 	if (!atomic_load(&g.exiting))
 		canary_send();
 	for (size_t i = 0; i < ARRAY_SIZE(kinds) && agent_cupti_usable(); i++) {
@@ -578,6 +611,7 @@ static void nvtx_apply_options(void)
 void agent_capture_options(void)
 {
 	nvtx_apply_options();
+	py_apply_options(false);
 	agent_graphs_apply_options();
 	if (agent_cupti_usable())
 		pm_apply_options(&g.opts, g.devs, g.n_devs);

@@ -12,6 +12,7 @@
  *                      callbacks, drain and settle
  *   agent-inventory.c  the devices and the driver: inventory, MEM_STATE
  *   agent-graphs.c     CUDA graphs: launch callbacks, graph-level tracing
+ *   pystack.c          Python stacks: launch sites, the sampler (pystack.h)
  *
  * Threads: the agent thread owns `g` except what the callbacks touch, which
  * is the slab table under g.lock (held for a few instructions, never across
@@ -132,6 +133,7 @@ struct agent {
 	uint64_t cut;             /* buffers a forced flush handed over unfinished */
 	unsigned told_foreign, told_graph, told_nvtx; /* notices of this capture already sent */
 	bool nvtx_domains;        /* API callbacks on for NVTX launch stacks (agent_follow_nvtx()) */
+	bool api_domains;         /* the driver and runtime API callbacks are on this capture */
 	bool api_filter_known;
 	bool graph_trace;         /* CUPTI_ACTIVITY_KIND_GRAPH_TRACE is on (agent_graphs_apply_options()) */
 	bool graph_told;          /* the graph-trace refusal was reported this capture */

@@ -26,6 +26,7 @@
 
 #include "agent-int.h"
 #include "nvtx.h"
+#include "pystack.h"
 
 static uint8_t *slab_buf(uint32_t i) { return g.region + (size_t)i * SLAB_SIZE; }
 
@@ -184,12 +185,14 @@ static void drain_slab(uint32_t i, size_t valid)
 	pthread_mutex_unlock(&g.lock);
 }
 
-/* Convert and send every completed slab. NVTX first: a launch's range
- * stack is queued at the launch, so it reaches profd before the kernel. */
+/* Convert and send every completed slab. NVTX and Python stacks first: a
+ * launch's stacks are queued at the launch, so they reach profd before the
+ * kernel. */
 void agent_drain(void)
 {
 	agent_follow_nvtx();
 	agent_nvtx_drain(&g.cv);
+	agent_py_drain(&g.cv);
 	for (;;) {
 		uint32_t i;
 		size_t valid;

@@ -59,6 +59,7 @@
 #include "agent-int.h"
 #include "nvtx.h"
 #include "pmsample.h"
+#include "pystack.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -203,6 +204,7 @@ static void on_connected(void)
 	h.flags |= AGENT_HELLO_NVTX;
 	agent_conv_reset(&g.cv);
 	agent_nvtx_forget_ids();
+	agent_py_forget_ids();
 	g.cv.devs = g.devs;
 	g.cv.n_devs = g.n_devs;
 	if (agent_client_send(&g.cl, AGENT_FRAME_HELLO, &h, sizeof(h)) < 0)
