@@ -14,6 +14,7 @@
  * as the agent asks when a capture opens. FAKE_CUDA_NO_CONTEXT=1: no
  * primary context is active (a job that made none yet).
  */
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda-abi.h"
 #include "cupti-abi.h"
@@ -275,4 +277,142 @@ EXPORT int fakecuda_mem_free(uint64_t addr, int *d, uint64_t *bytes)
 	}
 	pthread_mutex_unlock(&mem.lock);
 	return r;
+}
+
+/* ---- calls for scripts ------------------------------------------------------
+ * A Python job (tests/agent/pystacks-app.py) drives the fake through ctypes
+ * with these, as fake-cuda-app's commands do: cuInit loads the tool named
+ * by CUDA_INJECTION64_PATH as the real driver does; launches and copies go
+ * through the CUPTI the process loaded (their API callbacks run on the
+ * calling thread, as the real driver's do), each kernel 3 µs on device 0.
+ * A CUfunction here is the kernel's name. */
+
+static struct {
+	pthread_mutex_t lock;
+	void *h;
+	uint32_t (*api)(CUpti_CallbackDomain, CUpti_CallbackId, const char *);
+	void (*kernel)(uint32_t, uint32_t, uint32_t, const char *, uint64_t, uint32_t);
+	void (*copy)(uint32_t, uint32_t, uint32_t, uint64_t, uint64_t);
+	const char *names[64]; /* kernel names live as long as the process, like a module's */
+	unsigned n_names;
+} scr = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static bool script_cupti(void)
+{
+	bool ok;
+
+	pthread_mutex_lock(&scr.lock);
+	if (!scr.h && (scr.h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD))) {
+		*(void **)&scr.api = dlsym(scr.h, "fakecupti_api");
+		*(void **)&scr.kernel = dlsym(scr.h, "fakecupti_kernel");
+		*(void **)&scr.copy = dlsym(scr.h, "fakecupti_memcpy");
+	}
+	ok = scr.api && scr.kernel && scr.copy;
+	pthread_mutex_unlock(&scr.lock);
+	return ok;
+}
+
+static const char *script_name(const char *s)
+{
+	const char *r = "too_many_names";
+
+	pthread_mutex_lock(&scr.lock);
+	for (unsigned i = 0; i < scr.n_names; i++)
+		if (strcmp(scr.names[i], s) == 0) {
+			r = scr.names[i];
+			goto out;
+		}
+	if (scr.n_names < 64 && (scr.names[scr.n_names] = strdup(s)))
+		r = scr.names[scr.n_names++];
+out:
+	pthread_mutex_unlock(&scr.lock);
+	return r;
+}
+
+static CUresult init_result = CUDA_SUCCESS;
+
+static void init_once(void)
+{
+	const char *path = getenv("CUDA_INJECTION64_PATH");
+	int (*fn)(void) = NULL;
+	void *h;
+
+	if (!path || !*path)
+		return; /* a job without a tool */
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (h)
+		*(void **)&fn = dlsym(h, "InitializeInjection");
+	if (!fn || fn() != 1) {
+		fprintf(stderr, "fake libcuda: cannot load %s\n", path);
+		init_result = CUDA_ERROR_INVALID_DEVICE;
+	}
+}
+
+EXPORT CUresult cuInit(unsigned flags);
+EXPORT CUresult cuInit(unsigned flags)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	(void)flags;
+	pthread_once(&once, init_once);
+	return init_result;
+}
+
+EXPORT CUresult cuLaunchKernel(const void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+			       unsigned bz, unsigned smem, CUstream stream, void **params, void **extra);
+EXPORT CUresult cuLaunchKernel(const void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+			       unsigned bz, unsigned smem, CUstream stream, void **params, void **extra)
+{
+	uint32_t c;
+
+	(void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem, (void)params, (void)extra;
+	if (!script_cupti())
+		return CUDA_SUCCESS; /* no tool loaded CUPTI: an untraced launch */
+	c = scr.api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel");
+	scr.kernel(c, 0, (uint32_t)(uintptr_t)stream, script_name(f), 3000, 0);
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync_v2(uint64_t dst, const void *src, size_t bytes, CUstream stream);
+EXPORT CUresult cuMemcpyHtoDAsync_v2(uint64_t dst, const void *src, size_t bytes, CUstream stream)
+{
+	uint32_t c;
+
+	(void)dst, (void)src;
+	if (!script_cupti())
+		return CUDA_SUCCESS;
+	c = scr.api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
+		    "cuMemcpyHtoDAsync_v2");
+	scr.copy(c, 0, (uint32_t)(uintptr_t)stream, bytes, 3000);
+	return CUDA_SUCCESS;
+}
+
+struct native_job {
+	const char *name;
+	unsigned n;
+	uint32_t tid;
+};
+
+static void *native_main(void *arg)
+{
+	struct native_job *j = arg;
+
+	j->tid = (uint32_t)gettid();
+	for (unsigned i = 0; i < j->n; i++)
+		cuLaunchKernel(j->name, 1, 1, 1, 1, 1, 1, 0, (CUstream)(uintptr_t)9, NULL, NULL);
+	return NULL;
+}
+
+/* @n launches of @name from a thread of its own that never ran Python (as
+ * PyTorch's autograd device threads launch); joined. Returns its tid. */
+EXPORT uint32_t fakecuda_native_launches(const char *name, unsigned n);
+EXPORT uint32_t fakecuda_native_launches(const char *name, unsigned n)
+{
+	struct native_job j = { .name = name, .n = n };
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, native_main, &j) != 0)
+		return 0;
+	pthread_join(t, NULL);
+	return j.tid;
 }

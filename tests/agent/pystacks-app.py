@@ -1,0 +1,190 @@
+# SPDX-License-Identifier: MIT
+"""A Python CUDA job on the fake driver, for test_pystacks.py and the bench.
+
+It loads the fake libcudart and libcuda through ctypes (the agent finds
+CUPTI beside libcudart, as beside a framework's), calls cuInit (which loads
+CUDA_INJECTION64_PATH, as the real driver does) and launches from known
+functions and lines: each launch site's line ends with a "# @name" marker
+the test looks up, so no line number is written twice. A ctypes call makes
+no Python frame: the leaf frame of each launch is the function shown.
+
+Commands on stdin, one answer line each:
+  work      every launch site below once (several threads, a generator, a
+            coroutine, recursion past 64 frames, a callback through C, a
+            thread with no Python) -> "done"
+  spin MS   a Python loop for MS ms, no launch (the sampler's) -> "spun"
+  deep N    one launch N frames deep -> "deep"
+  bench N   N launches from one site -> "bench <ns per launch>"
+  threads T spin T Python threads until "stop" -> "threads"
+  stop      -> "stopped"
+  state     the fake CUPTI's subscription -> "<subscribed> <domains on>"
+  exit
+"""
+import ctypes
+import os
+import sys
+import threading
+import time
+
+HERE = os.environ["FAKECUDA_DIR"]
+cudart = ctypes.CDLL(os.path.join(HERE, "libcudart.so.13"))
+cuda = ctypes.CDLL(os.path.join(HERE, "libcuda.so.1"))
+launch = cuda.cuLaunchKernel
+launch.argtypes = [ctypes.c_char_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+copy = cuda.cuMemcpyHtoDAsync_v2
+copy.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+native = cuda.fakecuda_native_launches
+native.argtypes = [ctypes.c_char_p, ctypes.c_uint]
+native.restype = ctypes.c_uint32
+G = (1, 1, 1, 1, 1, 1, 0)  # grid, block, shared memory
+THREADS = 3
+PER_THREAD = 4
+DEEP = 80
+
+
+def step(i):
+    launch(b"k_step", *G, 7, None, None)  # @step-launch
+    copy(0, None, 4096, 7)  # @step-copy
+
+
+def train(n):
+    for i in range(n):
+        step(i)  # @train-call
+
+
+def worker(t):
+    name = b"k_thread%d" % t
+    for _ in range(PER_THREAD):
+        launch(name, *G, 100 + t, None, None)  # @worker-launch
+
+
+def gen(n):
+    for i in range(n):
+        launch(b"k_gen", *G, 7, None, None)  # @gen-launch
+        yield i
+
+
+def use_gen(n):
+    for _ in gen(n):  # @use-gen
+        pass
+
+
+async def coro():
+    launch(b"k_coro", *G, 7, None, None)  # @coro-launch
+
+
+def run_coro():
+    c = coro()
+    try:
+        c.send(None)  # @run-coro
+    except StopIteration:
+        pass
+
+
+def deep(n):
+    if n == 0:
+        launch(b"k_deep", *G, 7, None, None)  # @deep-launch
+        return
+    deep(n - 1)  # @deep-call
+
+
+CMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def compare(a, b):
+    launch(b"k_callback", *G, 7, None, None)  # @callback-launch
+    return 0
+
+
+def through_c():
+    arr = (ctypes.c_int * 2)(2, 1)
+    libc = ctypes.CDLL(None)
+    libc.qsort(arr, 2, ctypes.sizeof(ctypes.c_int), CMP(compare))  # @through-c
+
+
+def work():
+    train(2)  # @work-train
+    ts = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    use_gen(2)  # @work-gen
+    run_coro()  # @work-coro
+    deep(DEEP)  # @work-deep
+    through_c()  # @work-c
+    native(b"k_native", 2)
+
+
+def spin(ms):
+    end = time.monotonic() + ms / 1000
+    while time.monotonic() < end:  # @spin
+        pass
+
+
+def bench(n):
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        launch(b"k_bench", *G, 7, None, None)  # @bench-launch
+    return (time.perf_counter_ns() - t0) / n
+
+
+spinning = []
+
+
+def spinner(stop):
+    while not stop.is_set():  # @spinner
+        stop.wait(0.001)
+
+
+class State(ctypes.Structure):
+    # The first fields of fake-cupti.h's struct fakecupti_state.
+    _fields_ = [("subscribed", ctypes.c_bool), ("kinds", ctypes.c_uint64), ("domains", ctypes.c_uint),
+                ("rest", ctypes.c_byte * 512)]
+
+
+def state():
+    cupti = ctypes.CDLL("libcupti.so.13", mode=os.RTLD_NOLOAD)
+    s = State()
+    cupti.fakecupti_get_state(ctypes.byref(s))
+    return f"{int(s.subscribed)} {s.domains}"
+
+
+def serve():
+    print("ready", os.getpid(), threading.get_native_id(), flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd:
+            continue
+        if cmd[0] == "work":
+            work()  # @serve-work
+            out = "done"
+        elif cmd[0] == "spin":
+            spin(int(cmd[1]))  # @serve-spin
+            out = "spun"
+        elif cmd[0] == "deep":
+            deep(int(cmd[1]))  # @serve-deep
+            out = "deep"
+        elif cmd[0] == "bench":
+            out = "bench %.1f" % bench(int(cmd[1]))
+        elif cmd[0] == "threads":
+            stop = threading.Event()
+            spinning.append(stop)
+            for _ in range(int(cmd[1])):
+                threading.Thread(target=spinner, args=(stop,), daemon=True).start()
+            out = "threads"
+        elif cmd[0] == "stop":
+            for s in spinning:
+                s.set()
+            out = "stopped"
+        elif cmd[0] == "state":
+            out = state()
+        elif cmd[0] == "exit":
+            break
+        else:
+            out = "error " + cmd[0]
+        print(out, flush=True)
+
+
+cuda.cuInit(0)
+serve()  # @module

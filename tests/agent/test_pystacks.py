@@ -1,0 +1,401 @@
+# SPDX-License-Identifier: MIT
+"""Python stacks through the real agent, from real interpreters.
+
+pystacks-app.py is a Python job on the fake CUDA (ctypes on the fake
+libcuda / libcudart, CUPTI the fake one): it launches from known functions
+and lines (several threads, a generator, a coroutine, recursion past the
+depth cap, a callback through C, a thread with no Python). The real
+libprofd-agent.so, loaded by the fake cuInit from CUDA_INJECTION64_PATH,
+walks the launching thread's frames in each launch's API-enter callback.
+
+The agent's side is checked on the wire, against a receiver in this file
+speaking agent-proto.h v5 (START with the Python flags, STOP, STATS): the
+exact frames (file, function, first line, line) of every launch by
+correlation id, the stacks of threads without Python, the truncation, the
+sampler's records, the counters.
+
+Debian's python3 always runs; python3.10 / 3.12 / 3.13 where found on PATH
+or named in PROFD_TEST_PYTHONS (colon-separated), else those cases skip.
+"""
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import profdtest as T
+
+APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pystacks-app.py")
+AGENT = os.environ.get("PROFD_AGENT_SO", "")
+FAKECUDA = os.path.dirname(os.environ.get("FAKE_CUDA_APP", os.path.join(T.BUILD, "tests", "agent", "fakecuda",
+                                                                       "fake-cuda-app")))
+
+# proto/agent/agent-proto.h
+MAGIC, VERSION = 0x41444650, 5
+HDR = struct.Struct("<IHHII")
+F_HELLO, F_DEVICE, F_CLOCK, F_RECORDS, F_ERROR, F_FLUSHED, F_STATS = 1, 2, 3, 4, 5, 6, 7
+F_START, F_STOP = 16, 17
+START_PY_STACKS, START_PY_SAMPLE = 1 << 3, 1 << 4
+R_STRING, R_KERNEL, R_MEMCPY, R_API = 1, 2, 3, 7
+R_PY_FRAME, R_PY_STACK, R_PY_LAUNCH, R_PY_SAMPLE = 14, 15, 16, 17
+STACK_DROPPED = 0xFFFFFFFF
+STACK_TRUNCATED = 1
+FRAME_GENERATOR = 1
+ERR_NOTICE = 8
+STATS = struct.Struct("<7QII4Q")
+
+
+def markers():
+    """'@name' -> line number in pystacks-app.py."""
+    out = {}
+    with open(APP) as f:
+        for n, line in enumerate(f, 1):
+            m = re.search(r"# @([\w-]+)$", line.rstrip())
+            if m:
+                out[m.group(1)] = n
+    return out
+
+
+def defs():
+    """function name -> its def line (co_firstlineno) in pystacks-app.py."""
+    out = {}
+    with open(APP) as f:
+        for n, line in enumerate(f, 1):
+            m = re.match(r"(?:async )?def (\w+)", line)
+            if m:
+                out[m.group(1)] = n
+    return out
+
+
+def interpreters():
+    """(label, path) of each interpreter to run: Debian's python3, then the
+    others found."""
+    found = [("python3", "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable)]
+    extra = [p for p in os.environ.get("PROFD_TEST_PYTHONS", "").split(":") if p]
+    for v in ("3.10", "3.12", "3.13"):
+        path = next((p for p in extra if os.path.basename(p) == "python" + v), None) or shutil.which("python" + v)
+        found.append(("python" + v, path if path and runs(path) else None))
+    return found
+
+
+def runs(python):
+    """Whether @python starts (a version manager's shim may not)."""
+    try:
+        return subprocess.run([python, "-c", "pass"], capture_output=True, timeout=30).returncode == 0
+    except OSError:
+        return False
+
+
+class Capture:
+    """What one connection of the agent sent: strings, records, STATS,
+    ERROR texts."""
+
+    def __init__(self):
+        self.strings, self.frames, self.stacks = {}, {}, {}
+        self.launches, self.samples, self.apis, self.kernels, self.copies = [], [], {}, {}, {}
+        self.stats, self.errors, self.order_ok = None, [], True
+
+    def record(self, t, aux, b):
+        if t == R_STRING:
+            sid = struct.unpack_from("<I", b, 8)[0]
+            self.strings[sid] = b[16:16 + aux].decode()
+        elif t == R_PY_FRAME:
+            fid, file_id, name_id, first, line, flags = struct.unpack_from("<6I", b, 8)
+            if file_id not in self.strings or name_id not in self.strings or fid in self.frames:
+                self.order_ok = False
+            self.frames[fid] = (self.strings.get(file_id), self.strings.get(name_id), first, line, flags)
+        elif t == R_PY_STACK:
+            sid, flags = struct.unpack_from("<II", b, 8)
+            fids = list(struct.unpack_from("<%dI" % aux, b, 16))
+            if any(f not in self.frames for f in fids) or sid in self.stacks:
+                self.order_ok = False
+            self.stacks[sid] = (flags, fids)
+        elif t == R_PY_LAUNCH:
+            ts, tid, corr, sid = struct.unpack_from("<QIII", b, 8)
+            if sid not in self.stacks and sid not in (0, STACK_DROPPED):
+                self.order_ok = False
+            self.launches.append((ts, tid, corr, sid))
+        elif t == R_PY_SAMPLE:
+            ts, tid, sid = struct.unpack_from("<QII", b, 8)
+            if sid not in self.stacks and sid not in (0, STACK_DROPPED):
+                self.order_ok = False
+            self.samples.append((ts, tid, sid))
+        elif t == R_API:
+            start, end, tid, corr, cbid, name_id = struct.unpack_from("<QQIIII", b, 8)
+            self.apis[corr] = (tid, self.strings.get(name_id), start, end)
+        elif t == R_KERNEL:
+            corr, name_id = struct.unpack_from("<II", b, 36)
+            self.kernels[corr] = self.strings.get(name_id)
+        elif t == R_MEMCPY:
+            corr = struct.unpack_from("<I", b, 44)[0]
+            self.copies[corr] = True
+
+    def stack(self, sid):
+        """(flags, [(file basename, function, first line, line, flags)])"""
+        flags, fids = self.stacks[sid]
+        return flags, [(os.path.basename(self.frames[f][0]),) + self.frames[f][1:] for f in fids]
+
+
+class Receiver:
+    """profd's side of one agent connection, in a thread."""
+
+    def __init__(self, path):
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        self.srv.listen(1)
+        self.cap = Capture()
+        self.conn, self.got = None, []
+        self.cond = threading.Condition()
+
+    def accept(self, timeout=15):
+        self.srv.settimeout(timeout)
+        self.conn, _ = self.srv.accept()
+        self.conn.settimeout(None)
+        threading.Thread(target=self.read, daemon=True).start()
+
+    def exact(self, n):
+        b = b""
+        while len(b) < n:
+            c = self.conn.recv(n - len(b))
+            if not c:
+                raise EOFError
+            b += c
+        return b
+
+    def read(self):
+        try:
+            while True:
+                magic, ver, kind, length, _ = HDR.unpack(self.exact(HDR.size))
+                body = self.exact(length)
+                if kind == F_RECORDS:
+                    off = 0
+                    while off + 8 <= len(body):
+                        t, size, aux = struct.unpack_from("<HHI", body, off)
+                        self.cap.record(t, aux, body[off:off + size])
+                        off += size
+                elif kind == F_STATS:
+                    self.cap.stats = STATS.unpack_from(body.ljust(STATS.size, b"\0"))
+                elif kind == F_ERROR:
+                    self.cap.errors.append((struct.unpack_from("<I", body)[0], body[8:].split(b"\0")[0].decode()))
+                with self.cond:
+                    self.got.append(kind)
+                    self.cond.notify_all()
+        except (EOFError, OSError):
+            with self.cond:
+                self.got.append(None)
+                self.cond.notify_all()
+
+    def wait(self, kind, count=1, timeout=15):
+        with self.cond:
+            if not self.cond.wait_for(lambda: self.got.count(kind) >= count or None in self.got, timeout):
+                raise AssertionError(f"no frame {kind} from the agent (got {self.got})")
+
+    def send(self, kind, payload=b""):
+        self.conn.sendall(HDR.pack(MAGIC, VERSION, kind, len(payload), 0) + payload)
+
+    def start(self, flags, hz=100, depth=0, token=1):
+        self.send(F_START, struct.pack("<QQII448sII", token, flags, 0, 0, b"", hz, depth))
+
+    def close(self):
+        for s in (self.conn, self.srv):
+            if s:
+                s.close()
+
+
+class App:
+    def __init__(self, python, sock, env=None):
+        e = dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=sock, FAKECUDA_DIR=FAKECUDA,
+                 **(env or {}))
+        self.proc = subprocess.Popen([python, APP], env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        first = self.proc.stdout.readline().split()
+        if not first:
+            raise AssertionError("pystacks-app did not start: " + self.proc.stderr.read())
+        self.pid, self.main_tid = int(first[1]), int(first[2])
+
+    def ask(self, cmd):
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        out = self.proc.stdout.readline().split()
+        if not out:
+            raise AssertionError(f"pystacks-app died at '{cmd}': " + self.proc.stderr.read())
+        return out
+
+    def finish(self):
+        try:
+            if self.proc.poll() is None:
+                self.proc.stdin.write("exit\n")
+                self.proc.stdin.flush()
+            return self.proc.wait(timeout=15)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                f.close()
+
+
+@unittest.skipUnless(AGENT and os.path.exists(os.path.join(FAKECUDA, "libcuda.so.1")),
+                     "libprofd-agent.so or the fake CUDA not built")
+class PyStacksWire(unittest.TestCase):
+    python = None
+
+    def setUp(self):
+        if not self.python:
+            self.skipTest(f"{self.label} not found (PATH or PROFD_TEST_PYTHONS)")
+        self.tmp = tempfile.mkdtemp(prefix="profd-pystacks-")
+        self.rx = Receiver(os.path.join(self.tmp, "agent.sock"))
+        self.app = App(self.python, os.path.join(self.tmp, "agent.sock"))
+        self.rx.accept()
+        self.rx.wait(F_DEVICE, 2)
+        self.m, self.d = markers(), defs()
+
+    def tearDown(self):
+        self.app.finish()
+        self.rx.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def walkable(self):
+        """Skip where the agent says it cannot walk this interpreter."""
+        for code, text in self.rx.cap.errors:
+            if code == ERR_NOTICE and text.startswith("Python stacks off"):
+                self.skipTest(text)
+
+    def capture(self, flags, work, hz=100, depth=0):
+        self.rx.start(flags, hz, depth)
+        self.rx.wait(F_CLOCK)
+        # Tracing is on once the agent switched the API callbacks on.
+        if not T.wait_for(lambda: self.app.ask("state") != ["1", "0"], 10):
+            self.walkable()
+            raise AssertionError(f"the agent never switched the API callbacks on: {self.rx.cap.errors}")
+        work()
+        self.rx.send(F_STOP)
+        self.rx.wait(F_STATS)
+        return self.rx.cap
+
+    def frame(self, fn, line_marker, flags=0):
+        return ("pystacks-app.py", fn, self.d[fn], self.m[line_marker], flags)
+
+    def main_outer(self, *frames):
+        """The main thread's frames down from <module> to work()."""
+        return [("pystacks-app.py", "<module>", 1, self.m["module"], 0), self.frame("serve", "serve-work")] + \
+            list(frames)
+
+    def stacks_by_kernel(self, c):
+        """kernel name -> [(tid, stack id)] of each launch."""
+        out = {}
+        for ts, tid, corr, sid in c.launches:
+            if corr in c.kernels:
+                out.setdefault(c.kernels[corr], []).append((tid, sid))
+        return out
+
+    def test_launch_sites(self):
+        c = self.capture(START_PY_STACKS, lambda: self.assertEqual(self.app.ask("work"), ["done"]))
+        self.assertTrue(c.order_ok, "a record used an id before its definition")
+        by = self.stacks_by_kernel(c)
+        self.assertEqual({k: len(v) for k, v in by.items() if k != "k_callback"},
+                         {"k_step": 2, "k_thread0": 4, "k_thread1": 4, "k_thread2": 4, "k_gen": 2, "k_coro": 1,
+                          "k_deep": 1, "k_native": 2})
+        self.assertGreaterEqual(len(by["k_callback"]), 1)
+        main = self.app.main_tid
+
+        def one_stack(kernel):
+            sids = {sid for _, sid in by[kernel]}
+            self.assertEqual(len(sids), 1, (kernel, sids))
+            return c.stack(sids.pop())
+
+        work = self.frame("work", "work-train")
+        self.assertEqual(one_stack("k_step"), (0, self.main_outer(
+            work, self.frame("train", "train-call"), self.frame("step", "step-launch"))))
+        # The copy has its own line.
+        copies = [sid for _, _, corr, sid in c.launches if corr in c.copies]
+        self.assertEqual(len(copies), 2)
+        self.assertEqual(c.stack(copies[0])[1][-1], self.frame("step", "step-copy"))
+        for t in range(3):
+            flags, st = one_stack(f"k_thread{t}")
+            self.assertEqual(st[-1], self.frame("worker", "worker-launch"))
+            self.assertTrue(all(f[0] == "threading.py" for f in st[:-1]), st)
+            self.assertNotIn(main, {tid for tid, _ in by[f"k_thread{t}"]})
+        gen_flags = 1  # AGENT_PY_FRAME_GENERATOR
+        self.assertEqual(one_stack("k_gen"), (0, self.main_outer(
+            self.frame("work", "work-gen"), self.frame("use_gen", "use-gen"),
+            self.frame("gen", "gen-launch", gen_flags))))
+        self.assertEqual(one_stack("k_coro"), (0, self.main_outer(
+            self.frame("work", "work-coro"), self.frame("run_coro", "run-coro"),
+            self.frame("coro", "coro-launch", gen_flags))))
+        # 64 frames kept (the default), the innermost; the rest said truncated.
+        self.assertEqual(one_stack("k_deep"), (STACK_TRUNCATED,
+                                               [self.frame("deep", "deep-call")] * 63 +
+                                               [self.frame("deep", "deep-launch")]))
+        # Through C (qsort calling back into Python): the frames on both sides.
+        self.assertEqual(one_stack("k_callback"), (0, self.main_outer(
+            self.frame("work", "work-c"), self.frame("through_c", "through-c"),
+            self.frame("compare", "callback-launch"))))
+        # A thread that never ran Python: stack 0.
+        self.assertEqual({sid for _, sid in by["k_native"]}, {0})
+        # Every launch's tid is its API record's.
+        for ts, tid, corr, sid in c.launches:
+            self.assertEqual(c.apis[corr][0], tid)
+        # STATS: one stack per launch and copy, none dropped, no sampler.
+        records, _, _, _, _, _, _, _, _, py_stacks, py_dropped, py_samples, py_sample_drops = c.stats
+        self.assertEqual((py_stacks, py_dropped, py_samples, py_sample_drops), (len(c.launches), 0, 0, 0))
+        self.assertEqual(len(c.launches), sum(len(v) for v in by.values()) + 2)
+
+    def test_depth_and_sampler(self):
+        def work():
+            self.assertEqual(self.app.ask("deep 20"), ["deep"])
+            self.assertEqual(self.app.ask("spin 300"), ["spun"])
+        c = self.capture(START_PY_STACKS | START_PY_SAMPLE, work, hz=100, depth=10)
+        by = self.stacks_by_kernel(c)
+        flags, st = c.stack(by["k_deep"][0][1])
+        self.assertEqual((flags, len(st)), (STACK_TRUNCATED, 10))
+        self.assertEqual(st[-1], self.frame("deep", "deep-launch"))
+        # The sampler saw the main thread spinning: ~30 samples at 100 Hz.
+        spin = [ts for ts, tid, sid in c.samples
+                if tid == self.app.main_tid and sid not in (0, STACK_DROPPED) and c.stack(sid)[1][-1][1] == "spin"]
+        self.assertGreaterEqual(len(spin), 10, c.samples[:20])
+        self.assertEqual(c.stack(next(sid for ts, tid, sid in c.samples if ts == spin[0] and tid == self.app.main_tid)),
+                         (0, self.main_outer()[:1] + [self.frame("serve", "serve-spin"), self.frame("spin", "spin")]))
+        _, _, _, _, _, _, _, _, _, py_stacks, py_dropped, py_samples, py_sample_drops = c.stats
+        self.assertEqual(py_samples, sum(1 for s in c.samples if s[2] != STACK_DROPPED))
+        self.assertEqual(py_stacks, 1)
+
+    def test_sampler_alone_and_options_mid_capture(self):
+        """START without launch stacks: no PY_LAUNCH; a second START turns
+        them on mid-capture."""
+        def work():
+            self.app.ask("deep 1")
+            self.rx.start(START_PY_STACKS | START_PY_SAMPLE, hz=50, depth=5)
+            time.sleep(0.3)  # the agent applies it on its thread
+            self.app.ask("deep 1")
+            self.app.ask("spin 200")
+        self.rx.start(START_PY_SAMPLE, 50, 0)
+        self.rx.wait(F_CLOCK)
+        if not T.wait_for(lambda: len(self.rx.cap.samples) > 0, 10):
+            self.walkable()
+            raise AssertionError(f"no samples: {self.rx.cap.errors}")
+        work()
+        self.rx.send(F_STOP)
+        self.rx.wait(F_STATS)
+        c = self.rx.cap
+        by = self.stacks_by_kernel(c)
+        self.assertEqual(len(by["k_deep"]), 1, by)
+        self.assertEqual(c.stats[9], 1)
+
+
+def _case(label, path):
+    return type("PyStacksWire_" + label.replace(".", ""), (PyStacksWire,), {"python": path, "label": label})
+
+
+for _label, _path in interpreters():
+    globals()[_case(_label, _path).__name__] = _case(_label, _path)
+del PyStacksWire
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
