@@ -14,8 +14,11 @@ Commands on stdin, one answer line each:
             thread with no Python) -> "done"
   spin MS   a Python loop for MS ms, no launch (the sampler's) -> "spun"
   deep N    one launch N frames deep -> "deep"
-  bench N   N launches from one site -> "bench <ns per launch>"
-  threads T spin T Python threads until "stop" -> "threads"
+  bench N D K [profile]  N launches, each from a chain of K Python calls
+            (as a framework op is: module call, forward, functional), D
+            frames deep in all (under cProfile: PyEval_SetProfile, as
+            in-process tracers hook every call) -> "bench <CPU ns per launch>"
+  threads T T Python threads, 20 frames deep, waiting until "stop" -> "threads"
   stop      -> "stopped"
   state     the fake CUPTI's subscription -> "<subscribed> <domains on>"
   exit
@@ -122,19 +125,39 @@ def spin(ms):
         pass
 
 
-def bench(n):
-    t0 = time.perf_counter_ns()
+def op(k):
+    if k > 1:
+        return op(k - 1)
+    launch(b"k_bench", *G, 7, None, None)  # @bench-launch
+
+
+def bench(n, depth, k, profile):
+    if depth > k + 3:  # <module>, serve, this one
+        return bench(n, depth - 1, k, profile)
+    prof = None
+    if profile:
+        import cProfile
+        prof = cProfile.Profile()
+        prof.enable()
+    # The thread's CPU time: a machine shared with other work then
+    # disturbs the figure far less than wall time would.
+    t0 = time.thread_time_ns()
     for _ in range(n):
-        launch(b"k_bench", *G, 7, None, None)  # @bench-launch
-    return (time.perf_counter_ns() - t0) / n
+        op(k)
+    t = time.thread_time_ns() - t0
+    if prof:
+        prof.disable()
+    return t / n
 
 
 spinning = []
 
 
-def spinner(stop):
+def spinner(stop, depth=20):
+    if depth:
+        return spinner(stop, depth - 1)
     while not stop.is_set():  # @spinner
-        stop.wait(0.001)
+        stop.wait(0.05)
 
 
 class State(ctypes.Structure):
@@ -166,7 +189,7 @@ def serve():
             deep(int(cmd[1]))  # @serve-deep
             out = "deep"
         elif cmd[0] == "bench":
-            out = "bench %.1f" % bench(int(cmd[1]))
+            out = "bench %.1f" % bench(int(cmd[1]), int(cmd[2]), int(cmd[3]), cmd[4:] == ["profile"])
         elif cmd[0] == "threads":
             stop = threading.Event()
             spinning.append(stop)

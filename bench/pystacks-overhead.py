@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: MIT
+"""What Python stacks cost a job, on the fake CUDA (no GPU needed).
+
+The job is tests/agent/pystacks-app.py under the real libprofd-agent.so;
+this script plays profd's side of the agent socket (test_pystacks.py's
+Receiver) so that each capture's START flags are exactly the ones measured.
+In one process, two captures, the modes of each interleaved batch by batch
+(the machine's noise then falls on every mode alike):
+
+  capture 1, no Python stacks (the API callbacks stay off):
+    off       the agent's own cost only
+    cprofile  the same loop under cProfile (PyEval_SetProfile: what
+              in-process tracers hook, every call and return)
+  capture 2, launch stacks on (the API callbacks on), toggled by a START
+  with new options before each batch:
+    paused    stacks off again: the callbacks' dispatch only
+    depth10   stacks on, the launching function 10 frames deep
+    depth50   the same, 50 frames deep
+
+Each mode runs --runs batches of --launches launches, each from a chain of
+--calls Python calls (a framework op is several: the module's __call__,
+forward, a functional; cProfile's cost grows with them, a stack's with the
+depth), the launching frame 10 or 50 frames deep; per-launch time = the launching thread's CPU time / launches; printed as the
+median, min and max of the batches. "added" is the median minus the off
+median.
+
+Then the sampler: --seconds of a capture with PY_SAMPLE at 100 Hz while 8
+and then 32 Python threads (20 frames deep) wait; its CPU time is the
+sampler thread's own (/proc/PID/task/TID/schedstat), as % of one core.
+
+  python3 bench/pystacks-overhead.py [--runs 9] [--launches 10000] [--calls 1] [--python PATH]
+Environment: PROFD_AGENT_SO, FAKE_CUDA_APP (default: the build's).
+"""
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "tests", "agent"), os.path.join(HERE, "..", "tests", "pylib")]
+BUILD = os.environ.get("PROFD_BUILD", os.path.join(HERE, "..", "build"))
+os.environ.setdefault("PROFD_AGENT_SO", os.path.join(BUILD, "collectors", "cupti", "libprofd-agent.so"))
+os.environ.setdefault("FAKE_CUDA_APP", os.path.join(BUILD, "tests", "agent", "fakecuda", "fake-cuda-app"))
+
+import test_pystacks as P  # noqa: E402  (after the path)
+
+
+def sampler_tid(pid):
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            if f.read().strip() == "profd-pysample":
+                return int(tid)
+    return None
+
+
+def cpu_ns(pid, tid):
+    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+        return int(f.read().split()[0])
+
+
+class Job:
+    def __init__(self, python):
+        self.tmp = tempfile.mkdtemp(prefix="profd-pybench-")
+        path = os.path.join(self.tmp, "agent.sock")
+        self.rx = P.Receiver(path)
+        self.app = P.App(python, path)
+        self.rx.accept()
+        self.rx.wait(P.F_DEVICE, 2)
+        self.captures = 0
+
+    def capture(self, flags, depth=0, hz=100):
+        self.rx.start(flags, hz, depth)
+        self.captures += 1
+        self.rx.wait(P.F_CLOCK, 1 + 2 * (self.captures - 1))
+        want_domains = bool(flags & P.START_PY_STACKS)
+        if not P.T.wait_for(lambda: self.app.ask("state")[0] == "1" and
+                            (self.app.ask("state")[1] != "0") == want_domains, 10):
+            raise SystemExit(f"the agent did not start the capture: {self.rx.cap.errors}")
+
+    def stop(self):
+        self.rx.send(P.F_STOP)
+        self.rx.wait(P.F_STATS, self.captures)
+        # The agent detaches (no finalize without a CUDA call) before the next START.
+        time.sleep(2.5)
+
+    def close(self):
+        self.app.finish()
+        self.rx.close()
+
+
+def batches(job, runs, launches, depth, calls, profile=False):
+    tail = f" {depth} {calls}" + (" profile" if profile else "")
+    job.app.ask(f"bench {max(launches // 10, 1)}" + tail)  # warm-up
+    return [float(job.app.ask(f"bench {launches}" + tail)[1]) for _ in range(runs)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--launches", type=int, default=10000)
+    ap.add_argument("--calls", type=int, default=1)
+    ap.add_argument("--seconds", type=float, default=5)
+    ap.add_argument("--python", default="/usr/bin/python3")
+    a = ap.parse_args()
+
+    job = Job(a.python)
+    res = {k: [] for k in ("off", "cprofile", "paused", "depth10", "depth50")}
+    try:
+        job.capture(0)
+        for _ in range(a.runs):
+            res["off"] += batches(job, 1, a.launches, 50, a.calls)
+            res["cprofile"] += batches(job, 1, a.launches, 50, a.calls, profile=True)
+        job.stop()
+        job.capture(P.START_PY_STACKS, depth=64)
+        for _ in range(a.runs):
+            for mode, flags, depth in (("paused", 0, 50), ("depth10", P.START_PY_STACKS, 10),
+                                       ("depth50", P.START_PY_STACKS, 50)):
+                job.rx.start(flags, 100, 64)
+                time.sleep(0.2)  # the agent applies it on its own thread
+                res[mode] += batches(job, 1, a.launches, depth, a.calls)
+        job.stop()
+        stats = job.rx.cap.stats
+        samp = {}
+        for n in (8, 32):
+            job.app.ask(f"threads {n}")
+            job.capture(P.START_PY_SAMPLE, hz=100)
+            tid = None
+            P.T.wait_for(lambda: sampler_tid(job.app.pid) is not None, 5)
+            tid = sampler_tid(job.app.pid)
+            s0, c0 = len(job.rx.cap.samples), cpu_ns(job.app.pid, tid)
+            t0 = time.monotonic()
+            time.sleep(a.seconds)
+            c1, t1 = cpu_ns(job.app.pid, tid), time.monotonic()
+            s1 = len(job.rx.cap.samples)
+            job.stop()
+            job.app.ask("stop")
+            samp[n] = (100.0 * (c1 - c0) / ((t1 - t0) * 1e9), (s1 - s0) / (t1 - t0))
+    finally:
+        job.close()
+
+    py = os.path.basename(a.python)
+    base = statistics.median(res["off"])
+    print(f"per launch ({py}, {a.launches} launches x {a.runs} batches, {a.calls} Python calls per launch; "
+          "median [min..max] ns):")
+    for k in ("off", "paused", "depth10", "depth50", "cprofile"):
+        v = res[k]
+        m = statistics.median(v)
+        print(f"  {k:9s} {m:8.1f} [{min(v):.1f}..{max(v):.1f}]  added {m - base:+8.1f}")
+    added = {k: statistics.median(res[k]) - base for k in res}
+    if added["depth50"] > 0:
+        print(f"  cProfile adds {added['cprofile'] / added['depth50']:.1f}x what depth-50 stacks add")
+    print(f"  launch stacks sent {stats[9]}, dropped {stats[10]} (last capture)")
+    print("sampler at 100 Hz:")
+    for n, (pct, rate) in samp.items():
+        print(f"  {n:2d} threads: {pct:.3f} % of one core, {rate:.0f} thread samples/s")
+
+
+if __name__ == "__main__":
+    main()
