@@ -441,4 +441,30 @@ TEST(limits_nvtx_off_and_annotation_cap)
 	trace_free(t);
 }
 
+/* A window at python_tracer_level 0 (no AGENT_START_PY_SAMPLE) beside one
+ * that asked for frame spans: the spans leave its snapshot, the API calls
+ * around them stay; the window that asked keeps them. */
+TEST(limits_python_spans_only_where_asked)
+{
+	struct capture_opts o;
+
+	for (int asked = 0; asked <= 1; asked++) {
+		struct trace *t = sample();
+		struct trace_plane *host = trace_find_plane(t, XN_PLANE_HOST);
+
+		put(host, 1, "app (pid 5)/tid 5", "$train.py:20 forward", 9);
+		put(host, 1, "app (pid 5)/tid 5", XN_PYTHON_STACK_TRUNCATED, 8);
+		put(host, 4, "Process CPU", "$not_an_agent_line", 6);
+		capture_opts_default(&o);
+		if (asked)
+			o.agent.flags |= AGENT_START_PY_SAMPLE;
+		capture_limits_apply(t, &o, 0);
+		ASSERT_EQ(line_count(t, XN_PLANE_HOST, 1), asked ? 5 : 3);
+		ASSERT_EQ(line_count(t, XN_PLANE_HOST, 4), 2);
+		ASSERT_EQ(has_diag(t, "python_tracer_level=0: 2 Python frame spans another capture asked for were "
+				      "left out"), !asked);
+		trace_free(t);
+	}
+}
+
 TEST_MAIN()
