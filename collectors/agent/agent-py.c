@@ -78,7 +78,8 @@ struct py_point {
 
 struct py_thread {
 	uint32_t tid;
-	int64_t line_id; /* its line's id on /host:CPU, -1: none (refused) */
+	uint64_t line_gen; /* the map's resets when line_id was found */
+	int64_t line_id;  /* its line's id on /host:CPU, -1: none (refused) */
 	char line_name[128];
 	struct py_point *pts;
 	uint32_t n, cap;
@@ -304,14 +305,31 @@ static void put_launch(struct agent_py_src *ps, const struct agent_rec_py_launch
 
 /* ---- points ---------------------------------------------------------------- */
 
+/* The thread's line of API events (made now if the thread made no CUDA
+ * call yet: a data loader's spans come from samples only), again whenever
+ * the hub moved on (its lines are made anew). */
+static void find_line(struct agent_src *s, struct py_thread *t)
+{
+	struct trace_line *l;
+
+	if (t->line_gen == s->m->resets && t->line_id >= 0)
+		return;
+	l = agent_lines_host_thread(s, t->tid);
+	t->line_gen = s->m->resets;
+	t->line_id = l ? l->id : -1;
+	if (l)
+		snprintf(t->line_name, sizeof(t->line_name), "%s", l->name);
+}
+
 static struct py_thread *thread_of(struct agent_src *s, struct agent_py_src *ps, uint32_t tid)
 {
 	struct py_thread *t;
-	struct trace_line *l;
 
 	for (uint32_t i = 0; i < ps->n_threads; i++)
-		if (ps->threads[i].tid == tid)
+		if (ps->threads[i].tid == tid) {
+			find_line(s, &ps->threads[i]);
 			return &ps->threads[i];
+		}
 	if (ps->n_threads >= AGENT_PY_MAX_THREADS)
 		return NULL;
 	if (!(ps->n_threads & (ps->n_threads - 1))) {
@@ -325,12 +343,8 @@ static struct py_thread *thread_of(struct agent_src *s, struct agent_py_src *ps,
 	t = &ps->threads[ps->n_threads++];
 	memset(t, 0, sizeof(*t));
 	t->tid = tid;
-	/* The thread's line of API events (made now if the thread made no
-	 * CUDA call yet: a data loader's spans come from samples only). */
-	l = agent_lines_host_thread(s, tid);
-	t->line_id = l ? l->id : -1;
-	if (l)
-		snprintf(t->line_name, sizeof(t->line_name), "%s", l->name);
+	t->line_id = -1;
+	find_line(s, t);
 	return t;
 }
 
@@ -613,12 +627,13 @@ static void thread_spans(struct span_out *o, const struct py_thread *t, int64_t 
 	free(pts);
 }
 
-/* @snap's line @id on /host:CPU, made (named @name) when the window has
- * none of its events. */
+/* @snap's line of the thread on /host:CPU: by its name, which holds the
+ * pid and tid (the id may be an older hub's), else by @id; made when the
+ * window has none of its events. */
 static struct trace_line *snap_line(struct trace_plane *p, int64_t id, const char *name)
 {
 	for (uint32_t i = 0; i < p->n_lines; i++)
-		if (p->lines[i]->id == id)
+		if (strcmp(p->lines[i]->name, name) == 0)
 			return p->lines[i];
 	return trace_line(p, id, name);
 }
