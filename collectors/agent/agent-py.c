@@ -423,15 +423,12 @@ static const char *base_name(const char *path)
  * a ';' in it is written ',' (the stack's separator). */
 static void leaf_text(const struct agent_src *s, const struct py_frame *f, struct buf *b, bool sep_safe)
 {
-	char head[64];
-	const char *file = base_name(agent_map_str(s, f->file_id, "?"));
-	const char *name = agent_map_str(s, f->name_id, "?");
+	char leaf[2 * AGENT_MAX_STRING_LEN + 16]; /* two strings and a line number */
 	size_t at = b->len;
 
-	buf_put(b, file, strlen(file));
-	snprintf(head, sizeof(head), ":%u ", f->line);
-	buf_put(b, head, strlen(head));
-	buf_put(b, name, strlen(name));
+	snprintf(leaf, sizeof(leaf), XN_PYTHON_LEAF_FMT, base_name(agent_map_str(s, f->file_id, "?")), f->line,
+		 agent_map_str(s, f->name_id, "?"));
+	buf_put(b, leaf, strlen(leaf));
 	if (sep_safe && !b->oom)
 		for (size_t i = at; i < b->len; i++)
 			if (b->data[i] == XN_PYTHON_STACK_SEP[0])
