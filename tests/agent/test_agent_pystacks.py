@@ -12,6 +12,7 @@ import time
 import unittest
 
 import profdtest as T
+from test_agent_hostile import reap
 
 P = T.protos()
 FAKE = os.environ["FAKE_AGENT"]
@@ -45,14 +46,6 @@ def py_stats(st):
     # Both ref-valued: a repeated stack costs one string per plane.
     assert f[0] == "ref" and s[0] == "ref", (f, s)
     return (f[1], s[1])
-
-
-def reap(a):
-    if a.poll() is None:
-        a.kill()
-    a.wait()
-    a.stdout.close()
-    a.stderr.close()
 
 
 class PyStacks(T.AgentDaemonCase):
