@@ -7,6 +7,8 @@
  *   - CUDA API events: agents' thread lines on /host:CPU, named
  *     "NAME (pid P)/tid T" (XN_LINE_HOST_THREAD_FMT);
  *   - NVTX ranges: their "/NVTX" siblings (XN_LINE_NVTX_FMT);
+ *   - Python frame spans: on the thread lines too, named "$file:line func"
+ *     (XN_EVENT_PYTHON_FRAME_FMT) or "[truncated]" (a capped stack's root);
  *   - device events: the lines of /device:GPU:N planes below XProf's
  *     derived range (streams, memory), not counters or derived lines.
  * An event cap keeps the earliest events of its kind across all its
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strtab.h"
 #include "capture-limits.h"
 #include "xspace/names.h"
 
@@ -213,6 +216,32 @@ static bool keep_first_names(const struct trace_event *ev, void *ud)
 	return true;
 }
 
+/* Whether @ev of an API line (@ud: its plane) is not a Python frame span:
+ * spans are named "$..." or "[truncated]", CUDA calls never are. */
+static bool not_py_span(const struct trace_event *ev, void *ud)
+{
+	const struct trace_plane *p = ud;
+	size_t len;
+	const char *name = ev->meta ? strtab_get(&p->events, ev->meta, &len) : NULL;
+
+	return !name || !len ||
+	       (name[0] != XN_EVENT_PYTHON_FRAME_FMT[0] && strcmp(name, XN_PYTHON_STACK_TRUNCATED) != 0);
+}
+
+/* The events @keep refuses (its @ud: their plane) leave the @which lines
+ * of @snap's /host:CPU; how many went. */
+static uint64_t filter_host(struct trace *snap, line_pred which,
+			    bool (*keep)(const struct trace_event *ev, void *ud))
+{
+	struct trace_plane *p = trace_find_plane(snap, XN_PLANE_HOST);
+	uint64_t gone = 0;
+
+	for (uint32_t j = 0; p && j < p->n_lines; j++)
+		if (which(p->lines[j]))
+			gone += trace_line_filter(p->lines[j], keep, p);
+	return gone;
+}
+
 /* NVTX ranges whose text is not among the first @cap distinct ones (line
  * by line, earliest first within a line) go. */
 static uint64_t cap_annotations(struct trace *t, uint64_t cap, int64_t ts_ns)
@@ -243,19 +272,17 @@ void capture_limits_apply(struct trace *snap, const struct capture_opts *o, int6
 		keep_chips(snap, o->num_chips, ts_ns);
 	if (!(o->agent.flags & AGENT_START_NVTX)) {
 		/* Another window had NVTX on: this one asked for none. */
-		struct trace_plane *p = trace_find_plane(snap, XN_PLANE_HOST);
-
-		gone = 0;
-		for (uint32_t j = 0; p && j < p->n_lines; j++)
-			if (is_nvtx_line(p->lines[j]))
-				gone += trace_line_filter(p->lines[j], keep_none, NULL);
-		if (gone)
+		if ((gone = filter_host(snap, is_nvtx_line, keep_none)))
 			trace_diag(snap, ts_ns, false, "gpu_enable_nvtx_tracking=false: %" PRIu64 " NVTX ranges "
 				   "another capture asked for were left out", gone);
 	} else if (o->max_annotations && (gone = cap_annotations(snap, o->max_annotations, ts_ns)))
 		trace_diag(snap, ts_ns, false, "gpu_max_annotation_strings=%" PRIu64 ": %" PRIu64 " NVTX ranges "
 			   "with texts beyond the first %" PRIu64 " distinct ones were dropped",
 			   o->max_annotations, gone, o->max_annotations);
+	/* Another window had python_tracer_level >= 1: this one did not. */
+	if (!(o->agent.flags & AGENT_START_PY_SAMPLE) && (gone = filter_host(snap, is_api_line, not_py_span)))
+		trace_diag(snap, ts_ns, false, "python_tracer_level=0: %" PRIu64 " Python frame spans "
+			   "another capture asked for were left out", gone);
 	if (o->max_api_events && (gone = cap_lines(snap, is_api_line, o->max_api_events)))
 		trace_diag(snap, ts_ns, false, "gpu_max_callback_api_events=%" PRIu64 ": %" PRIu64 " CUDA API "
 			   "events beyond the cap were dropped", o->max_api_events, gone);

@@ -23,7 +23,9 @@ enum val_type { V_INT, V_BOOL, V_STRING };
 void capture_opts_default(struct capture_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->agent.flags = AGENT_START_NVTX;
+	o->agent.flags = AGENT_START_NVTX | AGENT_START_PY_STACKS;
+	o->agent.py_max_depth = CAPTURE_PY_DEPTH_DEFAULT;
+	o->agent.py_sample_hz = CAPTURE_PY_SAMPLE_HZ_DEFAULT;
 	o->agent.pm_interval_us = CAPTURE_PM_INTERVAL_DEFAULT_US;
 	o->agent.pm_buffer_mb = CAPTURE_PM_BUFFER_DEFAULT_MB;
 }
@@ -149,6 +151,14 @@ static void set_cap(uint64_t *cap, const Tensorflow__ProfileOptions__AdvancedCon
 		*cap = max_events;
 }
 
+static void set_flag(struct agent_opts *o, uint64_t flag, bool on)
+{
+	if (on)
+		o->flags |= flag;
+	else
+		o->flags &= ~flag;
+}
+
 struct key {
 	const char *name;
 	enum val_type type;
@@ -157,7 +167,7 @@ struct key {
 enum key_id {
 	K_MAX_CALLBACK, K_MAX_ACTIVITY, K_MAX_ANNOTATIONS, K_NUM_CHIPS, K_NVTX, K_GRAPH_TRACE,
 	K_PM_COUNTERS, K_PM_INTERVAL, K_PM_BUFFER, K_RANGE_COUNTERS, K_RANGE_MULTIPASS,
-	K_OVERRIDE_HOSTNAME, K_N
+	K_OVERRIDE_HOSTNAME, K_PY_STACKS, K_PY_DEPTH, K_PY_HZ, K_N
 };
 
 static const struct key keys[K_N] = {
@@ -173,6 +183,9 @@ static const struct key keys[K_N] = {
 	[K_RANGE_COUNTERS] = {"gpu_range_profiling_counters", V_STRING},
 	[K_RANGE_MULTIPASS] = {"gpu_range_profiling_allow_multipass", V_BOOL},
 	[K_OVERRIDE_HOSTNAME] = {"override_hostname", V_STRING},
+	[K_PY_STACKS] = {"python_launch_stacks", V_BOOL},
+	[K_PY_DEPTH] = {"python_stack_depth", V_INT},
+	[K_PY_HZ] = {"python_sample_hz", V_INT},
 };
 
 static const int want_case[] = {
@@ -203,16 +216,21 @@ static void apply(struct capture_opts *o, enum key_id k,
 			o->num_chips = (uint32_t)v->int64_value;
 		break;
 	case K_NVTX:
-		if (v->bool_value)
-			o->agent.flags |= AGENT_START_NVTX;
-		else
-			o->agent.flags &= ~(uint64_t)AGENT_START_NVTX;
+		set_flag(&o->agent, AGENT_START_NVTX, v->bool_value);
 		break;
 	case K_GRAPH_TRACE:
-		if (v->bool_value)
-			o->agent.flags |= AGENT_START_GRAPH_TRACE;
-		else
-			o->agent.flags &= ~(uint64_t)AGENT_START_GRAPH_TRACE;
+		set_flag(&o->agent, AGENT_START_GRAPH_TRACE, v->bool_value);
+		break;
+	case K_PY_STACKS:
+		set_flag(&o->agent, AGENT_START_PY_STACKS, v->bool_value);
+		break;
+	case K_PY_DEPTH:
+		if (int_in(v, key, 1, AGENT_PY_MAX_DEPTH, w))
+			o->agent.py_max_depth = (uint32_t)v->int64_value;
+		break;
+	case K_PY_HZ:
+		if (int_in(v, key, 1, CAPTURE_PY_SAMPLE_HZ_MAX, w))
+			o->agent.py_sample_hz = (uint32_t)v->int64_value;
 		break;
 	case K_PM_COUNTERS:
 		if (capture_opts_set_pm_metrics(&o->agent, v->string_value, why, sizeof(why)) < 0)

@@ -33,13 +33,17 @@
 #define CAPTURE_PM_BUFFER_MIN_MB 64u        /* upstream clamps to 64..4096 */
 #define CAPTURE_PM_BUFFER_MAX_MB 4096u
 #define CAPTURE_MAX_CHIPS 4096u             /* gpu_num_chips_to_profile_per_task */
+#define CAPTURE_PY_DEPTH_DEFAULT 64u        /* python_stack_depth */
+#define CAPTURE_PY_SAMPLE_HZ_DEFAULT 100u   /* python_sample_hz */
+#define CAPTURE_PY_SAMPLE_HZ_MAX 1000u
 
 #define CAPTURE_WARN_MAX 8    /* warnings kept per request; one more says how many were left out */
 #define CAPTURE_WARN_LEN 256  /* bytes of one warning, NUL included */
 
 /**
  * struct capture_opts - what one window asks for.
- * @agent:           kinds of data from agents (NVTX, graph trace, PM sampling).
+ * @agent:           kinds of data from agents (NVTX, graph trace, PM sampling,
+ *                   Python launch stacks and sampling).
  * @max_api_events:  CUDA API events (agents' host-plane lines) kept; 0: no cap.
  * @max_gpu_events:  device events (GPU planes) kept; 0: no cap.
  * @max_annotations: distinct NVTX texts kept; 0: no cap.
@@ -60,7 +64,7 @@ struct capture_warnings {
 	uint32_t left_out; /* beyond CAPTURE_WARN_MAX */
 };
 
-/* The daemon's defaults: NVTX on, nothing else. */
+/* The daemon's defaults: NVTX and Python launch stacks on, nothing else. */
 void capture_opts_default(struct capture_opts *o);
 
 /*

@@ -138,20 +138,15 @@ static void drop_planes(struct trace *t, int64_t ts, uint32_t host_level, uint32
 }
 
 /*
- * Tracer levels that ask for what only the in-process profiler sees: one
- * warning each, with the way to get it (issue "what cannot be had, said
- * once"). profd sees CUDA API calls, GPU activity and per-process counters
- * from outside; TraceMe (host level 3 = verbose) and Python calls live
- * inside the job.
+ * A tracer level that asks for what only the in-process profiler sees: one
+ * warning, with the way to get it (issue "what cannot be had, said once").
+ * profd sees CUDA API calls, GPU activity, per-process counters and the
+ * Python stacks of CUDA jobs from outside (python_tracer_level is served:
+ * docs/python-stacks.md); TraceMe (host level 3 = verbose) lives inside
+ * the job.
  */
-static void warn_levels(struct trace *t, int64_t ts, uint32_t host_level, uint32_t python_level)
+static void warn_levels(struct trace *t, int64_t ts, uint32_t host_level)
 {
-	if (python_level > 0)
-		trace_diag(t, ts, false, "python_tracer_level=%u: profd cannot trace Python calls from outside "
-			   "the process; mark the code with NVTX ranges (torch.cuda.nvtx.range, or "
-			   "nvtx.annotate from the nvtx package; jax.profiler.TraceAnnotation is a TraceMe, "
-			   "not NVTX) to see them, or start the framework's in-process profiler server for a "
-			   "Python trace", python_level);
 	if (host_level > 2)
 		trace_diag(t, ts, false, "host_tracer_level=%u: verbose TraceMe events live inside the "
 			   "process and profd cannot collect them; it records CUDA API calls, NVTX ranges and "
@@ -217,7 +212,7 @@ static void job_work(struct window_job *w)
 	if (j->repo_skip[0])
 		info.extra_errors = skip;
 	drop_planes(snap, w->start_ns, j->host_level, j->device_level);
-	warn_levels(snap, w->start_ns, j->host_level, j->python_level);
+	warn_levels(snap, w->start_ns, j->host_level);
 	capture_limits_apply(snap, &j->gpu, w->start_ns);
 	for (uint32_t i = 0; i < j->warn.n; i++)
 		trace_diag(snap, w->start_ns, false, "%s", j->warn.msg[i]);
@@ -487,6 +482,10 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	capture_opts_default(&j->gpu);
 	j->gpu.agent = *session_mgr_gpu_default(svc->mgr);
 	capture_opts_parse(&j->gpu, o, session_mgr_max_events(svc->mgr), &j->warn);
+	/* The Capture dialog's "Python Trace Level": frame spans on each
+	 * thread's line, and the agents' sampler for the time between launches. */
+	if (j->python_level >= 1)
+		j->gpu.agent.flags |= AGENT_START_PY_SAMPLE;
 	/* Upstream fails the start on a bad key only when asked to. */
 	if (j->warn.n && o && o->raise_error_on_start_failure) {
 		char all[CAPTURE_WARN_MAX * CAPTURE_WARN_LEN];

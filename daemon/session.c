@@ -86,7 +86,8 @@ static void on_stop_timer(uv_timer_t *t);
 /* The union of what @a and @b ask of agents, into @a: NVTX and graph trace
  * if either asks; PM sampling if either does, with @a's metrics when it
  * asked for them (the older window's set wins: agents sample one set), the
- * smaller interval and the larger buffer (docs/options.md). */
+ * smaller interval and the larger buffer; the deepest Python stacks and
+ * the fastest Python sampling (docs/options.md). */
 static void gpu_merge(struct agent_opts *a, const struct agent_opts *b)
 {
 	if (b->flags & AGENT_START_PM_SAMPLING) {
@@ -101,6 +102,12 @@ static void gpu_merge(struct agent_opts *a, const struct agent_opts *b)
 				a->pm_buffer_mb = b->pm_buffer_mb;
 		}
 	}
+	/* Python: the deepest stacks and the fastest sampling asked for
+	 * (agents walk one depth and sample at one rate). */
+	if (b->py_max_depth > a->py_max_depth)
+		a->py_max_depth = b->py_max_depth;
+	if ((b->flags & AGENT_START_PY_SAMPLE) && b->py_sample_hz > a->py_sample_hz)
+		a->py_sample_hz = b->py_sample_hz;
 	a->flags |= b->flags;
 }
 

@@ -20,6 +20,7 @@
 #include "agent-map-parts.h"
 #include "agent-nvtx.h"
 #include "agent-pm.h"
+#include "agent-py.h"
 #include "gpu-peaks.h"
 #include "base/log.h"
 #include "base/macro.h"
@@ -97,6 +98,11 @@ void agent_map_describe_src(struct agent_src *s)
 	agent_pm_describe(s); /* before the counts below start over */
 	s->bad_device = s->bad_time = s->long_dur = s->over_share = s->over_budget = 0;
 	agent_nvtx_describe(s);
+}
+
+void agent_map_describe_python(struct agent_src *s, struct trace *snap, int64_t start_ns, int64_t stop_ns)
+{
+	agent_py_describe(s, snap, start_ns, stop_ns);
 }
 
 static void memory_note(void *ud, const char *text) { agent_map_note(ud, "%s", text); }

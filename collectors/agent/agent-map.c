@@ -32,7 +32,8 @@
  *   agent-records.c   activity records -> events;
  *   agent-describe.c  what a closing window gets: capabilities, versions,
  *                     notes, steps, the memory profile and derived lines.
- * agent-nvtx.c and agent-pm.c map their record types through agent-sink.h.
+ * agent-nvtx.c, agent-pm.c and agent-py.c map their record types through
+ * agent-sink.h.
  */
 #define LOG_TOPIC "collector.agent"
 
@@ -44,6 +45,7 @@
 #include "agent-map-parts.h"
 #include "agent-nvtx.h"
 #include "agent-pm.h"
+#include "agent-py.h"
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "xspace/names.h"
@@ -78,12 +80,14 @@ void agent_map_src_init(struct agent_map *m, struct agent_src *s)
 {
 	s->m = m;
 	s->str_epoch = ++m->next_epoch;
+	s->version = AGENT_PROTO_VERSION;
 }
 
 void agent_map_src_free(struct agent_src *s)
 {
 	agent_nvtx_src_free(s);
 	agent_pm_src_free(s);
+	agent_py_src_free(s);
 	for (uint32_t i = 0; i <= s->n_strings && s->strings; i++)
 		free(s->strings[i]);
 	free(s->strings);
@@ -93,7 +97,11 @@ void agent_map_src_free(struct agent_src *s)
 	s->string_bytes = 0;
 }
 
-void agent_map_src_restart(struct agent_src *s) { s->clock_known = false; }
+void agent_map_src_restart(struct agent_src *s)
+{
+	s->clock_known = false;
+	agent_py_src_restart(s);
+}
 
 /* A new hub: every process starts with no lines in it (each source's line
  * count starts over when it next maps records, by @m->resets). */
@@ -115,6 +123,7 @@ void agent_map_start(struct agent_map *m)
 	reset_caches(m);
 	agent_memory_start(&m->mem);
 	agent_derived_start(&m->derived);
+	m->py_spans = false;
 }
 
 /* ---- inputs ------------------------------------------------------------------ */
@@ -176,7 +185,7 @@ int agent_map_records(struct agent_src *s, const uint8_t *p, size_t len, bool ta
 		s->n_lines = 0;
 		s->lines_gen = m->resets;
 	}
-	agent_rec_iter_init(&it, p, len);
+	agent_rec_iter_init(&it, s->version, p, len);
 	while ((r = agent_rec_next(&it, &v, why)) > 0) {
 		switch (v.type) {
 		case AGENT_REC_STRING:
@@ -189,6 +198,10 @@ int agent_map_records(struct agent_src *s, const uint8_t *p, size_t len, bool ta
 		case AGENT_REC_NVTX: agent_nvtx_record(s, &v, take); break;
 		case AGENT_REC_PM_METRICS:
 		case AGENT_REC_PM_SAMPLE: agent_pm_record(s, &v, take); break;
+		case AGENT_REC_PY_FRAME:
+		case AGENT_REC_PY_STACK:
+		case AGENT_REC_PY_LAUNCH:
+		case AGENT_REC_PY_SAMPLE: agent_py_record(s, &v, take); break;
 		default: if (take) agent_records_put(s, &v); break;
 		}
 	}

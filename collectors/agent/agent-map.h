@@ -49,6 +49,10 @@ void agent_map_describe_metadata(struct agent_map *m, struct trace *snap, const 
  * impossible times or durations, beyond its fair share); the counts start
  * over. */
 void agent_map_describe_src(struct agent_src *s);
+/* describe: @s's Python frame spans of [@start_ns, @stop_ns) on its
+ * threads' lines of @snap (python_tracer_level >= 1) and its Python
+ * notes (agent-py.h). */
+void agent_map_describe_python(struct agent_src *s, struct trace *snap, int64_t start_ns, int64_t stop_ns);
 /* describe: the window's step numbers (agent-steps.h), before the derived
  * lines and the sources' notes, which use them. */
 void agent_map_describe_steps(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns);

@@ -27,6 +27,8 @@ struct agent_opts {
 	uint32_t pm_interval_us; /* AGENT_START_PM_SAMPLING: sampling interval */
 	uint32_t pm_buffer_mb;   /* hardware buffer per GPU */
 	char pm_metrics[AGENT_PM_METRICS_MAX]; /* comma-separated, NUL-terminated */
+	uint32_t py_sample_hz;   /* AGENT_START_PY_SAMPLE: samples per second per thread */
+	uint32_t py_max_depth;   /* AGENT_START_PY_STACKS: frames kept per stack */
 	/* No window that wants agents' data is open or closing (only Monitor
 	 * windows, which read NVML and host counters): the receiver sends no
 	 * START, so CUPTI stays detached in every job. Not sent on the wire. */

@@ -167,6 +167,10 @@ size_t agent_rec_full_size(uint16_t type)
 	case AGENT_REC_GRAPH: return sizeof(struct agent_rec_graph);
 	case AGENT_REC_PM_METRICS: return sizeof(struct agent_rec_pm_metrics);
 	case AGENT_REC_PM_SAMPLE: return sizeof(struct agent_rec_pm_sample);
+	case AGENT_REC_PY_FRAME: return sizeof(struct agent_rec_py_frame);
+	case AGENT_REC_PY_STACK: return sizeof(struct agent_rec_py_stack);
+	case AGENT_REC_PY_LAUNCH: return sizeof(struct agent_rec_py_launch);
+	case AGENT_REC_PY_SAMPLE: return sizeof(struct agent_rec_py_sample);
 	default: return 0;
 	}
 }
@@ -183,11 +187,92 @@ size_t agent_rec_min_size(uint16_t type)
 	}
 }
 
-void agent_rec_iter_init(struct agent_rec_iter *it, const uint8_t *p, size_t len)
+void agent_rec_iter_init(struct agent_rec_iter *it, uint16_t version, const uint8_t *p, size_t len)
 {
 	it->p = p;
 	it->len = len;
 	it->off = 0;
+	it->version = version;
+}
+
+/* The protocol version that introduced record @type (agent-proto.h's
+ * history). Only the Python types are held to it: older types were always
+ * taken from any version, and an agent that sent them early still works. */
+static uint16_t rec_since(uint16_t type)
+{
+	switch (type) {
+	case AGENT_REC_PY_FRAME:
+	case AGENT_REC_PY_STACK:
+	case AGENT_REC_PY_LAUNCH:
+	case AGENT_REC_PY_SAMPLE: return 5;
+	default: return 0;
+	}
+}
+
+/* A stack id where a PY_LAUNCH or PY_SAMPLE names one. */
+static bool py_stack_ref_ok(uint32_t id)
+{
+	return id == 0 || id == AGENT_PY_STACK_DROPPED || id <= AGENT_PY_MAX_STACKS;
+}
+
+/* The Python records (v5): ids within the per-connection bounds, flags
+ * this profd knows, PY_STACK's aux frame ids (1..AGENT_PY_MAX_DEPTH) in
+ * the record. Frame ids of a stack are bounded here; whether they were
+ * defined is the mapping's (agent-py.c) question. */
+static int check_py(const uint8_t *at, struct agent_rec_view *ret, const char **why)
+{
+	const uint32_t frame_flags = AGENT_PY_FRAME_GENERATOR | AGENT_PY_FRAME_LINE_UNKNOWN;
+
+	switch (ret->type) {
+	case AGENT_REC_PY_FRAME: {
+		const struct agent_rec_py_frame *f = &ret->r.py_frame;
+
+		if (f->id == 0 || f->id > AGENT_PY_MAX_FRAMES) {
+			*why = "bad Python frame id";
+			return -EBADMSG;
+		}
+		if (f->flags & ~frame_flags) {
+			*why = "unknown Python frame flags";
+			return -EBADMSG;
+		}
+		return 0;
+	}
+	case AGENT_REC_PY_STACK: {
+		const struct agent_rec_py_stack *st = &ret->r.py_stack;
+		uint32_t k = st->h.aux;
+
+		if (st->id == 0 || st->id > AGENT_PY_MAX_STACKS) {
+			*why = "bad Python stack id";
+			return -EBADMSG;
+		}
+		if (st->flags & ~(uint32_t)AGENT_PY_STACK_TRUNCATED) {
+			*why = "unknown Python stack flags";
+			return -EBADMSG;
+		}
+		/* k <= AGENT_PY_MAX_DEPTH first: then the product cannot wrap. */
+		if (k == 0 || k > AGENT_PY_MAX_DEPTH || sizeof(*st) + k * sizeof(uint32_t) > st->h.size) {
+			*why = "bad Python stack depth";
+			return -EBADMSG;
+		}
+		memcpy(ret->py_frames, at + sizeof(*st), k * sizeof(uint32_t));
+		for (uint32_t i = 0; i < k; i++)
+			if (ret->py_frames[i] == 0 || ret->py_frames[i] > AGENT_PY_MAX_FRAMES) {
+				*why = "bad Python frame id in a stack";
+				return -EBADMSG;
+			}
+		ret->n_py_frames = k;
+		return 0;
+	}
+	case AGENT_REC_PY_LAUNCH:
+	case AGENT_REC_PY_SAMPLE:
+		if (!py_stack_ref_ok(ret->type == AGENT_REC_PY_LAUNCH ? ret->r.py_launch.stack_id
+								     : ret->r.py_sample.stack_id)) {
+			*why = "bad Python stack id";
+			return -EBADMSG;
+		}
+		return 0;
+	default: return 0;
+	}
 }
 
 /* NVTX: aux levels (1..AGENT_NVTX_MAX_LEVELS) must fit in the record, its
@@ -263,6 +348,10 @@ int agent_rec_next(struct agent_rec_iter *it, struct agent_rec_view *ret, const 
 		*why = "unknown record type";
 		return -EBADMSG;
 	}
+	if (it->version < rec_since(h.type)) {
+		*why = "record type of a later protocol version";
+		return -EBADMSG;
+	}
 	if (h.size < min || h.size % 8 || h.size > left) {
 		*why = "bad record size";
 		return -EBADMSG;
@@ -271,6 +360,7 @@ int agent_rec_next(struct agent_rec_iter *it, struct agent_rec_view *ret, const 
 	ret->text = NULL;
 	ret->n_levels = 0;
 	ret->n_pm = 0;
+	ret->n_py_frames = 0;
 	/* Growth rule: copy what the sender's version had, zero the rest. */
 	full = agent_rec_full_size(h.type);
 	if (h.size < full) {
@@ -282,6 +372,8 @@ int agent_rec_next(struct agent_rec_iter *it, struct agent_rec_view *ret, const 
 	if (h.type == AGENT_REC_NVTX && check_nvtx(&ret->r.nvtx, at, ret, why) < 0)
 		return -EBADMSG;
 	if ((h.type == AGENT_REC_PM_METRICS || h.type == AGENT_REC_PM_SAMPLE) && check_pm(ret, at, ret, why) < 0)
+		return -EBADMSG;
+	if (check_py(at, ret, why) < 0)
 		return -EBADMSG;
 	if (h.type == AGENT_REC_STRING) {
 		/* aux <= AGENT_MAX_STRING_LEN first: then min + aux cannot wrap. */

@@ -100,6 +100,10 @@ union agent_rec_any {
 	struct agent_rec_graph graph;
 	struct agent_rec_pm_metrics pm_metrics;
 	struct agent_rec_pm_sample pm_sample;
+	struct agent_rec_py_frame py_frame;
+	struct agent_rec_py_stack py_stack;
+	struct agent_rec_py_launch py_launch;
+	struct agent_rec_py_sample py_sample;
 };
 
 /**
@@ -119,6 +123,13 @@ union agent_rec_any {
  *        = aux) STRING ids (unchecked, as NVTX's); PM_SAMPLE: its n_pm
  *        (0..AGENT_PM_MAX_METRICS = aux) values, copied (any double, NaN
  *        and infinities included: the mapping checks them); end >= start.
+ * @py_frames, @n_py_frames: PY_STACK: its n_py_frames (1..AGENT_PY_MAX_DEPTH
+ *        = aux) frame ids, outermost first, copied, each 1..AGENT_PY_MAX_FRAMES
+ *        (whether they were defined is the mapping's question); the stack id
+ *        is 1..AGENT_PY_MAX_STACKS and its flags known. PY_FRAME: id
+ *        1..AGENT_PY_MAX_FRAMES, flags known; PY_LAUNCH / PY_SAMPLE: stack id
+ *        0, AGENT_PY_STACK_DROPPED or 1..AGENT_PY_MAX_STACKS. The four
+ *        Python types come only from a v5 agent.
  */
 struct agent_rec_view {
 	uint16_t type;
@@ -129,6 +140,8 @@ struct agent_rec_view {
 	uint32_t n_pm;
 	uint32_t pm_ids[AGENT_PM_MAX_METRICS];
 	double pm_values[AGENT_PM_MAX_METRICS];
+	uint32_t n_py_frames;
+	uint32_t py_frames[AGENT_PY_MAX_DEPTH];
 };
 
 /**
@@ -138,9 +151,13 @@ struct agent_rec_view {
 struct agent_rec_iter {
 	const uint8_t *p;
 	size_t len, off;
+	uint16_t version;
 };
 
-void agent_rec_iter_init(struct agent_rec_iter *it, const uint8_t *p, size_t len);
+/* A walk over the RECORDS payload @p (@len bytes) of a connection that
+ * speaks protocol @version (its HELLO's): record types of a later
+ * version are refused. */
+void agent_rec_iter_init(struct agent_rec_iter *it, uint16_t version, const uint8_t *p, size_t len);
 /* 1: the next record is in *ret; 0: the payload is done; -EBADMSG with
  * *why: the rest of the payload is malformed (the records before it were
  * valid). After an error the iterator stays at the bad record. */

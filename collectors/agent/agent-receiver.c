@@ -237,6 +237,7 @@ static int agent_start(struct collector *c)
 	rx->agents_in_window = 0;
 	rx->n_left = 0;
 	agent_map_start(&rx->map);
+	rx->map.py_spans = rx->opts.flags & AGENT_START_PY_SAMPLE;
 	if (!rx->opts.agents_idle)
 		start_conns(rx);
 	return 0;
@@ -253,6 +254,11 @@ static void agent_options(struct collector *c, const struct agent_opts *o)
 	bool was_idle = rx->opts.agents_idle;
 
 	rx->map.nvtx_off = !(o->flags & AGENT_START_NVTX);
+	/* Once a window of this capture asked for frame spans, points are
+	 * kept until it ends (a window that did not ask has them removed from
+	 * its snapshot: daemon/capture-limits.c). */
+	if (rx->running && (o->flags & AGENT_START_PY_SAMPLE))
+		rx->map.py_spans = true;
 	if (memcmp(&rx->opts, o, sizeof(*o)) == 0)
 		return;
 	rx->opts = *o;
@@ -398,8 +404,10 @@ static void agent_describe(struct collector *c, struct trace *snap, int64_t star
 			   agent_hint(c->cfg));
 	if (enabled)
 		warn_no_agent(rx, snap, start_ns, stop_ns);
-	for (struct conn *k = rx->conns; k; k = k->next)
+	for (struct conn *k = rx->conns; k; k = k->next) {
+		agent_map_describe_python(&k->src, snap, start_ns, stop_ns);
 		agent_map_describe_src(&k->src);
+	}
 	agent_map_flush_notes(&rx->map, snap, start_ns);
 }
 

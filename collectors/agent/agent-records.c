@@ -17,6 +17,7 @@
 
 #include "agent-map-parts.h"
 #include "agent-nvtx.h"
+#include "agent-py.h"
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/macro.h"
@@ -122,6 +123,15 @@ static void append(struct agent_src *s, struct trace_plane *p, struct trace_line
 	append_id(s, p, l, trace_plane_event_id(p, name), start, dur, statset, correlation);
 }
 
+/* @base plus what the launch of correlation @c carried: its NVTX ranges
+ * (agent-nvtx.h) and its Python stack (agent-py.h). */
+static int64_t launch_statset(struct agent_src *s, struct trace_plane *p, int64_t base, uint32_t c)
+{
+	struct buf *b = &s->m->sb;
+
+	return agent_py_statset(s, p, b, agent_nvtx_statset(s, p, b, base, c), c);
+}
+
 static const char *mem_kind(uint8_t k) { return mem_kind_names[k < AGENT_MEM__MAX ? k : 0]; }
 
 static void context_stat(struct trace_plane *p, struct buf *b, uint32_t ctx)
@@ -213,7 +223,7 @@ static void put_kernel(struct agent_src *s, const struct agent_rec_kernel *r)
 		if (e->meta < 0 || e->statset < 0)
 			e->key.p = NULL; /* do not cache a failure */
 	}
-	append_id(s, p, l, e->meta, start, dur, agent_nvtx_statset(s, p, &m->sb, e->statset, r->correlation),
+	append_id(s, p, l, e->meta, start, dur, launch_statset(s, p, e->statset, r->correlation),
 		  corr(s, r->correlation));
 	agent_nvtx_derive(s, d->plane, start, dur, r->correlation);
 }
@@ -239,7 +249,7 @@ static void put_memcpy(struct agent_src *s, const struct agent_rec_memcpy *r)
 	context_stat(p, &m->sb, r->context);
 	graph_node_stats(p, &m->sb, r->graph_id, r->graph_node_id);
 	append(s, p, l, copy_names[ck], start, dur,
-	       agent_nvtx_statset(s, p, &m->sb, trace_plane_statset(p, &m->sb), r->correlation),
+	       launch_statset(s, p, trace_plane_statset(p, &m->sb), r->correlation),
 	       corr(s, r->correlation));
 	agent_nvtx_derive(s, d->plane, start, dur, r->correlation);
 }
@@ -262,7 +272,7 @@ static void put_memset(struct agent_src *s, const struct agent_rec_memset *r)
 	context_stat(p, &m->sb, r->context);
 	graph_node_stats(p, &m->sb, r->graph_id, r->graph_node_id);
 	append(s, p, l, XN_EVENT_MEMSET, start, dur,
-	       agent_nvtx_statset(s, p, &m->sb, trace_plane_statset(p, &m->sb), r->correlation),
+	       launch_statset(s, p, trace_plane_statset(p, &m->sb), r->correlation),
 	       corr(s, r->correlation));
 	agent_nvtx_derive(s, d->plane, start, dur, r->correlation);
 }
@@ -398,7 +408,7 @@ static void put_graph(struct agent_src *s, const struct agent_rec_graph *r)
 	trace_stat_u64(p, &m->sb, XN_STAT_CUDA_GRAPH_ID, r->graph_id);
 	trace_stat_u64(p, &m->sb, XN_STAT_CUDA_GRAPH_EXEC_ID, r->graph_id);
 	append(s, p, l, name, start, dur,
-	       agent_nvtx_statset(s, p, &m->sb, trace_plane_statset(p, &m->sb), r->correlation),
+	       launch_statset(s, p, trace_plane_statset(p, &m->sb), r->correlation),
 	       corr(s, r->correlation));
 	agent_nvtx_derive(s, d->plane, start, dur, r->correlation);
 }
@@ -438,8 +448,9 @@ static void put_api(struct agent_src *s, const struct agent_rec_api *r)
 		name = launch;
 	}
 	append(s, s->m->host_plane, l, name, start, dur,
-	       agent_nvtx_statset(s, s->m->host_plane, &s->m->sb, statset, r->correlation),
+	       launch_statset(s, s->m->host_plane, statset, r->correlation),
 	       corr(s, r->correlation));
+	agent_py_api(s, r->tid, r->correlation, start, trace_end_ns(start, dur));
 }
 
 void agent_records_put(struct agent_src *s, const struct agent_rec_view *v)

@@ -83,6 +83,8 @@ int rx_conn_send_start(struct conn *k)
 		.flags = rx->opts.flags,
 		.pm_interval_us = rx->opts.pm_interval_us,
 		.pm_buffer_mb = rx->opts.pm_buffer_mb,
+		.py_sample_hz = rx->opts.py_sample_hz,
+		.py_max_depth = rx->opts.py_max_depth,
 	};
 
 	memcpy(st.pm_metrics, rx->opts.pm_metrics, sizeof(st.pm_metrics));
@@ -112,6 +114,7 @@ static void handle_hello(struct conn *k, const struct agent_hello *h)
 	struct rx *rx = k->rx;
 
 	k->claimed_pid = h->pid;
+	k->src.version = k->ps.version; /* records of later versions are refused */
 	if (!k->src.pid) /* no SO_PEERCRED: trust the claim */
 		k->src.pid = h->pid;
 	k->src.driver_version = h->cuda_driver_version;

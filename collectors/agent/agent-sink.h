@@ -59,6 +59,7 @@
 
 struct agent_nvtx_src;
 struct agent_pm_src;
+struct agent_py_src;
 
 struct agent_map_dev {
 	bool known;
@@ -79,6 +80,7 @@ struct agent_src {
 	char name[64];
 	uint32_t driver_version, runtime_version, cupti_version;
 	uint32_t hello_flags; /* HELLO's enum agent_hello_flag */
+	uint16_t version;     /* HELLO's protocol version (AGENT_PROTO_VERSION until then) */
 	/* read-only */
 	struct agent_map_dev dev[AGENT_MAX_DEVICES];
 	uint32_t n_devices;
@@ -107,6 +109,7 @@ struct agent_src {
 	uint32_t uid;        /* the peer's uid (SO_PEERCRED; agent-receiver.c sets it), else 0 */
 	struct agent_nvtx_src *nvtx; /* agent-nvtx.c's, NULL until the first NVTX record */
 	struct agent_pm_src *pm;     /* agent-pm.c's, NULL until the first PM record */
+	struct agent_py_src *py;     /* agent-py.c's, NULL until the first Python record */
 	uint64_t gpus_refused;
 };
 
@@ -181,6 +184,11 @@ struct agent_map {
 	/* the agents were asked for no NVTX (AGENT_START_NVTX off; the receiver
 	 * keeps it): NVTX hints would mislead (agent_nvtx_describe()) */
 	bool nvtx_off;
+	/* a window of this capture asked for Python frame spans
+	 * (AGENT_START_PY_SAMPLE, python_tracer_level >= 1; the receiver sets
+	 * it, agent_map_start() clears it): launches and samples are kept as
+	 * points for them (agent-py.h) */
+	bool py_spans;
 	/* the capture's memory profile (agent-memory.h) */
 	struct agent_memory mem;
 	struct agent_derived derived; /* Steps / op lines of GPU work in NVTX steps */

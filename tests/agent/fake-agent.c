@@ -10,6 +10,7 @@
  *              [--proto-version N] [--stats-v2 CUT,FOREIGN,FLAGS]
  *              [--hostile-times N] [--fake-uuids N] [--tid N] [--print-options]
  *              [--pm-hostile] [--name-bytes N]
+ *              [--python] [--python-hostile] [--python-flood N]
  *
  * On START it sends a clock anchor (its clock is CLOCK_MONOTONIC, as an
  * unknown agent clock would be) and, per device in the order given (=
@@ -41,6 +42,18 @@
  * --name-bytes N gives every kernel launch of the burst a name of its own,
  * N bytes long (a templated C++ name such as a CUTLASS GEMM's is ~500):
  * the names, not the records, are then most of what a capture holds.
+ *
+ * --python (v5) adds the Python records of a scripted job (py_script()):
+ * frames and stacks of /src/train.py, the stack of each launch on device
+ * 0 (kernels, the copy, the memset) by its correlation, the sampler's
+ * points on the launching thread and on a second thread without CUDA
+ * calls (tid + 1). test_agent_pystacks.py knows every value.
+ * --python-hostile adds definitions profd must refuse (a redefined frame
+ * and stack, an absurd line, a stack naming an undefined frame) and makes
+ * kernel 1's launch name the refused stack.
+ * --python-flood N defines N stacks of AGENT_PY_MAX_DEPTH frames before
+ * the launches (more than a connection's string budget holds) and makes
+ * kernel 0's launch name the last one.
  *
  * --fake-uuids N sends, after the real devices, N more DEVICE frames with
  * made-up UUIDs on the spare ordinals (reused: a hostile process claiming
@@ -81,6 +94,8 @@ static unsigned long arg_hostile;
 static unsigned arg_fake_uuids;
 static int arg_pm_hostile;
 static unsigned arg_name_bytes;
+static int arg_python, arg_python_hostile;
+static unsigned arg_python_flood;
 
 static struct agent_client cl;
 static uint8_t batch[AGENT_FRAME_MAX];
@@ -138,13 +153,15 @@ static void put_kernel(uint32_t dev, uint64_t t, uint32_t name, uint32_t c, uint
 	k->occ_pct_e4 = 500000; /* 50 % */
 }
 
+static uint32_t main_tid(void) { return arg_tid ? arg_tid : (uint32_t)syscall(SYS_gettid); }
+
 static void put_api(uint64_t t, uint32_t name, uint32_t c, uint32_t cbid)
 {
 	struct agent_rec_api *a = put(AGENT_REC_API, sizeof(*a), 0);
 
 	a->start = t;
 	a->end = t + 5000;
-	a->tid = arg_tid ? arg_tid : (uint32_t)syscall(SYS_gettid);
+	a->tid = main_tid();
 	a->correlation = c;
 	a->cbid = cbid;
 	a->name_id = name;
@@ -209,6 +226,113 @@ static void hostile_round(uint32_t dev, uint64_t t, uint64_t anchor)
 
 static uint64_t clock_anchor;
 
+/* ---- --python: the scripted job (the header comment) ---- */
+
+enum { S_PY_TRAIN = 50, S_PY_MAIN, S_PY_FORWARD, S_PY_STEP, S_PY_LOADER, S_PY_FETCH };
+enum { F_MAIN = 1, F_FWD22, F_FWD25, F_STEP, F_FETCH, F_ABSURD };
+enum { ST_FWD = 1, ST_FWD25, ST_STEP, ST_LOADER, ST_BAD, ST_FLOOD = 1000 };
+
+static void put_py_frame(uint32_t id, uint32_t file, uint32_t name, uint32_t first, uint32_t line)
+{
+	struct agent_rec_py_frame *f = put(AGENT_REC_PY_FRAME, sizeof(*f), 0);
+
+	f->id = id;
+	f->file_id = file;
+	f->name_id = name;
+	f->firstlineno = first;
+	f->line = line;
+}
+
+static void put_py_stack(uint32_t id, uint32_t flags, const uint32_t *frames, uint32_t n)
+{
+	struct agent_rec_py_stack *st = put(AGENT_REC_PY_STACK, agent_rec_align(sizeof(*st) + n * 4), n);
+
+	st->id = id;
+	st->flags = flags;
+	memcpy(st + 1, frames, n * sizeof(uint32_t));
+}
+
+static void put_py_launch(uint64_t t, uint32_t c, uint32_t stack)
+{
+	struct agent_rec_py_launch *l = put(AGENT_REC_PY_LAUNCH, sizeof(*l), 0);
+
+	l->ts = t;
+	l->tid = main_tid();
+	l->correlation = c;
+	l->stack_id = stack;
+}
+
+static void put_py_sample(uint64_t t, uint32_t tid, uint32_t stack)
+{
+	struct agent_rec_py_sample *sm = put(AGENT_REC_PY_SAMPLE, sizeof(*sm), 0);
+
+	sm->ts = t;
+	sm->tid = tid;
+	sm->stack_id = stack;
+}
+
+/* The definitions, before any record names them. */
+static void py_define(void)
+{
+	static const uint32_t fwd[] = { F_MAIN, F_FWD22 }, fwd25[] = { F_MAIN, F_FWD25 },
+			      step[] = { F_MAIN, F_FWD22, F_STEP }, loader[] = { F_FETCH },
+			      bad[] = { F_MAIN, 99 /* never defined */ };
+
+	put_string(S_PY_TRAIN, "/src/train.py");
+	put_string(S_PY_MAIN, "main");
+	put_string(S_PY_FORWARD, "forward");
+	put_string(S_PY_STEP, "Model.step;inner"); /* a ';' in a name: written ',' in stacks */
+	put_string(S_PY_LOADER, "/usr/lib/python3/loader.py");
+	put_string(S_PY_FETCH, "fetch");
+	put_py_frame(F_MAIN, S_PY_TRAIN, S_PY_MAIN, 1, 10);
+	put_py_frame(F_FWD22, S_PY_TRAIN, S_PY_FORWARD, 20, 22);
+	put_py_frame(F_FWD25, S_PY_TRAIN, S_PY_FORWARD, 20, 25);
+	put_py_frame(F_STEP, S_PY_TRAIN, S_PY_STEP, 30, 31);
+	put_py_frame(F_FETCH, S_PY_LOADER, S_PY_FETCH, 5, 7);
+	put_py_stack(ST_FWD, 0, fwd, 2);
+	put_py_stack(ST_FWD25, 0, fwd25, 2);
+	put_py_stack(ST_STEP, 0, step, 3);
+	put_py_stack(ST_LOADER, AGENT_PY_STACK_TRUNCATED, loader, 1);
+	if (arg_python_hostile) {
+		put_py_frame(F_MAIN, S_PY_LOADER, S_PY_FETCH, 2, 3);        /* redefined: keeps its first meaning */
+		put_py_frame(F_ABSURD, S_PY_TRAIN, S_PY_MAIN, 1, 0x7fffffff); /* no file has that line */
+		put_py_stack(ST_BAD, 0, bad, 2);                            /* an undefined frame */
+		put_py_stack(ST_FWD, 0, loader, 1);                         /* redefined */
+	}
+	for (uint32_t i = 0; i < arg_python_flood; i++) {
+		uint32_t frames[AGENT_PY_MAX_DEPTH];
+
+		for (uint32_t k = 0; k < AGENT_PY_MAX_DEPTH; k++)
+			frames[k] = F_MAIN;
+		put_py_stack(ST_FLOOD + i, 0, frames, AGENT_PY_MAX_DEPTH);
+	}
+}
+
+/* The stack of kernel @i's launch on device 0. */
+static uint32_t py_kernel_stack(unsigned i)
+{
+	static const uint32_t script[] = { ST_FWD, ST_FWD, ST_FWD25, ST_STEP, 0 };
+
+	if (i == 0 && arg_python_flood)
+		return ST_FLOOD + arg_python_flood - 1;
+	if (i == 1 && arg_python_hostile)
+		return ST_BAD;
+	return i < sizeof(script) / sizeof(script[0]) ? script[i] : ST_FWD;
+}
+
+/* The sampler's points, around device 0's launches from @t0. */
+static void py_samples(uint64_t t0)
+{
+	uint32_t tid = main_tid();
+
+	put_py_sample(t0 + 50000, tid, ST_FWD);
+	put_py_sample(t0 + 250000, tid, ST_FWD25);
+	put_py_sample(t0 + 450000, tid, AGENT_PY_STACK_DROPPED);
+	put_py_sample(t0 + 10000, tid + 1, ST_LOADER);
+	put_py_sample(t0 + 20000, tid + 1, ST_LOADER);
+	put_py_sample(t0 + 30000, tid + 1, 0);
+}
+
 static void put_pm_sample(uint32_t dev, uint64_t t, unsigned n, const double *v)
 {
 	struct agent_rec_pm_sample *r = put(AGENT_REC_PM_SAMPLE, sizeof(*r) + n * sizeof(double), n);
@@ -266,11 +390,18 @@ static void burst(void)
 	put_string(S_KERNEL, "fake_gemm(float*, float*, int)"); /* agents send names demangled */
 	put_string(S_LAUNCH, "cuLaunchKernel");
 	put_string(S_MEMCPY, "cuMemcpyHtoDAsync_v2");
+	bool py = arg_python || arg_python_hostile || arg_python_flood;
+
+	if (py)
+		py_define();
 	for (uint32_t d = 0; d < n_devs; d++) {
 		struct agent_rec_memcpy *m;
 		struct agent_rec_memset *s;
 		struct agent_rec_memory *a;
+		bool py_dev = py && d == 0;
 
+		if (py_dev)
+			py_samples(t);
 		for (unsigned i = 0; i < arg_kernels; i++, t += 100000) {
 			uint32_t name = S_KERNEL;
 
@@ -278,8 +409,14 @@ static void burst(void)
 				name = S_OWN + i;
 				put_own_name(name, d, i);
 			}
+			if (py_dev)
+				put_py_launch(t, corr, py_kernel_stack(i));
 			put_api(t, S_LAUNCH, corr, 307);
 			put_kernel(d, t, name, corr++, 64 + d);
+		}
+		if (py_dev) {
+			put_py_launch(t, corr, AGENT_PY_STACK_DROPPED); /* the copy */
+			put_py_launch(t + 100000, corr + 1, ST_FWD);    /* the memset */
 		}
 		put_api(t, S_MEMCPY, corr, 279);
 		m = put(AGENT_REC_MEMCPY, sizeof(*m), 0);
@@ -430,6 +567,9 @@ int main(int argc, char **argv)
 		{ "fake-uuids", required_argument, NULL, 'U' }, { "tid", required_argument, NULL, 't' },
 		{ "pm-hostile", no_argument, &arg_pm_hostile, 1 },
 		{ "name-bytes", required_argument, NULL, 'B' },
+		{ "python", no_argument, &arg_python, 1 },
+		{ "python-hostile", no_argument, &arg_python_hostile, 1 },
+		{ "python-flood", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned captures = 0;
@@ -451,6 +591,7 @@ int main(int argc, char **argv)
 			arg_error_text = strchr(optarg, ':') ? strchr(optarg, ':') + 1 : "";
 			break;
 		case 'B': arg_name_bytes = (unsigned)atoi(optarg); break;
+		case 'P': arg_python_flood = (unsigned)atoi(optarg); break;
 		case 'U': arg_fake_uuids = (unsigned)atoi(optarg); break;
 		case 't': arg_tid = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'H': arg_hostile = strtoul(optarg, NULL, 10); break;
@@ -495,9 +636,13 @@ int main(int argc, char **argv)
 				memset(&st, 0, sizeof(st));
 				memcpy(&st, payload, h.length < sizeof(st) ? h.length : sizeof(st));
 				st.pm_metrics[sizeof(st.pm_metrics) - 1] = 0;
-				printf("options flags=0x%llx interval_us=%u buffer_mb=%u metrics=%s\n",
+				printf("options flags=0x%llx interval_us=%u buffer_mb=%u metrics=%s",
 				       (unsigned long long)st.flags, st.pm_interval_us, st.pm_buffer_mb,
 				       st.pm_metrics);
+				/* v5's fields, only where this agent speaks v5 */
+				if (cl.version >= 5)
+					printf(" py_hz=%u py_depth=%u", st.py_sample_hz, st.py_max_depth);
+				printf("\n");
 			}
 			if (h.kind == AGENT_FRAME_START && !capturing && arg_error_code) {
 				struct agent_error e = { .code = arg_error_code, .detail = 35 };

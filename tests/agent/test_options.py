@@ -25,7 +25,8 @@ P = T.protos()
 FAKE = os.environ.get("FAKE_AGENT", os.path.join(T.BUILD, "tests", "agent", "fake-agent"))
 UUID_A = "GPU-aaaaaaaa-0000-0000-0000-00000000000a"
 UUID_B = "GPU-bbbbbbbb-0000-0000-0000-00000000000b"
-NVTX, GRAPH, PM = 1, 2, 4  # enum agent_start_flag
+NVTX, GRAPH, PM, PY_STACKS, PY_SAMPLE = 1, 2, 4, 8, 16  # enum agent_start_flag
+DEFAULT = NVTX | PY_STACKS  # docs/options.md: NVTX and Python launch stacks on
 LINE_ID_LIMIT = 0xdeadbeef
 
 
@@ -117,7 +118,7 @@ class Options(T.AgentDaemonCase):
         a = Agent(self.sock, [UUID_A])
         x = self.capture()
         a.finish()
-        self.assertEqual(a.options()[0]["flags"], NVTX, a.lines)
+        self.assertEqual(a.options()[0]["flags"], DEFAULT, a.lines)
         self.assertFalse([w for w in x.warnings if "advanced_configuration" in w], list(x.warnings))
 
     def test_caps_drop_and_count(self):
@@ -172,15 +173,15 @@ class Options(T.AgentDaemonCase):
                       "gpu_pm_sample_interval_us": 250, "gpu_pm_sample_buffer_size_per_gpu_mb": 128})
         a.finish()
         o = a.options()[0]
-        self.assertEqual(o, {"flags": GRAPH | PM, "interval_us": "250", "buffer_mb": "128",
-                             "metrics": "sm__cycles_active.avg,dram__bytes.sum"})
+        self.assertEqual(o, {"flags": GRAPH | PM | PY_STACKS, "interval_us": "250", "buffer_mb": "128",
+                             "metrics": "sm__cycles_active.avg,dram__bytes.sum", "py_hz": "0", "py_depth": "64"})
 
     def test_pm_buffer_is_clamped_with_a_warning(self):
         a = Agent(self.sock, [UUID_A])
         x = self.capture({"gpu_pm_sample_counters": "default", "gpu_pm_sample_buffer_size_per_gpu_mb": 9000})
         a.finish()
         o = a.options()[0]
-        self.assertEqual((o["flags"], o["buffer_mb"], o["metrics"]), (NVTX | PM, "4096", ""))
+        self.assertEqual((o["flags"], o["buffer_mb"], o["metrics"]), (DEFAULT | PM, "4096", ""))
         self.assertTrue([w for w in x.warnings if "gpu_pm_sample_buffer_size_per_gpu_mb=9000" in w
                          and "4096 used" in w], list(x.warnings))
 
@@ -197,7 +198,7 @@ class Options(T.AgentDaemonCase):
         a.finish()
         flags = [o["flags"] for o in a.options()]
         # w1 alone, w1 + w2 (their union), w1 alone again.
-        self.assertEqual(flags, [0, GRAPH | NVTX | PM, 0], a.lines)
+        self.assertEqual(flags, [PY_STACKS, GRAPH | DEFAULT | PM, PY_STACKS], a.lines)
         self.assertEqual(a.options()[1]["interval_us"], "100")
 
     def test_unknown_key_and_bad_values_warn(self):
@@ -221,7 +222,7 @@ class Options(T.AgentDaemonCase):
                          and "[A-Za-z0-9_.]" in s], w)
         # The capture itself is whole, with the defaults.
         self.assertGreater(device_events(x), 2)
-        self.assertEqual(a.options()[0]["flags"], NVTX)
+        self.assertEqual(a.options()[0]["flags"], DEFAULT)
 
     def test_many_unknown_keys_are_bounded(self):
         x = self.capture({f"k{i}": i for i in range(40)}, ms=50)
@@ -284,8 +285,9 @@ class DaemonDefaults(T.AgentDaemonCase):
         a.finish()
         o = a.options()
         self.assertEqual(len(o), 3, o)
-        self.assertEqual(o[0], {"flags": NVTX | PM, "interval_us": "2000", "buffer_mb": "128", "metrics": "a.b,c"})
-        self.assertEqual(o[1]["flags"], NVTX)  # an empty list turns sampling off
+        self.assertEqual(o[0], {"flags": DEFAULT | PM, "interval_us": "2000", "buffer_mb": "128", "metrics": "a.b,c",
+                                "py_hz": "0", "py_depth": "64"})
+        self.assertEqual(o[1]["flags"], DEFAULT)  # an empty list turns sampling off
         self.assertEqual(o[2], o[0], "a request with no keys gets the daemon defaults again")
 
 

@@ -29,6 +29,17 @@ static void check_record(const struct agent_rec_view *v, const uint8_t *payload,
 	PROMISE(min > 0 && v->type == v->r.h.type);
 	PROMISE(v->r.h.size >= min && v->r.h.size % 8 == 0);
 	PROMISE(end <= len && v->r.h.size <= end);
+	if (v->type == AGENT_REC_PY_STACK) {
+		/* Python stacks (v5): the frames the mapping will look up. */
+		PROMISE(v->n_py_frames >= 1 && v->n_py_frames <= AGENT_PY_MAX_DEPTH);
+		PROMISE(v->r.py_stack.id >= 1 && v->r.py_stack.id <= AGENT_PY_MAX_STACKS);
+		for (uint32_t i = 0; i < v->n_py_frames; i++)
+			PROMISE(v->py_frames[i] >= 1 && v->py_frames[i] <= AGENT_PY_MAX_FRAMES);
+	} else {
+		PROMISE(v->n_py_frames == 0);
+	}
+	if (v->type == AGENT_REC_PY_FRAME)
+		PROMISE(v->r.py_frame.id >= 1 && v->r.py_frame.id <= AGENT_PY_MAX_FRAMES);
 	if (v->type != AGENT_REC_STRING) {
 		PROMISE(v->text == NULL);
 		return;
@@ -72,7 +83,7 @@ static int frame(struct agent_parse *ps, const struct agent_frame_hdr *h, const 
 			PROMISE(f.u.stats.cut_records == 0 && f.u.stats.foreign_buffers == 0 && f.u.stats.flags == 0);
 		break;
 	case AGENT_FRAME_RECORDS:
-		agent_rec_iter_init(&it, f.records, f.records_len);
+		agent_rec_iter_init(&it, h->version, f.records, f.records_len);
 		while ((r = agent_rec_next(&it, &v, &why)) > 0)
 			check_record(&v, payload, h->length, it.off);
 		if (r < 0)

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Seed corpus for a fuzz target (argv[2], fuzz-agent-parse when absent),
 one file each, into argv[1]. fuzz-agent-parse: valid agent connections
-(every frame kind and record type, protocol v1 to v3); layouts follow
+(every frame kind and record type, protocol v1 to v3, and v5's Python records); layouts follow
 proto/agent/agent-proto.h (little-endian, sizes pinned there).
 fuzz-xspace: event stores as fuzz-xspace.c reads them, with a sane window
 and records in it, some of them hostile. fuzz-request, fuzz-proc and
@@ -38,6 +38,15 @@ def nvtx_rec(kind, levels, corr):
                         len(levels) - 1) + b"".join(struct.pack("<II", s, t) for s, t in levels))
 
 
+def py_recs():
+    """Python records (v5): two frames, a stack of both (truncated), its launch and a sample."""
+    frames = b"".join(struct.pack("<HHI6I", 14, 32, 0, fid, 5, 6, 10 * fid, 10 * fid + 2, 0) for fid in (1, 2))
+    stack = struct.pack("<HHIIIII", 15, 24, 2, 1, 1, 1, 2)
+    launch = struct.pack("<HHIQIIII", 16, 32, 0, 5000, 77, 9, 1, 0)
+    sample = struct.pack("<HHIQII", 17, 24, 0, 6000, 77, 1)
+    return string_rec(5, "/src/train.py") + string_rec(6, "forward") + frames + stack + launch + sample
+
+
 def connection(version, n_records):
     hello = struct.pack("<8I64s512s", 4242, version, 1, 1, 13000, 12040, 130001, 0, b"trainer", b"python train.py")
     device = struct.pack("<18I2Q48s32s96s", 0, 9, 0, 132, *([1] * 14), 80 << 30, 3 << 40,
@@ -48,7 +57,9 @@ def connection(version, n_records):
     if version >= 3:
         recs += string_rec(3, "train_step") + string_rec(4, "fusion.1#hlo_op=fusion.1,program_id=3#")
         recs += nvtx_rec(2, [(1, 3), (2, 4)], 9) + nvtx_rec(1, [(1, 3), (2, 4)], 0) + nvtx_rec(1, [(1, 3)], 0)
-    stats = struct.pack("<7QII", 100, 2, 0, 0, 0, 3, 1, 1, 0)[:40 if version == 1 else 64]
+    if version >= 5:
+        recs += py_recs()
+    stats = struct.pack("<7QII4Q", 100, 2, 0, 0, 0, 3, 1, 1, 0, 1, 0, 1, 0)[:{1: 40, 5: 96}.get(version, 64)]
     return b"".join([
         frame(version, HELLO, hello),
         frame(version, DEVICE, device),
@@ -165,7 +176,7 @@ def main():
                 with open(os.path.join(out, f"store-{n}-{int(hostile)}"), "wb") as f:
                     f.write(xspace_seed(n, hostile))
         return
-    for version in (1, 2, 3):
+    for version in (1, 2, 3, 5):
         for n in (0, 6, 60):
             with open(os.path.join(out, f"v{version}-{n}"), "wb") as f:
                 f.write(connection(version, n))

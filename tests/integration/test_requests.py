@@ -58,13 +58,12 @@ class Requests(T.DaemonCase):
     def test_tracer_levels_profd_cannot_serve_are_said_once(self):
         x = T.decode_xspace(P, self.profile(self.req(300, python_tracer_level=1, host_tracer_level=3),
                                              timeout=30).tool_data[0].data)
-        py = [w for w in x.warnings if w.startswith("python_tracer_level=1:")]
         host = [w for w in x.warnings if w.startswith("host_tracer_level=3:")]
-        self.assertEqual((len(py), len(host)), (1, 1), list(x.warnings))
-        self.assertIn("NVTX", py[0])
-        # JAX's TraceAnnotation is a TraceMe (docs/agent.md): not offered as an NVTX range.
-        self.assertIn("jax.profiler.TraceAnnotation is a TraceMe, not NVTX", py[0])
+        self.assertEqual(len(host), 1, list(x.warnings))
         self.assertIn("in-process profiler", host[0])
+        # python_tracer_level is served from the agents' Python stacks
+        # (docs/python-stacks.md): no warning for it.
+        self.assertFalse([w for w in x.warnings if w.startswith("python_tracer_level")], list(x.warnings))
         # The defaults (host 2, python 0) ask for nothing profd lacks: no such warning.
         x = T.decode_xspace(P, self.profile(self.req(300), timeout=30).tool_data[0].data)
         self.assertFalse([w for w in x.warnings if "tracer_level" in w], list(x.warnings))

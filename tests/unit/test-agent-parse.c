@@ -166,7 +166,7 @@ static int walk(const uint8_t *b, size_t n, struct walk *w)
 			struct agent_rec_iter it;
 			struct agent_rec_view v;
 
-			agent_rec_iter_init(&it, f.records, f.records_len);
+			agent_rec_iter_init(&it, h.version, f.records, f.records_len);
 			while ((r = agent_rec_next(&it, &v, &w->why)) > 0) {
 				check_record(&v, payload, h.length, it.off);
 				w->records++;
@@ -361,7 +361,7 @@ static int one_record(const uint8_t *b, size_t len, struct agent_rec_view *v, co
 	struct agent_rec_iter it;
 
 	*why = NULL;
-	agent_rec_iter_init(&it, b, len);
+	agent_rec_iter_init(&it, AGENT_PROTO_VERSION, b, len);
 	return agent_rec_next(&it, v, why);
 }
 
@@ -644,6 +644,135 @@ TEST(agent_parse_nvtx_records)
 	/* The fixed part alone, without a level, is too short for any valid record. */
 	ASSERT_REJECT(one_record(b, nvtx_rec(b, 1, 56, AGENT_NVTX_RANGE, 1, 2), &v, &why), -EBADMSG,
 		      "bad NVTX level count");
+}
+
+/* ---- Python records (v5) ---------------------------------------------------------- */
+
+static size_t py_stack_rec(uint8_t *b, uint32_t id, uint32_t flags, uint32_t n, uint16_t size,
+			   const uint32_t *frames, uint32_t n_frames)
+{
+	struct agent_rec_py_stack st;
+
+	rec(b, AGENT_REC_PY_STACK, size, n);
+	memcpy(&st, b, sizeof(st));
+	st.id = id;
+	st.flags = flags;
+	memcpy(b, &st, sizeof(st));
+	memcpy(b + sizeof(st), frames, n_frames * sizeof(uint32_t));
+	return size;
+}
+
+static size_t py_frame_rec(uint8_t *b, uint32_t id, uint32_t flags)
+{
+	struct agent_rec_py_frame f;
+
+	rec(b, AGENT_REC_PY_FRAME, sizeof(f), 0);
+	memcpy(&f, b, sizeof(f));
+	f.id = id;
+	f.file_id = 1;
+	f.name_id = 2;
+	f.firstlineno = 10;
+	f.line = 12;
+	f.flags = flags;
+	memcpy(b, &f, sizeof(f));
+	return sizeof(f);
+}
+
+static size_t py_point_rec(uint8_t *b, uint16_t type, uint32_t stack_id)
+{
+	struct agent_rec_py_launch l;
+	struct agent_rec_py_sample sm;
+
+	if (type == AGENT_REC_PY_LAUNCH) {
+		rec(b, type, sizeof(l), 0);
+		memcpy(&l, b, sizeof(l));
+		l.correlation = 5;
+		l.stack_id = stack_id;
+		memcpy(b, &l, sizeof(l));
+		return sizeof(l);
+	}
+	rec(b, type, sizeof(sm), 0);
+	memcpy(&sm, b, sizeof(sm));
+	sm.stack_id = stack_id;
+	memcpy(b, &sm, sizeof(sm));
+	return sizeof(sm);
+}
+
+TEST(agent_parse_python_records)
+{
+	static uint8_t b[8192];
+	static uint32_t frames[AGENT_PY_MAX_DEPTH + 2];
+	struct agent_rec_view v;
+	struct agent_rec_iter it;
+	const char *why;
+
+	for (uint32_t i = 0; i < AGENT_PY_MAX_DEPTH + 2; i++)
+		frames[i] = i + 1;
+	/* PY_FRAME: ids 1..AGENT_PY_MAX_FRAMES, known flags. */
+	ASSERT_EQ(one_record(b, py_frame_rec(b, 1, AGENT_PY_FRAME_GENERATOR | AGENT_PY_FRAME_LINE_UNKNOWN), &v,
+			     &why), 1);
+	ASSERT_EQ(v.type, AGENT_REC_PY_FRAME);
+	ASSERT_EQ(v.r.py_frame.line, 12);
+	ASSERT_EQ(one_record(b, py_frame_rec(b, AGENT_PY_MAX_FRAMES, 0), &v, &why), 1);
+	ASSERT_REJECT(one_record(b, py_frame_rec(b, 0, 0), &v, &why), -EBADMSG, "bad Python frame id");
+	ASSERT_REJECT(one_record(b, py_frame_rec(b, AGENT_PY_MAX_FRAMES + 1, 0), &v, &why), -EBADMSG,
+		      "bad Python frame id");
+	ASSERT_REJECT(one_record(b, py_frame_rec(b, 1, 1u << 2), &v, &why), -EBADMSG, "unknown Python frame flags");
+	/* PY_STACK: 1..AGENT_PY_MAX_DEPTH frames that fit, padded to 8. */
+	ASSERT_EQ(one_record(b, py_stack_rec(b, 7, AGENT_PY_STACK_TRUNCATED, 3, 16 + 16, frames, 3), &v, &why), 1);
+	ASSERT_EQ(v.n_py_frames, 3);
+	ASSERT_EQ(v.py_frames[0], 1);
+	ASSERT_EQ(v.py_frames[2], 3);
+	ASSERT_EQ(v.r.py_stack.id, 7);
+	ASSERT_EQ(one_record(b, py_stack_rec(b, AGENT_PY_MAX_STACKS, 0, AGENT_PY_MAX_DEPTH,
+					     16 + 4 * AGENT_PY_MAX_DEPTH, frames, AGENT_PY_MAX_DEPTH), &v, &why), 1);
+	ASSERT_EQ(v.n_py_frames, AGENT_PY_MAX_DEPTH);
+	ASSERT_REJECT(one_record(b, py_stack_rec(b, 7, 0, 0, 24, frames, 1), &v, &why), -EBADMSG,
+		      "bad Python stack depth");
+	ASSERT_REJECT(one_record(b, py_stack_rec(b, 7, 0, 3, 24, frames, 2), &v, &why), -EBADMSG,
+		      "bad Python stack depth");
+	ASSERT_REJECT(one_record(b, py_stack_rec(b, 7, 0, AGENT_PY_MAX_DEPTH + 1, 16 + 4 * (AGENT_PY_MAX_DEPTH + 2),
+						 frames, AGENT_PY_MAX_DEPTH + 1), &v, &why), -EBADMSG,
+		      "bad Python stack depth");
+	ASSERT_REJECT(one_record(b, py_stack_rec(b, 7, 0, UINT32_MAX, 24, frames, 2), &v, &why), -EBADMSG,
+		      "bad Python stack depth");
+	ASSERT_REJECT(one_record(b, py_stack_rec(b, 0, 0, 1, 24, frames, 1), &v, &why), -EBADMSG,
+		      "bad Python stack id");
+	ASSERT_REJECT(one_record(b, py_stack_rec(b, AGENT_PY_MAX_STACKS + 1, 0, 1, 24, frames, 1), &v, &why),
+		      -EBADMSG, "bad Python stack id");
+	ASSERT_REJECT(one_record(b, py_stack_rec(b, 7, 2, 1, 24, frames, 1), &v, &why), -EBADMSG,
+		      "unknown Python stack flags");
+	frames[1] = 0;
+	ASSERT_REJECT(one_record(b, py_stack_rec(b, 7, 0, 2, 24, frames, 2), &v, &why), -EBADMSG,
+		      "bad Python frame id in a stack");
+	frames[1] = AGENT_PY_MAX_FRAMES + 1;
+	ASSERT_REJECT(one_record(b, py_stack_rec(b, 7, 0, 2, 24, frames, 2), &v, &why), -EBADMSG,
+		      "bad Python frame id in a stack");
+	/* PY_LAUNCH / PY_SAMPLE: stack 0 (no Python), DROPPED, or a stack id in range. */
+	for (uint16_t t = AGENT_REC_PY_LAUNCH; t <= AGENT_REC_PY_SAMPLE; t++) {
+		ASSERT_EQ(one_record(b, py_point_rec(b, t, 0), &v, &why), 1);
+		ASSERT_EQ(one_record(b, py_point_rec(b, t, AGENT_PY_STACK_DROPPED), &v, &why), 1);
+		ASSERT_EQ(one_record(b, py_point_rec(b, t, AGENT_PY_MAX_STACKS), &v, &why), 1);
+		ASSERT_EQ(v.type, t);
+		ASSERT_REJECT(one_record(b, py_point_rec(b, t, AGENT_PY_MAX_STACKS + 1), &v, &why), -EBADMSG,
+			      "bad Python stack id");
+		ASSERT_REJECT(one_record(b, rec(b, t, (uint16_t)(agent_rec_min_size(t) - 8), 0), &v, &why), -EBADMSG,
+			      "bad record size");
+	}
+	/* Only a v5 agent sends them: a v4 connection's is refused, and its
+	 * older record types still pass. */
+	for (uint16_t t = AGENT_REC_PY_FRAME; t <= AGENT_REC_PY_SAMPLE; t++) {
+		size_t n = t == AGENT_REC_PY_FRAME ? py_frame_rec(b, 1, 0) :
+			   t == AGENT_REC_PY_STACK ? py_stack_rec(b, 7, 0, 1, 24, frames, 1) :
+						     py_point_rec(b, t, 0);
+
+		why = NULL;
+		agent_rec_iter_init(&it, 4, b, n);
+		ASSERT_EQ(agent_rec_next(&it, &v, &why), -EBADMSG);
+		ASSERT_STREQ(why, "record type of a later protocol version");
+	}
+	agent_rec_iter_init(&it, 4, b, rec(b, AGENT_REC_API, (uint16_t)agent_rec_min_size(AGENT_REC_API), 0));
+	ASSERT_EQ(agent_rec_next(&it, &v, &why), 1);
 }
 
 /* ---- mutations ------------------------------------------------------------------- */

@@ -82,7 +82,11 @@ TEST(defaults_nvtx_on_nothing_else)
 	struct capture_warnings w;
 	struct capture_opts o = parse(NULL, 100, &w);
 
-	ASSERT_EQ(o.agent.flags, AGENT_START_NVTX);
+	/* Python launch stacks cost nothing in a job without Python (the
+	 * agent enables its callbacks only where it found an interpreter). */
+	ASSERT_EQ(o.agent.flags, AGENT_START_NVTX | AGENT_START_PY_STACKS);
+	ASSERT_EQ(o.agent.py_max_depth, 64);
+	ASSERT_EQ(o.agent.py_sample_hz, 100);
 	ASSERT_EQ(o.agent.pm_interval_us, 500);
 	ASSERT_EQ(o.agent.pm_buffer_mb, 64);
 	ASSERT_STREQ(o.agent.pm_metrics, "");
@@ -107,8 +111,13 @@ TEST(every_key)
 	add_int(&r, "gpu_pm_sample_interval_us", 1000);
 	add_int(&r, "gpu_pm_sample_buffer_size_per_gpu_mb", 256);
 	add_str(&r, "override_hostname", "h");
+	add_bool(&r, "python_launch_stacks", false);
+	add_int(&r, "python_stack_depth", 10);
+	add_int(&r, "python_sample_hz", 1000);
 	o = parse(&r, 1000, &w);
 	ASSERT_EQ(w.n, 0);
+	ASSERT_EQ(o.agent.py_max_depth, 10);
+	ASSERT_EQ(o.agent.py_sample_hz, 1000);
 	ASSERT_EQ(o.max_api_events, 11);
 	ASSERT_EQ(o.max_gpu_events, 12);
 	ASSERT_EQ(o.max_annotations, 13);
@@ -131,13 +140,20 @@ TEST(bounds)
 	add_int(&r, "gpu_num_chips_to_profile_per_task", 4097);
 	add_int(&r, "gpu_pm_sample_interval_us", 9);
 	add_int(&r, "gpu_pm_sample_buffer_size_per_gpu_mb", 1);
+	add_int(&r, "python_stack_depth", 129);
+	add_int(&r, "python_sample_hz", 0);
+	add_bool(&r, "python_launch_stacks", true);
 	o = parse(&r, 5000, &w);
+	ASSERT_EQ(o.agent.py_max_depth, 64);
+	ASSERT_EQ(o.agent.py_sample_hz, 100);
 	ASSERT_EQ(o.max_gpu_events, 5000);
 	ASSERT_EQ(o.max_api_events, 0);
 	ASSERT_EQ(o.num_chips, 0);
 	ASSERT_EQ(o.agent.pm_interval_us, 500);
 	ASSERT_EQ(o.agent.pm_buffer_mb, 64);
-	ASSERT_EQ(w.n, 4);
+	ASSERT_EQ(w.n, 6);
+	ASSERT_STREQ(w.msg[4], "advanced_configuration: python_stack_depth=129 is out of range 1..128 (ignored)");
+	ASSERT_STREQ(w.msg[5], "advanced_configuration: python_sample_hz=0 is out of range 1..1000 (ignored)");
 	ASSERT_STREQ(w.msg[0], "advanced_configuration: gpu_max_callback_api_events=-1 is out of range "
 			       "0..9223372036854775807 (ignored)");
 	ASSERT_STREQ(w.msg[1], "advanced_configuration: gpu_num_chips_to_profile_per_task=4097 is out of "
@@ -151,8 +167,12 @@ TEST(bounds)
 	add_int(&r, "gpu_pm_sample_interval_us", 1000000);
 	add_int(&r, "gpu_pm_sample_buffer_size_per_gpu_mb", 4096);
 	add_int(&r, "gpu_num_chips_to_profile_per_task", 4096);
+	add_int(&r, "python_stack_depth", 128);
+	add_int(&r, "python_sample_hz", 1);
 	o = parse(&r, 5000, &w);
 	ASSERT_EQ(w.n, 0);
+	ASSERT_EQ(o.agent.py_max_depth, 128);
+	ASSERT_EQ(o.agent.py_sample_hz, 1);
 	ASSERT_EQ(o.agent.pm_interval_us, 1000000);
 	ASSERT_EQ(o.agent.pm_buffer_mb, 4096);
 	ASSERT_EQ(o.num_chips, 4096);
@@ -170,10 +190,13 @@ TEST(types_are_upstreams)
 	add_bool(&r, "gpu_pm_sample_counters", true);
 	add(&r, "gpu_enable_cupti_activity_graph_trace"); /* no value case */
 	add_int(&r, "override_hostname", 7);
+	add_int(&r, "python_launch_stacks", 0);
 	o = parse(&r, 100, &w);
 	ASSERT_EQ(o.max_gpu_events, 0);
-	ASSERT_EQ(o.agent.flags, AGENT_START_NVTX);
-	ASSERT_EQ(w.n, 5);
+	ASSERT_EQ(o.agent.flags, AGENT_START_NVTX | AGENT_START_PY_STACKS);
+	ASSERT_EQ(w.n, 6);
+	ASSERT_STREQ(w.msg[5], "advanced_configuration: python_launch_stacks takes a value of type bool, "
+			       "got int64 (ignored)");
 	ASSERT_STREQ(w.msg[0], "advanced_configuration: gpu_max_activity_api_events takes a value of type "
 			       "int64, got string (ignored)");
 	ASSERT_STREQ(w.msg[1], "advanced_configuration: gpu_enable_nvtx_tracking takes a value of type "
@@ -416,6 +439,32 @@ TEST(limits_nvtx_off_and_annotation_cap)
 	ASSERT_TRUE(has_diag(t, "gpu_max_annotation_strings=2: 1 NVTX ranges with texts beyond the first 2 "
 				"distinct ones were dropped"));
 	trace_free(t);
+}
+
+/* A window at python_tracer_level 0 (no AGENT_START_PY_SAMPLE) beside one
+ * that asked for frame spans: the spans leave its snapshot, the API calls
+ * around them stay; the window that asked keeps them. */
+TEST(limits_python_spans_only_where_asked)
+{
+	struct capture_opts o;
+
+	for (int asked = 0; asked <= 1; asked++) {
+		struct trace *t = sample();
+		struct trace_plane *host = trace_find_plane(t, XN_PLANE_HOST);
+
+		put(host, 1, "app (pid 5)/tid 5", "$train.py:20 forward", 9);
+		put(host, 1, "app (pid 5)/tid 5", XN_PYTHON_STACK_TRUNCATED, 8);
+		put(host, 4, "Process CPU", "$not_an_agent_line", 6);
+		capture_opts_default(&o);
+		if (asked)
+			o.agent.flags |= AGENT_START_PY_SAMPLE;
+		capture_limits_apply(t, &o, 0);
+		ASSERT_EQ(line_count(t, XN_PLANE_HOST, 1), asked ? 5 : 3);
+		ASSERT_EQ(line_count(t, XN_PLANE_HOST, 4), 2);
+		ASSERT_EQ(has_diag(t, "python_tracer_level=0: 2 Python frame spans another capture asked for were "
+				      "left out"), !asked);
+		trace_free(t);
+	}
 }
 
 TEST_MAIN()
