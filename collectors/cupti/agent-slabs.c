@@ -207,6 +207,9 @@ void agent_drain(void)
 		g.n_done--;
 		valid = g.slabs[i].valid;
 		pthread_mutex_unlock(&g.lock);
+		/* Every launch with a record in this slab queued its Python stack
+		 * before CUPTI completed the slab: sent first, profd joins them. */
+		agent_py_drain(&g.cv);
 		drain_slab(i, valid);
 	}
 	agent_conv_flush(&g.cv);

@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -800,9 +801,19 @@ void agent_py_drain(struct agent_conv *cv)
 		P.emit_failed_seen = cv->emit_failed;
 		forget(false);
 	}
-	while (q_pop(&c))
-		if (c.gen == gen)
-			emit(cv, &c);
+	for (unsigned wait = 0;;) {
+		if (q_pop(&c)) {
+			if (c.gen == gen)
+				emit(cv, &c);
+			continue;
+		}
+		/* A thread between claiming a cell and filling it holds back the
+		 * cells after it, whose records a slab may already hold: it is a
+		 * few instructions from done, unless preempted (then ~1 ms). */
+		if (atomic_load_explicit(&P.q_tail, memory_order_relaxed) == P.q_head || ++wait > 1000)
+			return;
+		sched_yield();
+	}
 }
 
 void agent_py_counts(struct agent_py_counts *ret)
