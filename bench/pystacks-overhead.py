@@ -75,8 +75,7 @@ class Job:
         self.captures += 1
         self.rx.wait(P.F_CLOCK, 1 + 2 * (self.captures - 1))
         want_domains = bool(flags & P.START_PY_STACKS)
-        if not P.T.wait_for(lambda: self.app.ask("state")[0] == "1" and
-                            (self.app.ask("state")[1] != "0") == want_domains, 10):
+        if not P.T.wait_for(lambda: self.app.tracing(want_domains), 10):
             raise SystemExit(f"the agent did not start the capture: {self.rx.cap.errors}")
 
     def stop(self):

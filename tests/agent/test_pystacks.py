@@ -12,7 +12,11 @@ The agent's side is checked on the wire, against a receiver in this file
 speaking agent-proto.h v5 (START with the Python flags, STOP, STATS): the
 exact frames (file, function, first line, line) of every launch by
 correlation id, the stacks of threads without Python, the truncation, the
-sampler's records, the counters.
+sampler's records, the counters. Then end to end: a real profd captures the
+job over gRPC at python_tracer_level 1, and the decoded XSpace carries the
+exact python_frame / python_stack on each kernel, copy and API event, the
+frame spans on the thread's line around its API events, and the sampler's
+span between launches (docs/python-stacks.md).
 
 Debian's python3 always runs; python3.10 / 3.12 / 3.13 where found on PATH
 or named in PROFD_TEST_PYTHONS (colon-separated), else those cases skip.
@@ -56,7 +60,7 @@ def markers():
     out = {}
     with open(APP) as f:
         for n, line in enumerate(f, 1):
-            m = re.search(r"# @([\w-]+)$", line.rstrip())
+            m = re.search(r"#.* @([\w-]+)$", line.rstrip())
             if m:
                 out[m.group(1)] = n
     return out
@@ -118,7 +122,10 @@ class Capture:
             self.stacks[sid] = (flags, fids)
         elif t == R_PY_LAUNCH:
             ts, tid, corr, sid = struct.unpack_from("<QIII", b, 8)
-            if sid not in self.stacks and sid not in (0, STACK_DROPPED):
+            # Before the API record and the GPU work of its correlation:
+            # profd joins them as they come.
+            if sid not in self.stacks and sid not in (0, STACK_DROPPED) or corr in self.apis or \
+                    corr in self.kernels or corr in self.copies:
                 self.order_ok = False
             self.launches.append((ts, tid, corr, sid))
         elif t == R_PY_SAMPLE:
@@ -219,6 +226,12 @@ class App:
             raise AssertionError("pystacks-app did not start: " + self.proc.stderr.read())
         self.pid, self.main_tid = int(first[1]), int(first[2])
 
+    def tracing(self, callbacks=True):
+        """Whether the agent subscribed and (@callbacks) switched its API
+        callbacks on (then launch stacks are on), in one look."""
+        sub, domains = self.ask("state")
+        return sub == "1" and (domains != "0") == callbacks
+
     def ask(self, cmd):
         self.proc.stdin.write(cmd + "\n")
         self.proc.stdin.flush()
@@ -271,7 +284,7 @@ class PyStacksWire(unittest.TestCase):
         self.rx.start(flags, hz, depth)
         self.rx.wait(F_CLOCK)
         # Tracing is on once the agent switched the API callbacks on.
-        if not T.wait_for(lambda: self.app.ask("state") != ["1", "0"], 10):
+        if not T.wait_for(self.app.tracing, 10):
             self.walkable()
             raise AssertionError(f"the agent never switched the API callbacks on: {self.rx.cap.errors}")
         work()
@@ -389,13 +402,158 @@ class PyStacksWire(unittest.TestCase):
         self.assertEqual(c.stats[9], 1)
 
 
-def _case(label, path):
-    return type("PyStacksWire_" + label.replace(".", ""), (PyStacksWire,), {"python": path, "label": label})
+def stats_of(p, e):
+    out = {}
+    for s in e.stats:
+        kind = s.WhichOneof("value")
+        out[p.stat_metadata[s.metadata_id].name] = (
+            p.stat_metadata[s.ref_value].name if kind == "ref_value" else getattr(s, kind))
+    return out
+
+
+@unittest.skipUnless(AGENT and os.path.exists(os.path.join(FAKECUDA, "libcuda.so.1")),
+                     "libprofd-agent.so or the fake CUDA not built")
+class PyStacksXSpace(unittest.TestCase):
+    python = None
+
+    def setUp(self):
+        if not self.python:
+            self.skipTest(f"{self.label} not found (PATH or PROFD_TEST_PYTHONS)")
+        self.P = T.protos()
+        self.tmp = tempfile.mkdtemp(prefix="profd-pystacks-")
+        sock = os.path.join(self.tmp, "agent.sock")
+        self.d = T.Daemon("--agent-socket", sock, "--flush-timeout", "2s")
+        self.stubs = T.Stubs(self.d.addr)
+        self.app = App(self.python, sock)
+        self.m, self.defs = markers(), defs()
+        if not T.wait_for(lambda: any(a.pid == self.app.pid for a in self.stubs.status(
+                self.P.profd.StatusRequest(), timeout=10).agents), 15):
+            raise AssertionError("the agent never registered:\n" + self.d.log())
+
+    def tearDown(self):
+        self.app.finish()
+        self.stubs.close()
+        rc = self.d.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.assertEqual(rc, 0, self.d.log())
+
+    def leaf(self, fn, marker):
+        return f"pystacks-app.py:{self.m[marker]} {fn}"
+
+    def main_stack(self, *leaves):
+        return ";".join([self.leaf("<module>", "module"), self.leaf("serve", "serve-work")] + list(leaves))
+
+    def capture_work(self):
+        out = {}
+
+        def run():
+            req = T.profile_request(self.P, 6000, f"localhost:{self.d.port}", python_tracer_level=1)
+            out["x"] = T.decode_xspace(self.P, self.stubs.profile(req, timeout=60).tool_data[0].data)
+
+        t = threading.Thread(target=run)
+        t.start()
+        # Launch stacks are on once the agent switched the API callbacks on.
+        if not T.wait_for(self.app.tracing, 15):
+            t.join()
+            raise AssertionError("the agent did not start: " + str(list(out["x"].warnings)))
+        self.assertEqual(self.app.ask("work"), ["done"])
+        self.assertEqual(self.app.ask("spin 300"), ["spun"])
+        self.assertEqual(self.app.ask("work"), ["done"])
+        t.join()
+        return out["x"]
+
+    def test_stacks_and_frame_spans(self):
+        x = self.capture_work()
+        w = [w for w in x.warnings if "Python" in w]
+        self.assertEqual(w, [])
+        # GPU work: correlation -> (name, python_frame, python_stack).
+        gpu = {}
+        for p in x.planes:
+            if p.name.startswith("/device:GPU:"):
+                for l in p.lines:
+                    for e in l.events:
+                        st = stats_of(p, e)
+                        if "correlation_id" in st:
+                            gpu[st["correlation_id"]] = (p.event_metadata[e.metadata_id].name,
+                                                         st.get("python_frame"), st.get("python_stack"))
+        by, count = {}, {}
+        for name, frame, stack in gpu.values():
+            by.setdefault(name, set()).add((frame, stack))
+            count[name] = count.get(name, 0) + 1
+        # Both works, whole (a callback's count is qsort's business).
+        self.assertEqual({k: v for k, v in count.items() if k != "k_callback"},
+                         {"k_step": 4, "MemcpyH2D": 4, "k_thread0": 8, "k_thread1": 8, "k_thread2": 8, "k_gen": 4,
+                          "k_coro": 2, "k_deep": 2, "k_native": 4})
+        step = self.main_stack(self.leaf("work", "work-train"), self.leaf("train", "train-call"))
+        self.assertEqual(by["k_step"], {(self.leaf("step", "step-launch"),
+                                         step + ";" + self.leaf("step", "step-launch"))})
+        self.assertEqual(by["MemcpyH2D"], {(self.leaf("step", "step-copy"),
+                                            step + ";" + self.leaf("step", "step-copy"))})
+        for t in range(3):
+            (frame, stack), = by[f"k_thread{t}"]
+            self.assertEqual(frame, self.leaf("worker", "worker-launch"))
+            outer = stack.split(";")[:-1]
+            self.assertTrue(outer and all(f.startswith("threading.py:") for f in outer), stack)
+        self.assertEqual(by["k_gen"], {(self.leaf("gen", "gen-launch"), self.main_stack(
+            self.leaf("work", "work-gen"), self.leaf("use_gen", "use-gen"), self.leaf("gen", "gen-launch")))})
+        self.assertEqual(by["k_coro"], {(self.leaf("coro", "coro-launch"), self.main_stack(
+            self.leaf("work", "work-coro"), self.leaf("run_coro", "run-coro"), self.leaf("coro", "coro-launch")))})
+        self.assertEqual(by["k_deep"], {(self.leaf("deep", "deep-launch"), ";".join(
+            ["[truncated]"] + [self.leaf("deep", "deep-call")] * 63 + [self.leaf("deep", "deep-launch")]))})
+        self.assertEqual(by["k_callback"], {(self.leaf("compare", "callback-launch"), self.main_stack(
+            self.leaf("work", "work-c"), self.leaf("through_c", "through-c"),
+            self.leaf("compare", "callback-launch")))})
+        self.assertEqual(by["k_native"], {("(thread without Python)", "(thread without Python)")})
+
+        # The main thread's line: its API events carry their work's stats.
+        h = [p for p in x.planes if p.name == "/host:CPU"][0]
+        lines = [l for l in h.lines if l.name.endswith(f"(pid {self.app.pid})/tid {self.app.main_tid}")]
+        self.assertEqual(len(lines), 1, ([l.name for l in h.lines], self.app.main_tid))
+        line = lines[0]
+        evs = sorted(((line.timestamp_ns * 1000 + e.offset_ps, line.timestamp_ns * 1000 + e.offset_ps + e.duration_ps,
+                       h.event_metadata[e.metadata_id].name, stats_of(h, e)) for e in line.events),
+                     key=lambda v: (v[0], -v[1]))
+        api = [e for e in evs if e[2].startswith("cu")]
+        self.assertEqual(len([e for e in api if e[2] == "cuLaunchKernel"]), 2 * (2 + 2 + 1 + 1) +
+                         len([c for c in gpu.values() if c[0] == "k_callback"]),
+                         ([l.name for l in h.lines], sorted(c[0] for c in gpu.values()), list(x.warnings)))
+        for s, e, name, st in api:
+            g = gpu[st["correlation_id"]]
+            self.assertEqual((st.get("python_frame"), st.get("python_stack")), g[1:], name)
+        # Frame spans, XLA's names: around each launch of step(), nested.
+        spans = [e for e in evs if e[2].startswith("$")]
+        step_name = f"$pystacks-app.py:{self.defs['step']} step"
+        for s, e, name, st in api:
+            if gpu[st["correlation_id"]][0] != "k_step":
+                continue
+            around = [v for v in spans if v[2] == step_name and v[0] <= s and e <= v[1]]
+            self.assertEqual(len(around), 1, (s, e))
+            self.assertTrue(around[0][3]["python_file"].endswith("/pystacks-app.py"), around[0][3])
+            self.assertEqual(around[0][3]["python_line"], self.m["step-launch"])
+        for i, (s1, e1, n1, _) in enumerate(evs):
+            for s2, e2, n2, _ in evs[i + 1:]:
+                self.assertTrue(s2 >= e1 or e2 <= e1, (n1, s1, e1, n2, s2, e2))
+        # The sampler: spin() between the two works' launches, one span of
+        # most of its 300 ms, with no API event inside.
+        spin = [v for v in spans if v[2] == f"$pystacks-app.py:{self.defs['spin']} spin"]
+        self.assertEqual(len(spin), 1, [(v[0], v[1] - v[0], v[3].get("python_line")) for v in spin])
+        s, e, _, st = spin[0]
+        self.assertEqual(st["python_line"], self.m["spin"])
+        self.assertGreater(e - s, 150 * 10**9, (s, e))
+        self.assertFalse([a for a in api if s <= a[0] < e])
+        self.assertTrue(any(a[1] <= s for a in api) and any(a[0] >= e for a in api))
+
+
+def _case(base, label, path):
+    name = base.__name__ + "_" + label.replace(".", "")
+    return name, type(name, (base,), {"python": path, "label": label})
 
 
 for _label, _path in interpreters():
-    globals()[_case(_label, _path).__name__] = _case(_label, _path)
-del PyStacksWire
+    for _base in (PyStacksWire, PyStacksXSpace):
+        _n, _c = _case(_base, _label, _path)
+        globals()[_n] = _c
+del PyStacksWire, PyStacksXSpace, _base, _c
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
