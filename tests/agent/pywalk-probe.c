@@ -33,6 +33,7 @@ EXPORT int probe_walk_from(uintptr_t tstate, int plain, unsigned max, char *buf,
 EXPORT int probe_sample_from(uintptr_t interp, unsigned max, int *torn);
 EXPORT int probe_resolve_at(uintptr_t code, uint32_t instr, uint32_t check_xor, char *buf, size_t cap);
 EXPORT double probe_bench_walk(unsigned max, unsigned iters, int *frames);
+EXPORT double probe_bench_sample(unsigned max, unsigned iters, int *threads);
 
 struct out {
 	char *buf;
@@ -217,5 +218,32 @@ EXPORT double probe_bench_walk(unsigned max, unsigned iters, int *frames)
 	}
 	uint64_t t1 = mono_ns();
 	*frames = n;
+	return iters ? (double)(t1 - t0) / iters : 0;
+}
+
+static void nop_cb(void *ud, uint32_t tid, const struct pyw_raw *frames, int n, bool truncated)
+{
+	(void)ud;
+	(void)tid;
+	(void)frames;
+	(void)n;
+	(void)truncated;
+}
+
+/* ns per pyw_sample_all(@max) (frames not resolved, as the agent's
+ * sampler takes them); -1 when it failed. */
+EXPORT double probe_bench_sample(unsigned max, unsigned iters, int *threads)
+{
+	struct pyw_raw f[MAX_FRAMES];
+	int n = 0;
+	max = max < MAX_FRAMES ? max : MAX_FRAMES;
+	uint64_t t0 = mono_ns();
+	for (unsigned i = 0; i < iters; i++) {
+		n = pyw_sample_all(f, max, nop_cb, NULL);
+		if (n < 0)
+			return -1;
+	}
+	uint64_t t1 = mono_ns();
+	*threads = n;
 	return iters ? (double)(t1 - t0) / iters : 0;
 }
