@@ -100,6 +100,11 @@ struct pyw_span {
 	uintptr_t lo, hi;
 };
 bool pyw_maps_has(struct pyw_span *hint, uintptr_t addr, size_t len);
+/* The sampler's page copies: @len bytes at @addr from a copy of their page
+ * taken in this sample (or @buf when they straddle pages); NULL when
+ * unreadable. pyw_pages_reset() starts a sample. Sampler thread only. */
+const unsigned char *pyw_pages_view(uintptr_t addr, size_t len, unsigned char *buf);
+void pyw_pages_reset(void);
 
 /* pywalk.c: the code object's fingerprint from its fields (@code points at a
  * copy of at least l.code_span bytes). */

@@ -107,17 +107,27 @@ uint32_t pyw_code_check(const unsigned char *code)
 	return (uint32_t)h;
 }
 
-/* @len bytes at @addr: in place where the cache vouches for them (@hint:
- * the range last hit), else copied into @buf; NULL when unreadable. */
-static const unsigned char *view(bool plain, struct pyw_span *hint, uintptr_t addr, size_t len, unsigned char *buf)
+/* How a walk reads. */
+enum mode {
+	PLAIN, /* the hot path: in place where the range cache vouches */
+	SAFE,  /* every read a fault-safe copy */
+	PAGED, /* the sampler: fault-safe copies of whole pages */
+};
+
+/* @len bytes at @addr, in place or copied into @buf (@hint: the range
+ * the cache last vouched for); NULL when unreadable. */
+static const unsigned char *view(enum mode mode, struct pyw_span *hint, uintptr_t addr, size_t len,
+				 unsigned char *buf)
 {
-	if (plain && pyw_maps_has(hint, addr, len))
+	if (mode == PAGED)
+		return pyw_pages_view(addr, len, buf);
+	if (mode == PLAIN && pyw_maps_has(hint, addr, len))
 		return (const unsigned char *)addr;
 	return pyw_read(addr, buf, len) == 0 ? buf : NULL;
 }
 
 struct walk {
-	bool plain;
+	enum mode mode;
 	struct pyw_span fr_hint, co_hint;
 	unsigned char fbuf[FRAME_BUF], cbuf[CODE_BUF];
 };
@@ -139,16 +149,19 @@ static int one_frame(struct walk *w, const unsigned char *f, struct pyw_raw *raw
 	uintptr_t code = pyw_ld64(f, l->fr_code) & ~l->exec_tag_mask;
 	if (code < 4096 || (code & 7))
 		return -EFAULT;
-	const unsigned char *c = view(w->plain, &w->co_hint, code, l->code_span, w->cbuf);
+	/* Everything from @f before the next view: for the sampler that view
+	 * may take the page copy @f points into. */
+	uintptr_t ip = pyw_ld64(f, l->fr_instr);
+	int32_t lasti = (int32_t)pyw_ld32(f, l->fr_instr);
+	const unsigned char *c = view(w->mode, &w->co_hint, code, l->code_span, w->cbuf);
 	if (!c || pyw_ld64(c, l->ob_type) != pyw_state.code_type)
 		return -EFAULT;
 	int64_t idx;
 	if (l->frame_kind == PYW_FRAME_310) {
-		idx = (int32_t)pyw_ld32(f, l->fr_instr); /* -1 before the first instruction */
+		idx = lasti; /* -1 before the first instruction */
 	} else {
 		/* The bytecode is inline: code units from co_code_adaptive on,
 		 * Py_SIZE() of them. 3.11 parks prev_instr one unit before. */
-		uintptr_t ip = pyw_ld64(f, l->fr_instr);
 		uintptr_t start = code + l->co_code_adaptive;
 		int64_t d = (int64_t)(ip - start);
 		uint64_t units = pyw_ld64(c, l->var_size);
@@ -176,9 +189,10 @@ static int walk_frames(struct walk *w, uintptr_t frame, struct pyw_raw *out, uns
 	while (frame) {
 		if (++looked > limit || (frame & 7) || frame < 4096)
 			return -EFAULT;
-		const unsigned char *f = view(w->plain, &w->fr_hint, frame, l->frame_span, w->fbuf);
+		const unsigned char *f = view(w->mode, &w->fr_hint, frame, l->frame_span, w->fbuf);
 		if (!f)
 			return -EFAULT;
+		uintptr_t prev = pyw_ld64(f, l->fr_previous);
 		struct pyw_raw raw;
 		int rc = one_frame(w, f, &raw);
 		if (rc < 0)
@@ -190,7 +204,7 @@ static int walk_frames(struct walk *w, uintptr_t frame, struct pyw_raw *out, uns
 			}
 			out[n++] = raw;
 		}
-		frame = pyw_ld64(f, l->fr_previous);
+		frame = prev;
 	}
 	return (int)n;
 }
@@ -205,7 +219,7 @@ static int newest_frame(struct walk *w, const unsigned char *t, uintptr_t *frame
 		unsigned char buf[16];
 		if (p & 7)
 			return -EFAULT;
-		const unsigned char *cf = view(w->plain, &w->fr_hint, p, l->cf_current + 8, buf);
+		const unsigned char *cf = view(w->mode, &w->fr_hint, p, l->cf_current + 8, buf);
 		if (!cf)
 			return -EFAULT;
 		p = pyw_ld64(cf, l->cf_current);
@@ -216,7 +230,7 @@ static int newest_frame(struct walk *w, const unsigned char *t, uintptr_t *frame
 
 int pyw_walk_tstate(uintptr_t tstate, bool plain, struct pyw_raw *out, unsigned max, bool *truncated)
 {
-	struct walk w = {.plain = plain};
+	struct walk w = {.mode = plain ? PLAIN : SAFE};
 	unsigned char tbuf[TSTATE_BUF];
 	uintptr_t frame = 0;
 	*truncated = false;
@@ -224,7 +238,7 @@ int pyw_walk_tstate(uintptr_t tstate, bool plain, struct pyw_raw *out, unsigned 
 		return 0;
 	if (tstate < 4096 || (tstate & 7))
 		return -EFAULT;
-	const unsigned char *t = view(plain, &w.fr_hint, tstate, pyw_state.l.tstate_span, tbuf);
+	const unsigned char *t = view(w.mode, &w.fr_hint, tstate, pyw_state.l.tstate_span, tbuf);
 	if (!t)
 		return -EFAULT;
 	int rc = newest_frame(&w, t, &frame);
@@ -257,30 +271,47 @@ static uint32_t native_tid(const unsigned char *t)
 	return id <= UINT32_MAX ? (uint32_t)id : 0;
 }
 
-int pyw_sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)
+static int sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)
 {
 	const struct pyw_layout *l = &pyw_state.l;
 	uint64_t ts = 0;
-	if (!pyw_ready())
-		return -ENOTSUP;
 	if (!interp || (interp & 7) || pyw_read(interp + l->in_threads, &ts, 8) != 0)
 		return -EFAULT;
+	pyw_pages_reset();
 	int seen = 0;
 	for (unsigned i = 0; ts && i < THREADS_MAX; i++) {
-		unsigned char t[TSTATE_BUF];
-		struct walk w = {.plain = false};
+		unsigned char tbuf[TSTATE_BUF];
+		struct walk w = {.mode = PAGED};
 		uintptr_t frame = 0;
 		bool truncated = false;
-		if ((ts & 7) || pyw_read(ts, t, l->tstate_span) != 0)
+		const unsigned char *t = (ts & 7) ? NULL : pyw_pages_view(ts, l->tstate_span, tbuf);
+		if (!t)
 			break; /* the list changed under us: the rest next time */
+		/* Copied out: the walk's views may take @t's page copy. */
+		uint64_t next = pyw_ld64(t, l->ts_next);
+		uint32_t tid = native_tid(t);
 		int n = newest_frame(&w, t, &frame);
 		if (n == 0)
 			n = walk_frames(&w, frame, scratch, max, &truncated);
-		cb(ud, native_tid(t), scratch, n, truncated);
+		cb(ud, tid, scratch, n, truncated);
 		seen++;
-		ts = pyw_ld64(t, l->ts_next);
+		ts = next;
 	}
 	return seen;
+}
+
+/* One sampler at a time: the page copies are its own. */
+static atomic_flag sampling = ATOMIC_FLAG_INIT;
+
+int pyw_sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)
+{
+	if (!pyw_ready())
+		return -ENOTSUP;
+	if (atomic_flag_test_and_set_explicit(&sampling, memory_order_acquire))
+		return -EBUSY;
+	int rc = sample_interp(interp, scratch, max, cb, ud);
+	atomic_flag_clear_explicit(&sampling, memory_order_release);
+	return rc;
 }
 
 int pyw_sample_all(struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)

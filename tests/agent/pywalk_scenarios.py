@@ -130,7 +130,11 @@ def through_map():
     return list(map(lambda x: walk(), [1]))[0]  # L:map
 
 
-# Threads: each walks itself, then parks at a known line for the sampler.
+# Threads: each walks itself, then parks at a known line for the sampler
+# (enough of them that the sampler's page copies must be reused).
+NTHREADS = 24
+
+
 def thread_body(i, results, stop):
     results[i] = {"tid": threading.get_native_id(), "walk": thread_walk(i)}
     parked(stop)
@@ -158,14 +162,15 @@ def scenarios():
 
     stop = threading.Event()
     results = {}
-    ths = [threading.Thread(target=thread_body, args=(i, results, stop)) for i in range(4)]
+    ths = [threading.Thread(target=thread_body, args=(i, results, stop)) for i in range(NTHREADS)]
     for t in ths:
         t.start()
     deadline = time.time() + 10
-    while len(results) < 4 and time.time() < deadline:
+    while len(results) < NTHREADS and time.time() < deadline:
         time.sleep(0.01)
     time.sleep(0.05)  # every thread in parked() by now
     res["threads"] = results
+    res["nthreads"] = NTHREADS
     res["main_tid"] = threading.get_native_id()
     res["sample_n"], res["sample"] = sample()
     stop.set()

@@ -123,7 +123,8 @@ class Walker:
             self.assertEqual(t["walk"]["frames"][2][2], "thread_body")
             tids.add(str(t["tid"]))
         self.assertEqual(r["sample_n"], len(r["sample"]))
-        self.assertEqual(len(tids), 4)
+        self.assertEqual(r["sample_n"], r["nthreads"] + 1)
+        self.assertEqual(len(tids), r["nthreads"])
         self.assertTrue(tids <= set(r["sample"]), "the sampler saw %s, threads are %s" % (list(r["sample"]), tids))
         for tid in tids:
             self.assertEqual(r["sample"][tid]["frames"][0], self.at("parked", "parked"))
