@@ -138,7 +138,7 @@ static int one_frame(struct walk *w, const unsigned char *f, struct pyw_raw *raw
 	const struct pyw_layout *l = &pyw_state.l;
 	unsigned owner = 0;
 	if (l->fr_owner != PYW_NONE) {
-		owner = f[l->fr_owner];
+		owner = pyw_ld8(f, l->fr_owner);
 		if (owner > l->owner_max)
 			return -EFAULT;
 		if (owner >= l->owner_skip)
