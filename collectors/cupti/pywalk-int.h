@@ -100,6 +100,8 @@ struct pyw_span {
 	uintptr_t lo, hi;
 };
 bool pyw_maps_has(struct pyw_span *hint, uintptr_t addr, size_t len);
+/* Whether a lookup missed since the last refresh (for the tests). */
+bool pyw_maps_missed(void);
 /* The sampler's page copies: @len bytes at @addr from a copy of their page
  * taken in this sample (or @buf when they straddle pages); NULL when
  * unreadable. pyw_pages_reset() starts a sample. Sampler thread only. */

@@ -201,6 +201,11 @@ void pyw_maps_refresh(bool force)
 	pthread_mutex_unlock(&refresh_mu);
 }
 
+bool pyw_maps_missed(void)
+{
+	return atomic_load_explicit(&missed, memory_order_relaxed);
+}
+
 bool pyw_maps_has(struct pyw_span *hint, uintptr_t addr, size_t len)
 {
 	uintptr_t end = addr + len;

@@ -95,6 +95,12 @@ const char *pyw_version(void)
 	return atomic_load_explicit(&have_version, memory_order_acquire) ? pyw_state.version : "";
 }
 
+void pyw_maintain(void)
+{
+	if (pyw_ready())
+		pyw_maps_refresh(false);
+}
+
 uint32_t pyw_code_check(const unsigned char *code)
 {
 	const struct pyw_layout *l = &pyw_state.l;

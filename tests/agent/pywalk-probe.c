@@ -28,6 +28,7 @@ EXPORT const char *probe_version(void);
 EXPORT int probe_walk(char *buf, size_t cap, unsigned max, int *truncated);
 EXPORT int probe_sample(char *buf, size_t cap, unsigned max);
 EXPORT int probe_cthread_walk(void);
+EXPORT int probe_maintain(void);
 EXPORT int probe_layout(char *buf, size_t cap);
 EXPORT int probe_walk_from(uintptr_t tstate, int plain, unsigned max, char *buf, size_t cap, int *truncated);
 EXPORT int probe_sample_from(uintptr_t interp, unsigned max, int *torn);
@@ -123,6 +124,14 @@ EXPORT int probe_cthread_walk(void)
 		return -1001;
 	pthread_join(th, NULL);
 	return n;
+}
+
+/* pyw_maintain(); then whether the hot path's range cache has missed
+ * since (1) or not (0). */
+EXPORT int probe_maintain(void)
+{
+	pyw_maintain();
+	return pyw_maps_missed();
 }
 
 /* The offsets a test needs to fabricate a thread state and frames. */

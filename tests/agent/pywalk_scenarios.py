@@ -149,6 +149,24 @@ def parked(stop):
         time.sleep(0.002)  # L:parked
 
 
+def maintained():
+    """A thread started now walks; after pyw_maintain() (50 ms apart) its
+    walks stay inside the hot path's cache of readable ranges."""
+    out = {}
+
+    def body():
+        out["first"] = rec(30, 64)["n"]
+        time.sleep(0.06)
+        out["after_maintain"] = lib.probe_maintain()
+        out["again"] = rec(30, 64)["n"]
+        out["missed_again"] = lib.probe_maintain()
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    return out
+
+
 def scenarios():
     res = {"lines": LINES, "file": HERE}
     res["outer"] = outer()
@@ -173,6 +191,7 @@ def scenarios():
     res["nthreads"] = NTHREADS
     res["main_tid"] = threading.get_native_id()
     res["sample_n"], res["sample"] = sample()
+    res["maintain"] = maintained()
     stop.set()
     for t in ths:
         t.join()

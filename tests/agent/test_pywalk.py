@@ -146,6 +146,10 @@ class Walker:
             self.assertEqual(r["sample"][tid]["frames"][0], self.at("parked", "parked"))
         main = r["sample"][str(r["main_tid"])]["frames"]
         self.assertEqual(main[0][2], "sample")
+        m = r["maintain"]
+        self.assertEqual((m["first"], m["again"]), (m["first"], m["first"]))
+        self.assertGreaterEqual(m["first"], 32)
+        self.assertEqual((m["after_maintain"], m["missed_again"]), (0, 0), "a walk missed the refreshed cache")
 
     def check_hostile(self):
         h = self.r["hostile"]
