@@ -12,11 +12,16 @@
  * skips them), are stepped over. Anything else odd abandons the walk with
  * -EFAULT. The number of frames looked at is bounded, so a cycle ends.
  *
- * On the hot path (@plain) a struct is loaded in place when the readable
+ * On the hot path (PLAIN) a struct is loaded in place when the readable
  * range cache vouches for it, else copied through pyw_read(); the sampler
- * copies everything (other threads' frames change under it). Neither
- * allocates, locks or calls into Python (PyGILState_GetThisThreadState
- * is a TLS read, documented as callable without the GIL).
+ * (PAGED) copies everything, a page at a time (other threads' frames
+ * change under it). Neither allocates, locks or calls into Python
+ * (PyGILState_GetThisThreadState is a TLS read, documented as callable
+ * without the GIL). The sampler holds an atomic flag, not a lock: a
+ * second concurrent sampler gets -EBUSY.
+ *
+ * Before pyw_init() succeeded: pyw_walk_current() returns 0,
+ * pyw_sample_all() and pyw_resolve() -ENOTSUP.
  */
 #define _GNU_SOURCE
 #include <errno.h>
