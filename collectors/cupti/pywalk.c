@@ -141,7 +141,39 @@ struct walk {
 	enum mode mode;
 	struct pyw_span fr_hint, co_hint;
 	unsigned char fbuf[FRAME_BUF], cbuf[CODE_BUF];
+	/* Off the cache, the last page of frames copied whole: 3.11+ frames
+	 * sit side by side in the thread's data stack, so one copy serves
+	 * many (a thread started since the last refresh: every one). */
+	uintptr_t fpage;
+	unsigned char fpage_data[4096];
 };
+
+/* Only the fields a walk starts from: the buffers are not worth zeroing
+ * on the hot path. */
+static void walk_init(struct walk *w, enum mode mode)
+{
+	w->mode = mode;
+	w->fr_hint = w->co_hint = (struct pyw_span){0, 0};
+	w->fpage = 0;
+}
+
+/* A frame for a PLAIN or SAFE walk: in place, from the page copy, or
+ * copied alone when its page cannot be (it straddles one, a guard page). */
+static const unsigned char *view_frame(struct walk *w, uintptr_t addr, size_t len)
+{
+	if (w->mode == PAGED || (w->mode == PLAIN && pyw_maps_has(&w->fr_hint, addr, len)))
+		return view(w->mode, &w->fr_hint, addr, len, w->fbuf);
+	uintptr_t page = addr & ~(uintptr_t)(sizeof w->fpage_data - 1);
+	if (addr - page + len > sizeof w->fpage_data)
+		return pyw_read(addr, w->fbuf, len) == 0 ? w->fbuf : NULL;
+	if (w->fpage != page) {
+		w->fpage = 0;
+		if (pyw_read(page, w->fpage_data, sizeof w->fpage_data) != 0)
+			return pyw_read(addr, w->fbuf, len) == 0 ? w->fbuf : NULL;
+		w->fpage = page;
+	}
+	return w->fpage_data + (addr - page);
+}
 
 /* One frame: 1 kept in *raw, 0 stepped over, -EFAULT. */
 static int one_frame(struct walk *w, const unsigned char *f, struct pyw_raw *raw)
@@ -200,7 +232,7 @@ static int walk_frames(struct walk *w, uintptr_t frame, struct pyw_raw *out, uns
 	while (frame) {
 		if (++looked > limit || (frame & 7) || frame < 4096)
 			return -EFAULT;
-		const unsigned char *f = view(w->mode, &w->fr_hint, frame, l->frame_span, w->fbuf);
+		const unsigned char *f = view_frame(w, frame, l->frame_span);
 		if (!f)
 			return -EFAULT;
 		uintptr_t prev = pyw_ld64(f, l->fr_previous);
@@ -241,7 +273,8 @@ static int newest_frame(struct walk *w, const unsigned char *t, uintptr_t *frame
 
 int pyw_walk_tstate(uintptr_t tstate, bool plain, struct pyw_raw *out, unsigned max, bool *truncated)
 {
-	struct walk w = {.mode = plain ? PLAIN : SAFE};
+	struct walk w;
+	walk_init(&w, plain ? PLAIN : SAFE);
 	unsigned char tbuf[TSTATE_BUF];
 	uintptr_t frame = 0;
 	*truncated = false;
@@ -292,7 +325,8 @@ static int sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max
 	int seen = 0;
 	for (unsigned i = 0; ts && i < THREADS_MAX; i++) {
 		unsigned char tbuf[TSTATE_BUF];
-		struct walk w = {.mode = PAGED};
+		struct walk w;
+		walk_init(&w, PAGED);
 		uintptr_t frame = 0;
 		bool truncated = false;
 		const unsigned char *t = (ts & 7) ? NULL : pyw_pages_view(ts, l->tstate_span, tbuf);
