@@ -64,6 +64,8 @@ static atomic_int self_pid;
 static void after_fork(void)
 {
 	atomic_store_explicit(&self_pid, getpid(), memory_order_relaxed);
+	/* A thread that held it at fork() does not exist in the child. */
+	pthread_mutex_init(&refresh_mu, NULL);
 }
 
 int pyw_read_init(void)

@@ -47,6 +47,14 @@ static int init_rc;
 static char init_why[128];
 static atomic_bool ready;
 static atomic_bool have_version; /* pyw_state.version is written */
+/* One sampler at a time: the page copies are its own. */
+static atomic_flag sampling = ATOMIC_FLAG_INIT;
+
+/* A sampler caught by fork() does not exist in the child. */
+static void after_fork(void)
+{
+	atomic_flag_clear(&sampling);
+}
 
 static int init_once(void)
 {
@@ -69,6 +77,7 @@ static int init_once(void)
 		return -ENOTSUP;
 	}
 	pyw_maps_refresh(true);
+	pthread_atfork(NULL, NULL, after_fork);
 	return 0;
 }
 
@@ -345,8 +354,6 @@ static int sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max
 	return seen;
 }
 
-/* One sampler at a time: the page copies are its own. */
-static atomic_flag sampling = ATOMIC_FLAG_INIT;
 
 int pyw_sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)
 {
