@@ -100,6 +100,13 @@ struct pyw_span {
 	uintptr_t lo, hi;
 };
 bool pyw_maps_has(struct pyw_span *hint, uintptr_t addr, size_t len);
+/* Whether a lookup missed since the last refresh (for the tests). */
+bool pyw_maps_missed(void);
+/* The sampler's page copies: @len bytes at @addr from a copy of their page
+ * taken in this sample (or @buf when they straddle pages); NULL when
+ * unreadable. pyw_pages_reset() starts a sample. Sampler thread only. */
+const unsigned char *pyw_pages_view(uintptr_t addr, size_t len, unsigned char *buf);
+void pyw_pages_reset(void);
 
 /* pywalk.c: the code object's fingerprint from its fields (@code points at a
  * copy of at least l.code_span bytes). */
@@ -116,16 +123,28 @@ int pyw_code_line(const unsigned char *code, uint32_t instr);
 int pyw_walk_tstate(uintptr_t tstate, bool plain, struct pyw_raw *out, unsigned max, bool *truncated);
 int pyw_sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud);
 
-static inline uint64_t pyw_ld64(const unsigned char *p, uint32_t off)
+/* Loads from the interpreter's memory. On the hot path @p may point
+ * straight into it: memory the range cache calls mapped, but which a
+ * garbage pointer may place outside any live allocation. That read is the
+ * design (the value is then rejected), so AddressSanitizer is told not to
+ * flag these loads. */
+#define PYW_LOAD static inline __attribute__((no_sanitize_address))
+
+PYW_LOAD uint64_t pyw_ld64(const unsigned char *p, uint32_t off)
 {
 	uint64_t v;
 	__builtin_memcpy(&v, p + off, sizeof v);
 	return v;
 }
 
-static inline uint32_t pyw_ld32(const unsigned char *p, uint32_t off)
+PYW_LOAD uint32_t pyw_ld32(const unsigned char *p, uint32_t off)
 {
 	uint32_t v;
 	__builtin_memcpy(&v, p + off, sizeof v);
 	return v;
+}
+
+PYW_LOAD uint8_t pyw_ld8(const unsigned char *p, uint32_t off)
+{
+	return p[off];
 }

@@ -58,27 +58,20 @@ static const struct pyw_layout table_312 = {
 	.co_firsttraceable = 176, .str_ascii_size = 40, .str_compact_size = 56,
 };
 
-/* The parts of _Py_DebugOffsets we read, as 3.13 lays it out... */
-struct dbg313 {
-	char cookie[8];
-	uint64_t version, free_threaded;
-	struct { uint64_t size, finalizing, interpreters_head; } rt;
-	struct {
-		uint64_t size, id, next, threads_head, gc, imports_modules, sysdict, builtins, ceval_gil,
-			gil, gil_enabled, gil_locked, gil_holder;
-	} in;
-	struct {
-		uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id, datastack_chunk,
-			status;
-	} ts;
-	struct { uint64_t size, previous, executable, instr_ptr, localsplus, owner; } fr;
-	struct {
-		uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames,
-			localspluskinds, co_code_adaptive;
-	} co;
+/* _Py_DebugOffsets, as far as we read it. The groups both 3.13 and 3.14
+ * have the same way: */
+struct dbg_rt {
+	uint64_t size, finalizing, interpreters_head;
+};
+struct dbg_ts {
+	uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id, datastack_chunk, status;
+};
+struct dbg_tail {
 	struct { uint64_t size, ob_type; } ob;
 	struct { uint64_t size, tp_name, tp_repr, tp_flags; } type;
 	struct { uint64_t size, ob_item, ob_size; } tuple, list;
+};
+struct dbg_objects {
 	struct { uint64_t size, ma_keys, ma_values; } dict;
 	struct { uint64_t size, ob_fval; } flt;
 	struct { uint64_t size, lv_tag, ob_digit; } lng;
@@ -86,35 +79,45 @@ struct dbg313 {
 	struct { uint64_t size, state, length, asciiobject_size; } str;
 };
 
-/* ... and as 3.14 does (threads_main, the tlbc and generation fields, the
- * frame's stackpointer, a set group before dict). */
+/* 3.13's layout... */
+struct dbg313 {
+	char cookie[8];
+	uint64_t version, free_threaded;
+	struct dbg_rt rt;
+	struct {
+		uint64_t size, id, next, threads_head, gc, imports_modules, sysdict, builtins, ceval_gil,
+			gil, gil_enabled, gil_locked, gil_holder;
+	} in;
+	struct dbg_ts ts;
+	struct { uint64_t size, previous, executable, instr_ptr, localsplus, owner; } fr;
+	struct {
+		uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames,
+			localspluskinds, co_code_adaptive;
+	} co;
+	struct dbg_tail t;
+	struct dbg_objects o;
+};
+
+/* ... and 3.14's: threads_main, the tlbc and generation fields, the
+ * frame's stackpointer, a set group before dict. */
 struct dbg314 {
 	char cookie[8];
 	uint64_t version, free_threaded;
-	struct { uint64_t size, finalizing, interpreters_head; } rt;
+	struct dbg_rt rt;
 	struct {
 		uint64_t size, id, next, threads_head, threads_main, gc, imports_modules, sysdict, builtins,
 			ceval_gil, gil, gil_enabled, gil_locked, gil_holder, code_object_generation,
 			tlbc_generation;
 	} in;
-	struct {
-		uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id, datastack_chunk,
-			status;
-	} ts;
+	struct dbg_ts ts;
 	struct { uint64_t size, previous, executable, instr_ptr, localsplus, owner, stackpointer, tlbc_index; } fr;
 	struct {
 		uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames,
 			localspluskinds, co_code_adaptive, co_tlbc;
 	} co;
-	struct { uint64_t size, ob_type; } ob;
-	struct { uint64_t size, tp_name, tp_repr, tp_flags; } type;
-	struct { uint64_t size, ob_item, ob_size; } tuple, list;
+	struct dbg_tail t;
 	struct { uint64_t size, used, table, mask; } set;
-	struct { uint64_t size, ma_keys, ma_values; } dict;
-	struct { uint64_t size, ob_fval; } flt;
-	struct { uint64_t size, lv_tag, ob_digit; } lng;
-	struct { uint64_t size, ob_size, ob_sval; } bytes;
-	struct { uint64_t size, state, length, asciiobject_size; } str;
+	struct dbg_objects o;
 };
 
 /* The debug offsets' groups as both versions share them. */
@@ -153,11 +156,11 @@ struct dbg_view {
 		(v)->co_linetable = (d)->co.linetable;                                                  \
 		(v)->co_firstlineno = (d)->co.firstlineno;                                              \
 		(v)->co_adaptive = (d)->co.co_code_adaptive;                                            \
-		(v)->ob_type = (d)->ob.ob_type;                                                         \
-		(v)->bytes_sval = (d)->bytes.ob_sval;                                                   \
-		(v)->str_state = (d)->str.state;                                                        \
-		(v)->str_length = (d)->str.length;                                                      \
-		(v)->str_ascii = (d)->str.asciiobject_size;                                             \
+		(v)->ob_type = (d)->t.ob.ob_type;                                                       \
+		(v)->bytes_sval = (d)->o.bytes.ob_sval;                                                 \
+		(v)->str_state = (d)->o.str.state;                                                      \
+		(v)->str_length = (d)->o.str.length;                                                    \
+		(v)->str_ascii = (d)->o.str.asciiobject_size;                                           \
 	} while (0)
 
 /* Every offset lies inside its struct, every struct is of a sane size. */

@@ -16,6 +16,13 @@
  * A miss sets `missed` so that the next refresh, from the sampler or from
  * pyw_resolve(), brings in the ranges mapped since.
  *
+ * The sampler reads whole pages instead (pyw_pages_view): one copy of the
+ * page holding a thread's frames serves all the frames on it (3.11+ keep
+ * them side by side in the thread's data stack), one copy of a code
+ * object's page serves every thread running it, and each sample sees one
+ * snapshot of a page. The copies live for one sample (pyw_pages_reset);
+ * only the sampler's thread uses them.
+ *
  * What the cache trusts: readable mappings other than devices (/dev/...)
  * and the kernel's special ones ([vvar], [vsyscall]: pages there may fault
  * even when listed readable). A range unmapped after a refresh is still
@@ -40,6 +47,9 @@
 #define MAPS_MAX 2048u
 /* A refresh at most this often (ns) when something missed. */
 #define REFRESH_EVERY_NS 50000000ull
+/* The sampler's page copies: direct-mapped slots of one page each. */
+#define PAGE 4096u
+#define PAGE_SLOTS 64u
 
 static struct pyw_span maps[MAPS_MAX];
 static atomic_uint maps_n;
@@ -54,6 +64,8 @@ static atomic_int self_pid;
 static void after_fork(void)
 {
 	atomic_store_explicit(&self_pid, getpid(), memory_order_relaxed);
+	/* A thread that held it at fork() does not exist in the child. */
+	pthread_mutex_init(&refresh_mu, NULL);
 }
 
 int pyw_read_init(void)
@@ -191,6 +203,11 @@ void pyw_maps_refresh(bool force)
 	pthread_mutex_unlock(&refresh_mu);
 }
 
+bool pyw_maps_missed(void)
+{
+	return atomic_load_explicit(&missed, memory_order_relaxed);
+}
+
 bool pyw_maps_has(struct pyw_span *hint, uintptr_t addr, size_t len)
 {
 	uintptr_t end = addr + len;
@@ -231,4 +248,34 @@ bool pyw_maps_has(struct pyw_span *hint, uintptr_t addr, size_t len)
 	if (!found && !atomic_load_explicit(&missed, memory_order_relaxed))
 		atomic_store_explicit(&missed, true, memory_order_relaxed);
 	return found;
+}
+
+static struct {
+	uintptr_t page[PAGE_SLOTS];
+	uint32_t gen[PAGE_SLOTS];
+	uint32_t cur;
+	unsigned char data[PAGE_SLOTS][PAGE];
+} pages;
+
+void pyw_pages_reset(void)
+{
+	/* Generation 0 is never current: a zeroed slot is empty. */
+	if (++pages.cur == 0)
+		pages.cur = 1;
+}
+
+const unsigned char *pyw_pages_view(uintptr_t addr, size_t len, unsigned char *buf)
+{
+	uintptr_t page = addr & ~(uintptr_t)(PAGE - 1);
+	if (len > PAGE || addr - page + len > PAGE)
+		return pyw_read(addr, buf, len) == 0 ? buf : NULL; /* across pages: as is */
+	unsigned slot = (unsigned)((page / PAGE) ^ (page / PAGE >> 6) ^ (page / PAGE >> 12)) % PAGE_SLOTS;
+	if (pages.gen[slot] != pages.cur || pages.page[slot] != page) {
+		pages.gen[slot] = 0;
+		if (pyw_read(page, pages.data[slot], PAGE) != 0)
+			return pyw_read(addr, buf, len) == 0 ? buf : NULL; /* a guard page beside it */
+		pages.page[slot] = page;
+		pages.gen[slot] = pages.cur;
+	}
+	return pages.data[slot] + (addr - page);
 }

@@ -12,11 +12,16 @@
  * skips them), are stepped over. Anything else odd abandons the walk with
  * -EFAULT. The number of frames looked at is bounded, so a cycle ends.
  *
- * On the hot path (@plain) a struct is loaded in place when the readable
+ * On the hot path (PLAIN) a struct is loaded in place when the readable
  * range cache vouches for it, else copied through pyw_read(); the sampler
- * copies everything (other threads' frames change under it). Neither
- * allocates, locks or calls into Python (PyGILState_GetThisThreadState
- * is a TLS read, documented as callable without the GIL).
+ * (PAGED) copies everything, a page at a time (other threads' frames
+ * change under it). Neither allocates, locks or calls into Python
+ * (PyGILState_GetThisThreadState is a TLS read, documented as callable
+ * without the GIL). The sampler holds an atomic flag, not a lock: a
+ * second concurrent sampler gets -EBUSY.
+ *
+ * Before pyw_init() succeeded: pyw_walk_current() returns 0,
+ * pyw_sample_all() and pyw_resolve() -ENOTSUP.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,6 +47,14 @@ static int init_rc;
 static char init_why[128];
 static atomic_bool ready;
 static atomic_bool have_version; /* pyw_state.version is written */
+/* One sampler at a time: the page copies are its own. */
+static atomic_flag sampling = ATOMIC_FLAG_INIT;
+
+/* A sampler caught by fork() does not exist in the child. */
+static void after_fork(void)
+{
+	atomic_flag_clear(&sampling);
+}
 
 static int init_once(void)
 {
@@ -64,6 +77,7 @@ static int init_once(void)
 		return -ENOTSUP;
 	}
 	pyw_maps_refresh(true);
+	pthread_atfork(NULL, NULL, after_fork);
 	return 0;
 }
 
@@ -95,6 +109,12 @@ const char *pyw_version(void)
 	return atomic_load_explicit(&have_version, memory_order_acquire) ? pyw_state.version : "";
 }
 
+void pyw_maintain(void)
+{
+	if (pyw_ready())
+		pyw_maps_refresh(false);
+}
+
 uint32_t pyw_code_check(const unsigned char *code)
 {
 	const struct pyw_layout *l = &pyw_state.l;
@@ -107,20 +127,62 @@ uint32_t pyw_code_check(const unsigned char *code)
 	return (uint32_t)h;
 }
 
-/* @len bytes at @addr: in place where the cache vouches for them (@hint:
- * the range last hit), else copied into @buf; NULL when unreadable. */
-static const unsigned char *view(bool plain, struct pyw_span *hint, uintptr_t addr, size_t len, unsigned char *buf)
+/* How a walk reads. */
+enum mode {
+	PLAIN, /* the hot path: in place where the range cache vouches */
+	SAFE,  /* every read a fault-safe copy */
+	PAGED, /* the sampler: fault-safe copies of whole pages */
+};
+
+/* @len bytes at @addr, in place or copied into @buf (@hint: the range
+ * the cache last vouched for); NULL when unreadable. */
+static const unsigned char *view(enum mode mode, struct pyw_span *hint, uintptr_t addr, size_t len,
+				 unsigned char *buf)
 {
-	if (plain && pyw_maps_has(hint, addr, len))
+	if (mode == PAGED)
+		return pyw_pages_view(addr, len, buf);
+	if (mode == PLAIN && pyw_maps_has(hint, addr, len))
 		return (const unsigned char *)addr;
 	return pyw_read(addr, buf, len) == 0 ? buf : NULL;
 }
 
 struct walk {
-	bool plain;
+	enum mode mode;
 	struct pyw_span fr_hint, co_hint;
 	unsigned char fbuf[FRAME_BUF], cbuf[CODE_BUF];
+	/* Off the cache, the last page of frames copied whole: 3.11+ frames
+	 * sit side by side in the thread's data stack, so one copy serves
+	 * many (a thread started since the last refresh: every one). */
+	uintptr_t fpage;
+	unsigned char fpage_data[4096];
 };
+
+/* Only the fields a walk starts from: the buffers are not worth zeroing
+ * on the hot path. */
+static void walk_init(struct walk *w, enum mode mode)
+{
+	w->mode = mode;
+	w->fr_hint = w->co_hint = (struct pyw_span){0, 0};
+	w->fpage = 0;
+}
+
+/* A frame for a PLAIN or SAFE walk: in place, from the page copy, or
+ * copied alone when its page cannot be (it straddles one, a guard page). */
+static const unsigned char *view_frame(struct walk *w, uintptr_t addr, size_t len)
+{
+	if (w->mode == PAGED || (w->mode == PLAIN && pyw_maps_has(&w->fr_hint, addr, len)))
+		return view(w->mode, &w->fr_hint, addr, len, w->fbuf);
+	uintptr_t page = addr & ~(uintptr_t)(sizeof w->fpage_data - 1);
+	if (addr - page + len > sizeof w->fpage_data)
+		return pyw_read(addr, w->fbuf, len) == 0 ? w->fbuf : NULL;
+	if (w->fpage != page) {
+		w->fpage = 0;
+		if (pyw_read(page, w->fpage_data, sizeof w->fpage_data) != 0)
+			return pyw_read(addr, w->fbuf, len) == 0 ? w->fbuf : NULL;
+		w->fpage = page;
+	}
+	return w->fpage_data + (addr - page);
+}
 
 /* One frame: 1 kept in *raw, 0 stepped over, -EFAULT. */
 static int one_frame(struct walk *w, const unsigned char *f, struct pyw_raw *raw)
@@ -128,7 +190,7 @@ static int one_frame(struct walk *w, const unsigned char *f, struct pyw_raw *raw
 	const struct pyw_layout *l = &pyw_state.l;
 	unsigned owner = 0;
 	if (l->fr_owner != PYW_NONE) {
-		owner = f[l->fr_owner];
+		owner = pyw_ld8(f, l->fr_owner);
 		if (owner > l->owner_max)
 			return -EFAULT;
 		if (owner >= l->owner_skip)
@@ -139,16 +201,19 @@ static int one_frame(struct walk *w, const unsigned char *f, struct pyw_raw *raw
 	uintptr_t code = pyw_ld64(f, l->fr_code) & ~l->exec_tag_mask;
 	if (code < 4096 || (code & 7))
 		return -EFAULT;
-	const unsigned char *c = view(w->plain, &w->co_hint, code, l->code_span, w->cbuf);
+	/* Everything from @f before the next view: for the sampler that view
+	 * may take the page copy @f points into. */
+	uintptr_t ip = pyw_ld64(f, l->fr_instr);
+	int32_t lasti = (int32_t)pyw_ld32(f, l->fr_instr);
+	const unsigned char *c = view(w->mode, &w->co_hint, code, l->code_span, w->cbuf);
 	if (!c || pyw_ld64(c, l->ob_type) != pyw_state.code_type)
 		return -EFAULT;
 	int64_t idx;
 	if (l->frame_kind == PYW_FRAME_310) {
-		idx = (int32_t)pyw_ld32(f, l->fr_instr); /* -1 before the first instruction */
+		idx = lasti; /* -1 before the first instruction */
 	} else {
 		/* The bytecode is inline: code units from co_code_adaptive on,
 		 * Py_SIZE() of them. 3.11 parks prev_instr one unit before. */
-		uintptr_t ip = pyw_ld64(f, l->fr_instr);
 		uintptr_t start = code + l->co_code_adaptive;
 		int64_t d = (int64_t)(ip - start);
 		uint64_t units = pyw_ld64(c, l->var_size);
@@ -176,9 +241,10 @@ static int walk_frames(struct walk *w, uintptr_t frame, struct pyw_raw *out, uns
 	while (frame) {
 		if (++looked > limit || (frame & 7) || frame < 4096)
 			return -EFAULT;
-		const unsigned char *f = view(w->plain, &w->fr_hint, frame, l->frame_span, w->fbuf);
+		const unsigned char *f = view_frame(w, frame, l->frame_span);
 		if (!f)
 			return -EFAULT;
+		uintptr_t prev = pyw_ld64(f, l->fr_previous);
 		struct pyw_raw raw;
 		int rc = one_frame(w, f, &raw);
 		if (rc < 0)
@@ -190,7 +256,7 @@ static int walk_frames(struct walk *w, uintptr_t frame, struct pyw_raw *out, uns
 			}
 			out[n++] = raw;
 		}
-		frame = pyw_ld64(f, l->fr_previous);
+		frame = prev;
 	}
 	return (int)n;
 }
@@ -205,7 +271,7 @@ static int newest_frame(struct walk *w, const unsigned char *t, uintptr_t *frame
 		unsigned char buf[16];
 		if (p & 7)
 			return -EFAULT;
-		const unsigned char *cf = view(w->plain, &w->fr_hint, p, l->cf_current + 8, buf);
+		const unsigned char *cf = view(w->mode, &w->fr_hint, p, l->cf_current + 8, buf);
 		if (!cf)
 			return -EFAULT;
 		p = pyw_ld64(cf, l->cf_current);
@@ -216,7 +282,8 @@ static int newest_frame(struct walk *w, const unsigned char *t, uintptr_t *frame
 
 int pyw_walk_tstate(uintptr_t tstate, bool plain, struct pyw_raw *out, unsigned max, bool *truncated)
 {
-	struct walk w = {.plain = plain};
+	struct walk w;
+	walk_init(&w, plain ? PLAIN : SAFE);
 	unsigned char tbuf[TSTATE_BUF];
 	uintptr_t frame = 0;
 	*truncated = false;
@@ -224,7 +291,7 @@ int pyw_walk_tstate(uintptr_t tstate, bool plain, struct pyw_raw *out, unsigned 
 		return 0;
 	if (tstate < 4096 || (tstate & 7))
 		return -EFAULT;
-	const unsigned char *t = view(plain, &w.fr_hint, tstate, pyw_state.l.tstate_span, tbuf);
+	const unsigned char *t = view(w.mode, &w.fr_hint, tstate, pyw_state.l.tstate_span, tbuf);
 	if (!t)
 		return -EFAULT;
 	int rc = newest_frame(&w, t, &frame);
@@ -257,30 +324,46 @@ static uint32_t native_tid(const unsigned char *t)
 	return id <= UINT32_MAX ? (uint32_t)id : 0;
 }
 
-int pyw_sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)
+static int sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)
 {
 	const struct pyw_layout *l = &pyw_state.l;
 	uint64_t ts = 0;
-	if (!pyw_ready())
-		return -ENOTSUP;
 	if (!interp || (interp & 7) || pyw_read(interp + l->in_threads, &ts, 8) != 0)
 		return -EFAULT;
+	pyw_pages_reset();
 	int seen = 0;
 	for (unsigned i = 0; ts && i < THREADS_MAX; i++) {
-		unsigned char t[TSTATE_BUF];
-		struct walk w = {.plain = false};
+		unsigned char tbuf[TSTATE_BUF];
+		struct walk w;
+		walk_init(&w, PAGED);
 		uintptr_t frame = 0;
 		bool truncated = false;
-		if ((ts & 7) || pyw_read(ts, t, l->tstate_span) != 0)
+		const unsigned char *t = (ts & 7) ? NULL : pyw_pages_view(ts, l->tstate_span, tbuf);
+		if (!t)
 			break; /* the list changed under us: the rest next time */
+		/* Copied out: the walk's views may take @t's page copy. */
+		uint64_t next = pyw_ld64(t, l->ts_next);
+		uint32_t tid = native_tid(t);
 		int n = newest_frame(&w, t, &frame);
 		if (n == 0)
 			n = walk_frames(&w, frame, scratch, max, &truncated);
-		cb(ud, native_tid(t), scratch, n, truncated);
+		cb(ud, tid, scratch, n, truncated);
 		seen++;
-		ts = pyw_ld64(t, l->ts_next);
+		ts = next;
 	}
 	return seen;
+}
+
+
+int pyw_sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)
+{
+	if (!pyw_ready())
+		return -ENOTSUP;
+	if (atomic_flag_test_and_set_explicit(&sampling, memory_order_acquire))
+		return -EBUSY;
+	int rc = sample_interp(interp, scratch, max, cb, ud);
+	atomic_flag_clear_explicit(&sampling, memory_order_release);
+	return rc;
 }
 
 int pyw_sample_all(struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)

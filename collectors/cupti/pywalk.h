@@ -79,3 +79,12 @@ int pyw_sample_all(struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void
 /* @f's location. 0, -EFAULT (unreadable), -ESTALE (the code object at that
  * address no longer matches f->check). Any thread but the hot path. */
 int pyw_resolve(const struct pyw_raw *f, struct pyw_loc *loc);
+
+/* Now and then, off the hot path (the agent thread's tick): when a walk
+ * since the last call met memory the hot path's cache of readable ranges
+ * (/proc/self/maps) did not cover yet - a thread, an arena, a data stack
+ * chunk created since - re-read it, at most every 50 ms; otherwise one
+ * load. Without it such walks still work, at a system call per read, until
+ * pyw_sample_all() or pyw_resolve() refresh it. Any thread but the hot
+ * path. */
+void pyw_maintain(void);

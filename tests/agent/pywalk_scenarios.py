@@ -1,0 +1,368 @@
+# SPDX-License-Identifier: MIT
+"""Run under the interpreter being tested (any of 3.10 - 3.14) by
+test_pywalk.py: loads the walker probe (PYWALK_PROBE) with ctypes, walks
+from known functions and lines, and prints one JSON object with what the
+walker saw and the lines it should have seen (the "# L:name" markers
+below). The hostile cases fabricate thread states, frames and code
+objects with the running interpreter's layout (probe_layout) and report
+what the walker returned for each.
+"""
+import asyncio
+import ctypes
+import json
+import os
+import random
+import sys
+import sysconfig
+import threading
+import time
+
+lib = ctypes.CDLL(os.environ["PYWALK_PROBE"])
+lib.probe_version.restype = ctypes.c_char_p
+lib.probe_bench_walk.restype = ctypes.c_double
+for name in ("probe_walk_from", "probe_sample_from", "probe_resolve_at"):
+    getattr(lib, name).argtypes = None
+lib.probe_walk_from.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_uint, ctypes.c_char_p, ctypes.c_size_t,
+                                ctypes.POINTER(ctypes.c_int)]
+lib.probe_sample_from.argtypes = [ctypes.c_size_t, ctypes.c_uint, ctypes.POINTER(ctypes.c_int)]
+lib.probe_resolve_at.argtypes = [ctypes.c_size_t, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t]
+
+HERE = os.path.abspath(__file__)
+LINES = {}
+with open(HERE) as src:
+    for no, text in enumerate(src, 1):
+        mark = text.rstrip().rsplit("  # L:", 1)
+        if len(mark) == 2 and mark[1].isidentifier():
+            LINES[mark[1]] = no
+
+
+def frames(text):
+    """[file, line, name] per walked frame ("[gen]" kept on the name)."""
+    out = []
+    for ln in text.splitlines():
+        if ln == "?":
+            out.append(["?", 0, "?"])
+            continue
+        where, name = ln.split(" ", 1)
+        f, line = where.rsplit(":", 1)
+        out.append([f, int(line), name])
+    return out
+
+
+def walk(max_frames=64):
+    buf = ctypes.create_string_buffer(1 << 16)
+    trunc = ctypes.c_int()
+    n = lib.probe_walk(buf, len(buf), max_frames, ctypes.byref(trunc))  # L:walk
+    return {"n": n, "truncated": trunc.value, "frames": frames(buf.value.decode())}
+
+
+def sample():
+    buf = ctypes.create_string_buffer(1 << 20)
+    n = lib.probe_sample(buf, len(buf), 64)
+    threads, cur = {}, None
+    for ln in buf.value.decode().splitlines():
+        if ln.startswith("T "):
+            _, tid, count, trunc = ln.split()
+            cur = threads.setdefault(tid, {"n": int(count), "frames": []})
+        elif cur is not None:
+            cur["frames"].extend(frames(ln))
+    return n, threads
+
+
+# Exact frames through three functions and a method.
+def leaf():
+    return walk()  # L:leaf
+
+
+def middle():
+    return leaf()  # L:middle
+
+
+def outer():
+    return middle()  # L:outer
+
+
+class Klass:
+    def meth(self):
+        return walk()  # L:meth
+
+
+# A generator and a coroutine.
+def gen():
+    yield walk()  # L:gen
+
+
+async def coro():
+    await asyncio.sleep(0)
+    return walk()  # L:coro
+
+
+# Recursion past the depth cap.
+def rec(k, cap):
+    if k == 0:
+        return walk(cap)  # L:rec_base
+    return rec(k - 1, cap)  # L:rec_step
+
+
+# A C function between two Python frames.
+def key_fn(x):
+    return walk()  # L:key_fn
+
+
+def through_sorted():
+    return sorted([1], key=key_fn)[0] and KEEP[0]  # L:sorted
+
+
+KEEP = []
+
+
+def keep_key(x):
+    KEEP.append(walk())  # L:keep_key
+    return x
+
+
+def through_sorted_keep():
+    sorted([1], key=keep_key)  # L:sorted_keep
+    return KEEP[-1]
+
+
+def through_map():
+    return list(map(lambda x: walk(), [1]))[0]  # L:map
+
+
+# Threads: each walks itself, then parks at a known line for the sampler
+# (enough of them that the sampler's page copies must be reused).
+NTHREADS = 24
+
+
+def thread_body(i, results, stop):
+    results[i] = {"tid": threading.get_native_id(), "walk": thread_walk(i)}
+    parked(stop)
+
+
+def thread_walk(i):
+    return walk()  # L:thread_walk
+
+
+def parked(stop):
+    while not stop.is_set():
+        time.sleep(0.002)  # L:parked
+
+
+def maintained():
+    """A thread started now walks; after pyw_maintain() (50 ms apart) its
+    walks stay inside the hot path's cache of readable ranges."""
+    out = {}
+
+    def body():
+        out["first"] = rec(30, 64)["n"]
+        time.sleep(0.06)
+        out["after_maintain"] = lib.probe_maintain()
+        out["again"] = rec(30, 64)["n"]
+        out["missed_again"] = lib.probe_maintain()
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    return out
+
+
+def scenarios():
+    res = {"lines": LINES, "file": HERE}
+    res["outer"] = outer()
+    res["meth"] = Klass().meth()
+    res["gen"] = next(gen())
+    res["coro"] = asyncio.run(coro())
+    res["rec"] = rec(100, 20)
+    res["sorted"] = through_sorted_keep()
+    res["map"] = through_map()
+    res["cthread"] = lib.probe_cthread_walk()
+
+    stop = threading.Event()
+    results = {}
+    ths = [threading.Thread(target=thread_body, args=(i, results, stop)) for i in range(NTHREADS)]
+    for t in ths:
+        t.start()
+    deadline = time.time() + 10
+    while len(results) < NTHREADS and time.time() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)  # every thread in parked() by now
+    res["threads"] = results
+    res["nthreads"] = NTHREADS
+    res["main_tid"] = threading.get_native_id()
+    res["sample_n"], res["sample"] = sample()
+    res["maintain"] = maintained()
+    stop.set()
+    for t in ths:
+        t.join()
+    return res
+
+
+# ---- hostile: fabricated interpreter memory ------------------------------------------------
+
+def layout():
+    buf = ctypes.create_string_buffer(4096)
+    assert lib.probe_layout(buf, len(buf)) == 0
+    out = {}
+    for ln in buf.value.decode().splitlines():
+        k, v = ln.split("=")
+        out[k] = int(v)
+    return out
+
+
+def put64(buf, off, val):
+    ctypes.c_uint64.from_address(ctypes.addressof(buf) + off).value = val & (2**64 - 1)
+
+
+def put32(buf, off, val):
+    ctypes.c_uint32.from_address(ctypes.addressof(buf) + off).value = val & (2**32 - 1)
+
+
+def get64(addr):
+    return ctypes.c_uint64.from_address(addr).value
+
+
+def target():
+    return 1
+
+
+# Rounds of random memory per run (each: two walks and one sample).
+ROUNDS = 500
+
+
+def hostile(seed):
+    L = layout()
+    rnd = random.Random(seed)
+    code = target.__code__
+    code_addr = id(code)
+    out = {"random": {}, "cycle": None, "skip_cycle": None, "bad_instr": None, "not_code": None,
+           "thread_cycle": None, "huge_str": None, "huge_table": None, "stale": None, "fresh": None}
+    bufs = [ctypes.create_string_buffer(4096) for _ in range(16)]
+    addrs = [ctypes.addressof(b) for b in bufs]
+
+    def fresh_frame(buf, prev):
+        """A well-formed frame of target() in @buf."""
+        ctypes.memset(buf, 0, 4096)
+        put64(buf, L["fr_previous"], prev)
+        put64(buf, L["fr_code"], code_addr | (1 if L["minor"] >= 14 else 0))
+        if L["frame_kind"] == 0:
+            put64(buf, L["fr_type"], L["frame_type"])
+            put32(buf, L["fr_instr"], 2)
+        else:
+            units = get64(code_addr + L["var_size"])
+            put64(buf, L["fr_instr"], code_addr + L["co_code_adaptive"] + 2 * (units - 1))
+
+    def tstate_for(buf, frame, cframe_buf):
+        ctypes.memset(buf, 0, 4096)
+        if L["cf_current"] >= 0:
+            ctypes.memset(cframe_buf, 0, 4096)
+            put64(cframe_buf, L["cf_current"], frame)
+            put64(buf, L["ts_frame"], ctypes.addressof(cframe_buf))
+        else:
+            put64(buf, L["ts_frame"], frame)
+
+    def walk_from(ts, plain, cap=32):
+        text = ctypes.create_string_buffer(1 << 16)
+        trunc = ctypes.c_int()
+        n = lib.probe_walk_from(ts, plain, cap, text, len(text), ctypes.byref(trunc))
+        return n, trunc.value, text.value.decode()
+
+    # Random words, pointers into the other buffers (cycles), real objects.
+    specials = [0, 1, 8, 2**63, 2**64 - 8, code_addr, L["code_type"], L["frame_type"], id(None), id([])]
+    counts = {}
+    out["rounds"] = ROUNDS
+    for it in range(ROUNDS):
+        for b in bufs:
+            raw = bytearray(4096)
+            for off in range(0, 4096, 8):
+                r = rnd.random()
+                if r < 0.4:
+                    v = rnd.choice(addrs) + rnd.randrange(0, 4096, 8)
+                elif r < 0.6:
+                    v = rnd.choice(specials)
+                elif r < 0.7:
+                    v = code_addr + L["co_code_adaptive"] + 2 * rnd.randrange(-4, 64)
+                else:
+                    v = rnd.getrandbits(64)
+                raw[off:off + 8] = v.to_bytes(8, "little")
+            ctypes.memmove(b, bytes(raw), 4096)
+        for plain in (1, 0):
+            n, trunc, _ = walk_from(addrs[0], plain, rnd.choice([1, 8, 64]))
+            counts[str(n)] = counts.get(str(n), 0) + 1
+        torn = ctypes.c_int()
+        seen = lib.probe_sample_from(addrs[1], 16, ctypes.byref(torn))
+        counts["sample<=4096"] = counts.get("sample<=4096", 0) + (seen <= 4096)
+    out["random"] = counts
+
+    f0, f1, ts, cf = bufs[0], bufs[1], bufs[2], bufs[3]
+    # A cycle of well-formed frames: the cap ends it.
+    fresh_frame(f0, addrs[0])
+    tstate_for(ts, addrs[0], cf)
+    out["cycle"] = [walk_from(addrs[2], p, 32) for p in (1, 0)]
+    # A cycle of frames to step over (C-stack shims, 3.12+): bounded too.
+    if L["fr_owner"] >= 0:
+        fresh_frame(f0, addrs[0])
+        ctypes.c_uint8.from_address(addrs[0] + L["fr_owner"]).value = 3
+        out["skip_cycle"] = [walk_from(addrs[2], p, 32)[0] for p in (1, 0)]
+    # An instruction outside the bytecode.
+    if L["frame_kind"] != 0:
+        fresh_frame(f0, 0)
+        put64(f0, L["fr_instr"], code_addr + L["co_code_adaptive"] + 2 * (1 << 20))
+        out["bad_instr"] = [walk_from(addrs[2], p)[0] for p in (1, 0)]
+    # A code pointer at something else.
+    fresh_frame(f0, 0)
+    not_code = [1, 2, 3]
+    put64(f0, L["fr_code"], id(not_code))
+    out["not_code"] = [walk_from(addrs[2], p)[0] for p in (1, 0)]
+    # A thread list that loops.
+    interp, t1 = bufs[4], bufs[5]
+    ctypes.memset(interp, 0, 4096)
+    ctypes.memset(t1, 0, 4096)
+    put64(interp, L["in_threads"], addrs[5])
+    put64(t1, L["ts_next"], addrs[5])
+    torn = ctypes.c_int()
+    out["thread_cycle"] = lib.probe_sample_from(addrs[4], 16, ctypes.byref(torn))
+
+    # A copy of target's code object with a huge file name, then a huge line table.
+    fake_code, fake_str, fake_bytes = bufs[6], bufs[7], bufs[8]
+    ctypes.memmove(fake_code, code_addr, 512)
+    ctypes.memset(fake_str, 0, 4096)
+    put64(fake_str, 8, L["unicode_type"])
+    put64(fake_str, L["str_length"], 2**62)
+    put32(fake_str, L["str_state"], (1 << 2) | (1 << 5) | (1 << 6))  # kind 1, compact, ascii
+    put64(fake_code, L["co_filename"], addrs[7])
+    text = ctypes.create_string_buffer(1024)
+    out["huge_str"] = lib.probe_resolve_at(addrs[6], 0, 0, text, len(text))
+    ctypes.memmove(fake_code, code_addr, 512)
+    ctypes.memset(fake_bytes, 0, 4096)
+    put64(fake_bytes, 8, L["bytes_type"])
+    put64(fake_bytes, 16, 2**40)
+    put64(fake_code, L["co_linetable"], addrs[8])
+    rc = lib.probe_resolve_at(addrs[6], 3, 0, text, len(text))
+    out["huge_table"] = [rc, text.value.decode()]
+    # A fingerprint that no longer matches: the code object was reused.
+    out["stale"] = lib.probe_resolve_at(code_addr, 0, 0x5a5a, text, len(text))
+    out["fresh"] = [lib.probe_resolve_at(code_addr, 0, 0, text, len(text)), text.value.decode()]
+    return out
+
+
+def main():
+    why = ctypes.create_string_buffer(128)
+    rc = []
+    # The agent calls pyw_init() on its own thread, not the main one.
+    t = threading.Thread(target=lambda: rc.append(lib.probe_init(why, len(why))))
+    t.start()
+    t.join()
+    res = {"init": rc[0], "why": why.value.decode(), "pyw_version": lib.probe_version().decode(),
+           "version": "%d.%d.%d" % sys.version_info[:3],
+           "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+           "debug": hasattr(sys, "gettotalrefcount")}
+    if rc[0] == 0:
+        res.update(scenarios())
+        if "--hostile" in sys.argv:
+            res["hostile"] = hostile(int(os.environ.get("PYWALK_SEED", "29")))
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+# SPDX-License-Identifier: MIT
+"""The CPython frame walker (collectors/cupti/pywalk.h) under real interpreters.
+
+pywalk_scenarios.py runs under each interpreter with the walker probe
+(tests/agent/pywalk-probe.c) loaded by ctypes and reports what the walker
+saw from known functions and lines; this file checks it. Debian's python3
+(/usr/bin/python3, 3.11) always runs; 3.10, 3.12, 3.13 and 3.14 run where
+python3.X on PATH or a path in PROFD_TEST_PYTHONS (space-separated) is that
+version, else their test reports itself skipped. An interpreter the walker
+must refuse (older than 3.10, a debug or free-threaded build) given in
+PROFD_TEST_PYTHONS is checked to be refused with a reason naming it.
+"""
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCENARIOS = os.path.join(HERE, "pywalk_scenarios.py")
+PROBE = os.environ.get("PYWALK_PROBE")
+SYSTEM = "/usr/bin/python3"
+MINORS = (10, 11, 12, 13, 14)
+
+
+def describe(path):
+    """(version "3.X.Y", free-threaded, debug) of an interpreter that runs, else None."""
+    try:
+        r = subprocess.run([path, "-c", "import sys, sysconfig; print('%d.%d.%d' % sys.version_info[:3], "
+                            "bool(sysconfig.get_config_var('Py_GIL_DISABLED')), hasattr(sys, 'gettotalrefcount'))"],
+                           capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None  # e.g. a pyenv shim for a version not selected
+    v, ft, dbg = r.stdout.split()
+    return v, ft == "True", dbg == "True"
+
+
+def interpreters():
+    """{minor: path} of the walkable interpreters found, and the others."""
+    walkable, others = {}, []
+    cands = [SYSTEM] + [shutil.which("python3.%d" % m) for m in MINORS]
+    cands += os.environ.get("PROFD_TEST_PYTHONS", "").split()
+    seen = set()
+    for c in cands:
+        if not c or os.path.realpath(c) in seen:
+            continue
+        seen.add(os.path.realpath(c))
+        d = describe(c)
+        if d is None:
+            continue
+        v, ft, dbg = d
+        minor = int(v.split(".")[1])
+        if v.startswith("3.") and minor in MINORS and not ft and not dbg:
+            walkable.setdefault(minor, c)
+        else:
+            others.append((c, v, ft, dbg))
+    return walkable, others
+
+
+FOUND, REFUSED = interpreters()
+
+
+def sanitizer_preload():
+    """The sanitizer runtimes a sanitized probe needs, to load first (an
+    uninstrumented interpreter does not): "" for a plain build."""
+    try:
+        out = subprocess.run(["ldd", PROBE], capture_output=True, text=True, timeout=60).stdout
+    except OSError:
+        return ""
+    libs = [ln.split("=>")[1].split()[0] for ln in out.splitlines()
+            if "=>" in ln and ("libasan" in ln or "libubsan" in ln)]
+    return ":".join(libs)
+
+
+def run(py, hostile=True):
+    env = dict(os.environ, PYWALK_PROBE=PROBE)
+    preload = sanitizer_preload()
+    if preload:
+        # The interpreter's own allocations are not ours to leak-check.
+        env.update(LD_PRELOAD=preload, ASAN_OPTIONS=env.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
+    args = [py, "-X", "faulthandler", SCENARIOS] + (["--hostile"] if hostile else [])
+    r = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
+    if r.returncode != 0:
+        raise AssertionError("%s exited %d:\n%s" % (py, r.returncode, r.stderr[-4000:]))
+    return json.loads(r.stdout)
+
+
+class Walker:
+    """Checks for one interpreter's report (self.r)."""
+
+    def at(self, mark, name):
+        return [self.r["file"], self.r["lines"][mark], name]
+
+    def check_exact(self):
+        r = self.r
+        self.assertEqual(r["init"], 0, r["why"])
+        self.assertEqual(r["pyw_version"], r["version"])
+        o = r["outer"]
+        self.assertEqual(o["n"], len(o["frames"]))
+        self.assertEqual(o["truncated"], 0)
+        self.assertEqual(o["frames"][:4], [self.at("walk", "walk"), self.at("leaf", "leaf"),
+                                           self.at("middle", "middle"), self.at("outer", "outer")])
+        self.assertEqual(o["frames"][-1][2], "<module>")
+        # co_qualname from 3.11 on, co_name before.
+        self.assertEqual(r["meth"]["frames"][1], self.at("meth", "Klass.meth" if self.minor >= 11 else "meth"))
+
+    def check_gen_coro(self):
+        r = self.r
+        self.assertEqual(r["gen"]["frames"][:2], [self.at("walk", "walk"), self.at("gen", "gen [gen]")])
+        c = r["coro"]["frames"]
+        self.assertEqual(c[:2], [self.at("walk", "walk"), self.at("coro", "coro [gen]")])
+        self.assertIn("scenarios", [f[2] for f in c])
+
+    def check_depth_cap(self):
+        rec = self.r["rec"]
+        self.assertEqual((rec["n"], rec["truncated"]), (20, 1))
+        f = rec["frames"]
+        self.assertEqual(f[:2], [self.at("walk", "walk"), self.at("rec_base", "rec")])
+        self.assertEqual(f[2:], [self.at("rec_step", "rec")] * 18)
+
+    def check_c_frame_between(self):
+        s = self.r["sorted"]["frames"]
+        self.assertEqual(s[1:3], [self.at("keep_key", "keep_key"),
+                                  self.at("sorted_keep", "through_sorted_keep")])
+        m = self.r["map"]["frames"]
+        lam = "through_map.<locals>.<lambda>" if self.minor >= 11 else "<lambda>"
+        self.assertEqual(m[1:3], [self.at("map", lam), self.at("map", "through_map")])
+
+    def check_threads(self):
+        r = self.r
+        self.assertEqual(r["cthread"], 0, "a thread started from C has no Python frame")
+        tids = set()
+        for i, t in r["threads"].items():
+            self.assertEqual(t["walk"]["frames"][1], self.at("thread_walk", "thread_walk"))
+            self.assertEqual(t["walk"]["frames"][2][2], "thread_body")
+            tids.add(str(t["tid"]))
+        self.assertEqual(r["sample_n"], len(r["sample"]))
+        self.assertEqual(r["sample_n"], r["nthreads"] + 1)
+        self.assertEqual(len(tids), r["nthreads"])
+        self.assertTrue(tids <= set(r["sample"]), "the sampler saw %s, threads are %s" % (list(r["sample"]), tids))
+        for tid in tids:
+            self.assertEqual(r["sample"][tid]["frames"][0], self.at("parked", "parked"))
+        main = r["sample"][str(r["main_tid"])]["frames"]
+        self.assertEqual(main[0][2], "sample")
+        m = r["maintain"]
+        self.assertEqual((m["first"], m["again"]), (m["first"], m["first"]))
+        self.assertGreaterEqual(m["first"], 32)
+        self.assertEqual((m["after_maintain"], m["missed_again"]), (0, 0), "a walk missed the refreshed cache")
+
+    def check_hostile(self):
+        h = self.r["hostile"]
+        efault = -errno.EFAULT
+        # Random memory: every walk is abandoned or finds nothing; every sample is bounded.
+        self.assertTrue(set(h["random"]) <= {"0", str(efault), "sample<=4096"}, h["random"])
+        self.assertEqual(h["random"]["sample<=4096"], h["rounds"])
+        for n, trunc, text in h["cycle"]:
+            self.assertEqual((n, trunc), (32, 1))
+            self.assertEqual({ln.rsplit(" ", 1)[1] for ln in text.splitlines()}, {"target"})
+        if self.minor >= 12:
+            self.assertEqual(h["skip_cycle"], [efault, efault])
+        if self.minor >= 11:
+            self.assertEqual(h["bad_instr"], [efault, efault])
+        self.assertEqual(h["not_code"], [efault, efault])
+        self.assertEqual(h["thread_cycle"], 4096)
+        self.assertEqual(h["huge_str"], efault)
+        self.assertEqual(h["huge_table"][0], 0)
+        self.assertTrue(h["huge_table"][1].endswith(" target"), h["huge_table"])
+        self.assertEqual(h["stale"], -errno.ESTALE)
+        self.assertEqual(h["fresh"][0], 0)
+
+    def check_all(self):
+        self.check_exact()
+        self.check_gen_coro()
+        self.check_depth_cap()
+        self.check_c_frame_between()
+        self.check_threads()
+        self.check_hostile()
+
+
+def make_case(minor):
+    def test(self):
+        py = FOUND.get(minor)
+        if py is None:
+            self.skipTest("no python3.%d on PATH or in PROFD_TEST_PYTHONS" % minor)
+        self.minor = minor
+        self.r = run(py)
+        self.check_all()
+    test.__name__ = "test_python3_%d" % minor
+    return test
+
+
+class TestPywalk(Walker, unittest.TestCase):
+    def test_refused(self):
+        if not REFUSED:
+            self.skipTest("no interpreter to refuse in PROFD_TEST_PYTHONS (older than 3.10, debug, free-threaded)")
+        for py, v, ft, dbg in REFUSED:
+            r = run(py, hostile=False)
+            self.assertEqual(r["init"], -errno.ENOTSUP, py)
+            self.assertIn("Python " + v, r["why"])
+            if ft:
+                self.assertIn("free-threaded", r["why"])
+            if dbg:
+                self.assertIn("debug", r["why"])
+
+
+for _m in MINORS:
+    setattr(TestPywalk, "test_python3_%d" % _m, make_case(_m))
+
+if __name__ == "__main__":
+    if not PROBE:
+        print("SKIP: PYWALK_PROBE not set (run through meson test)")
+        sys.exit(77)
+    if describe(SYSTEM) is None:
+        print("SKIP: no %s" % SYSTEM)
+        sys.exit(77)
+    unittest.main(verbosity=2)
