@@ -40,7 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent-map-parts.h"
 #include "agent-py.h"
 #include "base/hash.h"
 #include "base/macro.h"
