@@ -33,11 +33,10 @@ enum ev_type_bit {
 struct trace_plane *agent_lines_gpu_plane(struct agent_map *m, uint32_t n);
 struct trace_plane *agent_lines_host_plane(struct agent_map *m);
 /* The line of @s's stream @stream on GPU plane @p (number @plane_no), its
- * name gaining @type_bit; of @s's thread @tid on /host:CPU. NULL when
- * refused (a line budget) or out of memory. */
+ * name gaining @type_bit (NULL when refused, a line budget, or out of
+ * memory); of a thread: agent_lines_host_thread() (agent-sink.h). */
 struct trace_line *agent_lines_stream(struct agent_src *s, struct trace_plane *p, uint32_t plane_no,
 				      uint32_t stream, unsigned type_bit);
-struct trace_line *agent_lines_host_thread(struct agent_src *s, uint32_t tid);
 /* @s's line of CUPTI overhead on GPU plane @p (number @plane_no); NULL as
  * above. */
 struct trace_line *agent_lines_gpu_overhead(struct agent_src *s, struct trace_plane *p, uint32_t plane_no);

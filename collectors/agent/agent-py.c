@@ -25,9 +25,11 @@
  *     window, in time order, become frame spans on the thread's own line:
  *     a frame continues while the next point has the same frame id at the
  *     same depth under the same parents, and a span is the union of the
- *     intervals of the points it covers, so spans nest around the API
- *     events and each other. Points overlapping an earlier one (hostile or
- *     racing samples) start where it ended, which keeps the nesting exact.
+ *     intervals of the points it covers, from 1 ns earlier (so that it
+ *     encloses the API event of its first point instead of tying with it),
+ *     so spans nest around the API events and each other. Points
+ *     overlapping an earlier one (hostile or racing samples) start just
+ *     after it ended, which keeps the nesting exact.
  * The spans are made when a window is described, from the points kept
  * since the capture started (bounded: AGENT_PY_MAX_POINTS), since samples
  * arrive long before the CUPTI buffers holding the API events around them.
@@ -38,7 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent-map-parts.h"
 #include "agent-py.h"
 #include "base/hash.h"
 #include "base/macro.h"
@@ -533,6 +534,7 @@ static int cmp_point(const void *a, const void *b)
 struct open_span {
 	uint32_t frame;
 	int64_t start, end;
+	int64_t meta, set; /* its name and stats, interned when it opened */
 };
 
 struct span_out {
@@ -543,13 +545,16 @@ struct span_out {
 	struct buf *b;
 };
 
-static void emit_span(struct span_out *o, const struct open_span *sp)
+/* Span @sp opens: its name and stats interned now, outermost first, so
+ * that of a parent and a child with the same interval (a frame calling
+ * nothing else between two points) the parent is written first: at equal
+ * times the writer orders by name id (trace_event_cmp()). */
+static void open_span(struct span_out *o, struct open_span *sp)
 {
 	const struct py_frame *f = sp->frame ? tab_get(&o->ps->frames, sp->frame) : NULL;
-	struct trace_event ev = { .start_ns = sp->start, .dur_ns = sp->end - sp->start };
 	char name[AGENT_MAX_STRING_LEN + 64];
-	int64_t meta, set = 0;
 
+	sp->set = 0;
 	if (f) {
 		const char *file = agent_map_str(o->s, f->file_id, "?");
 
@@ -557,15 +562,21 @@ static void emit_span(struct span_out *o, const struct open_span *sp)
 			 agent_map_str(o->s, f->name_id, "?"));
 		trace_stat_str_ref(o->p, o->b, XN_STAT_PYTHON_FILE, file);
 		trace_stat_i64(o->p, o->b, XN_STAT_PYTHON_LINE, f->line);
-		set = trace_plane_statset(o->p, o->b);
+		sp->set = trace_plane_statset(o->p, o->b);
 	} else {
 		snprintf(name, sizeof(name), "%s", XN_PYTHON_STACK_TRUNCATED);
 	}
-	meta = trace_plane_event_id(o->p, name);
-	if (meta < 0 || set < 0)
+	sp->meta = trace_plane_event_id(o->p, name);
+}
+
+static void emit_span(struct span_out *o, const struct open_span *sp)
+{
+	struct trace_event ev = { .start_ns = sp->start, .dur_ns = sp->end - sp->start };
+
+	if (sp->meta < 0 || sp->set < 0)
 		return;
-	ev.meta = (uint32_t)meta;
-	ev.statset = (uint32_t)set;
+	ev.meta = (uint32_t)sp->meta;
+	ev.statset = (uint32_t)sp->set;
 	trace_line_append(o->l, &ev); /* past the snapshot's budget: counted there */
 }
 
@@ -604,8 +615,9 @@ static void thread_spans(struct span_out *o, const struct py_thread *t, int64_t 
 
 		if (pt.stack == AGENT_PY_STACK_DROPPED || (pt.stack && !(st = tab_get(&o->ps->stacks, pt.stack))))
 			continue; /* says nothing about the frames: they neither end nor go on */
-		/* Never before the previous point's end: siblings cannot overlap. */
-		pt.start = MAX(pt.start, cursor);
+		/* After the previous point's end: a span opening here starts 1 ns
+		 * before its point (below), and siblings must not overlap. */
+		pt.start = MAX(pt.start, trace_sat_add(cursor, 1));
 		pt.end = MAX(pt.end, pt.start);
 		cursor = pt.end;
 		if (st)
@@ -616,8 +628,14 @@ static void thread_spans(struct span_out *o, const struct py_thread *t, int64_t 
 			emit_span(o, &open[--depth]);
 		for (uint32_t j = 0; j < depth; j++)
 			open[j].end = pt.end;
-		for (; depth < nk; depth++)
-			open[depth] = (struct open_span){ .frame = keys[depth], .start = pt.start, .end = pt.end };
+		/* A new span starts 1 ns before its first point: a launch point's
+		 * interval is its API event's, and a span tying with the event
+		 * would be written after it (name ids), drawn inside the call it
+		 * encloses. */
+		for (; depth < nk; depth++) {
+			open[depth] = (struct open_span){ .frame = keys[depth], .start = pt.start - 1, .end = pt.end };
+			open_span(o, &open[depth]);
+		}
 	}
 	while (depth > 0)
 		emit_span(o, &open[--depth]);

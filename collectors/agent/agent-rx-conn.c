@@ -206,6 +206,14 @@ static void handle_stats(struct conn *k, const struct agent_stats *st)
 	if (st->foreign_buffers)
 		agent_map_note(m, "pid %u (%s): %llu CUPTI buffers belonged to another profiler in the job and were "
 				  "left alone", k->src.pid, k->src.name, (unsigned long long)st->foreign_buffers);
+	if (st->py_dropped || st->py_sample_drops)
+		agent_map_note(m, "pid %u (%s): the agent abandoned %llu of %llu Python launch-site walks and %llu of "
+				  "%llu samples (a frame changing under it, or its queue full); those say \""
+				  XN_PYTHON_DROPPED "\"", k->src.pid, k->src.name,
+			       (unsigned long long)st->py_dropped,
+			       (unsigned long long)(st->py_stacks + st->py_dropped),
+			       (unsigned long long)st->py_sample_drops,
+			       (unsigned long long)(st->py_samples + st->py_sample_drops));
 	if (st->flags & AGENT_STATS_SLABS_LEAKED)
 		agent_map_note(m, "pid %u (%s): CUPTI took longer than the agent's wait to finalize; its activity "
 				  "buffers were left to it, not freed", k->src.pid, k->src.name);

@@ -2,10 +2,10 @@
 /*
  * agent-sink.h - the state of the record mapping and the calls every mapper
  * writes through: the one-way interface of the record mappers beside
- * agent-map.c (agent-nvtx.c, agent-pm.c). [loop thread]
+ * agent-map.c (agent-nvtx.c, agent-pm.c, agent-py.c). [loop thread]
  *
  * The dependency runs one way: agent-map.c and agent-records.c hand
- * records to agent-nvtx.c and agent-pm.c, which write only through the
+ * records to agent-nvtx.c, agent-pm.c and agent-py.c, which write only through the
  * calls below (implemented by agent-lines.c, which calls no mapper) and
  * never include agent-map.h.
  *
@@ -212,6 +212,10 @@ bool agent_map_place_times(struct agent_src *s, uint64_t start, uint64_t end, in
 #define AGENT_MAP_LINE_NVTX (UINT64_C(1) << 61)
 struct trace_line *agent_map_aux_line(struct agent_src *s, uint64_t kind, uint32_t key, const char *name);
 const char *agent_map_str(const struct agent_src *s, uint32_t id, const char *dflt);
+/* The line of @s's thread @tid on the hub's /host:CPU (its CUDA API
+ * events; agent-py.c's frame spans go on it too). NULL when refused (a
+ * line budget) or out of memory. */
+struct trace_line *agent_lines_host_thread(struct agent_src *s, uint32_t tid);
 /* The plane of @s's device @device (its number in
  * *@plane_no); NULL when the device is unknown (counted) or on failure. */
 struct trace_plane *agent_map_gpu_plane(struct agent_src *s, uint32_t device, uint32_t *plane_no);

@@ -502,6 +502,14 @@ static void send_stats(void)
 		.cut_records = arg_cut, .foreign_buffers = arg_foreign, .flags = arg_stats_flags,
 	};
 
+	if (arg_python) {
+		/* py_define()'s script: 6 launch stacks taken, the copy's walk
+		 * dropped; 5 samples taken, one dropped. */
+		st.py_stacks = 6;
+		st.py_dropped = 1;
+		st.py_samples = 5;
+		st.py_sample_drops = 1;
+	}
 	agent_client_send(&cl, AGENT_FRAME_STATS, &st,
 			  cl.version == 1 ? AGENT_STATS_V1_SIZE : cl.version <= 4 ? AGENT_STATS_V4_SIZE : sizeof(st));
 }

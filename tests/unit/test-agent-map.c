@@ -9,6 +9,7 @@
  * and what is dropped (not capturing, an unknown device, a bad record).
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent-map.h"
@@ -420,6 +421,156 @@ TEST(agent_map_refuses_string_bytes_beyond_the_budget)
 	ASSERT_EQ(agent_map_records(&src, payload, plen, true, &why), -EBADMSG);
 	ASSERT_STREQ(why, "too many string bytes");
 	plen = 0;
+	teardown();
+}
+
+/* ---- Python records (agent-py.c) ------------------------------------------------ */
+
+static uint64_t py_rnd_state = 0x2545f4914f6cdd1dull;
+
+static uint32_t py_rnd(uint32_t n)
+{
+	/* xorshift64: deterministic, so a failure reproduces. */
+	py_rnd_state ^= py_rnd_state << 13;
+	py_rnd_state ^= py_rnd_state >> 7;
+	py_rnd_state ^= py_rnd_state << 17;
+	return (uint32_t)(py_rnd_state % n);
+}
+
+/* A stack id as PY_LAUNCH / PY_SAMPLE may name one: none, dropped, or one
+ * of 1..40 (some never defined). */
+static uint32_t py_any_stack(void)
+{
+	uint32_t r = py_rnd(44);
+
+	return r == 40 ? 0 : r == 41 ? AGENT_PY_STACK_DROPPED : 1 + r % 40;
+}
+
+static int cmp_span(const void *a, const void *b)
+{
+	const struct trace_event *x = a, *y = b;
+	int64_t xe = x->start_ns + x->dur_ns, ye = y->start_ns + y->dur_ns;
+
+	if (x->start_ns != y->start_ns)
+		return x->start_ns < y->start_ns ? -1 : 1;
+	return xe > ye ? -1 : xe < ye;
+}
+
+/* Every two events of @l are disjoint or nested. */
+static void assert_nested(const struct trace_line *l)
+{
+	struct trace_event *ev = calloc(l->count + 1, sizeof(*ev));
+	int64_t ends[AGENT_PY_MAX_DEPTH + 2];
+	uint32_t n = 0, depth = 0;
+	struct trace_iter it;
+	const struct trace_event *e;
+
+	ASSERT_TRUE(ev);
+	trace_iter_init(&it, l);
+	while ((e = trace_iter_next(&it)))
+		ev[n++] = *e;
+	qsort(ev, n, sizeof(*ev), cmp_span);
+	for (uint32_t i = 0; i < n; i++) {
+		int64_t end = ev[i].start_ns + ev[i].dur_ns;
+
+		ASSERT_TRUE(ev[i].dur_ns >= 0);
+		while (depth && ends[depth - 1] <= ev[i].start_ns)
+			depth--;
+		if (depth)
+			ASSERT_TRUE(end <= ends[depth - 1]);
+		ASSERT_TRUE(depth < AGENT_PY_MAX_DEPTH + 2);
+		ends[depth++] = end;
+	}
+	free(ev);
+}
+
+/*
+ * Random Python records a hostile or broken agent may send, all valid for
+ * the parser: frames and stacks defined twice, naming undefined frames or
+ * strings, absurd lines, deep stacks, launches and samples naming
+ * undefined stacks on more threads than a process may have spans on, API
+ * events and kernels of random correlations. The mapping never fails the
+ * connection for them, and the frame spans it builds always nest.
+ */
+TEST(agent_map_python_records_from_a_hostile_agent)
+{
+	struct trace *snap;
+	uint32_t corr = 1;
+
+	setup();
+	map.py_spans = true;
+	put_string(10, "/src/a.py");
+	put_string(11, "f;g");
+	ASSERT_OK(map_payload(true));
+	for (unsigned round = 0; round < 300; round++) {
+		for (unsigned i = 0; i < 20; i++) {
+			uint64_t t = AGENT_T0 + py_rnd(1000000) * 1000ull;
+
+			switch (py_rnd(5)) {
+			case 0: {
+				struct agent_rec_py_frame *f = put(AGENT_REC_PY_FRAME, sizeof(*f), 0);
+
+				f->id = 1 + py_rnd(60);
+				f->file_id = py_rnd(3) ? 10 : 1 + py_rnd(AGENT_MAX_STRINGS);
+				f->name_id = py_rnd(3) ? 11 : 0;
+				f->firstlineno = py_rnd(4) ? py_rnd(1000) : UINT32_MAX;
+				f->line = py_rnd(4) ? py_rnd(1000) : 0x80000000u;
+				break;
+			}
+			case 1: {
+				uint32_t n = 1 + py_rnd(py_rnd(8) ? 6 : AGENT_PY_MAX_DEPTH);
+				struct agent_rec_py_stack *st =
+					put(AGENT_REC_PY_STACK, agent_rec_align(sizeof(*st) + 4 * n), n);
+				uint32_t *fr = (uint32_t *)(st + 1);
+
+				st->id = 1 + py_rnd(40);
+				st->flags = py_rnd(2) ? AGENT_PY_STACK_TRUNCATED : 0;
+				for (uint32_t k = 0; k < n; k++)
+					fr[k] = 1 + py_rnd(py_rnd(10) ? 4 : 70);
+				break;
+			}
+			case 2: {
+				struct agent_rec_py_sample *sm = put(AGENT_REC_PY_SAMPLE, sizeof(*sm), 0);
+
+				sm->ts = t;
+				sm->tid = py_rnd(3) ? TID : py_rnd(400);
+				sm->stack_id = py_any_stack();
+				break;
+			}
+			default: {
+				struct agent_rec_py_launch *l = put(AGENT_REC_PY_LAUNCH, sizeof(*l), 0);
+				struct agent_rec_api *a;
+
+				l->ts = t;
+				l->tid = TID;
+				l->correlation = corr;
+				l->stack_id = py_any_stack();
+				a = put(AGENT_REC_API, sizeof(*a), 0);
+				a->start = t;
+				a->end = t + py_rnd(3) * 4000;
+				a->tid = py_rnd(4) ? TID : py_rnd(400);
+				a->correlation = corr;
+				a->name_id = S_LAUNCH;
+				a->domain = AGENT_API_DRIVER;
+				put_kernel(0, t, corr++);
+				break;
+			}
+			}
+		}
+		ASSERT_OK(map_payload(true));
+	}
+	ASSERT_OK(trace_new(0, &snap));
+	agent_map_describe_python(&src, snap, INT64_MIN, INT64_MAX);
+	{
+		const struct trace_plane *p = trace_find_plane(snap, XN_PLANE_HOST);
+
+		ASSERT_TRUE(p && p->n_lines > 0);
+		for (uint32_t j = 0; j < p->n_lines; j++)
+			assert_nested(p->lines[j]);
+	}
+	/* The refusals were counted and said. */
+	ASSERT_TRUE(map.n_notes >= 1);
+	trace_free(snap);
 	teardown();
 }
 

@@ -380,6 +380,41 @@ TEST(session_gpu_options_union_before_start_and_on_every_change)
 	teardown();
 }
 
+
+/* Python: the deepest stacks any open window asked for; the fastest
+ * sampling of the windows at python_tracer_level >= 1 only (a level-0
+ * window's rate is its default, not a request). */
+TEST(session_python_options_union)
+{
+	struct agent_opts a = {.flags = AGENT_START_PY_STACKS, .py_max_depth = 64, .py_sample_hz = 900};
+	struct agent_opts b = {.flags = AGENT_START_PY_STACKS | AGENT_START_PY_SAMPLE, .py_max_depth = 10,
+			       .py_sample_hz = 250};
+	struct agent_opts c = {.flags = AGENT_START_PY_SAMPLE, .py_max_depth = 128, .py_sample_hz = 100};
+	struct session *sa, *sb, *sc;
+
+	setup(4);
+	sa = open_gpu("a", 60000, &a);
+	ASSERT_EQ(got_opts[0].flags, AGENT_START_PY_STACKS);
+	ASSERT_EQ(got_opts[0].py_max_depth, 64);
+	ASSERT_EQ(got_opts[0].py_sample_hz, 0);
+	sb = open_gpu("b", 60000, &b);
+	ASSERT_EQ(got_opts[1].flags, AGENT_START_PY_STACKS | AGENT_START_PY_SAMPLE);
+	ASSERT_EQ(got_opts[1].py_max_depth, 64);
+	ASSERT_EQ(got_opts[1].py_sample_hz, 250);
+	sc = open_gpu("c", 60000, &c);
+	ASSERT_EQ(got_opts[2].py_max_depth, 128);
+	ASSERT_EQ(got_opts[2].py_sample_hz, 250);
+	session_abort(sb);
+	ASSERT_EQ(got_opts[3].py_sample_hz, 100);
+	session_abort(sc);
+	ASSERT_EQ(got_opts[4].flags, AGENT_START_PY_STACKS);
+	ASSERT_EQ(got_opts[4].py_max_depth, 64);
+	ASSERT_EQ(session_mgr_terminate(mgr, "a"), 1);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	(void)sa;
+	teardown();
+}
+
 TEST(session_gpu_options_default_from_the_manager)
 {
 	struct agent_opts d = {.flags = AGENT_START_NVTX | AGENT_START_PM_SAMPLING, .pm_interval_us = 7,
