@@ -795,6 +795,10 @@ void agent_py_drain(struct agent_conv *cv)
 
 	if (!P.ready)
 		return;
+	/* Threads and data stack chunks made since: the hot path's cache of
+	 * readable ranges learns them here, off the hot path. */
+	if (atomic_load_explicit(&P.on, memory_order_relaxed))
+		pyw_maintain();
 	/* A batch the socket refused may have held our definitions: define
 	 * anew what comes next. */
 	if (cv->emit_failed != P.emit_failed_seen) {
