@@ -402,6 +402,45 @@ class PyStacksWire(unittest.TestCase):
         self.assertEqual(c.stats[9], 1)
 
 
+class PyStacksOldPython(unittest.TestCase):
+    """A CPython the walker does not know (3.9): one NOTICE per process
+    naming it, no API callbacks switched on, no Python records."""
+
+    def setUp(self):
+        extra = [p for p in os.environ.get("PROFD_TEST_PYTHONS", "").split(":") if p]
+        path = next((p for p in extra if os.path.basename(p) == "python3.9"), None) or shutil.which("python3.9")
+        if not AGENT or not path or not runs(path):
+            self.skipTest("no python3.9 (PATH or PROFD_TEST_PYTHONS) or no agent")
+        self.tmp = tempfile.mkdtemp(prefix="profd-pystacks-")
+        self.rx = Receiver(os.path.join(self.tmp, "agent.sock"))
+        self.app = App(path, os.path.join(self.tmp, "agent.sock"))
+        self.rx.accept()
+        self.rx.wait(F_DEVICE, 2)
+
+    def tearDown(self):
+        self.app.finish()
+        self.rx.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_one_notice_and_no_callbacks(self):
+        for n in (1, 2):
+            self.rx.start(START_PY_STACKS | START_PY_SAMPLE)
+            self.rx.wait(F_CLOCK, 2 * n - 1)
+            self.assertTrue(T.wait_for(lambda: self.app.tracing(callbacks=False), 10))
+            self.assertEqual(self.app.ask("work"), ["done"])
+            self.assertTrue(self.app.tracing(callbacks=False))
+            self.rx.send(F_STOP)
+            self.rx.wait(F_STATS, n)
+            time.sleep(2.5)  # the detach: no CUDA call comes to finalize from
+        c = self.rx.cap
+        notes = [t for code, t in c.errors if code == ERR_NOTICE and "Python" in t]
+        self.assertEqual(len(notes), 1, c.errors)
+        self.assertRegex(notes[0], r"^Python stacks off: Python 3\.9\.\d+")
+        self.assertEqual((c.frames, c.stacks, c.launches, c.samples), ({}, {}, [], []))
+        self.assertEqual(c.stats[9:], (0, 0, 0, 0))
+        self.assertTrue(c.kernels)
+
+
 def stats_of(p, e):
     out = {}
     for s in e.stats:
