@@ -40,11 +40,15 @@ enum { Q_LAUNCH = 1, Q_SAMPLE = 2 };
 /* One queued launch or sample: a cell of a bounded MPMC queue (each cell
  * carries its sequence number; a producer claims a cell by moving the
  * tail, fills it, then publishes it by its sequence). */
-struct qcell {
-	atomic_ullong seq;
+struct qrec {
 	uint64_t ts;
 	uint32_t tid, correlation, raw, gen;
 	uint8_t kind;
+};
+
+struct qcell {
+	atomic_ullong seq;
+	struct qrec r;
 };
 
 struct raw_stack {
@@ -159,7 +163,7 @@ static uint32_t my_tid(void)
 
 /* ---- the queue (any thread pushes, the agent thread pops) ---------------- */
 
-static bool q_push(uint8_t kind, uint64_t ts, uint32_t tid, uint32_t correlation, uint32_t raw, uint32_t gen)
+static bool q_push(const struct qrec *r)
 {
 	uint64_t pos = atomic_load_explicit(&P.q_tail, memory_order_relaxed);
 
@@ -177,29 +181,19 @@ static bool q_push(uint8_t kind, uint64_t ts, uint32_t tid, uint32_t correlation
 		if (!atomic_compare_exchange_weak_explicit(&P.q_tail, &pos, pos + 1, memory_order_relaxed,
 							   memory_order_relaxed))
 			continue;
-		c->ts = ts;
-		c->tid = tid;
-		c->correlation = correlation;
-		c->raw = raw;
-		c->gen = gen;
-		c->kind = kind;
+		c->r = *r;
 		atomic_store_explicit(&c->seq, pos + 1, memory_order_release);
 		return true;
 	}
 }
 
-static bool q_pop(struct qcell *out)
+static bool q_pop(struct qrec *out)
 {
 	struct qcell *c = &P.q[P.q_head & (AGENT_PY_QUEUE - 1)];
 
 	if (atomic_load_explicit(&c->seq, memory_order_acquire) != P.q_head + 1)
 		return false;
-	out->ts = c->ts;
-	out->tid = c->tid;
-	out->correlation = c->correlation;
-	out->raw = c->raw;
-	out->gen = c->gen;
-	out->kind = c->kind;
+	*out = c->r;
 	atomic_store_explicit(&c->seq, P.q_head + AGENT_PY_QUEUE, memory_order_release);
 	P.q_head++;
 	return true;
@@ -264,6 +258,7 @@ void agent_py_launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, uint32_
 {
 	struct pyw_raw f[AGENT_PY_MAX_DEPTH];
 	int d = domain == CUPTI_CB_DOMAIN_DRIVER_API ? 0 : 1;
+	struct qrec r;
 	unsigned depth;
 	uint32_t gen;
 	bool truncated = false;
@@ -275,7 +270,9 @@ void agent_py_launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, uint32_
 	gen = atomic_load_explicit(&P.gen, memory_order_acquire);
 	depth = atomic_load_explicit(&P.depth, memory_order_relaxed);
 	n = pyw_walk_current(f, depth, &truncated);
-	if (!q_push(Q_LAUNCH, now(), my_tid(), correlation, walk_id(f, n, truncated), gen))
+	r = (struct qrec){ .kind = Q_LAUNCH, .ts = now(), .tid = my_tid(), .correlation = correlation,
+			   .raw = walk_id(f, n, truncated), .gen = gen };
+	if (!q_push(&r))
 		atomic_fetch_add_explicit(&P.launch_full, 1, memory_order_relaxed);
 }
 
@@ -288,9 +285,11 @@ struct sample_round {
 
 static void sample_cb(void *ud, uint32_t tid, const struct pyw_raw *frames, int n, bool truncated)
 {
-	const struct sample_round *r = ud;
+	const struct sample_round *round = ud;
+	struct qrec r = { .kind = Q_SAMPLE, .ts = round->ts, .tid = tid, .raw = walk_id(frames, n, truncated),
+			  .gen = round->gen };
 
-	if (!q_push(Q_SAMPLE, r->ts, tid, 0, walk_id(frames, n, truncated), r->gen))
+	if (!q_push(&r))
 		atomic_fetch_add_explicit(&P.sample_full, 1, memory_order_relaxed);
 }
 
@@ -761,7 +760,7 @@ static void forget(bool restart)
 
 void agent_py_forget_ids(void) { forget(true); }
 
-static void emit(struct agent_conv *cv, const struct qcell *c)
+static void emit(struct agent_conv *cv, const struct qrec *c)
 {
 	uint32_t id = stack_id(cv, c->raw);
 	bool drop = id == AGENT_PY_STACK_DROPPED;
@@ -791,7 +790,7 @@ static void emit(struct agent_conv *cv, const struct qcell *c)
 void agent_py_drain(struct agent_conv *cv)
 {
 	uint32_t gen = atomic_load(&P.gen);
-	struct qcell c;
+	struct qrec c;
 
 	if (!P.ready)
 		return;

@@ -34,6 +34,7 @@ import time
 import unittest
 
 import profdtest as T
+from test_agent_cupti import App as FakeCudaApp
 
 APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pystacks-app.py")
 AGENT = os.environ.get("PROFD_AGENT_SO", "")
@@ -215,7 +216,10 @@ class Receiver:
                 s.close()
 
 
-class App:
+class App(FakeCudaApp):
+    """pystacks-app.py under @python: one command line in, one answer line
+    out (fake-cuda-app's protocol, whose finish() it shares)."""
+
     def __init__(self, python, sock, env=None):
         e = dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=sock, FAKECUDA_DIR=FAKECUDA,
                  **(env or {}))
@@ -233,47 +237,43 @@ class App:
         return sub == "1" and (domains != "0") == callbacks
 
     def ask(self, cmd):
-        self.proc.stdin.write(cmd + "\n")
-        self.proc.stdin.flush()
-        out = self.proc.stdout.readline().split()
+        out = super().ask(cmd)
         if not out:
             raise AssertionError(f"pystacks-app died at '{cmd}': " + self.proc.stderr.read())
         return out
 
-    def finish(self):
-        try:
-            if self.proc.poll() is None:
-                self.proc.stdin.write("exit\n")
-                self.proc.stdin.flush()
-            return self.proc.wait(timeout=15)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-                f.close()
 
-
-@unittest.skipUnless(AGENT and os.path.exists(os.path.join(FAKECUDA, "libcuda.so.1")),
-                     "libprofd-agent.so or the fake CUDA not built")
-class PyStacksWire(unittest.TestCase):
+class JobCase(unittest.TestCase):
+    """A test of pystacks-app.py under the interpreter @python (None:
+    skipped, @label says which)."""
     python = None
+    label = "python"
 
     def setUp(self):
+        if not (AGENT and os.path.exists(os.path.join(FAKECUDA, "libcuda.so.1"))):
+            self.skipTest("libprofd-agent.so or the fake CUDA not built")
         if not self.python:
             self.skipTest(f"{self.label} not found (PATH or PROFD_TEST_PYTHONS)")
         self.tmp = tempfile.mkdtemp(prefix="profd-pystacks-")
-        self.rx = Receiver(os.path.join(self.tmp, "agent.sock"))
-        self.app = App(self.python, os.path.join(self.tmp, "agent.sock"))
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.sock = os.path.join(self.tmp, "agent.sock")
+        self.m, self.defs = markers(), defs()
+
+
+class WireCase(JobCase):
+    """The job's agent connected to this test's Receiver."""
+
+    def setUp(self):
+        super().setUp()
+        self.rx = Receiver(self.sock)
+        self.addCleanup(self.rx.close)
+        self.app = App(self.python, self.sock)
+        self.addCleanup(self.app.finish)
         self.rx.accept()
         self.rx.wait(F_DEVICE, 2)
-        self.m, self.d = markers(), defs()
 
-    def tearDown(self):
-        self.app.finish()
-        self.rx.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
+class PyStacksWire(WireCase):
     def walkable(self):
         """Skip where the agent says it cannot walk this interpreter."""
         for code, text in self.rx.cap.errors:
@@ -293,7 +293,7 @@ class PyStacksWire(unittest.TestCase):
         return self.rx.cap
 
     def frame(self, fn, line_marker, flags=0):
-        return ("pystacks-app.py", fn, self.d[fn], self.m[line_marker], flags)
+        return ("pystacks-app.py", fn, self.defs[fn], self.m[line_marker], flags)
 
     def main_outer(self, *frames):
         """The main thread's frames down from <module> to work()."""
@@ -402,25 +402,18 @@ class PyStacksWire(unittest.TestCase):
         self.assertEqual(c.stats[9], 1)
 
 
-class PyStacksOldPython(unittest.TestCase):
+def old_python():
+    """A python3.9 that starts (PATH or PROFD_TEST_PYTHONS), or None."""
+    extra = [p for p in os.environ.get("PROFD_TEST_PYTHONS", "").split(":") if p]
+    path = next((p for p in extra if os.path.basename(p) == "python3.9"), None) or shutil.which("python3.9")
+    return path if path and runs(path) else None
+
+
+class PyStacksOldPython(WireCase):
     """A CPython the walker does not know (3.9): one NOTICE per process
     naming it, no API callbacks switched on, no Python records."""
-
-    def setUp(self):
-        extra = [p for p in os.environ.get("PROFD_TEST_PYTHONS", "").split(":") if p]
-        path = next((p for p in extra if os.path.basename(p) == "python3.9"), None) or shutil.which("python3.9")
-        if not AGENT or not path or not runs(path):
-            self.skipTest("no python3.9 (PATH or PROFD_TEST_PYTHONS) or no agent")
-        self.tmp = tempfile.mkdtemp(prefix="profd-pystacks-")
-        self.rx = Receiver(os.path.join(self.tmp, "agent.sock"))
-        self.app = App(path, os.path.join(self.tmp, "agent.sock"))
-        self.rx.accept()
-        self.rx.wait(F_DEVICE, 2)
-
-    def tearDown(self):
-        self.app.finish()
-        self.rx.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+    python = old_python()
+    label = "python3.9"
 
     def test_one_notice_and_no_callbacks(self):
         for n in (1, 2):
@@ -450,30 +443,22 @@ def stats_of(p, e):
     return out
 
 
-@unittest.skipUnless(AGENT and os.path.exists(os.path.join(FAKECUDA, "libcuda.so.1")),
-                     "libprofd-agent.so or the fake CUDA not built")
-class PyStacksXSpace(unittest.TestCase):
-    python = None
-
+class PyStacksXSpace(JobCase):
     def setUp(self):
-        if not self.python:
-            self.skipTest(f"{self.label} not found (PATH or PROFD_TEST_PYTHONS)")
+        super().setUp()
         self.P = T.protos()
-        self.tmp = tempfile.mkdtemp(prefix="profd-pystacks-")
-        sock = os.path.join(self.tmp, "agent.sock")
-        self.d = T.Daemon("--agent-socket", sock, "--flush-timeout", "2s")
+        self.d = T.Daemon("--agent-socket", self.sock, "--flush-timeout", "2s")
         self.stubs = T.Stubs(self.d.addr)
-        self.app = App(self.python, sock)
-        self.m, self.defs = markers(), defs()
+        self.addCleanup(self.stop_daemon)
+        self.app = App(self.python, self.sock)
+        self.addCleanup(self.app.finish)
         if not T.wait_for(lambda: any(a.pid == self.app.pid for a in self.stubs.status(
                 self.P.profd.StatusRequest(), timeout=10).agents), 15):
             raise AssertionError("the agent never registered:\n" + self.d.log())
 
-    def tearDown(self):
-        self.app.finish()
+    def stop_daemon(self):
         self.stubs.close()
         rc = self.d.stop()
-        shutil.rmtree(self.tmp, ignore_errors=True)
         self.assertEqual(rc, 0, self.d.log())
 
     def leaf(self, fn, marker):
@@ -592,7 +577,7 @@ for _label, _path in interpreters():
     for _base in (PyStacksWire, PyStacksXSpace):
         _n, _c = _case(_base, _label, _path)
         globals()[_n] = _c
-del PyStacksWire, PyStacksXSpace, _base, _c
+del PyStacksWire, PyStacksXSpace, _base, _c, JobCase, WireCase
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
