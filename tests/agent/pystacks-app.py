@@ -21,6 +21,7 @@ Commands on stdin, one answer line each:
   threads T T Python threads, 20 frames deep, waiting until "stop" -> "threads"
   stop      -> "stopped"
   state     the fake CUPTI's subscription -> "<subscribed> <domains on>"
+  fork      fork; the child launches from Python and exits -> "child <its exit status>"
   exit
 """
 import ctypes
@@ -203,6 +204,12 @@ def serve():
             out = "stopped"
         elif cmd[0] == "state":
             out = state()
+        elif cmd[0] == "fork":
+            pid = os.fork()
+            if pid == 0:
+                step(0)
+                os._exit(0)
+            out = "child %d" % os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
         elif cmd[0] == "exit":
             break
         else:

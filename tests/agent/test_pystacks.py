@@ -272,14 +272,14 @@ class WireCase(JobCase):
         self.rx.accept()
         self.rx.wait(F_DEVICE, 2)
 
-
-class PyStacksWire(WireCase):
     def walkable(self):
         """Skip where the agent says it cannot walk this interpreter."""
         for code, text in self.rx.cap.errors:
             if code == ERR_NOTICE and text.startswith("Python stacks off"):
                 self.skipTest(text)
 
+
+class PyStacksWire(WireCase):
     def capture(self, flags, work, hz=100, depth=0):
         self.rx.start(flags, hz, depth)
         self.rx.wait(F_CLOCK)
@@ -400,6 +400,27 @@ class PyStacksWire(WireCase):
         by = self.stacks_by_kernel(c)
         self.assertEqual(len(by["k_deep"]), 1, by)
         self.assertEqual(c.stats[9], 1)
+
+
+class PyStacksLifecycle(WireCase):
+    """The sampler and the launch hook at fork and exit."""
+
+    def test_fork_and_exit_mid_capture(self):
+        self.rx.start(START_PY_STACKS | START_PY_SAMPLE, hz=1000)
+        self.rx.wait(F_CLOCK)
+        if not T.wait_for(self.app.tracing, 10):
+            self.walkable()
+            raise AssertionError(f"the agent never switched the API callbacks on: {self.rx.cap.errors}")
+        # A child of a forked job has no agent: it launches untraced and exits.
+        self.assertEqual(self.app.ask("fork"), ["child", "0"])
+        self.assertEqual(self.app.ask("spin 100"), ["spun"])
+        # Exit with the capture open: the agent stops the sampler, flushes
+        # and the job exits cleanly.
+        self.assertEqual(self.app.finish(), 0)
+        self.rx.wait(F_STATS)
+        c = self.rx.cap
+        self.assertGreater(c.stats[11], 10)  # py_samples
+        self.assertEqual(c.stats[11], sum(1 for s in c.samples if s[2] != STACK_DROPPED))
 
 
 def old_python():
@@ -574,10 +595,10 @@ def _case(base, label, path):
 
 
 for _label, _path in interpreters():
-    for _base in (PyStacksWire, PyStacksXSpace):
+    for _base in (PyStacksWire, PyStacksXSpace, PyStacksLifecycle):
         _n, _c = _case(_base, _label, _path)
         globals()[_n] = _c
-del PyStacksWire, PyStacksXSpace, _base, _c, JobCase, WireCase
+del PyStacksWire, PyStacksXSpace, PyStacksLifecycle, _base, _c, JobCase, WireCase
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
