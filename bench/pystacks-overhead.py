@@ -21,8 +21,8 @@ Each mode runs --runs batches of --launches launches, each from a chain of
 --calls Python calls (a framework op is several: the module's __call__,
 forward, a functional; cProfile's cost grows with them, a stack's with the
 depth), the launching frame 10 or 50 frames deep; per-launch time = the launching thread's CPU time / launches; printed as the
-median, min and max of the batches. "added" is the median minus the off
-median.
+median, min and max of the batches; "added" is a mode's median minus the
+median of the mode interleaved with it (stacks: paused; cProfile: off).
 
 Then the sampler: --seconds of a capture with PY_SAMPLE at 100 Hz while 8
 and then 32 Python threads (20 frames deep) wait; its CPU time is the
@@ -140,16 +140,18 @@ def main():
         job.close()
 
     py = os.path.basename(a.python)
-    base = statistics.median(res["off"])
+    med = {k: statistics.median(v) for k, v in res.items()}
+    # Each mode against the one interleaved with it: stacks against
+    # "paused" (same capture, callbacks on), cProfile against "off".
+    ref = {"off": "off", "cprofile": "off", "paused": "off", "depth10": "paused", "depth50": "paused"}
     print(f"per launch ({py}, {a.launches} launches x {a.runs} batches, {a.calls} Python calls per launch; "
-          "median [min..max] ns):")
-    for k in ("off", "paused", "depth10", "depth50", "cprofile"):
+          "CPU ns, median [min..max]):")
+    for k in ("off", "cprofile", "paused", "depth10", "depth50"):
         v = res[k]
-        m = statistics.median(v)
-        print(f"  {k:9s} {m:8.1f} [{min(v):.1f}..{max(v):.1f}]  added {m - base:+8.1f}")
-    added = {k: statistics.median(res[k]) - base for k in res}
-    if added["depth50"] > 0:
-        print(f"  cProfile adds {added['cprofile'] / added['depth50']:.1f}x what depth-50 stacks add")
+        print(f"  {k:9s} {med[k]:8.1f} [{min(v):.1f}..{max(v):.1f}]  added vs {ref[k]:6s} {med[k] - med[ref[k]]:+8.1f}")
+    stack, prof = med["depth50"] - med["paused"], med["cprofile"] - med["off"]
+    if stack > 0:
+        print(f"  cProfile adds {prof / stack:.1f}x what depth-50 stacks add")
     print(f"  launch stacks sent {stats[9]}, dropped {stats[10]} (last capture)")
     print("sampler at 100 Hz:")
     for n, (pct, rate) in samp.items():
