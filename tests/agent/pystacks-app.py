@@ -21,6 +21,8 @@ Commands on stdin, one answer line each:
   threads T T Python threads, 20 frames deep, waiting until "stop" -> "threads"
   stop      -> "stopped"
   state     the fake CUPTI's subscription -> "<subscribed> <domains on>"
+  many N    one launch from each of N new functions many_0 .. many_<N-1>
+            (one code object each: N frames and stacks to define) -> "many"
   fork      fork; the child launches from Python and exits -> "child <its exit status>"
   exit
 """
@@ -120,6 +122,14 @@ def work():
     native(b"k_native", 2)
 
 
+def many(n):
+    src = "".join(f"def many_{i}():\n    launch(b'k_many', *G, 7, None, None)\n" for i in range(n))
+    ns = {"launch": launch, "G": G}
+    exec(compile(src, "<many>", "exec"), ns)
+    for i in range(n):
+        ns[f"many_{i}"]()  # @many-call
+
+
 def spin(ms):
     end = time.monotonic() + ms / 1000
     # One line: the loop's jump back belongs to it too, so every sample
@@ -187,6 +197,9 @@ def serve():
         elif cmd[0] == "spin":
             spin(int(cmd[1]))  # @serve-spin
             out = "spun"
+        elif cmd[0] == "many":
+            many(int(cmd[1]))
+            out = "many"
         elif cmd[0] == "deep":
             deep(int(cmd[1]))  # @serve-deep
             out = "deep"

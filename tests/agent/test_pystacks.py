@@ -379,6 +379,16 @@ class PyStacksWire(WireCase):
         self.assertEqual(py_samples, sum(1 for s in c.samples if s[2] != STACK_DROPPED))
         self.assertEqual(py_stacks, 1)
 
+    def test_many_frames_and_stacks(self):
+        """Past the first sizes of every table: 3000 functions, each its own
+        frame and stack, each launch naming its own."""
+        c = self.capture(START_PY_STACKS, lambda: self.assertEqual(self.app.ask("many 3000"), ["many"]))
+        self.assertTrue(c.order_ok, "a record used an id before its definition")
+        leaves = [c.stack(sid)[1][-1] for _, _, corr, sid in c.launches if c.kernels.get(corr) == "k_many"]
+        self.assertEqual(leaves, [("<many>", f"many_{i}", 2 * i + 1, 2 * i + 2, 0) for i in range(3000)])
+        self.assertEqual(len(c.frames), len(set(c.frames.values())))
+        self.assertEqual(c.stats[9:11], (3000, 0))
+
     def test_sampler_alone_and_options_mid_capture(self):
         """START without launch stacks: no PY_LAUNCH; a second START turns
         them on mid-capture."""
