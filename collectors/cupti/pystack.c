@@ -330,12 +330,14 @@ static void sampler_start(uint32_t hz)
 	pthread_condattr_t ca;
 	sigset_t all, old;
 
-	pthread_mutex_lock(&P.slock);
-	P.s_hz = hz;
-	pthread_cond_signal(&P.scond); /* a running sampler takes the new rate at once */
-	pthread_mutex_unlock(&P.slock);
-	if (P.sampling)
+	if (P.sampling) {
+		pthread_mutex_lock(&P.slock);
+		P.s_hz = hz;
+		pthread_cond_signal(&P.scond); /* it takes the new rate at once */
+		pthread_mutex_unlock(&P.slock);
 		return;
+	}
+	P.s_hz = hz;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&P.scond, &ca);
