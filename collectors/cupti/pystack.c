@@ -569,6 +569,15 @@ static int grow(void **arr, uint32_t *cap, uint32_t n, size_t elem)
 	return 0;
 }
 
+/* Room for entry @n + 1 of a 1-based table whose wire ids (the last one
+ * @last) stop at @max: NULL when the connection's budget or memory ran out. */
+static void *next_entry(void **arr, uint32_t *cap, uint32_t n, size_t elem, uint32_t last, uint32_t max)
+{
+	if (last + 1 > max || grow(arr, cap, n, elem) < 0)
+		return NULL;
+	return (char *)*arr + (size_t)(n + 1) * elem;
+}
+
 static uint64_t frame_hash(const struct pyw_loc *l)
 {
 	uint64_t h = hash_str64(l->file) ^ hash_str64(l->name) * 31;
@@ -602,9 +611,9 @@ static uint32_t wire_frame_of(struct agent_conv *cv, const struct pyw_loc *l)
 
 	if (slot)
 		return P.wf[slot].wid;
-	if (P.next_fid + 1 > AGENT_PY_WIRE_FRAMES || grow((void **)&P.wf, &P.cap_wf, P.n_wf, sizeof(*P.wf)) < 0)
+	w = next_entry((void **)&P.wf, &P.cap_wf, P.n_wf, sizeof(*P.wf), P.next_fid, AGENT_PY_WIRE_FRAMES);
+	if (!w)
 		return 0;
-	w = &P.wf[P.n_wf + 1];
 	w->file = strdup(l->file);
 	w->name = strdup(l->name);
 	if (!w->file || !w->name || idx_put(&P.wf_idx, h, P.n_wf + 1) < 0) {
@@ -691,9 +700,9 @@ static uint32_t wire_stack_of(struct agent_conv *cv, const uint32_t *fids, uint3
 
 	if (slot)
 		return P.ws[slot].wid;
-	if (P.next_sid + 1 > AGENT_PY_WIRE_STACKS || grow((void **)&P.ws, &P.cap_ws, P.n_ws, sizeof(*P.ws)) < 0)
+	w = next_entry((void **)&P.ws, &P.cap_ws, P.n_ws, sizeof(*P.ws), P.next_sid, AGENT_PY_WIRE_STACKS);
+	if (!w)
 		return 0;
-	w = &P.ws[P.n_ws + 1];
 	w->fids = malloc(n * sizeof(*fids));
 	if (!w->fids || idx_put(&P.ws_idx, h, P.n_ws + 1) < 0) {
 		free(w->fids);
