@@ -76,6 +76,15 @@ int pyw_walk_current(struct pyw_raw *out, unsigned max, bool *truncated);
 typedef void (*pyw_thread_cb)(void *ud, uint32_t tid, const struct pyw_raw *frames, int n, bool truncated);
 int pyw_sample_all(struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud);
 
+/* Before walking a thread, pyw_sample_all() asks @idle, when one is set,
+ * whether that thread has not run since the caller last had its stack
+ * (its CPU time unchanged: it cannot have changed its frames). Then @cb
+ * gets n = -EAGAIN and no frames, and the caller reuses what it had: a
+ * waiting thread costs no walk. NULL unsets it. Sampler thread, between
+ * samples. */
+typedef bool (*pyw_idle_cb)(void *ud, uint32_t tid);
+void pyw_set_idle(pyw_idle_cb idle, void *ud);
+
 /* @f's location. 0, -EFAULT (unreadable), -ESTALE (the code object at that
  * address no longer matches f->check). Any thread but the hot path. */
 int pyw_resolve(const struct pyw_raw *f, struct pyw_loc *loc);
