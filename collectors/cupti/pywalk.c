@@ -324,6 +324,18 @@ static uint32_t native_tid(const unsigned char *t)
 	return id <= UINT32_MAX ? (uint32_t)id : 0;
 }
 
+/* pyw_set_idle(): the sampler thread's own. */
+static struct {
+	pyw_idle_cb cb;
+	void *ud;
+} idle;
+
+void pyw_set_idle(pyw_idle_cb cb, void *ud)
+{
+	idle.cb = cb;
+	idle.ud = ud;
+}
+
 static int sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)
 {
 	const struct pyw_layout *l = &pyw_state.l;
@@ -344,6 +356,12 @@ static int sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max
 		/* Copied out: the walk's views may take @t's page copy. */
 		uint64_t next = pyw_ld64(t, l->ts_next);
 		uint32_t tid = native_tid(t);
+		if (tid && idle.cb && idle.cb(idle.ud, tid)) {
+			cb(ud, tid, scratch, -EAGAIN, false); /* not run since: no walk */
+			seen++;
+			ts = next;
+			continue;
+		}
 		int n = newest_frame(&w, t, &frame);
 		if (n == 0)
 			n = walk_frames(&w, frame, scratch, max, &truncated);
