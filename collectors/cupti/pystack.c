@@ -278,6 +278,63 @@ void agent_py_launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, uint32_
 
 /* ---- the sampler thread ------------------------------------------------------ */
 
+/*
+ * What the sampler last saw of each thread: its CPU time then and the raw
+ * stack its walk gave. A thread whose CPU time has not moved since has not
+ * run, so its frames are the same: pyw_sample_all() skips its walk
+ * (pyw_set_idle()) and the sample reuses the stack. The sampler thread's
+ * own; emptied with the raw table, while no sampler runs.
+ */
+#define IDLE_SLOTS 1024u
+#define IDLE_PROBES 8u
+
+static struct idle_ent {
+	uint64_t cpu;  /* its CPU time before that walk, 0 = unknown */
+	uint32_t tid, raw;
+	bool armed;    /* raw is that walk's stack */
+} idle_tab[IDLE_SLOTS];
+
+/* @tid's entry, or the slot to take for it (its home slot when the probe
+ * finds neither: that thread is then walked each time). */
+static struct idle_ent *idle_of(uint32_t tid)
+{
+	for (uint32_t i = 0; i < IDLE_PROBES; i++) {
+		struct idle_ent *e = &idle_tab[(tid + i) % IDLE_SLOTS];
+
+		if (e->tid == tid || !e->tid)
+			return e;
+	}
+	return &idle_tab[tid % IDLE_SLOTS];
+}
+
+/* Thread @tid's CPU time in ns, 0 when unknown: the kernel's per-thread
+ * scheduler clock, the clockid pthread_getcpuclockid() makes from a tid
+ * ((~tid << 3) | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED). */
+static uint64_t thread_cpu_ns(uint32_t tid)
+{
+	clockid_t c = (clockid_t)((~tid << 3) | 6u);
+	struct timespec t;
+
+	if (clock_gettime(c, &t) != 0)
+		return 0;
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* pyw_idle_cb: whether @tid has not run since its last walk. */
+static bool sample_idle(void *ud, uint32_t tid)
+{
+	struct idle_ent *e = idle_of(tid);
+	uint64_t cpu = thread_cpu_ns(tid);
+
+	(void)ud;
+	if (cpu && e->armed && e->tid == tid && e->cpu == cpu)
+		return true;
+	/* Read before the walk: a thread running meanwhile shows a newer time
+	 * next round and is walked again. */
+	*e = (struct idle_ent){ .tid = tid, .cpu = cpu };
+	return false;
+}
+
 struct sample_round {
 	uint64_t ts;
 	uint32_t gen;
@@ -286,9 +343,19 @@ struct sample_round {
 static void sample_cb(void *ud, uint32_t tid, const struct pyw_raw *frames, int n, bool truncated)
 {
 	const struct sample_round *round = ud;
-	struct qrec r = { .kind = Q_SAMPLE, .ts = round->ts, .tid = tid, .raw = walk_id(frames, n, truncated),
-			  .gen = round->gen };
+	struct idle_ent *e = idle_of(tid);
+	struct qrec r = { .kind = Q_SAMPLE, .ts = round->ts, .tid = tid, .gen = round->gen };
 
+	if (n == -EAGAIN) {
+		r.raw = e->tid == tid && e->armed ? e->raw : AGENT_PY_STACK_DROPPED;
+	} else {
+		r.raw = walk_id(frames, n, truncated);
+		/* A walk that gave a stack arms the reuse; a dropped one does not. */
+		if (e->tid == tid && e->cpu && r.raw != AGENT_PY_STACK_DROPPED) {
+			e->raw = r.raw;
+			e->armed = true;
+		}
+	}
 	if (!q_push(&r))
 		atomic_fetch_add_explicit(&P.sample_full, 1, memory_order_relaxed);
 }
@@ -299,6 +366,7 @@ static void *sampler_main(void *arg)
 	uint64_t next = mono_ns();
 
 	(void)arg;
+	pyw_set_idle(sample_idle, NULL);
 	pthread_mutex_lock(&P.slock);
 	while (P.s_run && !atomic_load(&g.too_late) && !atomic_load(&g.dead)) {
 		uint64_t period = 1000000000ull / P.s_hz, t = mono_ns();
@@ -461,6 +529,7 @@ static void reset_raw(void)
 	pthread_mutex_unlock(&P.rlock);
 	atomic_fetch_add_explicit(&P.gen, 1, memory_order_release);
 	memset(P.raw_wire, 0, AGENT_PY_RAW_STACKS * sizeof(*P.raw_wire));
+	memset(idle_tab, 0, sizeof(idle_tab)); /* raw ids of the last capture */
 	idx_clear(&P.rf_idx);
 	P.n_rf = 0;
 }

@@ -168,8 +168,7 @@ spinning = []
 def spinner(stop, depth=20):
     if depth:
         return spinner(stop, depth - 1)
-    while not stop.is_set():  # @spinner
-        stop.wait(0.05)
+    while not stop.wait(0.05): pass  # noqa: E701  @spinner
 
 
 class State(ctypes.Structure):

@@ -389,6 +389,38 @@ class PyStacksWire(WireCase):
         self.assertEqual(len(c.frames), len(set(c.frames.values())))
         self.assertEqual(c.stats[9:11], (3000, 0))
 
+    def test_waiting_threads_are_sampled(self):
+        """Threads waiting in C: every sample says where they wait (the
+        sampler walks them again only once they ran)."""
+        self.assertEqual(self.app.ask("threads 4"), ["threads"])
+        self.rx.start(START_PY_SAMPLE, 200, 0)
+        self.rx.wait(F_CLOCK)
+        if not T.wait_for(lambda: len(self.rx.cap.samples) > 0, 10):
+            self.walkable()
+            raise AssertionError(f"no samples: {self.rx.cap.errors}")
+        time.sleep(0.6)
+        self.rx.send(F_STOP)
+        self.rx.wait(F_STATS)
+        self.assertEqual(self.app.ask("stop"), ["stopped"])
+        c = self.rx.cap
+        by_tid = {}
+        for ts, tid, sid in c.samples:
+            if tid != self.app.main_tid:
+                by_tid.setdefault(tid, []).append(sid)
+        self.assertEqual(len(by_tid), 4, by_tid.keys())
+        for tid, sids in by_tid.items():
+            self.assertGreater(len(sids), 60, tid)  # ~120 at 200 Hz
+            # The innermost frame of the job's own: the wait's line; inside
+            # it, threading.py's Event.wait.
+            where = set()
+            for sid in sids:
+                frames = c.stack(sid)[1] if sid not in (0, STACK_DROPPED) else [("?", sid, 0, 0, 0)]
+                mine = [i for i, f in enumerate(frames) if f[0] == "pystacks-app.py"]
+                where.add((frames[mine[-1]][1], frames[mine[-1]][3],
+                           all(f[0] == "threading.py" for f in frames[mine[-1] + 1:])) if mine else frames[-1])
+            self.assertEqual(where, {("spinner", self.m["spinner"], True)}, tid)
+        self.assertEqual(c.stats[11], len(c.samples))
+
     def test_sampler_alone_and_options_mid_capture(self):
         """START without launch stacks: no PY_LAUNCH; a second START turns
         them on mid-capture."""
