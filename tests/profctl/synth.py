@@ -250,3 +250,131 @@ class SynthCase(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp)
+
+
+# ---- Python stacks (xspace/names.h "Python stacks") -------------------------
+
+NO_PYTHON = "(thread without Python)"
+DROPPED = "(Python stack unavailable)"
+FWD = ["train.py:120 <module>", "train.py:88 train", "model.py:40 forward"]
+BWD = ["train.py:120 <module>", "train.py:91 train", "autograd.py:200 backward"]
+LOAD = ["loader.py:30 <module>", "loader.py:12 prefetch"]
+
+
+def build_py(P):
+    """An XSpace whose device events carry python_stack/python_frame and
+    whose host thread lines carry frame spans, as profd writes them.
+    facts["folded"]: {"frame;...;leaf": ns} of the GPU graph (all events);
+    facts["by_pid"] / ["by_device"]: the same for --pid 1234 / --device 1;
+    facts["cpu"]: {"frame;...": self ns} of --cpu; facts["sites"]: the
+    launch sites (python_frame) -> (GPU ns, count)."""
+    xp = P.xp
+    sp = xp.XSpace()
+    sp.hostnames.append("pyhost")
+    env = Plane(sp.planes.add())
+    env.p.name = "Task Environment"
+    env.stat(env.p, "profile_start_time", START_NS)
+    env.stat(env.p, "profile_stop_time", START_NS + WINDOW_NS)
+
+    host = Plane(sp.planes.add())
+    host.p.name = "/host:CPU"
+    main = host.p.lines.add()
+    main.id, main.name, main.timestamp_ns = 1234, "trainer (pid 1234)/tid 1234", 0
+    aux = host.p.lines.add()
+    aux.id, aux.name, aux.timestamp_ns = 1240, "trainer (pid 1234)/tid 1240", 0
+    load = host.p.lines.add()
+    load.id, load.name, load.timestamp_ns = 5678, "loader (pid 5678)/tid 5678", 0
+    gpus = []
+    for g in range(2):
+        pl = Plane(sp.planes.add())
+        pl.p.name = f"/device:GPU:{g}"
+        pl.p.id = g
+        ln = pl.p.lines.add()
+        ln.id, ln.name, ln.timestamp_ns = 7, "Stream #7(Compute)", 0
+        gpus.append((pl, ln))
+
+    facts = {"folded": {}, "by_pid": {}, "by_device": {}, "cpu": {}, "sites": {}}
+    corr = [1000]
+    t = {"main": 1000, "aux": 1000, "load": 1000}
+
+    def launch(line_key, pid, gpu, stack, frame, name, dur, what="kernel", ref=False):
+        line = {"main": main, "aux": aux, "load": load}[line_key]
+        c = corr[0]
+        corr[0] += 1
+        hs = {"correlation_id": c}
+        if stack is not None:
+            hs["python_stack"] = ";".join(stack)
+        if frame is not None:
+            hs["python_frame"] = frame
+        host.event(line, "cuLaunchKernel" if what == "kernel" else "cuMemcpyAsync", t[line_key], 500, **hs)
+        t[line_key] += 1000
+        pl, ln = gpus[gpu]
+        e = pl.event(ln, name, 100 + c * 10, dur, correlation_id=c)
+        if what == "kernel":
+            pl.stat(e, "kernel_details", kdetails("1,1,1", "32,1,1", 50), "ref")
+        elif what == "memcpy":
+            pl.stat(e, "memcpy_details", "kind_src:pageable kind_dst:device size:4096", "s")
+        elif what == "memset":
+            pl.stat(e, "Memset_details", "size:4096", "s")
+        if stack is not None:
+            pl.stat(e, "python_stack", ";".join(stack), "ref" if ref else "s")
+        if frame is not None:
+            pl.stat(e, "python_frame", frame)
+        if what == "other":
+            return  # not a kernel, copy or memset: not weighed
+        root = stack if stack else [frame] if frame else ["[no Python stack]"]
+        key = ";".join(root + [name])
+        for k, keep in (("folded", True), ("by_pid", pid == 1234), ("by_device", gpu == 1)):
+            if keep:
+                facts[k][key] = facts[k].get(key, 0) + dur
+        if frame is not None and frame not in (NO_PYTHON, DROPPED):
+            ns, n = facts["sites"].get(frame, (0, 0))
+            facts["sites"][frame] = (ns + dur, n + 1)
+
+    for i in range(3):
+        launch("main", 1234, 0, FWD, FWD[-1], "gemm_kernel", 4000 + i * 1000, ref=True)
+    launch("main", 1234, 1, FWD, FWD[-1], "gemm_kernel", 2000, ref=True)
+    launch("main", 1234, 0, FWD, FWD[-1], "relu_kernel", 700)
+    for i in range(2):
+        launch("main", 1234, 0, BWD, BWD[-1], "gemm_kernel_bwd", 3000)
+    launch("main", 1234, 1, BWD, BWD[-1], "MemcpyD2D", 1500, what="memcpy")
+    launch("aux", 1234, 1, None, NO_PYTHON, "nccl_allreduce", 2500)
+    launch("aux", 1234, 0, None, DROPPED, "relu_kernel", 300)
+    launch("load", 5678, 0, LOAD, LOAD[-1], "MemcpyH2D", 1200, what="memcpy")
+    launch("load", 5678, 1, LOAD, LOAD[-1], "Memset", 400, what="memset")
+    launch("load", 5678, 1, None, None, "legacy_kernel", 900)
+    launch("load", 5678, 1, LOAD, LOAD[-1], "not_an_op", 5000, what="other")
+
+    # Frame spans on the main thread's line (the API events above nest in them):
+    # <module> [0, 20000) > train [500, 9000) > forward [900, 6000)
+    #                     > train [9500, 19000) > backward [10000, 18000)
+    # and on the loader's line: <module> [0, 15000) > prefetch [800, 13800).
+    def span(line, fn, first, func, s, e, cur):
+        host.event(line, f"${fn}:{first} {func}", s, e - s, python_file="/src/" + fn, python_line=cur)
+
+    span(main, "train.py", 1, "<module>", 0, 20000, 120)
+    span(main, "train.py", 80, "train", 500, 9000, 88)
+    span(main, "model.py", 35, "forward", 900, 6000, 40)
+    span(main, "train.py", 80, "train", 9500, 19000, 91)
+    span(main, "autograd.py", 190, "backward", 10000, 18000, 200)
+    span(load, "loader.py", 1, "<module>", 0, 15000, 30)
+    span(load, "loader.py", 10, "prefetch", 800, 13800, 12)
+    # a '$' event without python_file is not a frame span
+    host.event(main, "$not_a_frame", 100, 50)
+    facts["cpu"] = {
+        "train.py:1 <module>": 20000 - 8500 - 9500,
+        "train.py:1 <module>;train.py:80 train": (8500 - 5100) + (9500 - 8000),
+        "train.py:1 <module>;train.py:80 train;model.py:35 forward": 5100,
+        "train.py:1 <module>;train.py:80 train;autograd.py:190 backward": 8000,
+        "loader.py:1 <module>": 15000 - 13000,
+        "loader.py:1 <module>;loader.py:10 prefetch": 13000,
+    }
+    facts["cpu_by_pid"] = {k: v for k, v in facts["cpu"].items() if k.startswith("loader")}
+    return sp, facts
+
+
+def write_py(P, path):
+    sp, facts = build_py(P)
+    with open(path, "wb") as f:
+        f.write(sp.SerializeToString())
+    return sp, facts

@@ -386,6 +386,44 @@ void json_escape(struct ow *w, const char *s, size_t len)
 	ow_write(w, run, (size_t)(p - run));
 }
 
+/* XML text and attribute values: the five markup characters as entities;
+ * what XML 1.0 cannot hold at all (invalid UTF-8, control characters but
+ * tab and newline) as U+FFFD, so that any name keeps the SVG well-formed. */
+void xml_escape(struct ow *w, const char *s, size_t len)
+{
+	const uint8_t *p = (const uint8_t *)s, *end = p + len, *run = p;
+
+	while (p < end) {
+		uint8_t c = *p;
+
+		if ((c >= 0x20 && c < 0x7f && c != '&' && c != '<' && c != '>' && c != '"' && c != '\'') ||
+		    c == '\n' || c == '\t') {
+			p++;
+			continue;
+		}
+		if (c >= 0x80) {
+			size_t k = utf8_len(p, (size_t)(end - p));
+
+			if (k) {
+				p += k;
+				continue;
+			}
+		}
+		ow_write(w, run, (size_t)(p - run));
+		switch (c) {
+		case '&': ow_puts(w, "&amp;"); break;
+		case '<': ow_puts(w, "&lt;"); break;
+		case '>': ow_puts(w, "&gt;"); break;
+		case '"': ow_puts(w, "&quot;"); break;
+		case '\'': ow_puts(w, "&apos;"); break;
+		default: ow_puts(w, "&#xfffd;");
+		}
+		p++;
+		run = p;
+	}
+	ow_write(w, run, (size_t)(p - run));
+}
+
 /*
  * Integers without printf: an export writes several per event (tens of
  * millions for a large capture), and vfprintf's format parsing was a fifth

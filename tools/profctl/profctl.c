@@ -31,6 +31,7 @@ static const struct subcommand subcommands[] = {
 	{"status", cmd_status, true, "show a profd daemon's version, sessions, collectors and agents"},
 	{"export", cmd_export, false, "convert an .xplane.pb file to Perfetto / Chrome trace JSON"},
 	{"top", cmd_top, false, "summarize an .xplane.pb: top kernels, GPU busy %, copies, processes"},
+	{"flame", cmd_flame, false, "flame graph (SVG or folded) of GPU time by Python launch stack"},
 	{"doctor", cmd_doctor, true, "check this machine (and optionally a daemon) for profiling problems"},
 };
 

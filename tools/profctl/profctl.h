@@ -33,6 +33,7 @@ int cmd_terminate(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_top(int argc, char **argv);
+int cmd_flame(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 /* doctor FILE: which XProf tools an XSpace file fills (profctl-xprofcheck.c). */
 int doctor_xspace_file(const char *path);
@@ -122,5 +123,8 @@ int mkdir_p(const char *path, unsigned mode);
 
 /* JSON string body with escapes; invalid UTF-8 becomes U+FFFD. No quotes. */
 void json_escape(struct ow *w, const char *s, size_t len);
+/* XML text or attribute value with entities; invalid UTF-8 and control
+ * characters (but tab, newline) become U+FFFD. No quotes. */
+void xml_escape(struct ow *w, const char *s, size_t len);
 /* A double as JSON (non-finite values become null). */
 void json_double(struct ow *w, double v);
