@@ -177,21 +177,26 @@ int flame_finish(struct flame *fl)
 
 /* ---- folded stacks ---------------------------------------------------------- */
 
-/* A name as one folded frame: ';' separates frames and ' ' ends the stack
- * only at the last space, so only ';' needs replacing (',', as the XSpace
- * convention writes it inside a frame). */
+/* A name as one folded frame: ';' separates frames and the last space
+ * ends the stack, so only ';' needs replacing (by ',', as the XSpace
+ * convention writes it inside a frame); bytes that are not UTF-8 become
+ * U+FFFD, since the readers of this format decode it as UTF-8. */
 static void folded_name(struct ow *w, const char *s, size_t len)
 {
-	const char *run = s, *end = s + len;
+	const uint8_t *p = (const uint8_t *)s, *end = p + len, *run = p;
 
-	for (const char *p = s; p < end; p++) {
-		if (*p != ';')
+	while (p < end) {
+		size_t k = *p < 0x80 ? (*p != ';') : utf8_len(p, (size_t)(end - p));
+
+		if (k) {
+			p += k;
 			continue;
+		}
 		ow_write(w, run, (size_t)(p - run));
-		ow_putc(w, ',');
-		run = p + 1;
+		ow_puts(w, *p == ';' ? "," : "\xef\xbf\xbd");
+		run = ++p;
 	}
-	ow_write(w, run, (size_t)(end - run));
+	ow_write(w, run, (size_t)(p - run));
 }
 
 static uint64_t ps_to_ns(uint64_t ps)

@@ -325,8 +325,7 @@ void ow_abort(struct ow *w)
 
 /* ---- JSON --------------------------------------------------------------- */
 
-/* Length of a valid UTF-8 sequence at @p (max @n bytes), or 0. */
-static size_t utf8_len(const uint8_t *p, size_t n)
+size_t utf8_len(const uint8_t *p, size_t n)
 {
 	uint8_t c = p[0];
 	size_t k;

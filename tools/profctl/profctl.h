@@ -121,6 +121,8 @@ int write_file_atomic(const char *path, const void *data, size_t len);
 /* mkdir -p. 0 or -errno. */
 int mkdir_p(const char *path, unsigned mode);
 
+/* Length of a valid UTF-8 sequence of 2 to 4 bytes at @p (max @n bytes), or 0. */
+size_t utf8_len(const uint8_t *p, size_t n);
 /* JSON string body with escapes; invalid UTF-8 becomes U+FFFD. No quotes. */
 void json_escape(struct ow *w, const char *s, size_t len);
 /* XML text or attribute value with entities; invalid UTF-8 and control
