@@ -267,7 +267,7 @@ def build_py(P):
     facts["folded"]: {"frame;...;leaf": ns} of the GPU graph (all events);
     facts["by_pid"] / ["by_device"]: the same for --pid 1234 / --device 1;
     facts["cpu"]: {"frame;...": self ns} of --cpu; facts["sites"]: the
-    launch sites (python_frame) -> (GPU ns, count)."""
+    launch sites of the kernels (python_frame) -> (GPU ns, kernel count)."""
     xp = P.xp
     sp = xp.XSpace()
     sp.hostnames.append("pyhost")
@@ -327,9 +327,10 @@ def build_py(P):
         for k, keep in (("folded", True), ("by_pid", pid == 1234), ("by_device", gpu == 1)):
             if keep:
                 facts[k][key] = facts[k].get(key, 0) + dur
-        if frame is not None and frame not in (NO_PYTHON, DROPPED):
-            ns, n = facts["sites"].get(frame, (0, 0))
-            facts["sites"][frame] = (ns + dur, n + 1)
+        if what == "kernel":  # profctl top's launch sites: kernels by python_frame
+            site = frame if frame is not None else "[no Python stack]"
+            ns, n = facts["sites"].get(site, (0, 0))
+            facts["sites"][site] = (ns + dur, n + 1)
 
     for i in range(3):
         launch("main", 1234, 0, FWD, FWD[-1], "gemm_kernel", 4000 + i * 1000, ref=True)
