@@ -346,27 +346,27 @@ def build_py(P):
     launch("load", 5678, 1, None, None, "legacy_kernel", 900)
     launch("load", 5678, 1, LOAD, LOAD[-1], "not_an_op", 5000, what="other")
 
-    # Frame spans on the main thread's line (the API events above nest in them):
-    # <module> [0, 20000) > train [500, 9000) > forward [900, 6000)
-    #                     > train [9500, 19000) > backward [10000, 18000)
+    # Frame spans on the main thread's line, around its API events (at 1000,
+    # 2000, ... 8000, 500 ns each; forward's first, then backward's):
+    # <module> [0, 20000) > train [500, 19000) > forward [900, 5900)
+    #                                          > backward [5950, 18000)
     # and on the loader's line: <module> [0, 15000) > prefetch [800, 13800).
     def span(line, fn, first, func, s, e, cur):
         host.event(line, f"${fn}:{first} {func}", s, e - s, python_file="/src/" + fn, python_line=cur)
 
     span(main, "train.py", 1, "<module>", 0, 20000, 120)
-    span(main, "train.py", 80, "train", 500, 9000, 88)
-    span(main, "model.py", 35, "forward", 900, 6000, 40)
-    span(main, "train.py", 80, "train", 9500, 19000, 91)
-    span(main, "autograd.py", 190, "backward", 10000, 18000, 200)
+    span(main, "train.py", 80, "train", 500, 19000, 91)
+    span(main, "model.py", 35, "forward", 900, 5900, 40)
+    span(main, "autograd.py", 190, "backward", 5950, 18000, 200)
     span(load, "loader.py", 1, "<module>", 0, 15000, 30)
     span(load, "loader.py", 10, "prefetch", 800, 13800, 12)
     # a '$' event without python_file is not a frame span
     host.event(main, "$not_a_frame", 100, 50)
     facts["cpu"] = {
-        "train.py:1 <module>": 20000 - 8500 - 9500,
-        "train.py:1 <module>;train.py:80 train": (8500 - 5100) + (9500 - 8000),
-        "train.py:1 <module>;train.py:80 train;model.py:35 forward": 5100,
-        "train.py:1 <module>;train.py:80 train;autograd.py:190 backward": 8000,
+        "train.py:1 <module>": 20000 - 18500,
+        "train.py:1 <module>;train.py:80 train": 18500 - 5000 - 12050,
+        "train.py:1 <module>;train.py:80 train;model.py:35 forward": 5000,
+        "train.py:1 <module>;train.py:80 train;autograd.py:190 backward": 12050,
         "loader.py:1 <module>": 15000 - 13000,
         "loader.py:1 <module>;loader.py:10 prefetch": 13000,
     }
