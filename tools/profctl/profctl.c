@@ -151,6 +151,7 @@ static void help(FILE *f)
 		"  profctl capture node1:6009,node2:6009 --logdir /tmp/tb --duration-ms 2000\n"
 		"  profctl top /tmp/tb/plugins/profile/*/node1_6009.xplane.pb\n"
 		"  profctl export node1_6009.xplane.pb -o trace.json.gz\n"
+		"  profctl flame /tmp/tb/plugins/profile/SESSION -o gpu.svg\n"
 		"  profctl doctor localhost:6009\n"
 		"\n"
 		"Exit status: 0 success; 1 the operation failed (no host returned data, the\n"
