@@ -99,20 +99,25 @@ def kdetails(grid, block, occ):
             f"occ_pct:{occ}")
 
 
-def build(P):
-    xp = P.xp
-    sp = xp.XSpace()
-    sp.hostnames.append("synthhost")
-    facts = {"kernels": {}, "copies": {}, "host_corr": set(), "dev_corr": set(), "counters": 0,
-             "procs": {}}
-
+def space(P, hostname):
+    """An XSpace of @hostname with the Task Environment plane (a WINDOW_NS
+    window from START_NS) and an empty /host:CPU plane (a Plane)."""
+    sp = P.xp.XSpace()
+    sp.hostnames.append(hostname)
     env = Plane(sp.planes.add())
     env.p.name = "Task Environment"
     env.stat(env.p, "profile_start_time", START_NS)
     env.stat(env.p, "profile_stop_time", START_NS + WINDOW_NS)
-
     host = Plane(sp.planes.add())
     host.p.name = "/host:CPU"
+    return sp, host
+
+
+def build(P):
+    sp, host = space(P, "synthhost")
+    facts = {"kernels": {}, "copies": {}, "host_corr": set(), "dev_corr": set(), "counters": 0,
+             "procs": {}}
+
     host.p.id = 1
     l1 = host.p.lines.add()
     l1.id = 1234
@@ -228,8 +233,8 @@ def build(P):
     return sp, facts
 
 
-def write(P, path):
-    sp, facts = build(P)
+def write(P, path, builder=build):
+    sp, facts = builder(P)
     with open(path, "wb") as f:
         f.write(sp.SerializeToString())
     return sp, facts
@@ -237,7 +242,9 @@ def write(P, path):
 
 class SynthCase(unittest.TestCase):
     """cls.xpb: the synthetic XSpace written to a temporary directory
-    (cls.tmp, removed after the class); cls.space and cls.facts from build()."""
+    (cls.tmp, removed after the class); cls.space and cls.facts from
+    cls.builder (build())."""
+    builder = staticmethod(build)
 
     @classmethod
     def setUpClass(cls):
@@ -245,7 +252,7 @@ class SynthCase(unittest.TestCase):
 
         cls.tmp = tempfile.mkdtemp(prefix="profctl-synth-")
         cls.xpb = os.path.join(cls.tmp, "synth.xplane.pb")
-        cls.space, cls.facts = write(T.protos(), cls.xpb)
+        cls.space, cls.facts = write(T.protos(), cls.xpb, cls.builder)
 
     @classmethod
     def tearDownClass(cls):
@@ -268,16 +275,7 @@ def build_py(P):
     facts["by_pid"] / ["by_device"]: the same for --pid 1234 / --device 1;
     facts["cpu"]: {"frame;...": self ns} of --cpu; facts["sites"]: the
     launch sites of the kernels (python_frame) -> (GPU ns, kernel count)."""
-    xp = P.xp
-    sp = xp.XSpace()
-    sp.hostnames.append("pyhost")
-    env = Plane(sp.planes.add())
-    env.p.name = "Task Environment"
-    env.stat(env.p, "profile_start_time", START_NS)
-    env.stat(env.p, "profile_stop_time", START_NS + WINDOW_NS)
-
-    host = Plane(sp.planes.add())
-    host.p.name = "/host:CPU"
+    sp, host = space(P, "pyhost")
     main = host.p.lines.add()
     main.id, main.name, main.timestamp_ns = 1234, "trainer (pid 1234)/tid 1234", 0
     aux = host.p.lines.add()
@@ -375,7 +373,18 @@ def build_py(P):
 
 
 def write_py(P, path):
-    sp, facts = build_py(P)
-    with open(path, "wb") as f:
-        f.write(sp.SerializeToString())
-    return sp, facts
+    return write(P, path, build_py)
+
+
+def flame_nodes(stacks):
+    """Every node ("a;b" for b under a) of the tree that folded @stacks make."""
+    nodes = set()
+    for stack in stacks:
+        parts = stack.split(";")
+        nodes.update(";".join(parts[:i + 1]) for i in range(len(parts)))
+    return nodes
+
+
+class PyCase(SynthCase):
+    """SynthCase with build_py()'s XSpace (Python stacks)."""
+    builder = staticmethod(build_py)

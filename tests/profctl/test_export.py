@@ -205,26 +205,18 @@ def big_pid_space(P, hostname, pids, launches=3):
     return sp
 
 
-class ExportPython(unittest.TestCase):
+class ExportPython(synth.PyCase):
     """Python frame spans and the python_* stats (synth.build_py) come
     through as ordinary slices with args on their thread's track, nested
     around the API events, which keep their flows to the kernels."""
 
     @classmethod
     def setUpClass(cls):
-        import tempfile
-        cls.tmp = tempfile.mkdtemp(prefix="profctl-export-py-")
-        cls.xpb = os.path.join(cls.tmp, "py.xplane.pb")
-        cls.space, cls.facts = synth.write_py(P, cls.xpb)
+        super().setUpClass()
         out = os.path.join(cls.tmp, "trace.json")
         r = synth.run("export", cls.xpb, "-o", out)
         assert r.returncode == 0, r.stderr
         cls.ev = decode(out)["traceEvents"]
-
-    @classmethod
-    def tearDownClass(cls):
-        import shutil
-        shutil.rmtree(cls.tmp)
 
     def thread(self, name):
         (pid, tid), = [(e["pid"], e["tid"]) for e in self.ev

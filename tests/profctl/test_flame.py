@@ -92,17 +92,7 @@ def run_rss(*args, timeout=120):
     return r.returncode, r.stdout, r.stderr, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
 
 
-class Flame(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="profctl-flame-")
-        cls.xpb = os.path.join(cls.tmp, "py.xplane.pb")
-        cls.space, cls.facts = synth.write_py(P, cls.xpb)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp)
-
+class Flame(synth.PyCase):
     def flame(self, *args):
         r = synth.run("flame", *args)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -149,10 +139,7 @@ class Flame(unittest.TestCase):
         total = sum(self.facts["folded"].values())
         self.assertEqual((root[0], root[3], root[4]), ("all", total * 1000, 0))
         # one rect per node of the merged tree, none twice
-        nodes = set()
-        for stack in self.facts["folded"]:
-            parts = stack.split(";")
-            nodes.update(";".join(parts[:i + 1]) for i in range(len(parts)))
+        nodes = synth.flame_nodes(self.facts["folded"])
         self.assertEqual(len(frames), len(nodes) + 1)
         self.assertEqual(sorted(f[0] for f in frames[1:]), sorted(n.split(";")[-1] for n in nodes))
         # widths and places proportional to weights; children inside parents

@@ -88,21 +88,15 @@ class Top(synth.SynthCase):
         self.assertIn("--sort", r.stderr)
 
 
-class LaunchSites(unittest.TestCase):
+class LaunchSites(synth.PyCase):
     """The launch-site section: kernels grouped by python_frame, only for
     files whose GPU planes carry Python stacks."""
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="profctl-top-py-")
-        cls.xpb = os.path.join(cls.tmp, "py.xplane.pb")
-        cls.space, cls.facts = synth.write_py(P, cls.xpb)
+        super().setUpClass()
         cls.plain = os.path.join(cls.tmp, "plain.xplane.pb")
         synth.write(P, cls.plain)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp)
 
     def test_sites_exact_and_sorted(self):
         r = synth.run("top", "--json", self.xpb)

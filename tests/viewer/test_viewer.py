@@ -210,14 +210,12 @@ class Viewers(T.AgentDaemonCase):
 
 
 @unittest.skipIf(missing(), missing())
-class PythonStacks(unittest.TestCase):
+class PythonStacks(synth.PyCase):
     """Python frame spans in the viewers, and the flame graph SVG in Chromium."""
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="profd-viewer-py-")
-        cls.xpb = os.path.join(cls.tmp, "py.xplane.pb")
-        cls.space, cls.facts = synth.write_py(P, cls.xpb)
+        super().setUpClass()
         cls.json = os.path.join(cls.tmp, "trace.json")
         r = subprocess.run([PROFCTL, "export", cls.xpb, "-o", cls.json], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
@@ -225,10 +223,6 @@ class PythonStacks(unittest.TestCase):
         cls.svg = os.path.join(cls.tmp, "gpu.svg")
         r = subprocess.run([PROFCTL, "flame", cls.xpb, "-o", cls.svg], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def test_frame_spans_in_catapult(self):
         chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -274,10 +268,7 @@ class PythonStacks(unittest.TestCase):
                  "model.py:40 forward")
         self.assertEqual(r["page_errors"], [])
         total = sum(self.facts["folded"].values()) * 1000
-        nodes = set()
-        for stack in self.facts["folded"]:
-            parts = stack.split(";")
-            nodes.update(";".join(parts[:i + 1]) for i in range(len(parts)))
+        nodes = synth.flame_nodes(self.facts["folded"])
         init = r["initial"]
         self.assertEqual(sorted(f["name"] for f in init), sorted(["all"] + [n.split(";")[-1] for n in nodes]))
         # rendered widths proportional to GPU time (1180 px for all of it)

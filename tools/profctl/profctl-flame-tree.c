@@ -181,22 +181,16 @@ int flame_finish(struct flame *fl)
  * ends the stack, so only ';' needs replacing (by ',', as the XSpace
  * convention writes it inside a frame); bytes that are not UTF-8 become
  * U+FFFD, since the readers of this format decode it as UTF-8. */
+static bool folded_keep(uint8_t c) { return c != ';'; }
+
+static void folded_subst(struct ow *w, uint8_t c)
+{
+	ow_puts(w, c == ';' ? "," : "\xef\xbf\xbd");
+}
+
 static void folded_name(struct ow *w, const char *s, size_t len)
 {
-	const uint8_t *p = (const uint8_t *)s, *end = p + len, *run = p;
-
-	while (p < end) {
-		size_t k = *p < 0x80 ? (*p != ';') : utf8_len(p, (size_t)(end - p));
-
-		if (k) {
-			p += k;
-			continue;
-		}
-		ow_write(w, run, (size_t)(p - run));
-		ow_puts(w, *p == ';' ? "," : "\xef\xbf\xbd");
-		run = ++p;
-	}
-	ow_write(w, run, (size_t)(p - run));
+	ow_escape(w, s, len, folded_keep, folded_subst);
 }
 
 static uint64_t ps_to_ns(uint64_t ps)

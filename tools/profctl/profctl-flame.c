@@ -69,8 +69,7 @@ struct walk {
 	struct flame *fl;
 	const struct flame_opts *o;
 	struct stack_memo *memo;
-	uint64_t *corr; /* --pid: sorted correlation ids of the chosen processes */
-	size_t ncorr, capcorr;
+	struct u64vec corr; /* --pid: the correlation ids of the chosen processes, sorted */
 };
 
 static bool in_list(const uint32_t *v, size_t n, uint32_t x)
@@ -132,13 +131,6 @@ static bool plane_wanted(const struct flame_opts *o, const struct xs_plane *pl)
 	return safe_atou32(buf, &ord) >= 0 && in_list(o->devs, o->ndevs, ord);
 }
 
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* --pid for the GPU graph: the correlation ids the chosen processes' host
  * lines carry. */
 static int collect_corr(struct xs_file *f, struct walk *wk)
@@ -147,7 +139,7 @@ static int collect_corr(struct xs_file *f, struct walk *wk)
 	struct xs_plane pl;
 	int r;
 
-	wk->ncorr = 0;
+	wk->corr.n = 0;
 	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
 		if (!xs_str_has_prefix(pl.name, XN_PLANE_HOST_PREFIX))
 			continue;
@@ -171,18 +163,7 @@ static int collect_corr(struct xs_file *f, struct walk *wk)
 				while (xs_event_next_stat(&it, &st) > 0) {
 					if (st.metadata_id != corr || !xs_stat_u64(&st, &c))
 						continue;
-					if (wk->ncorr == wk->capcorr) {
-						size_t nc = wk->capcorr ? wk->capcorr * 2 : 1024;
-						uint64_t *p = realloc(wk->corr, nc * sizeof(*p));
-
-						if (!p) {
-							r = -ENOMEM;
-							break;
-						}
-						wk->corr = p;
-						wk->capcorr = nc;
-					}
-					wk->corr[wk->ncorr++] = c;
+					r = u64vec_push(&wk->corr, c); /* one id per event */
 					break;
 				}
 			}
@@ -191,26 +172,8 @@ static int collect_corr(struct xs_file *f, struct walk *wk)
 		if (r < 0)
 			return r;
 	}
-	if (wk->ncorr)
-		qsort(wk->corr, wk->ncorr, sizeof(*wk->corr), u64_cmp);
+	u64vec_sort_unique(&wk->corr);
 	return r;
-}
-
-static bool corr_chosen(const struct walk *wk, uint64_t c)
-{
-	size_t lo = 0, hi = wk->ncorr;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (wk->corr[mid] == c)
-			return true;
-		if (wk->corr[mid] < c)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
 }
 
 /* ---- the GPU graph ---------------------------------------------------------- */
@@ -348,7 +311,7 @@ static int walk_gpu_line(struct walk *wk, const struct xs_plane *pl, const struc
 		if ((r = scan_gpu_stats(pl, ev.raw, false, id, &ge)) < 0 ||
 		    (m && m->has_stats && (r = scan_gpu_stats(pl, m->stats, true, id, &ge)) < 0))
 			return r;
-		if (!ge.op || (wk->o->npids && !(ge.has_corr && corr_chosen(wk, ge.corr))))
+		if (!ge.op || (wk->o->npids && !(ge.has_corr && u64vec_has(&wk->corr, ge.corr))))
 			continue;
 		node = event_stack(wk, &ge, &clipped);
 		if (node < 0)
@@ -776,6 +739,6 @@ int cmd_flame(int argc, char **argv)
 out:
 	flame_free(&fl);
 	free(wk.memo);
-	free(wk.corr);
+	free(wk.corr.v);
 	return rc;
 }
