@@ -47,6 +47,11 @@ def svg_frames(path):
     return tree, frames
 
 
+def slurp(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def varint(v):
     out = bytearray()
     while True:
@@ -155,11 +160,11 @@ class Flame(synth.PyCase):
         self.assertTrue(gemm[1].startswith("17.000 us ("), gemm[1])
         titles = {t.get("id"): "".join(t.itertext()) for t in tree.getroot().iter(SVG_NS + "text") if t.get("id")}
         self.assertEqual(titles["title"], "step <7> & co")
-        self.assertIn("<![CDATA[", open(out).read())
+        self.assertIn(b"<![CDATA[", slurp(out))
         # deterministic
         again = os.path.join(self.tmp, "gpu2.svg")
         self.flame(self.xpb, "-o", again, "--title", "step <7> & co")
-        self.assertEqual(open(out, "rb").read(), open(again, "rb").read())
+        self.assertEqual(slurp(out), slurp(again))
 
     def test_usage_and_bad_files(self):
         r = synth.run("flame", self.xpb)
@@ -241,7 +246,7 @@ class Hostile(unittest.TestCase):
         names = [f[0] for f in frames]
         self.assertIn("bad\ufffd\ufffd", names)
         self.assertIn(evil.replace("\x01", " ").replace("\x7f", " ").replace("\n", " ")[:240], names)
-        self.assertNotIn(b"<script>alert", open(out, "rb").read())
+        self.assertNotIn(b"<script>alert", slurp(out))
 
     def test_a_million_events_bounded(self):
         path = os.path.join(self.tmp, "big.xplane.pb")
@@ -264,6 +269,35 @@ class Hostile(unittest.TestCase):
         _, frames = svg_frames(svg)
         self.assertLess(len(frames), 20000)  # narrow frames left out: bounded by the width
         self.assertEqual(frames[0][3], n * 1000 * 1000)
+
+    def test_cpu_deep_and_crossing_spans(self):
+        sp, host = synth.space(P, "h")
+        ln = host.p.lines.add()
+        ln.name = "p (pid 7)/tid 7"
+        n = 5000
+        for i in range(n):  # 5000 spans, each inside the previous one
+            host.event(ln, f"$d.py:{i} f", i, 2 * n - 2 * i, python_file="/d.py", python_line=i)
+        # a span that starts inside another and ends after it, and a bare "$" (no frame)
+        host.event(ln, "$x.py:1 a", 100000, 1000, python_file="/x.py")
+        host.event(ln, "$x.py:2 b", 100500, 1000, python_file="/x.py")
+        host.event(ln, "$", 200000, 10, python_file="/x.py")
+        path = os.path.join(self.tmp, "deep.xplane.pb")
+        with open(path, "wb") as f:
+            f.write(sp.SerializeToString())
+        r = synth.run("flame", path, "--cpu", "--folded", "-o", "-")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = folded(r.stdout)
+        deep = [k for k in got if k.startswith("d.py:0 f")]
+        self.assertEqual(max(k.count(";") + 1 for k in deep), 256 + 2)  # the depth bound of the tree
+        self.assertIn("hit a bound of the graph", r.stderr)
+        self.assertEqual(sum(got[k] for k in deep), 2 * n)  # self times add up to the outermost span
+        # the crossing span is cut at its parent's end
+        self.assertEqual(got["x.py:1 a"], 500)
+        self.assertEqual(got["x.py:1 a;x.py:2 b"], 500)
+        self.assertEqual(r.stdout.count("\n"), len(got))
+        r = synth.run("flame", path, "--cpu", "-o", os.path.join(self.tmp, "deep.svg"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        svg_frames(os.path.join(self.tmp, "deep.svg"))
 
     def test_saturating_weights(self):
         path = os.path.join(self.tmp, "sat.xplane.pb")

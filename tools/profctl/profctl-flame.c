@@ -27,7 +27,8 @@
  *
  * Memory is bounded whatever the file holds: the tree by FLAME_NODES_MAX
  * nodes and FLAME_DEPTH_MAX frames per stack, names by FLAME_NAME_MAX
- * bytes; --cpu holds one line's spans (24 bytes each) at a time; --pid
+ * bytes; --cpu holds one line's spans (80 bytes each, with the sweep's
+ * stack) at a time; --pid
  * holds 8 bytes per host launch of the chosen processes.
  */
 #define _GNU_SOURCE /* asprintf */
@@ -465,8 +466,8 @@ static int walk_cpu(struct xs_file *f, struct walk *wk)
 				const struct xs_meta *m = xs_plane_event_meta(&pl, ev.metadata_id);
 				struct xs_stat st;
 
-				if (!m || !m->name.len || m->name.p[0] != '$')
-					continue;
+				if (!m || m->name.len < 2 || m->name.p[0] != '$')
+					continue; /* not "$<frame>": a bare "$" names nothing */
 				if ((r = xs_event_find_stat(&pl, &ev, m, XN_STAT_PYTHON_FILE, &st)) < 0)
 					break;
 				if (!r)
