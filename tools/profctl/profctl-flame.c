@@ -226,7 +226,7 @@ static enum flame_kind frame_kind(const char *s, size_t len)
 
 /* The node of stack @s (outermost first, XN_PYTHON_STACK_SEP between
  * frames; empty frames skipped); past FLAME_DEPTH_MAX frames the outermost
- * are replaced by one FLAME_TRUNCATED. Sets *@clipped when a bound of the
+ * are replaced by one XN_PYTHON_STACK_TRUNCATED. Sets *@clipped when a bound of the
  * tree stopped it short. */
 static int64_t stack_node(struct flame *fl, struct xs_str s, bool *clipped)
 {
@@ -243,7 +243,7 @@ static int64_t stack_node(struct flame *fl, struct xs_str s, bool *clipped)
 	}
 	if (frames > FLAME_DEPTH_MAX) {
 		skip = frames - FLAME_DEPTH_MAX;
-		node = flame_child(fl, 0, FLAME_TRUNCATED, strlen(FLAME_TRUNCATED), FK_FRAME);
+		node = flame_child(fl, 0, XN_PYTHON_STACK_TRUNCATED, strlen(XN_PYTHON_STACK_TRUNCATED), FK_FRAME);
 		if (node <= 0) {
 			*clipped = node == 0;
 			return node;
@@ -619,7 +619,7 @@ static void help(FILE *f)
 		"\n"
 		"Bounds, whatever the input: %u distinct nodes (more weight stays on the\n"
 		"parent), %u frames per stack (the innermost; the rest become\n"
-		"\"" FLAME_TRUNCATED "\"), names cut at %u bytes. Frames narrower than 0.1 pixel\n"
+		"\"" XN_PYTHON_STACK_TRUNCATED "\"), names cut at %u bytes. Frames narrower than 0.1 pixel\n"
 		"are left out of the SVG (not of --folded).\n"
 		"\n"
 		"Exit status: 0 ok; 1 a file could not be read (the graph of the others is\n"

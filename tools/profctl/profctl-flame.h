@@ -20,9 +20,8 @@
 #include "profctl.h"
 
 #define FLAME_NODES_MAX (1u << 19)   /* distinct (stack, frame) nodes; past it weight stays on the parent */
-#define FLAME_DEPTH_MAX 256          /* frames kept per stack (the innermost), plus FLAME_TRUNCATED */
+#define FLAME_DEPTH_MAX 256          /* frames kept per stack (the innermost), under one XN_PYTHON_STACK_TRUNCATED */
 #define FLAME_NAME_MAX 240           /* bytes kept of a frame or kernel name */
-#define FLAME_TRUNCATED "[truncated]"  /* = XN_PYTHON_STACK_TRUNCATED */
 #define FLAME_NO_STACK "[no Python stack]"
 
 /* What a node stands for; the SVG colours by it. */
