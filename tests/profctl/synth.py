@@ -266,6 +266,7 @@ DROPPED = "(Python stack unavailable)"
 FWD = ["train.py:120 <module>", "train.py:88 train", "model.py:40 forward"]
 BWD = ["train.py:120 <module>", "train.py:91 train", "autograd.py:200 backward"]
 LOAD = ["loader.py:30 <module>", "loader.py:12 prefetch"]
+WORK = ["worker.py:3 run", "worker.py:9 step"]
 
 
 def build_py(P):
@@ -282,6 +283,8 @@ def build_py(P):
     aux.id, aux.name, aux.timestamp_ns = 1240, "trainer (pid 1234)/tid 1240", 0
     load = host.p.lines.add()
     load.id, load.name, load.timestamp_ns = 5678, "loader (pid 5678)/tid 5678", 0
+    work = host.p.lines.add()
+    work.id, work.name, work.timestamp_ns = 1250, "trainer (pid 1234)/tid 1250", 0
     gpus = []
     for g in range(2):
         pl = Plane(sp.planes.add())
@@ -293,10 +296,10 @@ def build_py(P):
 
     facts = {"folded": {}, "by_pid": {}, "by_device": {}, "cpu": {}, "sites": {}}
     corr = [1000]
-    t = {"main": 1000, "aux": 1000, "load": 1000}
+    t = {"main": 1000, "aux": 1000, "load": 1000, "work": 1000}
 
     def launch(line_key, pid, gpu, stack, frame, name, dur, what="kernel", ref=False):
-        line = {"main": main, "aux": aux, "load": load}[line_key]
+        line = {"main": main, "aux": aux, "load": load, "work": work}[line_key]
         c = corr[0]
         corr[0] += 1
         hs = {"correlation_id": c}
@@ -343,6 +346,7 @@ def build_py(P):
     launch("load", 5678, 1, LOAD, LOAD[-1], "Memset", 400, what="memset")
     launch("load", 5678, 1, None, None, "legacy_kernel", 900)
     launch("load", 5678, 1, LOAD, LOAD[-1], "not_an_op", 5000, what="other")
+    launch("work", 1234, 0, WORK, WORK[-1], "gemm_kernel", 800)
 
     # Frame spans on the main thread's line, around its API events (at 1000,
     # 2000, ... 8000, 500 ns each; forward's first, then backward's):
@@ -358,6 +362,10 @@ def build_py(P):
     span(main, "autograd.py", 190, "backward", 5950, 18000, 200)
     span(load, "loader.py", 1, "<module>", 0, 15000, 30)
     span(load, "loader.py", 10, "prefetch", 800, 13800, 12)
+    # The worker's spans are exactly as long as the one API event they hold
+    # (a stack seen at one launch only), and come after it on the line.
+    span(work, "worker.py", 1, "run", 1000, 1500, 3)
+    span(work, "worker.py", 8, "step", 1000, 1500, 9)
     # a '$' event without python_file is not a frame span
     host.event(main, "$not_a_frame", 100, 50)
     facts["cpu"] = {
@@ -367,8 +375,9 @@ def build_py(P):
         "train.py:1 <module>;train.py:80 train;autograd.py:190 backward": 12050,
         "loader.py:1 <module>": 15000 - 13000,
         "loader.py:1 <module>;loader.py:10 prefetch": 13000,
+        "worker.py:1 run;worker.py:8 step": 500,  # run's self time is 0: no line
     }
-    facts["cpu_by_pid"] = {k: v for k, v in facts["cpu"].items() if k.startswith("loader")}
+    facts["cpu_by_pid"] = {k: v for k, v in facts["cpu"].items() if k.startswith("loader")}  # --pid 5678
     return sp, facts
 
 

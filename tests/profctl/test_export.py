@@ -247,6 +247,12 @@ class ExportPython(synth.PyCase):
             for s in spans:
                 self.assertTrue(s in around or s["ts"] + s["dur"] <= a["ts"] or a["ts"] + a["dur"] <= s["ts"],
                                 (s, a))
+        # Spans as long as the API event they hold come before it, so that
+        # viewers, which nest equal slices in the order they come, keep them
+        # its parents (the worker's line writes them after it).
+        work = self.thread("trainer (pid 1234)/tid 1250")
+        self.assertEqual([(e["name"], e["ts"], e["dur"]) for e in work],
+                         [("$worker.py:1 run", 1, 0.5), ("$worker.py:8 step", 1, 0.5), ("cuLaunchKernel", 1, 0.5)])
         # the flows still start at the API events
         starts = {(e["pid"], e["tid"], e["ts"]) for e in self.ev if e["ph"] == "s"}
         self.assertTrue({(a["pid"], a["tid"], a["ts"]) for a in api} <= starts)

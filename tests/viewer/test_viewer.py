@@ -232,12 +232,13 @@ class PythonStacks(synth.PyCase):
         tracks = {(p["name"], t["name"]): t["slices"] for p in r["processes"] for t in p["threads"]}
         self.assertEqual(tracks, {k: n for k, (n, _) in self.tracks.items()})
         self.assertEqual(len(r["flows"]), self.flows)
-        for f in r["flows"]:  # bound to the API event, not to the frame span around it
+        for f in r["flows"]:  # bound to the API event, not to a frame span around it (or as long)
             self.assertTrue(f["from"].startswith("cu"), f)
 
     def test_frame_spans_in_perfetto(self):
         q_depth = ("select s.name, s.depth, t.name from slice s join thread_track tt on s.track_id = tt.id "
                    "join thread t using(utid) where t.name like 'trainer%' order by s.ts, s.depth")
+        # (the worker's spans are exactly as long as the API event they hold)
         q_args = ("select s.name, a.key, coalesce(a.string_value, cast(a.int_value as text)) from slice s "
                   "join args a using(arg_set_id) "
                   "where s.name = '$model.py:35 forward' or (s.name like 'cu%' and a.key like '%python%')")
@@ -255,6 +256,10 @@ class PythonStacks(synth.PyCase):
         self.assertEqual(depth[(main, "$model.py:35 forward")], {2})
         self.assertEqual(depth[(main, "$autograd.py:190 backward")], {2})
         self.assertEqual(depth[(main, "cuLaunchKernel")], {3})
+        work = "trainer (pid 1234)/tid 1250"
+        self.assertEqual(depth[(work, "$worker.py:1 run")], {0})
+        self.assertEqual(depth[(work, "$worker.py:8 step")], {1})
+        self.assertEqual(depth[(work, "cuLaunchKernel")], {2})
         args = {(n, k): v for n, k, v in r[q_args]["rows"]}
         self.assertEqual(args[("$model.py:35 forward", "args.python_file")], "/src/model.py")
         self.assertEqual(args[("$model.py:35 forward", "args.python_line")], "40")
@@ -275,14 +280,15 @@ class PythonStacks(synth.PyCase):
         for f in init:
             self.assertFalse(f["hidden"], f)
             self.assertAlmostEqual(f["w"], 1180 * f["v"] / total, delta=0.02, msg=f["name"])
-        by = {f["name"]: f for f in init}
-        self.assertEqual(by["gemm_kernel"]["v"], 17000 * 1000)
-        self.assertAlmostEqual(by["gemm_kernel"]["w"] / by["gemm_kernel_bwd"]["w"], 17000 / 6000, places=3)
+        by = {f["name"] + str(f["d"]): f for f in init}
+        self.assertEqual(by["gemm_kernel4"]["v"], 17000 * 1000)
+        self.assertAlmostEqual(by["gemm_kernel4"]["w"] / by["gemm_kernel_bwd4"]["w"], 17000 / 6000, places=3)
         # search: exactly the frames whose name matches, their share of the total
         hits = sorted(f["name"] for f in r["searched"] if f["hit"])
-        self.assertEqual(hits, ["gemm_kernel", "gemm_kernel_bwd"])
+        self.assertEqual(hits, ["gemm_kernel", "gemm_kernel", "gemm_kernel_bwd"])
         self.assertTrue(all(f["fill"] == "rgb(230,0,230)" for f in r["searched"] if f["hit"]))
-        self.assertEqual(r["matched"], f"Matched: {100 * (17000 + 6000) * 1000 / total:.2f}%")
+        gemm = sum(v for k, v in self.facts["folded"].items() if "gemm" in k) * 1000
+        self.assertEqual(r["matched"], f"Matched: {100 * gemm / total:.2f}%")
         # hover: the name, time and share
         self.assertEqual(r["details"], f"model.py:40 forward  17.700 us ({100 * 17700e3 / total:.2f}%)")
         # click: the frame spans the width, what is under it scales, ancestors
@@ -292,7 +298,7 @@ class PythonStacks(synth.PyCase):
         self.assertAlmostEqual(fwd["w"], 1180, delta=0.02)
         self.assertAlmostEqual(z["gemm_kernel4"]["w"], 1180 * 17000 / 17700, delta=0.02)
         for f in r["zoomed"]:
-            under = f["d"] >= 3 and f["name"] in ("model.py:40 forward", "gemm_kernel", "relu_kernel")
+            under = (f["name"], f["d"]) in (("model.py:40 forward", 3), ("gemm_kernel", 4), ("relu_kernel", 4))
             anc = f["name"] in ("all", "train.py:120 <module>", "train.py:88 train")
             self.assertEqual(f["anc"], anc, f)
             self.assertEqual(f["hidden"], not (anc or under), f)
