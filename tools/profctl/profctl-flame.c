@@ -66,12 +66,38 @@ struct stack_memo {
 };
 #define STACK_MEMO 4096 /* a power of two */
 
+struct span;
+
 struct walk {
 	struct flame *fl;
 	const struct flame_opts *o;
 	struct stack_memo *memo;
 	struct u64vec corr; /* --pid: the correlation ids of the chosen processes, sorted */
+	struct span *sp;    /* --cpu: one line's frame spans */
+	size_t capsp;
 };
+
+/* Call @fn on each plane of @f whose name starts with @prefix, indexed,
+ * then release it and drop its pages: one plane resident at a time. */
+static int each_plane(struct xs_file *f, const char *prefix, int (*fn)(struct walk *wk, const struct xs_plane *pl),
+		      struct walk *wk)
+{
+	struct xs_space_iter si = XS_SPACE_ITER_INIT;
+	struct xs_plane pl;
+	int r;
+
+	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
+		if (!xs_str_has_prefix(pl.name, prefix))
+			continue;
+		if ((r = xs_plane_index(&pl)) >= 0)
+			r = fn(wk, &pl);
+		xs_plane_release(&pl);
+		xs_file_drop(f, pl.raw.p, (size_t)(pl.raw.end - pl.raw.p));
+		if (r < 0)
+			return r;
+	}
+	return r;
+}
 
 static bool in_list(const uint32_t *v, size_t n, uint32_t x)
 {
@@ -133,47 +159,33 @@ static bool plane_wanted(const struct flame_opts *o, const struct xs_plane *pl)
 }
 
 /* --pid for the GPU graph: the correlation ids the chosen processes' host
- * lines carry. */
-static int collect_corr(struct xs_file *f, struct walk *wk)
+ * lines carry (each_plane() over the host planes, then sorted). */
+static int corr_plane(struct walk *wk, const struct xs_plane *pl)
 {
-	struct xs_space_iter si = XS_SPACE_ITER_INIT;
-	struct xs_plane pl;
-	int r;
+	int64_t corr = xs_plane_stat_id(pl, XN_STAT_CORRELATION_ID);
+	struct xs_line_iter li = xs_plane_lines(pl);
+	struct xs_line ln;
+	int r = 0;
 
-	wk->corr.n = 0;
-	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
-		if (!xs_str_has_prefix(pl.name, XN_PLANE_HOST_PREFIX))
+	while (corr >= 0 && r >= 0 && (r = xs_next_line(&li, &ln)) > 0) {
+		struct pb_cursor ei = xs_line_events(&ln);
+		struct xs_event ev;
+
+		if (!line_wanted(wk->o, &ln))
 			continue;
-		if ((r = xs_plane_index(&pl)) < 0)
-			return r;
-		int64_t corr = xs_plane_stat_id(&pl, XN_STAT_CORRELATION_ID);
-		struct xs_line_iter li = xs_plane_lines(&pl);
-		struct xs_line ln;
+		while (r >= 0 && (r = xs_next_event(&ei, &ev)) > 0) {
+			struct pb_cursor it = ev.raw;
+			struct xs_stat st;
+			uint64_t c;
 
-		while (corr >= 0 && r >= 0 && (r = xs_next_line(&li, &ln)) > 0) {
-			struct pb_cursor ei = xs_line_events(&ln);
-			struct xs_event ev;
-
-			if (!line_wanted(wk->o, &ln))
-				continue;
-			while (r >= 0 && (r = xs_next_event(&ei, &ev)) > 0) {
-				struct pb_cursor it = ev.raw;
-				struct xs_stat st;
-				uint64_t c;
-
-				while (xs_event_next_stat(&it, &st) > 0) {
-					if (st.metadata_id != corr || !xs_stat_u64(&st, &c))
-						continue;
-					r = u64vec_push(&wk->corr, c); /* one id per event */
-					break;
-				}
+			while (xs_event_next_stat(&it, &st) > 0) {
+				if (st.metadata_id != corr || !xs_stat_u64(&st, &c))
+					continue;
+				r = u64vec_push(&wk->corr, c); /* one id per event */
+				break;
 			}
 		}
-		xs_plane_release(&pl);
-		if (r < 0)
-			return r;
 	}
-	u64vec_sort_unique(&wk->corr);
 	return r;
 }
 
@@ -327,38 +339,27 @@ static int walk_gpu_line(struct walk *wk, const struct xs_plane *pl, const struc
 	return r;
 }
 
-static int walk_gpu(struct xs_file *f, struct walk *wk)
+static int gpu_plane(struct walk *wk, const struct xs_plane *pl)
 {
-	struct xs_space_iter si = XS_SPACE_ITER_INIT;
-	struct xs_plane pl;
+	struct gpu_ids id = {
+		.kernel = xs_plane_stat_id(pl, XN_STAT_KERNEL_DETAILS),
+		.memcpy = xs_plane_stat_id(pl, XN_STAT_MEMCPY_DETAILS),
+		.memset = xs_plane_stat_id(pl, XN_STAT_MEMSET_DETAILS),
+		.stack = xs_plane_stat_id(pl, XN_STAT_PYTHON_STACK),
+		.frame = xs_plane_stat_id(pl, XN_STAT_PYTHON_FRAME),
+		.corr = xs_plane_stat_id(pl, XN_STAT_CORRELATION_ID),
+	};
+	struct xs_line_iter li = xs_plane_lines(pl);
+	struct xs_line ln;
 	int r;
 
-	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
-		if (!plane_wanted(wk->o, &pl))
+	if (!plane_wanted(wk->o, pl))
+		return 0;
+	while ((r = xs_next_line(&li, &ln)) > 0) {
+		if (xs_str_eq(ln.name, XN_LINE_COUNTERS) || xs_line_is_derived(&ln))
 			continue;
-		if ((r = xs_plane_index(&pl)) < 0)
-			return r;
-		struct gpu_ids id = {
-			.kernel = xs_plane_stat_id(&pl, XN_STAT_KERNEL_DETAILS),
-			.memcpy = xs_plane_stat_id(&pl, XN_STAT_MEMCPY_DETAILS),
-			.memset = xs_plane_stat_id(&pl, XN_STAT_MEMSET_DETAILS),
-			.stack = xs_plane_stat_id(&pl, XN_STAT_PYTHON_STACK),
-			.frame = xs_plane_stat_id(&pl, XN_STAT_PYTHON_FRAME),
-			.corr = xs_plane_stat_id(&pl, XN_STAT_CORRELATION_ID),
-		};
-		struct xs_line_iter li = xs_plane_lines(&pl);
-		struct xs_line ln;
-
-		while ((r = xs_next_line(&li, &ln)) > 0) {
-			if (xs_str_eq(ln.name, XN_LINE_COUNTERS) || xs_line_is_derived(&ln))
-				continue;
-			if ((r = walk_gpu_line(wk, &pl, &ln, &id)) < 0)
-				break;
-		}
-		xs_plane_release(&pl);
-		xs_file_drop(f, pl.raw.p, (size_t)(pl.raw.end - pl.raw.p));
-		if (r < 0)
-			return r;
+		if ((r = walk_gpu_line(wk, pl, &ln, &id)) < 0)
+			break;
 	}
 	return r;
 }
@@ -438,70 +439,53 @@ static int sweep_spans(struct flame *fl, struct span *sp, size_t n)
 	return 0;
 }
 
-static int walk_cpu(struct xs_file *f, struct walk *wk)
+static int cpu_plane(struct walk *wk, const struct xs_plane *pl)
 {
-	struct xs_space_iter si = XS_SPACE_ITER_INIT;
-	struct xs_plane pl;
-	struct span *sp = NULL;
-	size_t cap = 0;
-	int r;
+	struct xs_line_iter li = xs_plane_lines(pl);
+	struct xs_line ln;
+	int r = 0;
 
-	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
-		if (!xs_str_has_prefix(pl.name, XN_PLANE_HOST_PREFIX))
+	if (xs_plane_stat_id(pl, XN_STAT_PYTHON_FILE) < 0)
+		return 0; /* no frame spans here */
+	while ((r = xs_next_line(&li, &ln)) > 0) {
+		struct pb_cursor ei = xs_line_events(&ln);
+		struct xs_event ev;
+		size_t n = 0;
+
+		if (!line_wanted(wk->o, &ln))
 			continue;
-		if ((r = xs_plane_index(&pl)) < 0)
-			break;
-		int64_t file_id = xs_plane_stat_id(&pl, XN_STAT_PYTHON_FILE);
-		struct xs_line_iter li = xs_plane_lines(&pl);
-		struct xs_line ln;
+		while ((r = xs_next_event(&ei, &ev)) > 0) {
+			const struct xs_meta *m = xs_plane_event_meta(pl, ev.metadata_id);
+			struct xs_stat st;
 
-		while (file_id >= 0 && (r = xs_next_line(&li, &ln)) > 0) {
-			struct pb_cursor ei = xs_line_events(&ln);
-			struct xs_event ev;
-			size_t n = 0;
-
-			if (!line_wanted(wk->o, &ln))
+			if (!m || m->name.len < 2 || m->name.p[0] != '$')
+				continue; /* not "$<frame>": a bare "$" names nothing */
+			if ((r = xs_event_find_stat(pl, &ev, m, XN_STAT_PYTHON_FILE, &st)) < 0)
+				return r;
+			if (!r)
 				continue;
-			while ((r = xs_next_event(&ei, &ev)) > 0) {
-				const struct xs_meta *m = xs_plane_event_meta(&pl, ev.metadata_id);
-				struct xs_stat st;
+			if (n == wk->capsp) {
+				size_t nc = wk->capsp ? wk->capsp * 2 : 1024;
+				struct span *p = realloc(wk->sp, nc * sizeof(*p));
 
-				if (!m || m->name.len < 2 || m->name.p[0] != '$')
-					continue; /* not "$<frame>": a bare "$" names nothing */
-				if ((r = xs_event_find_stat(&pl, &ev, m, XN_STAT_PYTHON_FILE, &st)) < 0)
-					break;
-				if (!r)
-					continue;
-				if (n == cap) {
-					size_t nc = cap ? cap * 2 : 1024;
-					struct span *p = realloc(sp, nc * sizeof(*p));
-
-					if (!p) {
-						r = -ENOMEM;
-						break;
-					}
-					sp = p;
-					cap = nc;
-				}
-				sp[n++] = (struct span){
-					.start = ev.offset_ps,
-					.end = (ps128)ev.offset_ps + (ev.duration_ps > 0 ? ev.duration_ps : 0),
-					.name = m->name.p + 1,
-					.len = (uint32_t)(m->name.len - 1 < UINT32_MAX ? m->name.len - 1 : UINT32_MAX),
-				};
+				if (!p)
+					return -ENOMEM;
+				wk->sp = p;
+				wk->capsp = nc;
 			}
-			if (r < 0)
-				break;
-			qsort(sp, n, sizeof(*sp), span_cmp);
-			if ((r = sweep_spans(wk->fl, sp, n)) < 0)
-				break;
+			wk->sp[n++] = (struct span){
+				.start = ev.offset_ps,
+				.end = (ps128)ev.offset_ps + (ev.duration_ps > 0 ? ev.duration_ps : 0),
+				.name = m->name.p + 1,
+				.len = (uint32_t)(m->name.len - 1 < UINT32_MAX ? m->name.len - 1 : UINT32_MAX),
+			};
 		}
-		xs_plane_release(&pl);
-		xs_file_drop(f, pl.raw.p, (size_t)(pl.raw.end - pl.raw.p));
 		if (r < 0)
-			break;
+			return r;
+		qsort(wk->sp, n, sizeof(*wk->sp), span_cmp);
+		if ((r = sweep_spans(wk->fl, wk->sp, n)) < 0)
+			return r;
 	}
-	free(sp);
 	return r;
 }
 
@@ -516,10 +500,12 @@ static int flame_file(const char *path, struct walk *wk)
 		return profctl_err(-1, "cannot read %s: %s", path, strerror(-r));
 	xs_file_advise_sequential(f);
 	memset(wk->memo, 0, STACK_MEMO * sizeof(*wk->memo)); /* views into the previous file */
-	if (!wk->o->cpu && wk->o->npids)
-		r = collect_corr(f, wk);
+	wk->corr.n = 0;
+	if (!wk->o->cpu && wk->o->npids && (r = each_plane(f, XN_PLANE_HOST_PREFIX, corr_plane, wk)) >= 0)
+		u64vec_sort_unique(&wk->corr);
 	if (r >= 0)
-		r = wk->o->cpu ? walk_cpu(f, wk) : walk_gpu(f, wk);
+		r = wk->o->cpu ? each_plane(f, XN_PLANE_HOST_PREFIX, cpu_plane, wk)
+			       : each_plane(f, XN_PLANE_GPU_PREFIX, gpu_plane, wk);
 	xs_file_close(f);
 	if (r == -EBADMSG)
 		return profctl_err(-1, "%s: not a valid XSpace (malformed protobuf)", path);
@@ -741,5 +727,6 @@ out:
 	flame_free(&fl);
 	free(wk.memo);
 	free(wk.corr.v);
+	free(wk.sp);
 	return rc;
 }
