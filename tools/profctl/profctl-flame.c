@@ -23,13 +23,15 @@
  * Filters: --device keeps GPU planes by ordinal; --pid keeps host lines
  * whose name holds "(pid N)" (or "(N)") and, for the GPU graph, the device
  * events whose correlation_id one of those lines launched (a first walk
- * over the host planes collects them).
+ * over the host planes collects them). Every pass is each_plane() over
+ * one kind of plane, one plane resident at a time.
  *
  * Memory is bounded whatever the file holds: the tree by FLAME_NODES_MAX
  * nodes and FLAME_DEPTH_MAX frames per stack, names by FLAME_NAME_MAX
  * bytes; --cpu holds one line's spans (80 bytes each, with the sweep's
- * stack) at a time; --pid
- * holds 8 bytes per host launch of the chosen processes.
+ * stack) at a time; --pid holds 8 bytes per host launch of the chosen
+ * processes. The span buffer and the id set are the walk's (struct walk),
+ * freed by cmd_flame().
  */
 #define _GNU_SOURCE /* asprintf */
 #include <dirent.h>
