@@ -99,20 +99,25 @@ def kdetails(grid, block, occ):
             f"occ_pct:{occ}")
 
 
-def build(P):
-    xp = P.xp
-    sp = xp.XSpace()
-    sp.hostnames.append("synthhost")
-    facts = {"kernels": {}, "copies": {}, "host_corr": set(), "dev_corr": set(), "counters": 0,
-             "procs": {}}
-
+def space(P, hostname):
+    """An XSpace of @hostname with the Task Environment plane (a WINDOW_NS
+    window from START_NS) and an empty /host:CPU plane (a Plane)."""
+    sp = P.xp.XSpace()
+    sp.hostnames.append(hostname)
     env = Plane(sp.planes.add())
     env.p.name = "Task Environment"
     env.stat(env.p, "profile_start_time", START_NS)
     env.stat(env.p, "profile_stop_time", START_NS + WINDOW_NS)
-
     host = Plane(sp.planes.add())
     host.p.name = "/host:CPU"
+    return sp, host
+
+
+def build(P):
+    sp, host = space(P, "synthhost")
+    facts = {"kernels": {}, "copies": {}, "host_corr": set(), "dev_corr": set(), "counters": 0,
+             "procs": {}}
+
     host.p.id = 1
     l1 = host.p.lines.add()
     l1.id = 1234
@@ -228,8 +233,8 @@ def build(P):
     return sp, facts
 
 
-def write(P, path):
-    sp, facts = build(P)
+def write(P, path, builder=build):
+    sp, facts = builder(P)
     with open(path, "wb") as f:
         f.write(sp.SerializeToString())
     return sp, facts
@@ -237,7 +242,9 @@ def write(P, path):
 
 class SynthCase(unittest.TestCase):
     """cls.xpb: the synthetic XSpace written to a temporary directory
-    (cls.tmp, removed after the class); cls.space and cls.facts from build()."""
+    (cls.tmp, removed after the class); cls.space and cls.facts from
+    cls.builder (build())."""
+    builder = staticmethod(build)
 
     @classmethod
     def setUpClass(cls):
@@ -245,8 +252,148 @@ class SynthCase(unittest.TestCase):
 
         cls.tmp = tempfile.mkdtemp(prefix="profctl-synth-")
         cls.xpb = os.path.join(cls.tmp, "synth.xplane.pb")
-        cls.space, cls.facts = write(T.protos(), cls.xpb)
+        cls.space, cls.facts = write(T.protos(), cls.xpb, cls.builder)
 
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp)
+
+
+# ---- Python stacks (xspace/names.h "Python stacks") -------------------------
+
+NO_PYTHON = "(thread without Python)"
+DROPPED = "(Python stack unavailable)"
+FWD = ["train.py:120 <module>", "train.py:88 train", "model.py:40 forward"]
+BWD = ["train.py:120 <module>", "train.py:91 train", "autograd.py:200 backward"]
+LOAD = ["loader.py:30 <module>", "loader.py:12 prefetch"]
+WORK = ["worker.py:3 run", "worker.py:9 step"]
+
+
+def build_py(P):
+    """An XSpace whose device events carry python_stack/python_frame and
+    whose host thread lines carry frame spans, as profd writes them.
+    facts["folded"]: {"frame;...;leaf": ns} of the GPU graph (all events);
+    facts["by_pid"] / ["by_device"]: the same for --pid 1234 / --device 1;
+    facts["cpu"]: {"frame;...": self ns} of --cpu; facts["sites"]: the
+    launch sites of the kernels (python_frame) -> (GPU ns, kernel count)."""
+    sp, host = space(P, "pyhost")
+    main = host.p.lines.add()
+    main.id, main.name, main.timestamp_ns = 1234, "trainer (pid 1234)/tid 1234", 0
+    aux = host.p.lines.add()
+    aux.id, aux.name, aux.timestamp_ns = 1240, "trainer (pid 1234)/tid 1240", 0
+    load = host.p.lines.add()
+    load.id, load.name, load.timestamp_ns = 5678, "loader (pid 5678)/tid 5678", 0
+    work = host.p.lines.add()
+    work.id, work.name, work.timestamp_ns = 1250, "trainer (pid 1234)/tid 1250", 0
+    gpus = []
+    for g in range(2):
+        pl = Plane(sp.planes.add())
+        pl.p.name = f"/device:GPU:{g}"
+        pl.p.id = g
+        ln = pl.p.lines.add()
+        ln.id, ln.name, ln.timestamp_ns = 7, "Stream #7(Compute)", 0
+        gpus.append((pl, ln))
+
+    facts = {"folded": {}, "by_pid": {}, "by_device": {}, "cpu": {}, "sites": {}}
+    corr = [1000]
+    t = {"main": 1000, "aux": 1000, "load": 1000, "work": 1000}
+
+    def launch(line_key, pid, gpu, stack, frame, name, dur, what="kernel", ref=False):
+        line = {"main": main, "aux": aux, "load": load, "work": work}[line_key]
+        c = corr[0]
+        corr[0] += 1
+        hs = {"correlation_id": c}
+        if stack is not None:
+            hs["python_stack"] = ";".join(stack)
+        if frame is not None:
+            hs["python_frame"] = frame
+        host.event(line, "cuLaunchKernel" if what == "kernel" else "cuMemcpyAsync", t[line_key], 500, **hs)
+        t[line_key] += 1000
+        pl, ln = gpus[gpu]
+        e = pl.event(ln, name, 100 + c * 10, dur, correlation_id=c)
+        if what == "kernel":
+            pl.stat(e, "kernel_details", kdetails("1,1,1", "32,1,1", 50), "ref")
+        elif what == "memcpy":
+            pl.stat(e, "memcpy_details", "kind_src:pageable kind_dst:device size:4096", "s")
+        elif what == "memset":
+            pl.stat(e, "Memset_details", "size:4096", "s")
+        if stack is not None:
+            pl.stat(e, "python_stack", ";".join(stack), "ref" if ref else "s")
+        if frame is not None:
+            pl.stat(e, "python_frame", frame)
+        if what == "other":
+            return  # not a kernel, copy or memset: not weighed
+        root = stack if stack else [frame] if frame else ["[no Python stack]"]
+        key = ";".join(root + [name])
+        for k, keep in (("folded", True), ("by_pid", pid == 1234), ("by_device", gpu == 1)):
+            if keep:
+                facts[k][key] = facts[k].get(key, 0) + dur
+        if what == "kernel":  # profctl top's launch sites: kernels by python_frame
+            site = frame if frame is not None else "[no Python stack]"
+            ns, n = facts["sites"].get(site, (0, 0))
+            facts["sites"][site] = (ns + dur, n + 1)
+
+    for i in range(3):
+        launch("main", 1234, 0, FWD, FWD[-1], "gemm_kernel", 4000 + i * 1000, ref=True)
+    launch("main", 1234, 1, FWD, FWD[-1], "gemm_kernel", 2000, ref=True)
+    launch("main", 1234, 0, FWD, FWD[-1], "relu_kernel", 700)
+    for i in range(2):
+        launch("main", 1234, 0, BWD, BWD[-1], "gemm_kernel_bwd", 3000)
+    launch("main", 1234, 1, BWD, BWD[-1], "MemcpyD2D", 1500, what="memcpy")
+    launch("aux", 1234, 1, None, NO_PYTHON, "nccl_allreduce", 2500)
+    launch("aux", 1234, 0, None, DROPPED, "relu_kernel", 300)
+    launch("load", 5678, 0, LOAD, LOAD[-1], "MemcpyH2D", 1200, what="memcpy")
+    launch("load", 5678, 1, LOAD, LOAD[-1], "Memset", 400, what="memset")
+    launch("load", 5678, 1, None, None, "legacy_kernel", 900)
+    launch("load", 5678, 1, LOAD, LOAD[-1], "not_an_op", 5000, what="other")
+    launch("work", 1234, 0, WORK, WORK[-1], "gemm_kernel", 800)
+
+    # Frame spans on the main thread's line, around its API events (at 1000,
+    # 2000, ... 8000, 500 ns each; forward's first, then backward's):
+    # <module> [0, 20000) > train [500, 19000) > forward [900, 5900)
+    #                                          > backward [5950, 18000)
+    # and on the loader's line: <module> [0, 15000) > prefetch [800, 13800).
+    def span(line, fn, first, func, s, e, cur):
+        host.event(line, f"${fn}:{first} {func}", s, e - s, python_file="/src/" + fn, python_line=cur)
+
+    span(main, "train.py", 1, "<module>", 0, 20000, 120)
+    span(main, "train.py", 80, "train", 500, 19000, 91)
+    span(main, "model.py", 35, "forward", 900, 5900, 40)
+    span(main, "autograd.py", 190, "backward", 5950, 18000, 200)
+    span(load, "loader.py", 1, "<module>", 0, 15000, 30)
+    span(load, "loader.py", 10, "prefetch", 800, 13800, 12)
+    # The worker's spans are exactly as long as the one API event they hold
+    # (a stack seen at one launch only), and come after it on the line.
+    span(work, "worker.py", 1, "run", 1000, 1500, 3)
+    span(work, "worker.py", 8, "step", 1000, 1500, 9)
+    # a '$' event without python_file is not a frame span
+    host.event(main, "$not_a_frame", 100, 50)
+    facts["cpu"] = {
+        "train.py:1 <module>": 20000 - 18500,
+        "train.py:1 <module>;train.py:80 train": 18500 - 5000 - 12050,
+        "train.py:1 <module>;train.py:80 train;model.py:35 forward": 5000,
+        "train.py:1 <module>;train.py:80 train;autograd.py:190 backward": 12050,
+        "loader.py:1 <module>": 15000 - 13000,
+        "loader.py:1 <module>;loader.py:10 prefetch": 13000,
+        "worker.py:1 run;worker.py:8 step": 500,  # run's self time is 0: no line
+    }
+    facts["cpu_by_pid"] = {k: v for k, v in facts["cpu"].items() if k.startswith("loader")}  # --pid 5678
+    return sp, facts
+
+
+def write_py(P, path):
+    return write(P, path, build_py)
+
+
+def flame_nodes(stacks):
+    """Every node ("a;b" for b under a) of the tree that folded @stacks make."""
+    nodes = set()
+    for stack in stacks:
+        parts = stack.split(";")
+        nodes.update(";".join(parts[:i + 1]) for i in range(len(parts)))
+    return nodes
+
+
+class PyCase(SynthCase):
+    """SynthCase with build_py()'s XSpace (Python stacks)."""
+    builder = staticmethod(build_py)

@@ -14,7 +14,7 @@ import synth
 from fakeserver import FakeProfiler
 
 P = T.protos()
-SUBCOMMANDS = ["capture", "monitor", "terminate", "status", "export", "top", "doctor"]
+SUBCOMMANDS = ["capture", "monitor", "terminate", "status", "export", "top", "flame", "doctor"]
 
 
 free_port = T.free_port

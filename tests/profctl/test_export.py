@@ -205,6 +205,59 @@ def big_pid_space(P, hostname, pids, launches=3):
     return sp
 
 
+class ExportPython(synth.PyCase):
+    """Python frame spans and the python_* stats (synth.build_py) come
+    through as ordinary slices with args on their thread's track, nested
+    around the API events, which keep their flows to the kernels."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        out = os.path.join(cls.tmp, "trace.json")
+        r = synth.run("export", cls.xpb, "-o", out)
+        assert r.returncode == 0, r.stderr
+        cls.ev = decode(out)["traceEvents"]
+
+    def thread(self, name):
+        (pid, tid), = [(e["pid"], e["tid"]) for e in self.ev
+                       if e["ph"] == "M" and e["name"] == "thread_name" and e["args"]["name"] == name]
+        return [e for e in self.ev if e["ph"] == "X" and (e["pid"], e["tid"]) == (pid, tid)]
+
+    def test_frame_spans_are_slices_with_args(self):
+        main = self.thread("trainer (pid 1234)/tid 1234")
+        spans = [(e["name"], e["ts"], e["dur"], e.get("args")) for e in main if e["name"].startswith("$")]
+        self.assertIn(("$model.py:35 forward", 0.9, 5, {"python_file": "/src/model.py", "python_line": 40}), spans)
+        self.assertIn(("$train.py:1 <module>", 0, 20, {"python_file": "/src/train.py", "python_line": 120}), spans)
+        self.assertEqual(len(spans), 5)  # four frames and the "$" event that is not one, all kept
+        loader = self.thread("loader (pid 5678)/tid 5678")
+        self.assertEqual(sorted(e["name"] for e in loader if e["name"].startswith("$")),
+                         ["$loader.py:1 <module>", "$loader.py:10 prefetch"])
+
+    def test_api_events_carry_the_stack_and_nest_in_the_spans(self):
+        main = self.thread("trainer (pid 1234)/tid 1234")
+        spans = [e for e in main if e["name"].startswith("$") and "python_file" in e.get("args", {})]
+        api = [e for e in main if e["name"].startswith("cu")]
+        self.assertEqual(len(api), 8)
+        for a in api:
+            self.assertIn("python_frame", a["args"])
+            self.assertEqual(a["args"]["python_stack"].split(";")[-1], a["args"]["python_frame"])
+            around = [s for s in spans if s["ts"] <= a["ts"] and a["ts"] + a["dur"] <= s["ts"] + s["dur"]]
+            self.assertEqual(len(around), 3, a)  # <module> > train > forward|backward
+            # every span either holds the API event or is apart from it
+            for s in spans:
+                self.assertTrue(s in around or s["ts"] + s["dur"] <= a["ts"] or a["ts"] + a["dur"] <= s["ts"],
+                                (s, a))
+        # Spans as long as the API event they hold come before it, so that
+        # viewers, which nest equal slices in the order they come, keep them
+        # its parents (the worker's line writes them after it).
+        work = self.thread("trainer (pid 1234)/tid 1250")
+        self.assertEqual([(e["name"], e["ts"], e["dur"]) for e in work],
+                         [("$worker.py:1 run", 1, 0.5), ("$worker.py:8 step", 1, 0.5), ("cuLaunchKernel", 1, 0.5)])
+        # the flows still start at the API events
+        starts = {(e["pid"], e["tid"], e["ts"]) for e in self.ev if e["ph"] == "s"}
+        self.assertTrue({(a["pid"], a["tid"], a["ts"]) for a in api} <= starts)
+
+
 class ExportFlowIds(unittest.TestCase):
     def setUp(self):
         import tempfile

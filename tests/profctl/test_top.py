@@ -88,6 +88,47 @@ class Top(synth.SynthCase):
         self.assertIn("--sort", r.stderr)
 
 
+class LaunchSites(synth.PyCase):
+    """The launch-site section: kernels grouped by python_frame, only for
+    files whose GPU planes carry Python stacks."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.plain = os.path.join(cls.tmp, "plain.xplane.pb")
+        synth.write(P, cls.plain)
+
+    def test_sites_exact_and_sorted(self):
+        r = synth.run("top", "--json", self.xpb)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        sites = json.loads(r.stdout)["launch_sites"]
+        want = self.facts["sites"]
+        total = sum(ns for ns, _ in want.values())
+        self.assertEqual({s["site"]: (s["gpu_ns"], s["kernels"]) for s in sites}, want)
+        for s in sites:
+            self.assertAlmostEqual(s["share_pct"], 100 * s["gpu_ns"] / total)
+        self.assertEqual([s["gpu_ns"] for s in sites], sorted((s["gpu_ns"] for s in sites), reverse=True))
+        self.assertEqual(sites[0]["site"], "model.py:40 forward")
+        self.assertIn("(thread without Python)", want)
+        self.assertIn("[no Python stack]", want)
+
+    def test_text_section_and_limit(self):
+        r = synth.run("top", "-n", "2", self.xpb)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        sec = r.stdout.split("Top launch sites by GPU time")[1].split("\n\n")[0].splitlines()
+        self.assertEqual(len(sec), 1 + 1 + 2 + 1, sec)  # header, columns, 2 sites, "... more"
+        share = 100 * 17700 / sum(ns for ns, _ in self.facts["sites"].values())
+        self.assertRegex(sec[2], rf"^\s+17\.700 us\s+{share:.2f}%\s+5\s+model\.py:40 forward$")
+        self.assertIn(f"{len(self.facts['sites']) - 2} more", sec[4])
+
+    def test_absent_without_python_stats(self):
+        r = synth.run("top", self.plain)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("launch sites", r.stdout)
+        r = synth.run("top", "--json", self.plain)
+        self.assertNotIn("launch_sites", json.loads(r.stdout))
+
+
 class Extremes(unittest.TestCase):
     """Times as real captures hold them (epoch ns: x1000 is past int64) and
     hostile values: same answers, no overflow (the ASan+UBSan build traps

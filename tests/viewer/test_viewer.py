@@ -14,6 +14,13 @@ duration, every counter with its points, and one launch -> kernel flow per
 joined correlation id, from the host process to the GPU processes; all
 computed here from the XSpace itself.
 
+A synthetic XSpace with Python stacks (tests/profctl/synth.py build_py)
+checks the Python frame spans in both viewers (nested slices with their
+args, flows still from the API events), and its `profctl flame` SVG is
+opened in headless Chromium (flame.js) and used: frames, widths
+proportional to GPU time, search through the Search button, hover, click
+to zoom, Escape to reset.
+
 Skips (77) where node, Chromium or the npm packages are missing: they come
 from tools/install-deps (VIEWER_PKGS, then `npm ci` into
 $PROFD_VIEWER_DIR, default ~/.cache/profd-viewer, from this directory's
@@ -33,6 +40,9 @@ import profdtest as T
 
 P = T.protos()
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "profctl"))
+import synth  # noqa: E402  (the synthetic XSpaces of the profctl tests)
+
 PROFCTL = os.environ.get("PROFCTL") or os.path.join(T.BUILD, "tools", "profctl")
 FAKE = os.environ.get("FAKE_AGENT") or os.path.join(T.BUILD, "tests", "agent", "fake-agent")
 UUID_A = "GPU-aaaaaaaa-0000-0000-0000-000000000001"
@@ -197,6 +207,105 @@ class Viewers(T.AgentDaemonCase):
         for src, dst, launch in flows:
             self.assertTrue(src.startswith("/host:") and dst.startswith("/device:GPU:"), (src, dst))
             self.assertTrue(launch.startswith("cu"), launch)
+
+
+@unittest.skipIf(missing(), missing())
+class PythonStacks(synth.PyCase):
+    """Python frame spans in the viewers, and the flame graph SVG in Chromium."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.json = os.path.join(cls.tmp, "trace.json")
+        r = subprocess.run([PROFCTL, "export", cls.xpb, "-o", cls.json], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        cls.tracks, _, cls.flows = expected(cls.space)
+        cls.svg = os.path.join(cls.tmp, "gpu.svg")
+        r = subprocess.run([PROFCTL, "flame", cls.xpb, "-o", cls.svg], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+
+    def test_frame_spans_in_catapult(self):
+        chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+        r = node("catapult.js", os.path.join(viewer_dir(), "node_modules"), chromium, self.json)
+        self.assertEqual(r["page_errors"], [])
+        self.assertEqual(r["warnings"], [])
+        tracks = {(p["name"], t["name"]): t["slices"] for p in r["processes"] for t in p["threads"]}
+        self.assertEqual(tracks, {k: n for k, (n, _) in self.tracks.items()})
+        self.assertEqual(len(r["flows"]), self.flows)
+        for f in r["flows"]:  # bound to the API event, not to a frame span around it (or as long)
+            self.assertTrue(f["from"].startswith("cu"), f)
+
+    def test_frame_spans_in_perfetto(self):
+        q_depth = ("select s.name, s.depth, t.name from slice s join thread_track tt on s.track_id = tt.id "
+                   "join thread t using(utid) where t.name like 'trainer%' order by s.ts, s.depth")
+        # (the worker's spans are exactly as long as the API event they hold)
+        q_args = ("select s.name, a.key, coalesce(a.string_value, cast(a.int_value as text)) from slice s "
+                  "join args a using(arg_set_id) "
+                  "where s.name = '$model.py:35 forward' or (s.name like 'cu%' and a.key like '%python%')")
+        q_flows = "select so.name from flow f join slice so on so.id = f.slice_out"
+        r = node("trace-processor.js", os.path.join(viewer_dir(), "node_modules"), self.json, q_depth, q_args,
+                 q_flows)
+        for q in (q_depth, q_args, q_flows):
+            self.assertNotIn("error", r[q], q)
+        depth = {}
+        for name, d, thread in r[q_depth]["rows"]:
+            depth.setdefault((thread, name), set()).add(d)
+        main = "trainer (pid 1234)/tid 1234"
+        self.assertEqual(depth[(main, "$train.py:1 <module>")], {0})
+        self.assertEqual(depth[(main, "$train.py:80 train")], {1})
+        self.assertEqual(depth[(main, "$model.py:35 forward")], {2})
+        self.assertEqual(depth[(main, "$autograd.py:190 backward")], {2})
+        self.assertEqual(depth[(main, "cuLaunchKernel")], {3})
+        work = "trainer (pid 1234)/tid 1250"
+        self.assertEqual(depth[(work, "$worker.py:1 run")], {0})
+        self.assertEqual(depth[(work, "$worker.py:8 step")], {1})
+        self.assertEqual(depth[(work, "cuLaunchKernel")], {2})
+        args = {(n, k): v for n, k, v in r[q_args]["rows"]}
+        self.assertEqual(args[("$model.py:35 forward", "args.python_file")], "/src/model.py")
+        self.assertEqual(args[("$model.py:35 forward", "args.python_line")], "40")
+        self.assertIn(("cuLaunchKernel", "args.python_frame"), args)
+        self.assertEqual(len(r[q_flows]["rows"]), self.flows)
+        self.assertTrue(all(n.startswith("cu") for (n,) in r[q_flows]["rows"]), r[q_flows]["rows"])
+
+    def test_flame_svg_in_chromium(self):
+        chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+        r = node("flame.js", os.path.join(viewer_dir(), "node_modules"), chromium, self.svg, "gemm",
+                 "model.py:40 forward")
+        self.assertEqual(r["page_errors"], [])
+        total = sum(self.facts["folded"].values()) * 1000
+        nodes = synth.flame_nodes(self.facts["folded"])
+        init = r["initial"]
+        self.assertEqual(sorted(f["name"] for f in init), sorted(["all"] + [n.split(";")[-1] for n in nodes]))
+        # rendered widths proportional to GPU time (1180 px for all of it)
+        for f in init:
+            self.assertFalse(f["hidden"], f)
+            self.assertAlmostEqual(f["w"], 1180 * f["v"] / total, delta=0.02, msg=f["name"])
+        by = {f["name"] + str(f["d"]): f for f in init}
+        self.assertEqual(by["gemm_kernel4"]["v"], 17000 * 1000)
+        self.assertAlmostEqual(by["gemm_kernel4"]["w"] / by["gemm_kernel_bwd4"]["w"], 17000 / 6000, places=3)
+        # search: exactly the frames whose name matches, their share of the total
+        hits = sorted(f["name"] for f in r["searched"] if f["hit"])
+        self.assertEqual(hits, ["gemm_kernel", "gemm_kernel", "gemm_kernel_bwd"])
+        self.assertTrue(all(f["fill"] == "rgb(230,0,230)" for f in r["searched"] if f["hit"]))
+        gemm = sum(v for k, v in self.facts["folded"].items() if "gemm" in k) * 1000
+        self.assertEqual(r["matched"], f"Matched: {100 * gemm / total:.2f}%")
+        # hover: the name, time and share
+        self.assertEqual(r["details"], f"model.py:40 forward  17.700 us ({100 * 17700e3 / total:.2f}%)")
+        # click: the frame spans the width, what is under it scales, ancestors
+        # dim, everything else hides; Escape puts it all back
+        z = {f["name"] + str(f["d"]): f for f in r["zoomed"]}
+        fwd = [f for f in r["zoomed"] if f["name"] == "model.py:40 forward"][0]
+        self.assertAlmostEqual(fwd["w"], 1180, delta=0.02)
+        self.assertAlmostEqual(z["gemm_kernel4"]["w"], 1180 * 17000 / 17700, delta=0.02)
+        for f in r["zoomed"]:
+            under = (f["name"], f["d"]) in (("model.py:40 forward", 3), ("gemm_kernel", 4), ("relu_kernel", 4))
+            anc = f["name"] in ("all", "train.py:120 <module>", "train.py:88 train")
+            self.assertEqual(f["anc"], anc, f)
+            self.assertEqual(f["hidden"], not (anc or under), f)
+        self.assertTrue(r["reset_shown"])
+        for a, b in zip(r["reset"], init):
+            self.assertEqual((a["name"], a["hidden"], a["anc"]), (b["name"], False, False))
+            self.assertAlmostEqual(a["w"], b["w"], delta=0.01)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,11 @@
  *   event  -> "ph":"X" with ts/dur in us (exact to the ps, as decimals) and
  *             args from the metadata's and the event's stats (ref_value
  *             resolved to the referenced stat metadata name);
+ *   Python frame spans ("$file:line func" with python_file) -> "ph":"X"
+ *             like the rest, but written before the other events of their
+ *             line (a second pass over it): viewers nest equal slices in
+ *             the order they come, and a span can be exactly as long as
+ *             the API event it holds;
  *   `_counters_` line events -> "ph":"C", one series per numeric stat;
  *   correlation_id on a /host: plane and on a device plane -> a flow
  *             "ph":"s" at the host event and "ph":"f","bp":"e" at each
@@ -44,73 +49,6 @@
 #include "xspace-reader.h"
 #include "xspace/names.h"
 
-
-struct u64vec {
-	uint64_t *v;
-	size_t n, cap;
-};
-
-static int u64vec_push(struct u64vec *a, uint64_t x)
-{
-	if (a->n == a->cap) {
-		size_t nc = a->cap ? a->cap * 2 : 4096;
-		uint64_t *p = realloc(a->v, nc * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		a->v = p;
-		a->cap = nc;
-	}
-	a->v[a->n++] = x;
-	return 0;
-}
-
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static void u64vec_sort_unique(struct u64vec *a)
-{
-	size_t k = 0;
-
-	if (!a->n)
-		return;
-	qsort(a->v, a->n, sizeof(*a->v), u64_cmp);
-	for (size_t i = 1; i < a->n; i++)
-		if (a->v[i] != a->v[k])
-			a->v[++k] = a->v[i];
-	a->n = k + 1;
-}
-
-/* Binary search in a sorted vector; *@idx = the position when found. */
-static bool u64vec_find(const struct u64vec *a, uint64_t x, size_t *idx)
-{
-	size_t lo = 0, hi = a->n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (a->v[mid] == x) {
-			*idx = mid;
-			return true;
-		}
-		if (a->v[mid] < x)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
-}
-
-static bool u64vec_has(const struct u64vec *a, uint64_t x)
-{
-	size_t idx;
-
-	return u64vec_find(a, x, &idx);
-}
 
 static bool is_host_plane(const struct xs_plane *pl) { return xs_str_has_prefix(pl->name, XN_PLANE_HOST_PREFIX); }
 static bool is_device_plane(const struct xs_plane *pl) { return xs_str_has_prefix(pl->name, XN_PLANE_DEVICE_PREFIX); }
@@ -330,6 +268,16 @@ static void sep(struct ow *w)
 	first_event = false;
 }
 
+/* A Python frame span ("$<file>:<line> <function>" with python_file,
+ * xspace/names.h), as opposed to the API events it nests around. */
+static bool is_frame_span(const struct xs_plane *pl, const struct xs_meta *m, const struct xs_event *ev)
+{
+	struct xs_stat st;
+
+	return m && m->name.len > 1 && m->name.p[0] == '$' &&
+	       xs_event_find_stat(pl, ev, m, XN_STAT_PYTHON_FILE, &st) > 0;
+}
+
 static void first_hostname(struct xs_str s, void *ud)
 {
 	struct xs_str *h = ud;
@@ -346,7 +294,7 @@ static void first_hostname(struct xs_str s, void *ud)
 static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct xs_str host_name, const char *label,
 			const struct u64vec *flows, uint64_t flow_base, ps128 shift_ps, struct export_stats *es)
 {
-	bool host = is_host_plane(pl), dev = is_device_plane(pl);
+	bool host = is_host_plane(pl), dev = is_device_plane(pl), spans;
 	struct xs_line_iter li;
 	struct xs_line ln;
 	int64_t corr;
@@ -358,6 +306,7 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct 
 	if (pl->n_lines == 0)
 		return 0;
 	corr = flows->n && (host || dev) ? xs_plane_stat_id(pl, XN_STAT_CORRELATION_ID) : -1;
+	spans = host && xs_plane_stat_id(pl, XN_STAT_PYTHON_FILE) >= 0;
 	sep(w);
 	ow_printf(w, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"args\":{\"name\":", pid);
 	if (label) {
@@ -386,7 +335,7 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct 
 	while ((r = xs_next_line(&li, &ln)) > 0) {
 		unsigned tid = (unsigned)ln.index + 1;
 		bool counters = xs_str_eq(ln.name, XN_LINE_COUNTERS);
-		struct pb_cursor ei = xs_line_events(&ln);
+		struct pb_cursor ei;
 		struct xs_event ev;
 		ps128 base = (ps128)ln.timestamp_ns * 1000 + shift_ps;
 
@@ -401,79 +350,89 @@ static int export_plane(struct ow *w, struct xs_plane *pl, unsigned pid, struct 
 				  "\"args\":{\"sort_index\":%u}}", pid, tid, tid);
 			es->threads++;
 		}
-		while ((r = xs_next_event(&ei, &ev)) > 0) {
-			const struct xs_meta *m = xs_plane_event_meta(pl, ev.metadata_id);
-			ps128 ts = base + ev.offset_ps;
-			uint64_t c;
-			size_t fi;
+		/* Frame spans first (a first pass over the line), then the rest:
+		 * viewers nest slices of equal start and length in the order they
+		 * come, and a span the same length as the API event it holds must
+		 * stay its parent (and keep the launch's flow off itself). */
+		for (int pass = spans && !counters ? 0 : 1; pass < 2; pass++) {
+			ei = xs_line_events(&ln);
+			while ((r = xs_next_event(&ei, &ev)) > 0) {
+				const struct xs_meta *m = xs_plane_event_meta(pl, ev.metadata_id);
+				ps128 ts = base + ev.offset_ps;
+				uint64_t c;
+				size_t fi;
 
-			if (counters) {
-				struct pb_cursor it = ev.raw;
-				struct xs_stat st;
-				bool any = false;
-				double v;
+				if (spans && !counters && is_frame_span(pl, m, &ev) != (pass == 0))
+					continue;
 
-				while (xs_event_next_stat(&it, &st) > 0) {
-					if (!xs_stat_number(&st, &v))
-						continue;
-					if (!any) {
-						sep(w);
-						ow_puts(w, "{\"ph\":\"C\",\"pid\":");
-						ow_u64(w, pid);
-						ow_puts(w, ",\"ts\":");
-						put_us(w, ts);
-						ow_puts(w, ",\"name\":");
-						put_event_name(w, m, &ev);
-						ow_puts(w, ",\"args\":{");
-					} else {
-						ow_putc(w, ',');
+				if (counters) {
+					struct pb_cursor it = ev.raw;
+					struct xs_stat st;
+					bool any = false;
+					double v;
+
+					while (xs_event_next_stat(&it, &st) > 0) {
+						if (!xs_stat_number(&st, &v))
+							continue;
+						if (!any) {
+							sep(w);
+							ow_puts(w, "{\"ph\":\"C\",\"pid\":");
+							ow_u64(w, pid);
+							ow_puts(w, ",\"ts\":");
+							put_us(w, ts);
+							ow_puts(w, ",\"name\":");
+							put_event_name(w, m, &ev);
+							ow_puts(w, ",\"args\":{");
+						} else {
+							ow_putc(w, ',');
+						}
+						any = true;
+						put_stat_key(w, pl, &st);
+						ow_putc(w, ':');
+						put_stat_value(w, pl, &st);
 					}
-					any = true;
-					put_stat_key(w, pl, &st);
-					ow_putc(w, ':');
-					put_stat_value(w, pl, &st);
+					if (any) {
+						ow_puts(w, "}}");
+						es->counters++;
+					}
+					continue;
 				}
-				if (any) {
-					ow_puts(w, "}}");
-					es->counters++;
-				}
-				continue;
-			}
-			sep(w);
-			ow_puts(w, "{\"ph\":\"X\",\"pid\":");
-			ow_u64(w, pid);
-			ow_puts(w, ",\"tid\":");
-			ow_u64(w, tid);
-			ow_puts(w, ",\"ts\":");
-			put_us(w, ts);
-			ow_puts(w, ",\"dur\":");
-			put_us(w, ev.duration_ps > 0 ? ev.duration_ps : 0);
-			ow_puts(w, ",\"name\":");
-			put_event_name(w, m, &ev);
-			put_args(w, pl, m, &ev);
-			ow_putc(w, '}');
-			es->complete++;
-			if (corr >= 0 && event_corr(&ev, corr, &c) && u64vec_find(flows, c, &fi)) {
 				sep(w);
-				ow_puts(w, host ? "{\"ph\":\"s\",\"id\":" : "{\"ph\":\"f\",\"bp\":\"e\",\"id\":");
-				ow_u64(w, flow_base + fi + 1);
-				ow_puts(w, ",\"cat\":\"launch\",\"name\":\"launch\",\"pid\":");
+				ow_puts(w, "{\"ph\":\"X\",\"pid\":");
 				ow_u64(w, pid);
 				ow_puts(w, ",\"tid\":");
 				ow_u64(w, tid);
 				ow_puts(w, ",\"ts\":");
 				put_us(w, ts);
+				ow_puts(w, ",\"dur\":");
+				put_us(w, ev.duration_ps > 0 ? ev.duration_ps : 0);
+				ow_puts(w, ",\"name\":");
+				put_event_name(w, m, &ev);
+				put_args(w, pl, m, &ev);
 				ow_putc(w, '}');
-				if (host)
-					es->flow_starts++;
-				else
-					es->flow_ends++;
+				es->complete++;
+				if (corr >= 0 && event_corr(&ev, corr, &c) && u64vec_find(flows, c, &fi)) {
+					sep(w);
+					ow_puts(w, host ? "{\"ph\":\"s\",\"id\":" : "{\"ph\":\"f\",\"bp\":\"e\",\"id\":");
+					ow_u64(w, flow_base + fi + 1);
+					ow_puts(w, ",\"cat\":\"launch\",\"name\":\"launch\",\"pid\":");
+					ow_u64(w, pid);
+					ow_puts(w, ",\"tid\":");
+					ow_u64(w, tid);
+					ow_puts(w, ",\"ts\":");
+					put_us(w, ts);
+					ow_putc(w, '}');
+					if (host)
+						es->flow_starts++;
+					else
+						es->flow_ends++;
+				}
+				if (w->err)
+					return w->err;
 			}
-			if (w->err)
-				return w->err;
+			if (r < 0)
+				return r;
 		}
-		if (r < 0)
-			return r;
 	}
 	return r;
 }

@@ -23,6 +23,7 @@
 #include "xspace/names.h"
 
 #define COUNTERS_MAX 100000 /* (plane, counter) pairs: a hostile file gets a bounded summary */
+#define SITES_MAX 100000    /* launch sites, likewise */
 
 /* ---- tables: by name (base/strtab.h), by correlation id (base/hash.h) ---- */
 
@@ -62,6 +63,65 @@ static int64_t kernel_index(struct top *t, struct xs_str name)
 		k->min_ps = INT64_MAX;
 	}
 	return id - 1;
+}
+
+/* The index into t->s of launch site @name, a new one the first time (as
+ * kernel_index()). */
+static int64_t site_index(struct top *t, struct xs_str name)
+{
+	int64_t id;
+	int r;
+
+	if ((r = grow((void **)&t->s, &t->caps, t->ns, sizeof(*t->s))) < 0)
+		return r;
+	id = strtab_intern(&t->snames, name.p, name.len);
+	if (id < 0)
+		return id;
+	if ((size_t)id > t->ns)
+		t->s[t->ns++] = (struct site){.name = name};
+	return id - 1;
+}
+
+/* A site already looked up: kernels launched from one line share one
+ * python_frame string (a ref_value points at one place), so the memo
+ * spares hashing it per kernel. Keys are views into the plane: reset per
+ * plane. */
+struct site_memo {
+	const char *p;
+	size_t len;
+	size_t site;
+};
+#define SITE_MEMO 256 /* a power of two */
+
+/* Add kernel @ev (@dur ps) to its launch site: python_frame on the event
+ * or its metadata, "[no Python stack]" (as profctl flame says) without one. */
+static int add_site(struct top *t, struct site_memo *memo, const struct xs_plane *pl, const struct xs_event *ev,
+		    const struct xs_meta *m, int64_t dur)
+{
+	static const struct xs_str none = {"[no Python stack]", 17};
+	struct xs_stat st;
+	struct xs_str name = none;
+	int r = xs_event_find_stat(pl, ev, m, XN_STAT_PYTHON_FRAME, &st);
+
+	if (r < 0)
+		return r;
+	if (r > 0 && (!xs_stat_str(pl, &st, &name) || !name.len))
+		name = none;
+	uintptr_t h = ((uintptr_t)name.p >> 3) ^ name.len;
+	struct site_memo *sm = &memo[(h ^ (h >> 9)) & (SITE_MEMO - 1)];
+
+	if (sm->p != name.p || sm->len != name.len) {
+		int64_t si = site_index(t, name);
+
+		if (si == -ENOSPC)
+			return 0; /* hostile file: a bounded summary */
+		if (si < 0)
+			return (int)si;
+		*sm = (struct site_memo){name.p, name.len, (size_t)si};
+	}
+	t->s[sm->site].kernels++;
+	t->s[sm->site].ps += dur;
+	return 0;
 }
 
 static int corr_put(struct top *t, uint64_t corr, uint32_t proc)
@@ -456,20 +516,25 @@ struct shape_memo {
 static int walk_gpus(struct xs_file *f, struct top *t)
 {
 	struct shape_memo *memo = calloc(SHAPE_MEMO, sizeof(*memo));
+	struct site_memo *smemo = calloc(SITE_MEMO, sizeof(*smemo));
 	struct xs_space_iter si = XS_SPACE_ITER_INIT;
 	struct xs_plane pl;
 	struct ival *iv = NULL;
 	size_t niv = 0, capiv = 0;
 	int r;
 
-	if (!memo)
+	if (!memo || !smemo) {
+		free(memo);
+		free(smemo);
 		return -ENOMEM;
+	}
 	t->span_lo = INT64_MAX;
 	t->span_hi = INT64_MIN;
 	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
 		if (!xs_str_has_prefix(pl.name, XN_PLANE_GPU_PREFIX))
 			continue;
 		memset(memo, 0, SHAPE_MEMO * sizeof(*memo)); /* the keys are this plane's */
+		memset(smemo, 0, SITE_MEMO * sizeof(*smemo));
 		if ((r = xs_plane_index(&pl)) < 0)
 			break;
 		if ((r = grow((void **)&t->g, &t->capg, t->ng, sizeof(*t->g))) < 0)
@@ -477,9 +542,11 @@ static int walk_gpus(struct xs_file *f, struct top *t)
 		struct gpu *g = &t->g[t->ng++];
 		int64_t kd = xs_plane_stat_id(&pl, XN_STAT_KERNEL_DETAILS), md = xs_plane_stat_id(&pl, XN_STAT_MEMCPY_DETAILS);
 		int64_t corr = xs_plane_stat_id(&pl, XN_STAT_CORRELATION_ID);
+		bool python = xs_plane_stat_id(&pl, XN_STAT_PYTHON_FRAME) >= 0;
 		struct xs_line_iter li = xs_plane_lines(&pl);
 		struct xs_line ln;
 
+		t->has_python |= python;
 		memset(g, 0, sizeof(*g));
 		snprintf(g->name, sizeof(g->name), "%.*s", (int)pl.name.len, pl.name.p);
 		niv = 0;
@@ -550,6 +617,8 @@ static int walk_gpus(struct xs_file *f, struct top *t)
 						break;
 					iv[niv++] = (struct ival){start, start + dur};
 					g->kernels++;
+					if (python && (r = add_site(t, smemo, &pl, &ev, m, dur)) < 0)
+						break;
 					if (corr >= 0) {
 						struct pb_cursor it = ev.raw;
 						struct xs_stat cs;
@@ -600,6 +669,7 @@ static int walk_gpus(struct xs_file *f, struct top *t)
 	}
 	free(iv);
 	free(memo);
+	free(smemo);
 	return r;
 }
 
@@ -608,6 +678,7 @@ int top_walk(struct xs_file *f, struct top *t)
 	int r;
 
 	strtab_init(&t->cnames, COUNTERS_MAX);
+	strtab_init(&t->snames, SITES_MAX);
 	if ((r = walk_env(f, t)) < 0 || (r = xs_space_strings(f, XS_SPACE_HOSTNAMES, hostname_cb, t)) < 0 ||
 	    (r = walk_notes(f, t)) < 0 || (r = walk_host(f, t)) < 0 || (r = walk_gpus(f, t)) < 0)
 		return r;
@@ -624,6 +695,8 @@ void top_free(struct top *t)
 	free(t->g);
 	free(t->cn);
 	strtab_free(&t->cnames);
+	free(t->s);
+	strtab_free(&t->snames);
 	free(t->ckey);
 	free(t->notes[0]);
 	free(t->notes[1]);

@@ -74,6 +74,27 @@ static int proc_cmp(const void *a, const void *b)
 	return x->host_ps > y->host_ps ? -1 : x->host_ps < y->host_ps;
 }
 
+static int site_cmp(const void *a, const void *b)
+{
+	const struct site *x = a, *y = b;
+
+	if (x->ps != y->ps)
+		return x->ps > y->ps ? -1 : 1;
+	if (x->name.len != y->name.len)
+		return x->name.len < y->name.len ? -1 : 1;
+	return memcmp(x->name.p, y->name.p, x->name.len);
+}
+
+/* All sites' GPU time: the denominator of their shares. */
+static double sites_ps(const struct top *t)
+{
+	double sum = 0;
+
+	for (size_t i = 0; i < t->ns; i++)
+		sum += (double)t->s[i].ps;
+	return sum;
+}
+
 static const char *const dir_names[] = {"H2D", "D2H", "D2D", "P2P", "other"};
 
 static double window_ps(const struct top *t)
@@ -159,6 +180,22 @@ static void print_json(struct ow *w, const struct top *t, size_t limit, const ch
 		else
 			json_str(w, k->block, strlen(k->block));
 		ow_putc(w, '}');
+	}
+	if (t->has_python) {
+		double all = sites_ps(t);
+
+		ow_puts(w, "],\"launch_sites\":[");
+		for (size_t i = 0; i < t->ns && i < limit; i++) {
+			const struct site *st = &t->s[i];
+
+			ow_puts(w, i ? ",{\"site\":" : "{\"site\":");
+			json_str(w, st->name.p, st->name.len);
+			ow_puts(w, ",\"gpu_ns\":");
+			json_double(w, (double)st->ps / 1000);
+			ow_puts(w, ",\"share_pct\":");
+			json_double(w, all > 0 ? 100.0 * (double)st->ps / all : 0);
+			ow_printf(w, ",\"kernels\":%" PRIu64 "}", st->kernels);
+		}
 	}
 	ow_puts(w, "],\"gpus\":[");
 	for (size_t i = 0; i < t->ng; i++) {
@@ -247,6 +284,20 @@ static void print_text(const struct top *t, size_t limit)
 		if (t->nk > limit)
 			printf("  ... %zu more (use -n)\n", t->nk - limit);
 	}
+	if (t->has_python) {
+		double all = sites_ps(t);
+
+		printf("\nTop launch sites by GPU time (python_frame of the kernels; %zu sites):\n", t->ns);
+		printf("  %12s %7s %9s  %s\n", "GPU time", "share", "kernels", "site");
+		for (size_t i = 0; i < t->ns && i < limit; i++) {
+			const struct site *st = &t->s[i];
+
+			printf("  %12s %6.2f%% %9" PRIu64 "  %.*s\n", fmt_ps((double)st->ps, a, sizeof(a)),
+			       all > 0 ? 100.0 * (double)st->ps / all : 0.0, st->kernels, (int)st->name.len, st->name.p);
+		}
+		if (t->ns > limit)
+			printf("  ... %zu more (use -n)\n", t->ns - limit);
+	}
 	printf("\nGPU busy (union of kernel intervals / window):\n");
 	if (!t->ng)
 		printf("  (no /device:GPU: planes)\n");
@@ -305,6 +356,9 @@ static void help(FILE *f)
 		"Summarize a captured XSpace in the terminal:\n"
 		"  - top kernels (GPU events with kernel_details): count, total, mean, min and\n"
 		"    max time, mean occupancy (occ_pct), grid and block (\"varies\" if they do);\n"
+		"  - when the kernels carry Python launch stacks (python_frame), the top\n"
+		"    launch sites: the Python line each kernel was launched from, with its\n"
+		"    GPU time, share of all kernels' time and kernel count;\n"
 		"  - per-GPU busy %%: the union of its kernel intervals over the capture window\n"
 		"    (profile_start_time..profile_stop_time from the Task Environment plane, or\n"
 		"    first to last device event when it is missing);\n"
@@ -321,7 +375,7 @@ static void help(FILE *f)
 		"one after the other; with --json, as one array of objects.\n"
 		"\n"
 		"Options:\n"
-		"  -n, --limit N       kernels to list (default 20; 0 = all)\n"
+		"  -n, --limit N       kernels and launch sites to list (default 20; 0 = all)\n"
 		"  -s, --sort KEY      total (default), count, mean or max\n"
 		"      --json          one JSON object per file (times in ns) for scripts;\n"
 		"                      an array of them when several FILEs are given\n"
@@ -353,6 +407,8 @@ static int top_one(const char *path, struct ow *w, size_t limit, bool several, s
 		qsort(t.k, t.nk, sizeof(*t.k), kernel_cmp);
 	if (t.np)
 		qsort(t.p, t.np, sizeof(*t.p), proc_cmp);
+	if (t.ns)
+		qsort(t.s, t.ns, sizeof(*t.s), site_cmp);
 	if (w) {
 		if ((*n_json)++)
 			ow_putc(w, ',');

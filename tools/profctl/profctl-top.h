@@ -54,6 +54,13 @@ struct counter {
 	double min, max, sum, last;
 };
 
+/* A launch site: the python_frame of the kernels it launched. */
+struct site {
+	struct xs_str name;
+	uint64_t kernels;
+	ps128 ps;
+};
+
 struct corr_slot {
 	uint64_t key; /* corr + 1; 0 = empty */
 	uint32_t proc;
@@ -80,6 +87,10 @@ struct top {
 	struct strtab cnames; /* (plane, counter) keys (counter_index()); id - 1 indexes @cn */
 	char *ckey;           /* the key being looked up */
 	size_t ckey_cap;
+	struct site *s;
+	size_t ns, caps;
+	struct strtab snames;  /* launch sites; id - 1 indexes @s */
+	bool has_python;       /* a GPU plane names python_frame: print the sites */
 	struct xs_str *notes[2]; /* [0] XSpace.errors, [1] .warnings (views) */
 	size_t nnotes[2], capnotes[2];
 };

@@ -325,8 +325,7 @@ void ow_abort(struct ow *w)
 
 /* ---- JSON --------------------------------------------------------------- */
 
-/* Length of a valid UTF-8 sequence at @p (max @n bytes), or 0. */
-static size_t utf8_len(const uint8_t *p, size_t n)
+size_t utf8_len(const uint8_t *p, size_t n)
 {
 	uint8_t c = p[0];
 	size_t k;
@@ -348,42 +347,53 @@ static size_t utf8_len(const uint8_t *p, size_t n)
 	return k;
 }
 
+static bool json_keep(uint8_t c) { return c >= 0x20 && c != '"' && c != '\\'; }
+
+static void json_subst(struct ow *w, uint8_t c)
+{
+	switch (c) {
+	case '"': ow_write(w, "\\\"", 2); break;
+	case '\\': ow_write(w, "\\\\", 2); break;
+	case '\n': ow_write(w, "\\n", 2); break;
+	case '\t': ow_write(w, "\\t", 2); break;
+	case '\r': ow_write(w, "\\r", 2); break;
+	default:
+		if (c < 0x20)
+			ow_printf(w, "\\u%04x", c);
+		else
+			ow_write(w, "\\ufffd", 6);
+	}
+}
+
 void json_escape(struct ow *w, const char *s, size_t len)
 {
-	const uint8_t *p = (const uint8_t *)s, *end = p + len, *run = p;
+	ow_escape(w, s, len, json_keep, json_subst);
+}
 
-	while (p < end) {
-		uint8_t c = *p;
+/* XML text and attribute values: the five markup characters as entities;
+ * what XML 1.0 cannot hold at all (invalid UTF-8, control characters but
+ * tab and newline) as U+FFFD, so that any name keeps the SVG well-formed. */
+static bool xml_keep(uint8_t c)
+{
+	return (c >= 0x20 && c != 0x7f && c != '&' && c != '<' && c != '>' && c != '"' && c != '\'') || c == '\n' ||
+	       c == '\t';
+}
 
-		if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
-			p++;
-			continue;
-		}
-		if (c >= 0x80) {
-			size_t k = utf8_len(p, (size_t)(end - p));
-
-			if (k) {
-				p += k;
-				continue;
-			}
-		}
-		ow_write(w, run, (size_t)(p - run));
-		switch (c) {
-		case '"': ow_write(w, "\\\"", 2); break;
-		case '\\': ow_write(w, "\\\\", 2); break;
-		case '\n': ow_write(w, "\\n", 2); break;
-		case '\t': ow_write(w, "\\t", 2); break;
-		case '\r': ow_write(w, "\\r", 2); break;
-		default:
-			if (c < 0x20)
-				ow_printf(w, "\\u%04x", c);
-			else
-				ow_write(w, "\\ufffd", 6);
-		}
-		p++;
-		run = p;
+static void xml_subst(struct ow *w, uint8_t c)
+{
+	switch (c) {
+	case '&': ow_puts(w, "&amp;"); break;
+	case '<': ow_puts(w, "&lt;"); break;
+	case '>': ow_puts(w, "&gt;"); break;
+	case '"': ow_puts(w, "&quot;"); break;
+	case '\'': ow_puts(w, "&apos;"); break;
+	default: ow_puts(w, "&#xfffd;");
 	}
-	ow_write(w, run, (size_t)(p - run));
+}
+
+void xml_escape(struct ow *w, const char *s, size_t len)
+{
+	ow_escape(w, s, len, xml_keep, xml_subst);
 }
 
 /*
@@ -428,4 +438,67 @@ void json_double(struct ow *w, double v)
 	if (strtod(tmp, NULL) != v)
 		snprintf(tmp, sizeof(tmp), "%.17g", v);
 	ow_puts(w, tmp);
+}
+
+/* ---- sorted id sets ------------------------------------------------------- */
+
+int u64vec_push(struct u64vec *a, uint64_t x)
+{
+	if (a->n == a->cap) {
+		size_t nc = a->cap ? a->cap * 2 : 4096;
+		uint64_t *p = realloc(a->v, nc * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		a->v = p;
+		a->cap = nc;
+	}
+	a->v[a->n++] = x;
+	return 0;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+void u64vec_sort_unique(struct u64vec *a)
+{
+	size_t k = 0;
+
+	if (!a->n)
+		return;
+	qsort(a->v, a->n, sizeof(*a->v), u64_cmp);
+	for (size_t i = 1; i < a->n; i++)
+		if (a->v[i] != a->v[k])
+			a->v[++k] = a->v[i];
+	a->n = k + 1;
+}
+
+bool u64vec_find(const struct u64vec *a, uint64_t x, size_t *idx)
+{
+	size_t lo = 0, hi = a->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (a->v[mid] == x) {
+			*idx = mid;
+			return true;
+		}
+		if (a->v[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+bool u64vec_has(const struct u64vec *a, uint64_t x)
+{
+	size_t idx;
+
+	return u64vec_find(a, x, &idx);
 }

@@ -31,6 +31,7 @@ static const struct subcommand subcommands[] = {
 	{"status", cmd_status, true, "show a profd daemon's version, sessions, collectors and agents"},
 	{"export", cmd_export, false, "convert an .xplane.pb file to Perfetto / Chrome trace JSON"},
 	{"top", cmd_top, false, "summarize an .xplane.pb: top kernels, GPU busy %, copies, processes"},
+	{"flame", cmd_flame, false, "flame graph (SVG or folded) of GPU time by Python launch stack"},
 	{"doctor", cmd_doctor, true, "check this machine (and optionally a daemon) for profiling problems"},
 };
 
@@ -150,6 +151,7 @@ static void help(FILE *f)
 		"  profctl capture node1:6009,node2:6009 --logdir /tmp/tb --duration-ms 2000\n"
 		"  profctl top /tmp/tb/plugins/profile/*/node1_6009.xplane.pb\n"
 		"  profctl export node1_6009.xplane.pb -o trace.json.gz\n"
+		"  profctl flame /tmp/tb/plugins/profile/SESSION -o gpu.svg\n"
 		"  profctl doctor localhost:6009\n"
 		"\n"
 		"Exit status: 0 success; 1 the operation failed (no host returned data, the\n"

@@ -33,6 +33,7 @@ int cmd_terminate(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_top(int argc, char **argv);
+int cmd_flame(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 /* doctor FILE: which XProf tools an XSpace file fills (profctl-xprofcheck.c). */
 int doctor_xspace_file(const char *path);
@@ -120,7 +121,52 @@ int write_file_atomic(const char *path, const void *data, size_t len);
 /* mkdir -p. 0 or -errno. */
 int mkdir_p(const char *path, unsigned mode);
 
+/* Length of a valid UTF-8 sequence of 2 to 4 bytes at @p (max @n bytes), or 0. */
+size_t utf8_len(const uint8_t *p, size_t n);
+/*
+ * Write @s with valid multi-byte UTF-8 sequences and the ASCII bytes
+ * @keep() accepts as they are, and every other byte (an invalid UTF-8 byte
+ * included) through @subst(). The one loop of every escaper (JSON, XML,
+ * folded stacks); inline, so that @keep is inlined on export's hot path.
+ */
+static inline void ow_escape(struct ow *w, const char *s, size_t len, bool (*keep)(uint8_t c),
+			     void (*subst)(struct ow *w, uint8_t c))
+{
+	const uint8_t *p = (const uint8_t *)s, *end = p + len, *run = p;
+
+	while (p < end) {
+		size_t k = *p < 0x80 ? keep(*p) : utf8_len(p, (size_t)(end - p));
+
+		if (k) {
+			p += k;
+			continue;
+		}
+		ow_write(w, run, (size_t)(p - run));
+		subst(w, *p);
+		run = ++p;
+	}
+	ow_write(w, run, (size_t)(p - run));
+}
 /* JSON string body with escapes; invalid UTF-8 becomes U+FFFD. No quotes. */
 void json_escape(struct ow *w, const char *s, size_t len);
+/* XML text or attribute value with entities; invalid UTF-8 and control
+ * characters (but tab, newline) become U+FFFD. No quotes. */
+void xml_escape(struct ow *w, const char *s, size_t len);
 /* A double as JSON (non-finite values become null). */
 void json_double(struct ow *w, double v);
+
+/* ---- sorted id sets (correlation ids) -------------------------------------- */
+
+/* A growable array of uint64; zero it to start, free(v) to end. */
+struct u64vec {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+/* 0 or -ENOMEM. */
+int u64vec_push(struct u64vec *a, uint64_t x);
+/* Sort and drop repeats: the form u64vec_find() needs. */
+void u64vec_sort_unique(struct u64vec *a);
+/* Binary search in a sorted vector; *@idx = the position when found. */
+bool u64vec_find(const struct u64vec *a, uint64_t x, size_t *idx);
+bool u64vec_has(const struct u64vec *a, uint64_t x);
