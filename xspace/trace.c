@@ -475,20 +475,28 @@ void trace__chunk_count(struct trace_chunk *c, const struct trace_plane *p)
 	c->counted = c->n;
 }
 
+static bool ring_evict_one(struct trace *t);
+static void ring_make_room(struct trace *t, uint64_t bytes);
+
 int trace_line_append(struct trace_line *l, const struct trace_event *ev)
 {
 	struct trace *t = l->plane->trace;
 	struct trace_chunk *c = l->tail;
 	int64_t end;
 
-	if (t->max_events && t->n_events >= t->max_events) {
+	if (t->max_events && t->n_events >= t->max_events && !(t->ring_bytes && ring_evict_one(t))) {
 		t->dropped++;
 		return -ENOBUFS;
 	}
 	if (!c || c->n == c->cap) {
-		uint32_t cap = c ? MIN(c->cap * 2, CHUNK_MAX) : CHUNK_MIN;
+		uint32_t max = t->chunk_max ? MAX(MIN(t->chunk_max, CHUNK_MAX), CHUNK_MIN) : CHUNK_MAX;
+		uint32_t cap = c ? MIN(c->cap * 2, max) : CHUNK_MIN;
 		bool full;
-		struct trace_chunk *nc = chunk_charged(t, cap, &full);
+		struct trace_chunk *nc;
+
+		if (t->ring_bytes)
+			ring_make_room(t, chunk_bytes(cap));
+		nc = chunk_charged(t, cap, &full);
 
 		/* Near the end of the budget a small chunk may still fit. */
 		if (!nc && full && cap > CHUNK_MIN)
@@ -506,6 +514,7 @@ int trace_line_append(struct trace_line *l, const struct trace_event *ev)
 			l->head = nc;
 		}
 		l->tail = c = nc;
+		l->bytes += chunk_bytes(nc->cap);
 	}
 	c->ev[c->n++] = *ev;
 	/* Count as the records are written, a batch at a time while they are
@@ -624,10 +633,15 @@ int trace_snapshot_capped(struct trace *hub, int64_t start_ns, int64_t stop_ns, 
 		struct trace_budget *b = hub->budget;
 
 		*s = *hub; /* takes the hub's budget reference; its chunks stay charged */
-		s->max_events = 0;
 		memset(hub, 0, sizeof(*hub));
 		hub->max_events = max;
 		hub->generation = gen + 1;
+		/* The ring is the hub's setting: the snapshot is never appended to. */
+		trace_set_ring(hub, s->ring_bytes, s->chunk_max, s->ring_keep_ns);
+		hub->ring_dropped = s->ring_dropped;
+		s->max_events = 0;
+		s->ring_bytes = 0;
+		s->chunk_max = 0;
 		if (b) {
 			hub->budget = budget_ref(b);
 			hub->budget_level = level;
@@ -659,6 +673,24 @@ int trace_snapshot_capped(struct trace *hub, int64_t start_ns, int64_t stop_ns, 
 	return 0;
 }
 
+/* Free @l's head chunk (never its tail: appends continue into it); how
+ * many records it held. */
+static uint32_t line_drop_head(struct trace *hub, struct trace_line *l)
+{
+	struct trace_chunk *c = l->head;
+	uint32_t n = c->n;
+
+	l->head = c->next;
+	l->count -= n;
+	l->bytes -= MIN(l->bytes, (uint64_t)chunk_bytes(c->cap));
+	hub->n_events -= n;
+	if (c->budget)
+		hub->own_bytes -= chunk_bytes(c->cap);
+	hub->trims++;
+	trace__chunk_free(c);
+	return n;
+}
+
 void trace_trim(struct trace *hub, int64_t before_ns)
 {
 	for (uint32_t i = 0; i < hub->n_planes; i++) {
@@ -667,20 +699,74 @@ void trace_trim(struct trace *hub, int64_t before_ns)
 		for (uint32_t j = 0; j < p->n_lines; j++) {
 			struct trace_line *l = p->lines[j];
 
-			/* The tail chunk is kept: appends continue into it. */
-			while (l->head && l->head != l->tail && l->head->max_end_ns < before_ns) {
-				struct trace_chunk *c = l->head;
-
-				l->head = c->next;
-				l->count -= c->n;
-				hub->n_events -= c->n;
-				if (c->budget)
-					hub->own_bytes -= chunk_bytes(c->cap);
-				hub->trims++;
-				trace__chunk_free(c);
-			}
+			while (l->head && l->head != l->tail && l->head->max_end_ns < before_ns)
+				line_drop_head(hub, l);
 		}
 	}
+}
+
+/* ---- the recorder's ring (trace_set_ring()) ------------------------------ */
+
+uint64_t trace_held_bytes(const struct trace *t)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < t->n_planes; i++)
+		for (uint32_t j = 0; j < t->planes[i]->n_lines; j++)
+			n += t->planes[i]->lines[j]->bytes;
+	return n;
+}
+
+/* Evict the oldest chunk of the line holding the most bytes, among the
+ * chunks the ring may evict; false when there is none. A scan over the
+ * lines per evicted chunk: chunks hold thousands of records, lines are a
+ * few hundred at most. */
+static bool ring_evict_one(struct trace *t)
+{
+	struct trace_line *victim = NULL;
+
+	for (uint32_t i = 0; i < t->n_planes; i++) {
+		for (uint32_t j = 0; j < t->planes[i]->n_lines; j++) {
+			struct trace_line *l = t->planes[i]->lines[j];
+
+			if (!l->head || l->head == l->tail || l->head->max_end_ns >= t->ring_keep_ns)
+				continue;
+			if (!victim || l->bytes > victim->bytes)
+				victim = l;
+		}
+	}
+	if (!victim)
+		return false;
+	t->ring_dropped += line_drop_head(t, victim);
+	return true;
+}
+
+static void ring_make_room(struct trace *t, uint64_t bytes)
+{
+	uint64_t held = trace_held_bytes(t);
+
+	while (held + bytes > t->ring_bytes) {
+		uint64_t before = held;
+
+		if (!ring_evict_one(t))
+			return;
+		held = trace_held_bytes(t);
+		if (held >= before) /* cannot happen: an eviction frees a chunk */
+			return;
+	}
+}
+
+void trace_set_ring(struct trace *t, uint64_t ring_bytes, uint32_t chunk_max, int64_t keep_ns)
+{
+	t->ring_bytes = ring_bytes;
+	t->chunk_max = chunk_max;
+	t->ring_keep_ns = keep_ns;
+}
+
+void trace_ring_trim(struct trace *t)
+{
+	if (t->ring_bytes)
+		ring_make_room(t, 0);
 }
 
 uint64_t trace_line_filter(struct trace_line *l, bool (*keep)(const struct trace_event *ev, void *ud),
