@@ -157,7 +157,7 @@ struct key {
 enum key_id {
 	K_MAX_CALLBACK, K_MAX_ACTIVITY, K_MAX_ANNOTATIONS, K_NUM_CHIPS, K_NVTX, K_GRAPH_TRACE,
 	K_PM_COUNTERS, K_PM_INTERVAL, K_PM_BUFFER, K_RANGE_COUNTERS, K_RANGE_MULTIPASS,
-	K_OVERRIDE_HOSTNAME, K_N
+	K_OVERRIDE_HOSTNAME, K_SNAPSHOT_LAST_MS, K_N
 };
 
 static const struct key keys[K_N] = {
@@ -173,6 +173,7 @@ static const struct key keys[K_N] = {
 	[K_RANGE_COUNTERS] = {"gpu_range_profiling_counters", V_STRING},
 	[K_RANGE_MULTIPASS] = {"gpu_range_profiling_allow_multipass", V_BOOL},
 	[K_OVERRIDE_HOSTNAME] = {"override_hostname", V_STRING},
+	[K_SNAPSHOT_LAST_MS] = {"snapshot_last_ms", V_INT},
 };
 
 static const int want_case[] = {
@@ -240,6 +241,12 @@ static void apply(struct capture_opts *o, enum key_id k,
 	case K_RANGE_MULTIPASS:
 		capture_warn(w, "advanced_configuration: %s: CUPTI range profiling is not supported by "
 			     "profd (ignored)", key);
+		break;
+	case K_SNAPSHOT_LAST_MS:
+		/* StartContinuousProfiling's: how much of the ring a snapshot
+		 * takes (0: all of it); a capture ignores it. */
+		if (int_in(v, key, 0, INT64_MAX, w))
+			o->snapshot_last_ms = (uint64_t)v->int64_value;
 		break;
 	case K_OVERRIDE_HOSTNAME:
 	case K_N:

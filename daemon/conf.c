@@ -78,6 +78,10 @@ const struct conf_row conf_rows[CONF_N_KEYS] = {
 		"bytes held in total for open captures and their replies: the live event store (at most "
 		"half), the copies overlapping captures take and the encoded replies until sent; events "
 		"beyond it are dropped and counted in XSpace.warnings", F(max_bytes)},
+	[CONF_RECORDER_BYTES] = {"recorder-bytes", "N", T_SIZE, 1 << 20, (uint64_t)1 << 49, "256M", true,
+		NULL, "the flight recorder's ring (StartContinuousProfiling, profctl record): record bytes "
+		"kept while recording, the oldest evicted first (docs/recorder.md); part of max-bytes, "
+		"at most half of it", F(recorder_bytes)},
 	[CONF_REPOSITORY_ALLOW] = {"repository-allow", "DIR", T_DIR, 0, 0, NULL, false, "Delivery",
 		"also write captures whose repository_root lies under DIR on this machine (repeatable; "
 		"must exist). Without it profd only returns data in the reply, which the client saves.",

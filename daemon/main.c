@@ -161,6 +161,13 @@ static int load_settings(struct profd_conf *out, char *err, size_t err_size)
 		r = 0; /* no file at the default place: defaults and flags */
 	if (r >= 0 && (r = conf_overlay(out, &cli)) < 0)
 		snprintf(err, err_size, "out of memory");
+	/* The ring lives in the hub, which holds at most half of max-bytes. */
+	if (r >= 0 && out->recorder_bytes > out->max_bytes / 2) {
+		snprintf(err, err_size, "recorder-bytes %" PRIu64 " is more than half of max-bytes %" PRIu64
+			 " (the live event store's share, which the ring is part of)", out->recorder_bytes,
+			 out->max_bytes);
+		r = -EINVAL;
+	}
 	if (r < 0)
 		conf_free(out);
 	return r;
@@ -297,6 +304,13 @@ static void apply_reloadable(struct daemon *d)
 	agent_nvtx_set_step_patterns(cfg.step_pattern);
 	session_mgr_set_limits(d->mgr, cfg.max_sessions, cfg.flush_timeout_ms);
 	session_mgr_set_idle_trim(d->mgr, cfg.idle_trim);
+	/* max-bytes needs a restart: a reload checked the ring against the
+	 * file's value, the hub still has the running one's half. */
+	{
+		uint64_t max = session_mgr_max_bytes(d->mgr);
+
+		session_mgr_set_recorder_bytes(d->mgr, max ? MIN(cfg.recorder_bytes, max / 2) : cfg.recorder_bytes);
+	}
 	{
 		struct agent_opts gpu;
 
@@ -566,6 +580,7 @@ int main(int argc, char **argv)
 		.max_sessions = cfg.max_sessions,
 		.max_events = cfg.max_events,
 		.max_bytes = cfg.max_bytes,
+		.recorder_bytes = cfg.recorder_bytes,
 		.flush_timeout_ms = cfg.flush_timeout_ms,
 		.idle_trim = cfg.idle_trim,
 	};

@@ -44,14 +44,28 @@ static void window_job_closed(struct session *s, int err, struct trace *snap, in
 		j->ops->done(j, WINDOW_JOB_QUEUE_FAILED, r);
 }
 
-int window_job_open(struct window_job *j, const struct window_job_ops *ops, uv_loop_t *loop,
-		    struct session_mgr *m, const struct session_params *p)
+static void window_job_init(struct window_job *j, const struct window_job_ops *ops, uv_loop_t *loop)
 {
 	j->ops = ops;
 	j->loop = loop;
 	j->session = NULL;
 	j->snap = NULL;
+}
+
+int window_job_open(struct window_job *j, const struct window_job_ops *ops, uv_loop_t *loop,
+		    struct session_mgr *m, const struct session_params *p)
+{
+	window_job_init(j, ops, loop);
 	return session_open(m, p, window_job_closed, j, &j->session);
+}
+
+int window_job_open_snapshot(struct window_job *j, const struct window_job_ops *ops, uv_loop_t *loop,
+			     struct session_mgr *m, uint64_t last_ms, const char *next_id,
+			     bool hide_cmdlines)
+{
+	window_job_init(j, ops, loop);
+	return session_mgr_record_snapshot(m, last_ms, next_id, hide_cmdlines, window_job_closed, j,
+					   &j->session);
 }
 
 bool window_job_terminate(struct window_job *j)

@@ -56,6 +56,11 @@ struct window_job {
 /* Open the window; 0 or session_open()'s -errno (then nothing runs). */
 int window_job_open(struct window_job *j, const struct window_job_ops *ops, uv_loop_t *loop,
 		    struct session_mgr *m, const struct session_params *p);
+/* The same life for a flight-recorder snapshot
+ * (session_mgr_record_snapshot()): the window is closing already. */
+int window_job_open_snapshot(struct window_job *j, const struct window_job_ops *ops, uv_loop_t *loop,
+			     struct session_mgr *m, uint64_t last_ms, const char *next_id,
+			     bool hide_cmdlines);
 /* The client left. True: the window was still open and is dropped, free
  * the job now. False: @done will run. */
 bool window_job_abort(struct window_job *j);

@@ -9,7 +9,7 @@
  *              [--dropped N] [--no-flush-reply] [--error CODE:TEXT]
  *              [--proto-version N] [--stats-v2 CUT,FOREIGN,FLAGS]
  *              [--hostile-times N] [--fake-uuids N] [--tid N] [--print-options]
- *              [--pm-hostile] [--name-bytes N]
+ *              [--pm-hostile] [--name-bytes N] [--stream-log FILE]
  *
  * On START it sends a clock anchor (its clock is CLOCK_MONOTONIC, as an
  * unknown agent clock would be) and, per device in the order given (=
@@ -41,6 +41,11 @@
  * --name-bytes N gives every kernel launch of the burst a name of its own,
  * N bytes long (a templated C++ name such as a CUTLASS GEMM's is ~500):
  * the names, not the records, are then most of what a capture holds.
+ *
+ * --stream-log FILE writes, in streaming mode, one line per kernel record
+ * sent: "CORRELATION WALL_START_NS" (its start on profd's clock, through
+ * the START clock anchor), so a test knows exactly which records a span
+ * holds.
  *
  * --fake-uuids N sends, after the real devices, N more DEVICE frames with
  * made-up UUIDs on the spare ordinals (reused: a hostile process claiming
@@ -329,6 +334,8 @@ static void burst(void)
 /* Streaming mode state. */
 static unsigned long stream_sent;
 static uint64_t stream_t0;
+static FILE *stream_log;     /* --stream-log */
+static int64_t stream_clock_off; /* wall - agent clock, from the START anchor */
 
 static void stream_due(bool all)
 {
@@ -349,9 +356,14 @@ static void stream_due(bool all)
 		put_kernel(d, now - 100000, S_GEMM, corr++, 32);
 		k = (struct agent_rec_kernel *)(batch + blen - sizeof(*k));
 		k->stream = 7 + (uint32_t)(stream_sent / n_devs % 4);
+		if (stream_log)
+			fprintf(stream_log, "%u %lld\n", k->correlation,
+				(long long)((int64_t)k->start + stream_clock_off));
 		stream_sent++;
 	}
 	send_batch();
+	if (stream_log)
+		fflush(stream_log); /* a test may SIGKILL us: what was sent is logged */
 	/* Tests whose machine may be slower than the spread wait for this. */
 	if (before < arg_events && stream_sent == arg_events)
 		printf("streamed\n");
@@ -430,6 +442,7 @@ int main(int argc, char **argv)
 		{ "fake-uuids", required_argument, NULL, 'U' }, { "tid", required_argument, NULL, 't' },
 		{ "pm-hostile", no_argument, &arg_pm_hostile, 1 },
 		{ "name-bytes", required_argument, NULL, 'B' },
+		{ "stream-log", required_argument, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned captures = 0;
@@ -451,6 +464,11 @@ int main(int argc, char **argv)
 			arg_error_text = strchr(optarg, ':') ? strchr(optarg, ':') + 1 : "";
 			break;
 		case 'B': arg_name_bytes = (unsigned)atoi(optarg); break;
+		case 'L':
+			stream_log = fopen(optarg, "w");
+			if (!stream_log)
+				return 2;
+			break;
 		case 'U': arg_fake_uuids = (unsigned)atoi(optarg); break;
 		case 't': arg_tid = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'H': arg_hostile = strtoul(optarg, NULL, 10); break;
@@ -518,6 +536,7 @@ int main(int argc, char **argv)
 				if (arg_events) {
 					stream_sent = 0;
 					stream_t0 = agent_mono_ns();
+					stream_clock_off = (int64_t)(ck.wall_ns - ck.agent_ns);
 				} else {
 					burst();
 				}

@@ -72,7 +72,7 @@ class Config(unittest.TestCase):
             "max-request-size": ["2048"], "first-message-timeout": ["0"], "idle-timeout": ["90000"],
             "keepalive": ["2m"], "keepalive-timeout": ["1500ms"], "self-check": ["1h"],
             "max-duration": ["90s"], "max-sessions": ["3"], "max-events": ["12345"],
-            "max-bytes": ["64M"],
+            "max-bytes": ["64M"], "recorder-bytes": ["8M"],
             "repository-allow": [repo], "repository-max-depth": ["4"],
             "allow-from": ["10.0.0.0/8", "::1/128"], "tls-cert": ["/etc/x/cert.pem"],
             "tls-key": ["/etc/x/key.pem"], "tls-client-ca": ["/etc/x/ca.pem"],

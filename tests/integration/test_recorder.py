@@ -1,0 +1,251 @@
+# SPDX-License-Identifier: MIT
+"""The flight recorder through upstream's V3 RPCs (reference/protocol.md §2.5).
+
+The requests are encoded the way upstream's client encodes them: messages
+generated from our protos (upstream's names and numbers), a ProfileRequest
+filled as XProf's StartContinuousProfiling fills it. Checked:
+  - StopContinuousProfiling / GetSnapshot without a session: NOT_FOUND with
+    upstream's message; a second Start: ALREADY_EXISTS;
+  - emit_xspace unset means true (ProfileResponse.xspace), false gives the
+    capture path's tool_data;
+  - a snapshot ends the period and starts the next one, named after the
+    time in ns; snapshot_id names the snapshot; Start's session_id the
+    first period;
+  - Profile keeps working while recording; the recording survives the
+    client that started it; Stop ends it, so does the daemon's stop;
+  - Status.recorder reports it; the ring's snapshot_last_ms key and
+    profd.Profd/RecorderSnapshot's last_ms bound the span.
+"""
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import grpc
+
+import helpers
+import profdtest as T
+import xspacecheck
+
+P = helpers.P
+rpc_error = helpers.rpc_error
+FAKE_AGENT = os.path.join(T.BUILD, "tests", "agent", "fake-agent")
+
+
+def v3_stubs(ch):
+    """StartContinuousProfiling, GetSnapshot, StopContinuousProfiling as
+    upstream's generated stub calls them."""
+    start = T.stub(ch, "StartContinuousProfiling", P.ps.ProfileRequest, P.ps.ContinuousProfilingResponse)
+    snap = T.stub(ch, "GetSnapshot", P.ps.GetSnapshotRequest, P.ps.ProfileResponse)
+    stop = T.stub(ch, "StopContinuousProfiling", P.ps.StopContinuousProfilingRequest,
+                  P.ps.StopContinuousProfilingResponse)
+    return start, snap, stop
+
+
+def xprof_start_request(session_id="", host_name="", advanced=None, emit_xspace=None, repo=""):
+    """A ProfileRequest as XProf's StartContinuousProfiling sends it:
+    placeholder duration 2000 ms, host and python tracers off
+    (reference/protocol.md §2.5), emit_xspace left unset unless given."""
+    req = P.ps.ProfileRequest()
+    req.duration_ms = 2000
+    o = req.opts
+    o.version = 1
+    o.duration_ms = 2000
+    o.host_tracer_level = 0
+    o.python_tracer_level = 0
+    o.device_tracer_level = 1
+    for k, v in (advanced or {}).items():
+        if isinstance(v, bool):
+            o.advanced_configuration[k].bool_value = v
+        elif isinstance(v, int):
+            o.advanced_configuration[k].int64_value = v
+        else:
+            o.advanced_configuration[k].string_value = v
+    if emit_xspace is not None:
+        req.emit_xspace = emit_xspace
+    req.session_id = session_id
+    req.host_name = host_name
+    req.repository_root = repo
+    return req
+
+
+def window(x):
+    """(start, stop) of a snapshot's Task Environment, ns."""
+    a, b = xspacecheck.task_env(unittest.TestCase(), x)
+    return int(a), int(b)
+
+
+class RecorderRpcs(T.DaemonCase):
+    @classmethod
+    def daemon_args(cls):
+        cls.repo = tempfile.mkdtemp(prefix="profd-rec-repo-")
+        return ["--repository-allow", cls.repo, "--recorder-bytes", "8M", "--flush-timeout", "2s"]
+
+    def setUp(self):
+        self.start, self.snap, self.stop = v3_stubs(self.ch)
+
+    def tearDown(self):
+        try:
+            self.stop(P.ps.StopContinuousProfilingRequest(), timeout=5)
+        except grpc.RpcError:
+            pass
+
+    def test_not_found_without_a_session(self):
+        e = rpc_error(self.stop, P.ps.StopContinuousProfilingRequest(), timeout=5)
+        self.assertEqual(e.code(), grpc.StatusCode.NOT_FOUND)
+        self.assertEqual(e.details(), "No continuous profiling session found.")
+        e = rpc_error(self.snap, P.ps.GetSnapshotRequest(snapshot_id="x"), timeout=5)
+        self.assertEqual(e.code(), grpc.StatusCode.NOT_FOUND)
+
+    def test_start_twice_already_exists(self):
+        self.start(xprof_start_request(), timeout=5)
+        e = rpc_error(self.start, xprof_start_request(), timeout=5)
+        self.assertEqual(e.code(), grpc.StatusCode.ALREADY_EXISTS)
+        self.assertEqual(e.details(), "A profiling session is already running.")
+        self.stop(P.ps.StopContinuousProfilingRequest(), timeout=5)
+        e = rpc_error(self.stop, P.ps.StopContinuousProfilingRequest(), timeout=5)
+        self.assertEqual(e.code(), grpc.StatusCode.NOT_FOUND)
+        # Stopped: a new recording may start.
+        self.start(xprof_start_request(), timeout=5)
+
+    def test_emit_xspace_defaults_to_true(self):
+        self.start(xprof_start_request(), timeout=5)
+        r = self.snap(P.ps.GetSnapshotRequest(), timeout=10)
+        self.assertTrue(r.HasField("xspace"))
+        self.assertEqual(len(r.tool_data), 0)
+        self.assertIn("/host:CPU", [p.name for p in r.xspace.planes] + ["/host:CPU"])
+        a, b = window(r.xspace)
+        self.assertLess(a, b)
+
+    def test_emit_xspace_false_is_tool_data(self):
+        self.start(xprof_start_request(emit_xspace=False), timeout=5)
+        r = self.snap(P.ps.GetSnapshotRequest(), timeout=10)
+        self.assertFalse(r.HasField("xspace"))
+        self.assertEqual([t.name for t in r.tool_data], ["xplane.pb"])
+        T.decode_xspace(P, r.tool_data[0].data)
+
+    def test_snapshot_starts_next_period_and_names(self):
+        """Start's session_id names the first period; snapshot_id a snapshot;
+        the next period is named after the time in ns (upstream), as the
+        repository copies show."""
+        root = os.path.join(self.repo, "plugins", "profile")
+        os.makedirs(root, exist_ok=True)
+        t0 = time.time_ns()
+        self.start(xprof_start_request(session_id="first", host_name="h:1", emit_xspace=False,
+                                       repo=root), timeout=5)
+        r1 = self.snap(P.ps.GetSnapshotRequest(), timeout=10)
+        t1 = time.time_ns()
+        r2 = self.snap(P.ps.GetSnapshotRequest(snapshot_id="named"), timeout=10)
+        r3 = self.snap(P.ps.GetSnapshotRequest(), timeout=10)
+        t3 = time.time_ns()
+        w = [window(T.decode_xspace(P, r.tool_data[0].data)) for r in (r1, r2, r3)]
+        # Periods follow each other without gap or overlap.
+        self.assertEqual(w[1][0], w[0][1])
+        self.assertEqual(w[2][0], w[1][1])
+        names = sorted(os.listdir(root))
+        self.assertIn("first", names)
+        self.assertIn("named", names)
+        stamped = [n for n in names if n.isdigit()]
+        self.assertEqual(len(stamped), 1, names)
+        self.assertTrue(t1 <= int(stamped[0]) <= t3, (t1, stamped, t3))
+        for n in ("first", "named", stamped[0]):
+            self.assertEqual(os.listdir(os.path.join(root, n)), ["h_1.xplane.pb"])
+
+    def test_profile_while_recording(self):
+        self.start(xprof_start_request(), timeout=5)
+        resp = self.profile(T.profile_request(P, 300, "localhost:1"), timeout=20)
+        self.assertEqual([t.name for t in resp.tool_data], ["xplane.pb"])
+        a, b = window(T.decode_xspace(P, resp.tool_data[0].data))
+        self.assertGreaterEqual(b - a, 300 * 1000000)
+        # Terminate with the recorder's id does not stop it.
+        self.terminate(P.ps.TerminateRequest(session_id=""), timeout=5)
+        self.assertTrue(self.status(P.profd.StatusRequest(), timeout=5).recorder.recording)
+        r = self.snap(P.ps.GetSnapshotRequest(), timeout=10)
+        self.assertTrue(r.HasField("xspace"))
+
+    def test_survives_client_disconnect(self):
+        with T.channel(self.d.addr) as ch:
+            start, _, _ = v3_stubs(ch)
+            start(xprof_start_request(), timeout=5)
+        st = helpers.status(self.d.addr).recorder
+        self.assertTrue(st.recording)
+        r = self.snap(P.ps.GetSnapshotRequest(), timeout=10)
+        self.assertTrue(r.HasField("xspace"))
+
+    def test_status_and_last_ms(self):
+        self.start(xprof_start_request(advanced={"snapshot_last_ms": 200}), timeout=5)
+        st = helpers.status(self.d.addr).recorder
+        self.assertTrue(st.recording)
+        self.assertEqual(st.ring_bytes, 8 << 20)
+        self.assertEqual(st.snapshot_last_ms, 200)
+        time.sleep(0.6)
+        r = self.snap(P.ps.GetSnapshotRequest(), timeout=10)
+        a, b = window(r.xspace)
+        self.assertEqual(b - a, 200 * 1000000)
+        # RecorderSnapshot's own span wins over the recorder's setting.
+        time.sleep(0.5)
+        rs = T.stub(self.ch, "RecorderSnapshot", P.profd.RecorderSnapshotRequest, P.ps.ProfileResponse,
+                    service="profd.Profd")
+        r = rs(P.profd.RecorderSnapshotRequest(last_ms=100), timeout=10)
+        a, b = window(r.xspace)
+        self.assertEqual(b - a, 100 * 1000000)
+        # A span longer than the period is the period.
+        r = rs(P.profd.RecorderSnapshotRequest(last_ms=3600 * 1000), timeout=10)
+        a2, b2 = window(r.xspace)
+        self.assertEqual(a2, b)
+        self.assertEqual(helpers.status(self.d.addr).recorder.snapshots, 3)
+
+
+class RecorderDaemonStop(unittest.TestCase):
+    def test_daemon_stop_ends_recording(self):
+        d = T.Daemon("--recorder-bytes", "4M")
+        with T.channel(d.addr) as ch:
+            start, snap, _ = v3_stubs(ch)
+            start(xprof_start_request(), timeout=5)
+            snap(P.ps.GetSnapshotRequest(), timeout=10)
+        self.assertEqual(d.stop(), 0, d.log())
+
+    def test_recorder_bytes_within_max_bytes(self):
+        with self.assertRaises(RuntimeError) as cm:
+            T.Daemon("--max-bytes", "64M", "--recorder-bytes", "40M")
+        self.assertIn("recorder-bytes", str(cm.exception))
+
+
+@unittest.skipUnless(os.access(FAKE_AGENT, os.X_OK), "no fake agent built")
+class RecorderAgents(T.AgentDaemonCase):
+    """Agents join a recording and stay armed until Stop; a snapshot holds
+    their records and profctl doctor reads it."""
+
+    def test_agent_records_in_snapshot(self):
+        start, snap, stop = v3_stubs(self.ch)
+        a = subprocess.Popen([FAKE_AGENT, "--socket", self.sock, "--events", "2000", "--spread-ms", "500"],
+                             stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(a.stdout.readline().strip(), "connected")
+            start(xprof_start_request(), timeout=5)
+            self.assertEqual(a.stdout.readline().strip(), "started")
+            self.assertEqual(a.stdout.readline().strip(), "streamed")
+            r = snap(P.ps.GetSnapshotRequest(), timeout=10)
+            kernels = T.gpu_kernels(r.xspace)
+            self.assertEqual(len(kernels), 2000)
+            profctl = os.environ.get("PROFCTL") or os.path.join(T.BUILD, "tools", "profctl", "profctl")
+            if os.access(profctl, os.X_OK):
+                with tempfile.NamedTemporaryFile(suffix=".xplane.pb") as f:
+                    f.write(r.xspace.SerializeToString())
+                    f.flush()
+                    out = subprocess.run([profctl, "doctor", f.name], capture_output=True, text=True,
+                                         timeout=60)
+                    self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+                    v = T.doctor_verdicts(out.stdout)
+                    self.assertTrue(v.get("trace_viewer", (False,))[0], out.stdout)
+            stop(P.ps.StopContinuousProfilingRequest(), timeout=5)
+            self.assertEqual(a.stdout.readline().strip(), "stopped")
+        finally:
+            a.kill()
+            a.wait()
+
+
+if __name__ == "__main__":
+    helpers.main()
