@@ -727,13 +727,14 @@ static void handle_record_stop(void *userdata, struct rpc_call *call, const Prot
 }
 
 /*
- * A snapshot: the recorder's period so far (or its newest @last_ms)
+ * A snapshot: the recorder's period so far (or its newest @last_ms, up to
+ * @end_ns: session_mgr_record_snapshot())
  * through the Profile path, named @snapshot_id or the period's name, with
  * the Start request's options; the next period is named after the current
  * time in ns, as upstream names the session it starts.
  */
 static void record_snapshot(struct service *svc, struct rpc_call *call, const char *snapshot_id,
-			    uint64_t last_ms)
+			    uint64_t last_ms, int64_t end_ns)
 {
 	struct session_record_status st;
 	struct job_kind kind = {.recorder = true, .emit_xspace = svc->rec_emit_xspace};
@@ -753,7 +754,8 @@ static void record_snapshot(struct service *svc, struct rpc_call *call, const ch
 		return;
 	snprintf(next, sizeof(next), "%" PRId64, wall_ns());
 	r = window_job_open_snapshot(&j->win, &profile_window_ops, svc->loop, svc->mgr,
-				     last_ms ? last_ms : svc->rec_last_ms, next, !rpc_call_sees_cmdlines(call));
+				     last_ms ? last_ms : svc->rec_last_ms, end_ns, next,
+				     !rpc_call_sees_cmdlines(call));
 	if (r < 0) {
 		job_free(j);
 		rpc_call_error(call, r == -ENOENT ? RPC_NOT_FOUND : r == -ESHUTDOWN ? RPC_UNAVAILABLE : RPC_INTERNAL,
@@ -770,14 +772,16 @@ static void handle_get_snapshot(void *userdata, struct rpc_call *call, const Pro
 {
 	const Tensorflow__GetSnapshotRequest *req = (const Tensorflow__GetSnapshotRequest *)msg;
 
-	record_snapshot(userdata, call, req->snapshot_id, 0);
+	record_snapshot(userdata, call, req->snapshot_id, 0, 0);
 }
 
 static void handle_recorder_snapshot(void *userdata, struct rpc_call *call, const ProtobufCMessage *msg)
 {
 	const Profd__RecorderSnapshotRequest *req = (const Profd__RecorderSnapshotRequest *)msg;
 
-	record_snapshot(userdata, call, req->snapshot_id, req->last_ms);
+	/* A hostile end far in the future or before 1970 means now. */
+	record_snapshot(userdata, call, req->snapshot_id, req->last_ms,
+			req->end_unix_ns <= (uint64_t)INT64_MAX ? (int64_t)req->end_unix_ns : 0);
 }
 
 /*

@@ -598,7 +598,7 @@ int session_mgr_record_stop(struct session_mgr *m)
 	return 0;
 }
 
-int session_mgr_record_snapshot(struct session_mgr *m, uint64_t last_ms, const char *next_id,
+int session_mgr_record_snapshot(struct session_mgr *m, uint64_t last_ms, int64_t end_ns, const char *next_id,
 				bool hide_cmdlines, session_done_cb cb, void *userdata,
 				struct session **ret)
 {
@@ -624,10 +624,11 @@ int session_mgr_record_snapshot(struct session_mgr *m, uint64_t last_ms, const c
 	 * value reaches back to the period's start at most). */
 	s->snapshot = true;
 	s->state = S_CLOSING;
+	s->stop_ns = end_ns > 0 && end_ns < now ? end_ns : now;
+	s->stop_ns = MAX(s->stop_ns, r->start_ns);
 	s->start_ns = r->start_ns;
 	if (last_ms && last_ms < (uint64_t)INT64_MAX / NSEC_PER_MSEC)
-		s->start_ns = MAX(s->start_ns, now - (int64_t)(last_ms * NSEC_PER_MSEC));
-	s->stop_ns = MAX(now, s->start_ns);
+		s->start_ns = MAX(s->start_ns, s->stop_ns - (int64_t)(last_ms * NSEC_PER_MSEC));
 	s->start_mono = mono_ns();
 	s->dropped_at_open = r->dropped_at_open;
 	s->ring_evicted_at_open = r->ring_evicted_at_open;

@@ -132,12 +132,14 @@ int session_mgr_record_start(struct session_mgr *m, const struct session_params 
 /* Stop recording and free the ring; -ENOENT when none records. */
 int session_mgr_record_stop(struct session_mgr *m);
 /*
- * Snapshot: a window [max(period start, now - @last_ms), now) (@last_ms 0:
- * the whole period), delivered to @cb like a capture's; the recorder's next
- * period starts now and is named @next_id. @hide_cmdlines: the caller's.
- * -ENOENT when none records, -ENOMEM.
+ * Snapshot: a window [max(period start, end - @last_ms), end) (@last_ms 0:
+ * the whole period), delivered to @cb like a capture's, where end is
+ * @end_ns within [period start, now] (0: now; profctl aligns many hosts'
+ * snapshots on one end); the recorder's next period starts at end and is
+ * named @next_id. @hide_cmdlines: the caller's. -ENOENT when none
+ * records, -ENOMEM.
  */
-int session_mgr_record_snapshot(struct session_mgr *m, uint64_t last_ms, const char *next_id,
+int session_mgr_record_snapshot(struct session_mgr *m, uint64_t last_ms, int64_t end_ns, const char *next_id,
 				bool hide_cmdlines, session_done_cb cb, void *userdata,
 				struct session **ret);
 

@@ -60,11 +60,11 @@ int window_job_open(struct window_job *j, const struct window_job_ops *ops, uv_l
 }
 
 int window_job_open_snapshot(struct window_job *j, const struct window_job_ops *ops, uv_loop_t *loop,
-			     struct session_mgr *m, uint64_t last_ms, const char *next_id,
+			     struct session_mgr *m, uint64_t last_ms, int64_t end_ns, const char *next_id,
 			     bool hide_cmdlines)
 {
 	window_job_init(j, ops, loop);
-	return session_mgr_record_snapshot(m, last_ms, next_id, hide_cmdlines, window_job_closed, j,
+	return session_mgr_record_snapshot(m, last_ms, end_ns, next_id, hide_cmdlines, window_job_closed, j,
 					   &j->session);
 }
 

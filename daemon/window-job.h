@@ -59,7 +59,7 @@ int window_job_open(struct window_job *j, const struct window_job_ops *ops, uv_l
 /* The same life for a flight-recorder snapshot
  * (session_mgr_record_snapshot()): the window is closing already. */
 int window_job_open_snapshot(struct window_job *j, const struct window_job_ops *ops, uv_loop_t *loop,
-			     struct session_mgr *m, uint64_t last_ms, const char *next_id,
+			     struct session_mgr *m, uint64_t last_ms, int64_t end_ns, const char *next_id,
 			     bool hide_cmdlines);
 /* The client left. True: the window was still open and is dropped, free
  * the job now. False: @done will run. */

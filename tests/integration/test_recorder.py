@@ -213,6 +213,71 @@ class RecorderDaemonStop(unittest.TestCase):
         self.assertIn("recorder-bytes", str(cm.exception))
 
 
+PROFCTL = os.environ.get("PROFCTL") or os.path.join(T.BUILD, "tools", "profctl")
+
+
+def profctl(*args):
+    return subprocess.run([PROFCTL] + list(args), capture_output=True, text=True, timeout=120)
+
+
+@unittest.skipUnless(os.access(PROFCTL, os.X_OK), "no profctl built")
+class RecorderProfctl(unittest.TestCase):
+    """profctl record start|stop|status and profctl snapshot over two
+    daemons: one span for both, the TensorBoard layout, doctor reads it."""
+
+    def test_record_and_snapshot_two_hosts(self):
+        d1, d2 = T.Daemon("--recorder-bytes", "4M"), T.Daemon("--recorder-bytes", "4M")
+        self.addCleanup(d1.stop)
+        self.addCleanup(d2.stop)
+        hosts = f"{d1.addr},{d2.addr}"
+        r = profctl("record", "start", hosts, "--last", "400ms")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = profctl("record", "start", d1.addr)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("ALREADY_EXISTS", r.stderr)
+        r = profctl("record", "status", d1.addr, d2.addr)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.count(": recording for"), 2, r.stdout)
+        self.assertIn("snapshots take the last 400 ms", r.stdout)
+        time.sleep(1.2)
+        logdir = tempfile.mkdtemp(prefix="profd-snap-")
+        r = profctl("snapshot", hosts, "--last", "1s", "--logdir", logdir, "--run", "r1")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("2 of 2 hosts", r.stdout)
+        run = os.path.join(logdir, "plugins", "profile", "r1")
+        files = sorted(os.listdir(run))
+        self.assertEqual(files, sorted(a.replace(":", "_") + ".xplane.pb" for a in (d1.addr, d2.addr)))
+        spans = set()
+        for f in files:
+            with open(os.path.join(run, f), "rb") as fh:
+                spans.add(window(T.decode_xspace(P, fh.read())))
+            out = profctl("doctor", os.path.join(run, f))
+            self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertEqual(len(spans), 1, f"one aligned span: {spans}")
+        a, b = spans.pop()
+        self.assertEqual(b - a, 1000000000)
+        # Without --last: the recorder's own 400 ms.
+        r = profctl("snapshot", d1.addr, "--logdir", logdir, "--run", "r2")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(logdir, "plugins", "profile", "r2", files[0] if d1.addr.replace(":", "_")
+                               in files[0] else files[1]), "rb") as fh:
+            a2, b2 = window(T.decode_xspace(P, fh.read()))
+        self.assertLessEqual(b2 - a2, 400 * 1000000)
+        r = profctl("record", "stop", hosts)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = profctl("record", "status", d1.addr)
+        self.assertIn("not recording", r.stdout)
+        r = profctl("record", "stop", d1.addr)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("NOT_FOUND", r.stderr)
+        r = profctl("snapshot", d1.addr, "--logdir", logdir)
+        self.assertEqual(r.returncode, 1)
+        r = profctl("snapshot", d1.addr, "--last", "forever")
+        self.assertEqual(r.returncode, 2)
+        r = profctl("record", "restart", d1.addr)
+        self.assertEqual(r.returncode, 2)
+
+
 @unittest.skipUnless(os.access(FAKE_AGENT, os.X_OK), "no fake agent built")
 class RecorderAgents(T.AgentDaemonCase):
     """Agents join a recording and stay armed until Stop; a snapshot holds
@@ -230,13 +295,11 @@ class RecorderAgents(T.AgentDaemonCase):
             r = snap(P.ps.GetSnapshotRequest(), timeout=10)
             kernels = T.gpu_kernels(r.xspace)
             self.assertEqual(len(kernels), 2000)
-            profctl = os.environ.get("PROFCTL") or os.path.join(T.BUILD, "tools", "profctl", "profctl")
-            if os.access(profctl, os.X_OK):
+            if os.access(PROFCTL, os.X_OK):
                 with tempfile.NamedTemporaryFile(suffix=".xplane.pb") as f:
                     f.write(r.xspace.SerializeToString())
                     f.flush()
-                    out = subprocess.run([profctl, "doctor", f.name], capture_output=True, text=True,
-                                         timeout=60)
+                    out = profctl("doctor", f.name)
                     self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
                     v = T.doctor_verdicts(out.stdout)
                     self.assertTrue(v.get("trace_viewer", (False,))[0], out.stdout)
@@ -245,6 +308,7 @@ class RecorderAgents(T.AgentDaemonCase):
         finally:
             a.kill()
             a.wait()
+            a.stdout.close()
 
 
 if __name__ == "__main__":

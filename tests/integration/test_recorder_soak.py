@@ -85,7 +85,7 @@ class RecorderSoak(T.AgentDaemonCase):
         a = subprocess.Popen([FAKE_AGENT, "--socket", self.sock, "--events", str(int(rate * seconds)),
                               "--spread-ms", str(int(seconds * 1000)), "--stream-log", log],
                              stdout=subprocess.PIPE, text=True)
-        self.addCleanup(lambda: (a.poll() is None and a.kill(), a.wait()))
+        self.addCleanup(lambda: (a.poll() is None and a.kill(), a.wait(), a.stdout.close()))
         self.assertEqual(a.stdout.readline().strip(), "connected")
         return a
 

@@ -34,6 +34,8 @@ int cmd_status(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_record(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
 /* doctor FILE: which XProf tools an XSpace file fills (profctl-xprofcheck.c). */
 int doctor_xspace_file(const char *path);
 
@@ -65,6 +67,10 @@ int profctl_call(const char *url, const char *path, const ProtobufCMessage *req,
 const char *fmt_bytes(uint64_t n, char *buf, size_t size);
 /* "1.234 ms", "15.0 us", "2.50 s" from picoseconds. Returns @buf. */
 const char *fmt_ps(double ps, char *buf, size_t size);
+
+/* Host name -> file-name stem: every ':' (and '/') becomes '_' (TF's
+ * SaveProfile): "node1:6009" -> "node1_6009". */
+void profctl_file_stem(const char *name, char *out, size_t size);
 
 /* Wall clock in ns (CLOCK_REALTIME). */
 int64_t now_unix_ns(void);
