@@ -365,19 +365,25 @@ int session_mgr_new(uv_loop_t *loop, const struct session_mgr_cfg *cfg,
 	return 0;
 }
 
-/* A session with @p's settings, linked, its timer initialised; NULL
- * when out of memory. */
-static struct session *session_new(struct session_mgr *m, const struct session_params *p,
-				   session_done_cb cb, void *userdata)
+/* A session with @p's settings, linked, its timer initialised, in
+ * *@ret. -ESHUTDOWN, -EBUSY when @limited and max_sessions are in use
+ * (snapshots are not: they end at once), -ENOMEM. */
+static int session_new(struct session_mgr *m, const struct session_params *p, session_done_cb cb,
+		       void *userdata, bool limited, struct session **ret)
 {
-	struct session *s = calloc(1, sizeof(*s));
+	struct session *s;
 
+	if (m->shutting_down)
+		return -ESHUTDOWN;
+	if (limited && m->n_all >= m->cfg.max_sessions)
+		return -EBUSY;
+	s = calloc(1, sizeof(*s));
 	if (!s)
-		return NULL;
+		return -ENOMEM;
 	s->id = strdup(p->id ? p->id : "");
 	if (!s->id) {
 		free(s);
-		return NULL;
+		return -ENOMEM;
 	}
 	s->mgr = m;
 	s->duration_ms = p->duration_ms;
@@ -393,7 +399,8 @@ static struct session *session_new(struct session_mgr *m, const struct session_p
 		m->all->prev = s;
 	m->all = s;
 	m->n_all++;
-	return s;
+	*ret = s;
+	return 0;
 }
 
 int session_open(struct session_mgr *m, const struct session_params *p, session_done_cb cb,
@@ -401,15 +408,12 @@ int session_open(struct session_mgr *m, const struct session_params *p, session_
 {
 	struct session *s;
 	int64_t delay_ns;
+	int r;
 
 	assert_return(p->duration_ms > 0, -EINVAL);
-	if (m->shutting_down)
-		return -ESHUTDOWN;
-	if (m->n_all >= m->cfg.max_sessions)
-		return -EBUSY;
-	s = session_new(m, p, cb, userdata);
-	if (!s)
-		return -ENOMEM;
+	r = session_new(m, p, cb, userdata, true, &s);
+	if (r < 0)
+		return r;
 	delay_ns = p->start_ns - wall_ns();
 	if (p->start_ns > 0 && delay_ns > 0) {
 		s->state = S_WAITING;
@@ -561,16 +565,13 @@ struct session_mgr *session_mgr_free(struct session_mgr *m)
 int session_mgr_record_start(struct session_mgr *m, const struct session_params *p)
 {
 	struct session *s;
+	int r;
 
-	if (m->shutting_down)
-		return -ESHUTDOWN;
-	if (m->recorder)
+	if (m->recorder && !m->shutting_down)
 		return -EEXIST;
-	if (m->n_all >= m->cfg.max_sessions)
-		return -EBUSY;
-	s = session_new(m, p, NULL, NULL);
-	if (!s)
-		return -ENOMEM;
+	r = session_new(m, p, NULL, NULL, true, &s);
+	if (r < 0)
+		return r;
 	s->recorder = true;
 	s->duration_ms = 0; /* open until stopped; footprint.c estimates nothing for it */
 	m->recorder = s;
@@ -607,18 +608,17 @@ int session_mgr_record_snapshot(struct session_mgr *m, uint64_t last_ms, int64_t
 				   .hide_cmdlines = hide_cmdlines};
 	char *nid;
 	int64_t now = wall_ns();
+	int err;
 
-	if (m->shutting_down)
-		return -ESHUTDOWN;
-	if (!r)
+	if (!r && !m->shutting_down)
 		return -ENOENT;
 	nid = strdup(next_id);
 	if (!nid)
 		return -ENOMEM;
-	s = session_new(m, &p, cb, userdata);
-	if (!s) {
+	err = session_new(m, &p, cb, userdata, false, &s);
+	if (err < 0) {
 		free(nid);
-		return -ENOMEM;
+		return err;
 	}
 	/* The period so far, or its last @last_ms (saturating: a hostile
 	 * value reaches back to the period's start at most). */

@@ -33,18 +33,38 @@
  * plain call's deadline. */
 #define SNAPSHOT_TIMEOUT_MS 120000
 
-/* Split @argv's HOST[,HOST...] arguments into @hosts (pointers into a copy
- * owned by the caller in *@buf). Usage error (2) or 0. */
-static int collect_hosts(const char *sub, int argc, char **argv, char **buf, const char **hosts, size_t *n)
+/**
+ * struct rec_args - what record and snapshot read from their command line.
+ * @hosts, @n: HOST:PORT each (grpc:// removed), pointing into @buf.
+ */
+struct rec_args {
+	const char *sub;
+	uint64_t last_ms;     /* --last; 0: not given */
+	const char *logdir;   /* --logdir (snapshot) */
+	char run[256];        /* --run (snapshot); "": not given */
+	const char **hosts;
+	size_t n;
+	char *buf;
+};
+
+static void rec_args_free(struct rec_args *a)
+{
+	free(a->hosts);
+	free(a->buf);
+}
+
+/* Split @argv's HOST[,HOST...] arguments into @a's hosts. Usage error
+ * (2), failure (1) or 0. */
+static int collect_hosts(struct rec_args *a, int argc, char **argv)
 {
 	size_t len = 0;
 	char *p;
 
-	*n = 0;
 	for (int i = 0; i < argc; i++)
 		len += strlen(argv[i]) + 1;
-	*buf = p = malloc(len ? len : 1);
-	if (!p)
+	a->hosts = calloc(RECORD_MAX_HOSTS, sizeof(*a->hosts));
+	a->buf = p = malloc(len ? len : 1);
+	if (!a->hosts || !p)
 		return profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
 	for (int i = 0; i < argc; i++) {
 		char *save = NULL;
@@ -55,16 +75,54 @@ static int collect_hosts(const char *sub, int argc, char **argv, char **buf, con
 
 			if (strncmp(h, "grpc://", 7) == 0)
 				h += 7;
-			if ((r = profctl_check_url(sub, h)))
+			if ((r = profctl_check_url(a->sub, h)))
 				return r;
-			if (*n == RECORD_MAX_HOSTS)
-				return profctl_usage_err(sub, "more than %d hosts", RECORD_MAX_HOSTS);
-			hosts[(*n)++] = h;
+			if (a->n == RECORD_MAX_HOSTS)
+				return profctl_usage_err(a->sub, "more than %d hosts", RECORD_MAX_HOSTS);
+			a->hosts[a->n++] = h;
 		}
 		p += strlen(argv[i]) + 1;
 	}
-	if (!*n)
-		return profctl_usage_err(sub, "expected at least one HOST:PORT");
+	if (!a->n)
+		return profctl_usage_err(a->sub, "expected at least one HOST:PORT");
+	return 0;
+}
+
+/*
+ * The options of @opts (a subset of --last, --logdir, --run, --help) into
+ * @a; optind is left at the first operand. -1 after --help printed @help,
+ * else 0 or a usage error (2).
+ */
+static int rec_options(struct rec_args *a, const struct option *opts, void (*help)(void), int argc,
+		       char **argv)
+{
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
+		switch (c) {
+		case 'h':
+			help();
+			return -1;
+		case 'l':
+			if (parse_duration_ms(optarg, &a->last_ms) < 0 || a->last_ms == 0 ||
+			    a->last_ms > 24ull * 3600 * 1000)
+				return profctl_usage_err(a->sub, "--last \"%s\": expected a duration from 1ms "
+							 "to 24h (30s, 500ms)", optarg);
+			break;
+		case 'd':
+			a->logdir = optarg;
+			break;
+		case 'r':
+			if (!path_component_ok(optarg) || strlen(optarg) >= sizeof(a->run))
+				return profctl_usage_err(a->sub, "--run \"%s\": one directory name, no '/', "
+							 "not starting with '.'", optarg);
+			snprintf(a->run, sizeof(a->run), "%s", optarg);
+			break;
+		default:
+			return profctl_usage_err(a->sub, "unknown option");
+		}
+	}
 	return 0;
 }
 
@@ -103,6 +161,20 @@ static void record_help(void)
 	       "Exit status: 0 every host did it; 1 some failed; 2 bad usage.\n");
 }
 
+/* One call whose reply says nothing; "HOST: @done" once it succeeded. */
+static int call_and_say(const char *host, const char *path, const ProtobufCMessage *req,
+			const ProtobufCMessageDescriptor *desc, const char *done)
+{
+	ProtobufCMessage *m = NULL;
+	int r = profctl_call(host, path, req, desc, PROFCTL_RPC_TIMEOUT_MS, &m);
+
+	if (r)
+		return r;
+	protobuf_c_message_free_unpacked(m, NULL);
+	printf("%s: %s\n", host, done);
+	return 0;
+}
+
 static int record_start(const char *host, uint64_t last_ms)
 {
 	Tensorflow__ProfileRequest req = TENSORFLOW__PROFILE_REQUEST__INIT;
@@ -110,8 +182,6 @@ static int record_start(const char *host, uint64_t last_ms)
 	Tensorflow__ProfileOptions__AdvancedConfigurationEntry e =
 		TENSORFLOW__PROFILE_OPTIONS__ADVANCED_CONFIGURATION_ENTRY__INIT, *pe = &e;
 	Tensorflow__ProfileOptions__AdvancedConfigValue v = TENSORFLOW__PROFILE_OPTIONS__ADVANCED_CONFIG_VALUE__INIT;
-	ProtobufCMessage *m = NULL;
-	int r;
 
 	o.version = 1;
 	o.host_tracer_level = 2;
@@ -130,28 +200,16 @@ static int record_start(const char *host, uint64_t last_ms)
 		o.n_advanced_configuration = 1;
 		o.advanced_configuration = &pe;
 	}
-	r = profctl_call(host, "/tensorflow.ProfilerService/StartContinuousProfiling", &req.base,
-			 &tensorflow__continuous_profiling_response__descriptor, PROFCTL_RPC_TIMEOUT_MS, &m);
-	if (r)
-		return r;
-	protobuf_c_message_free_unpacked(m, NULL);
-	printf("%s: recording\n", host);
-	return 0;
+	return call_and_say(host, "/tensorflow.ProfilerService/StartContinuousProfiling", &req.base,
+			    &tensorflow__continuous_profiling_response__descriptor, "recording");
 }
 
 static int record_stop(const char *host)
 {
 	Tensorflow__StopContinuousProfilingRequest req = TENSORFLOW__STOP_CONTINUOUS_PROFILING_REQUEST__INIT;
-	ProtobufCMessage *m = NULL;
-	int r;
 
-	r = profctl_call(host, "/tensorflow.ProfilerService/StopContinuousProfiling", &req.base,
-			 &tensorflow__stop_continuous_profiling_response__descriptor, PROFCTL_RPC_TIMEOUT_MS, &m);
-	if (r)
-		return r;
-	protobuf_c_message_free_unpacked(m, NULL);
-	printf("%s: stopped\n", host);
-	return 0;
+	return call_and_say(host, "/tensorflow.ProfilerService/StopContinuousProfiling", &req.base,
+			    &tensorflow__stop_continuous_profiling_response__descriptor, "stopped");
 }
 
 static int record_status(const char *host)
@@ -188,13 +246,6 @@ static int record_status(const char *host)
 	return 0;
 }
 
-static int parse_last(const char *sub, const char *v, uint64_t *ret)
-{
-	if (parse_duration_ms(v, ret) < 0 || *ret == 0 || *ret > 24ull * 3600 * 1000)
-		return profctl_usage_err(sub, "--last \"%s\": expected a duration from 1ms to 24h (30s, 500ms)", v);
-	return 0;
-}
-
 int cmd_record(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -202,59 +253,34 @@ int cmd_record(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	const char **hosts = calloc(RECORD_MAX_HOSTS, sizeof(*hosts));
-	char *buf = NULL;
-	uint64_t last_ms = 0;
-	size_t n = 0, failed = 0;
+	struct rec_args a = {.sub = "record"};
+	size_t failed = 0;
 	const char *what;
-	int c, r;
+	int r;
 
-	if (!hosts)
-		return profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
-		switch (c) {
-		case 'h':
-			record_help();
-			free(hosts);
-			return PROFCTL_EXIT_OK;
-		case 'l':
-			if ((r = parse_last("record", optarg, &last_ms)))
-				goto out;
-			break;
-		default:
-			r = profctl_usage_err("record", "unknown option");
-			goto out;
-		}
-	}
-	if (optind >= argc) {
-		r = profctl_usage_err("record", "expected start, stop or status");
-		goto out;
-	}
+	if ((r = rec_options(&a, opts, record_help, argc, argv)))
+		return r < 0 ? PROFCTL_EXIT_OK : r;
+	if (optind >= argc)
+		return profctl_usage_err("record", "expected start, stop or status");
 	what = argv[optind++];
-	if (strcmp(what, "start") != 0 && strcmp(what, "stop") != 0 && strcmp(what, "status") != 0) {
-		r = profctl_usage_err("record", "\"%s\": expected start, stop or status", what);
+	if (strcmp(what, "start") != 0 && strcmp(what, "stop") != 0 && strcmp(what, "status") != 0)
+		return profctl_usage_err("record", "\"%s\": expected start, stop or status", what);
+	if (a.last_ms && strcmp(what, "start") != 0)
+		return profctl_usage_err("record", "--last is for 'record start' (and 'snapshot')");
+	if ((r = collect_hosts(&a, argc - optind, argv + optind)))
 		goto out;
-	}
-	if (last_ms && strcmp(what, "start") != 0) {
-		r = profctl_usage_err("record", "--last is for 'record start' (and 'snapshot')");
-		goto out;
-	}
-	if ((r = collect_hosts("record", argc - optind, argv + optind, &buf, hosts, &n)))
-		goto out;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < a.n; i++) {
 		if (strcmp(what, "start") == 0)
-			r = record_start(hosts[i], last_ms);
+			r = record_start(a.hosts[i], a.last_ms);
 		else if (strcmp(what, "stop") == 0)
-			r = record_stop(hosts[i]);
+			r = record_stop(a.hosts[i]);
 		else
-			r = record_status(hosts[i]);
+			r = record_status(a.hosts[i]);
 		failed += r != 0;
 	}
 	r = failed ? PROFCTL_EXIT_FAIL : PROFCTL_EXIT_OK;
 out:
-	free(buf);
-	free(hosts);
+	rec_args_free(&a);
 	return r;
 }
 
@@ -350,54 +376,20 @@ int cmd_snapshot(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	const char **hosts = calloc(RECORD_MAX_HOSTS, sizeof(*hosts));
+	struct rec_args a = {.sub = "snapshot", .logdir = "."};
 	struct snap_host *sh = NULL;
-	const char *logdir = ".";
-	char run[256] = "", *buf = NULL, *dir = NULL;
-	uint64_t last_ms = 0;
-	size_t n = 0, ok = 0;
+	char *dir = NULL;
+	size_t ok = 0;
 	int64_t end;
-	int c, r;
+	int r;
 
-	if (!hosts)
-		return profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
-		switch (c) {
-		case 'h':
-			snapshot_help();
-			free(hosts);
-			return PROFCTL_EXIT_OK;
-		case 'l':
-			if ((r = parse_last("snapshot", optarg, &last_ms)))
-				goto out;
-			break;
-		case 'd':
-			logdir = optarg;
-			break;
-		case 'r':
-			if (!path_component_ok(optarg) || strlen(optarg) >= sizeof(run)) {
-				r = profctl_usage_err("snapshot", "--run \"%s\": one directory name, no '/', "
-						      "not starting with '.'", optarg);
-				goto out;
-			}
-			snprintf(run, sizeof(run), "%s", optarg);
-			break;
-		default:
-			r = profctl_usage_err("snapshot", "unknown option");
-			goto out;
-		}
-	}
-	if ((r = collect_hosts("snapshot", argc - optind, argv + optind, &buf, hosts, &n)))
+	if ((r = rec_options(&a, opts, snapshot_help, argc, argv)))
+		return r < 0 ? PROFCTL_EXIT_OK : r;
+	if ((r = collect_hosts(&a, argc - optind, argv + optind)))
 		goto out;
-	if (!run[0]) {
-		time_t t = time(NULL);
-		struct tm tm;
-
-		localtime_r(&t, &tm);
-		strftime(run, sizeof(run), "%Y_%m_%d_%H_%M_%S", &tm);
-	}
-	if (!(dir = path_join3(logdir, "plugins/profile/", run))) {
+	if (!a.run[0])
+		profctl_run_name(a.run, sizeof(a.run));
+	if (!(dir = path_join3(a.logdir, "plugins/profile/", a.run))) {
 		r = profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
 		goto out;
 	}
@@ -405,21 +397,21 @@ int cmd_snapshot(int argc, char **argv)
 		r = profctl_err(PROFCTL_EXIT_FAIL, "cannot create %s: %s", dir, strerror(-r));
 		goto out;
 	}
-	sh = calloc(n, sizeof(*sh));
+	sh = calloc(a.n, sizeof(*sh));
 	if (!sh) {
 		r = profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
 		goto out;
 	}
 	end = now_unix_ns(); /* one end for every host: their spans line up */
-	for (size_t i = 0; i < n; i++) {
-		sh[i] = (struct snap_host){.host = hosts[i], .run = run, .dir = dir, .last_ms = last_ms,
+	for (size_t i = 0; i < a.n; i++) {
+		sh[i] = (struct snap_host){.host = a.hosts[i], .run = a.run, .dir = dir, .last_ms = a.last_ms,
 					   .end_ns = end};
 		if (pthread_create(&sh[i].thread, NULL, snapshot_thread, &sh[i]) != 0) {
-			sh[i].rc = profctl_err(PROFCTL_EXIT_FAIL, "%s: cannot start a thread", hosts[i]);
+			sh[i].rc = profctl_err(PROFCTL_EXIT_FAIL, "%s: cannot start a thread", a.hosts[i]);
 			sh[i].thread = 0;
 		}
 	}
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < a.n; i++) {
 		char b[32];
 
 		if (sh[i].thread)
@@ -430,12 +422,11 @@ int cmd_snapshot(int argc, char **argv)
 		}
 		free(sh[i].path);
 	}
-	printf("snapshot %s: %zu of %zu host%s written under %s\n", run, ok, n, n == 1 ? "" : "s", dir);
-	r = ok == n ? PROFCTL_EXIT_OK : PROFCTL_EXIT_FAIL;
+	printf("snapshot %s: %zu of %zu host%s written under %s\n", a.run, ok, a.n, a.n == 1 ? "" : "s", dir);
+	r = ok == a.n ? PROFCTL_EXIT_OK : PROFCTL_EXIT_FAIL;
 out:
 	free(sh);
 	free(dir);
-	free(buf);
-	free(hosts);
+	rec_args_free(&a);
 	return r;
 }

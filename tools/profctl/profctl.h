@@ -72,6 +72,10 @@ const char *fmt_ps(double ps, char *buf, size_t size);
  * SaveProfile): "node1:6009" -> "node1_6009". */
 void profctl_file_stem(const char *name, char *out, size_t size);
 
+/* A run's name from the local time, as TensorFlow's client names sessions:
+ * YYYY_MM_DD_HH_MM_SS (capture's session id, snapshot's run). */
+void profctl_run_name(char *buf, size_t size);
+
 /* Wall clock in ns (CLOCK_REALTIME). */
 int64_t now_unix_ns(void);
 
