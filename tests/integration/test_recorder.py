@@ -207,6 +207,47 @@ class RecorderDaemonStop(unittest.TestCase):
             snap(P.ps.GetSnapshotRequest(), timeout=10)
         self.assertEqual(d.stop(), 0, d.log())
 
+    def test_stop_while_a_snapshot_is_closing(self):
+        """Stop right behind a snapshot: the snapshot is still answered (it
+        may take the hub whole now), nothing is left behind."""
+        d = T.Daemon("--recorder-bytes", "4M", "--flush-timeout", "1s")
+        with T.channel(d.addr) as ch:
+            start, snap, stop = v3_stubs(ch)
+            for _ in range(3):
+                start(xprof_start_request(), timeout=5)
+                fut = snap.future(P.ps.GetSnapshotRequest(), timeout=10)
+                stop(P.ps.StopContinuousProfilingRequest(), timeout=5)
+                self.assertTrue(fut.result().HasField("xspace"))
+            self.assertEqual(helpers.status(d.addr).active_sessions, 0)
+        self.assertEqual(d.stop(), 0, d.log())
+
+    def test_recorder_bytes_reloads(self):
+        tmp = tempfile.mkdtemp(prefix="profd-rec-conf-")
+        conf = os.path.join(tmp, "profd.conf")
+        with open(conf, "w") as f:
+            f.write("recorder-bytes = 8M\n")
+        d = T.Daemon("--config", conf)
+        with T.channel(d.addr) as ch:
+            start, _, stop = v3_stubs(ch)
+            start(xprof_start_request(), timeout=5)
+            self.assertEqual(helpers.status(d.addr).recorder.ring_bytes, 8 << 20)
+            with open(conf, "w") as f:
+                f.write("recorder-bytes = 2M\n")
+            d.proc.send_signal(signal.SIGHUP)
+            self.assertTrue(helpers.wait_log(d, "reload of"))
+            st = helpers.status(d.addr).recorder
+            self.assertTrue(st.recording)
+            self.assertEqual(st.ring_bytes, 2 << 20)
+            self.assertLessEqual(st.held_bytes, 2 << 20)
+            # More than half of max-bytes: the whole reload is refused.
+            with open(conf, "w") as f:
+                f.write("recorder-bytes = 1000M\n")
+            d.proc.send_signal(signal.SIGHUP)
+            self.assertTrue(helpers.wait_log(d, "is more than half of max-bytes"))
+            self.assertEqual(helpers.status(d.addr).recorder.ring_bytes, 2 << 20)
+            stop(P.ps.StopContinuousProfilingRequest(), timeout=5)
+        self.assertEqual(d.stop(), 0, d.log())
+
     def test_recorder_bytes_within_max_bytes(self):
         with self.assertRaises(RuntimeError) as cm:
             T.Daemon("--max-bytes", "64M", "--recorder-bytes", "40M")
