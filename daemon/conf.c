@@ -82,6 +82,19 @@ const struct conf_row conf_rows[CONF_N_KEYS] = {
 		NULL, "the flight recorder's ring (StartContinuousProfiling, profctl record): record bytes "
 		"kept while recording, the oldest evicted first (docs/recorder.md); part of max-bytes, "
 		"at most half of it", F(recorder_bytes)},
+	[CONF_SNAPSHOT_DIR] = {"snapshot-dir", "DIR", T_OPT, 0, 0, NULL, true, NULL,
+		"where triggers (SIGUSR2 to profd) write snapshots of the recorder, as a TensorBoard logdir "
+		"with a reason.txt beside each; must exist; empty: triggers write nothing",
+		F(snapshot_dir)},
+	[CONF_SNAPSHOT_LAST] = {"snapshot-last", "DUR", T_DUR, 1, H24, "30s", true, NULL,
+		"the newest DUR of the ring a triggered snapshot takes", F(snapshot_last_ms)},
+	[CONF_SNAPSHOT_INTERVAL] = {"snapshot-interval", "DUR", T_DUR, 0, H24, "60s", true, NULL,
+		"each trigger fires at most once per DUR; more are logged and skipped", F(snapshot_interval_ms)},
+	[CONF_SNAPSHOT_MAX_COUNT] = {"snapshot-max-count", "N", T_U32, 1, 100000, "10", true, NULL,
+		"triggered snapshots kept in snapshot-dir; the oldest are removed", F(snapshot_max_count)},
+	[CONF_SNAPSHOT_MAX_BYTES] = {"snapshot-max-bytes", "N", T_SIZE, 1 << 20, (uint64_t)1 << 50, "1024M",
+		true, NULL, "bytes the triggered snapshots in snapshot-dir take at most; the oldest are "
+		"removed (the newest is always kept)", F(snapshot_max_bytes)},
 	[CONF_REPOSITORY_ALLOW] = {"repository-allow", "DIR", T_DIR, 0, 0, NULL, false, "Delivery",
 		"also write captures whose repository_root lies under DIR on this machine (repeatable; "
 		"must exist). Without it profd only returns data in the reply, which the client saves.",

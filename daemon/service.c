@@ -753,19 +753,20 @@ static void record_snapshot(struct service *svc, struct rpc_call *call, const ch
 	if (!j)
 		return;
 	snprintf(next, sizeof(next), "%" PRId64, wall_ns());
+	log_info("recorder snapshot '%s' for %s; next period '%s'", j->session_id, rpc_call_peer(call), next);
+	/* The job may be answered and freed inside the open (window-job.h). */
+	j->call = call;
+	rpc_call_on_cancel(call, on_profile_cancel, j);
 	r = window_job_open_snapshot(&j->win, &profile_window_ops, svc->loop, svc->mgr,
 				     last_ms ? last_ms : svc->rec_last_ms, end_ns, next,
 				     !rpc_call_sees_cmdlines(call));
 	if (r < 0) {
+		rpc_call_on_cancel(call, NULL, NULL);
 		job_free(j);
 		rpc_call_error(call, r == -ENOENT ? RPC_NOT_FOUND : r == -ESHUTDOWN ? RPC_UNAVAILABLE : RPC_INTERNAL,
 			       "%s", r == -ENOENT ? "No continuous profiling session found."
 			       : r == -ESHUTDOWN ? "profd is shutting down" : "could not take the snapshot");
-		return;
 	}
-	j->call = call;
-	rpc_call_on_cancel(call, on_profile_cancel, j);
-	log_info("recorder snapshot '%s' for %s; next period '%s'", j->session_id, rpc_call_peer(call), next);
 }
 
 static void handle_get_snapshot(void *userdata, struct rpc_call *call, const ProtobufCMessage *msg)

@@ -606,14 +606,13 @@ int session_mgr_record_snapshot(struct session_mgr *m, uint64_t last_ms, int64_t
 	struct session *r = m->recorder, *s;
 	struct session_params p = {.id = r ? r->id : "", .gpu = r ? &r->gpu : NULL,
 				   .hide_cmdlines = hide_cmdlines};
-	char *nid;
+	char *nid = NULL;
 	int64_t now = wall_ns();
 	int err;
 
 	if (!r && !m->shutting_down)
 		return -ENOENT;
-	nid = strdup(next_id);
-	if (!nid)
+	if (next_id && !(nid = strdup(next_id)))
 		return -ENOMEM;
 	err = session_new(m, &p, cb, userdata, false, &s);
 	if (err < 0) {
@@ -633,18 +632,22 @@ int session_mgr_record_snapshot(struct session_mgr *m, uint64_t last_ms, int64_t
 	s->dropped_at_open = r->dropped_at_open;
 	s->ring_evicted_at_open = r->ring_evicted_at_open;
 	m->n_windows++; /* left in on_flushed(), as a capture's window */
+	m->recorder_snapshots++;
 	/* The next period starts where this snapshot ends (upstream starts a
 	 * new session); what only the old one held is freed once the snapshot
 	 * is taken (window_leaves() trims to the oldest window's start). */
-	r->start_ns = s->stop_ns;
-	r->dropped_at_open = m->hub->dropped;
-	r->ring_evicted_at_open = m->hub->ring_dropped;
-	free(r->id);
-	r->id = nid;
-	m->recorder_snapshots++;
+	if (nid) {
+		r->start_ns = s->stop_ns;
+		r->dropped_at_open = m->hub->dropped;
+		r->ring_evicted_at_open = m->hub->ring_dropped;
+		free(r->id);
+		r->id = nid;
+	}
 	update_ring(m, NULL);
-	enqueue_close(s);
+	/* A flush with nothing to wait for ends inside enqueue_close(), and
+	 * the callback with it: the caller learns @s first. */
 	*ret = s;
+	enqueue_close(s);
 	return 0;
 }
 

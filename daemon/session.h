@@ -136,8 +136,9 @@ int session_mgr_record_stop(struct session_mgr *m);
  * the whole period), delivered to @cb like a capture's, where end is
  * @end_ns within [period start, now] (0: now; profctl aligns many hosts'
  * snapshots on one end); the recorder's next period starts at end and is
- * named @next_id. @hide_cmdlines: the caller's. -ENOENT when none
- * records, -ENOMEM.
+ * named @next_id; with @next_id NULL the period goes on (a trigger's
+ * snapshot, daemon/trigger.h, leaves GetSnapshot's periods alone).
+ * @hide_cmdlines: the caller's. -ENOENT when none records, -ENOMEM.
  */
 int session_mgr_record_snapshot(struct session_mgr *m, uint64_t last_ms, int64_t end_ns, const char *next_id,
 				bool hide_cmdlines, session_done_cb cb, void *userdata,

@@ -57,7 +57,9 @@ struct window_job {
 int window_job_open(struct window_job *j, const struct window_job_ops *ops, uv_loop_t *loop,
 		    struct session_mgr *m, const struct session_params *p);
 /* The same life for a flight-recorder snapshot
- * (session_mgr_record_snapshot()): the window is closing already. */
+ * (session_mgr_record_snapshot()): the window is closing already, and
+ * @done may run before this returns 0: the caller must not touch the job
+ * after a success. */
 int window_job_open_snapshot(struct window_job *j, const struct window_job_ops *ops, uv_loop_t *loop,
 			     struct session_mgr *m, uint64_t last_ms, int64_t end_ns, const char *next_id,
 			     bool hide_cmdlines);

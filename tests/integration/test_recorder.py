@@ -319,6 +319,110 @@ class RecorderProfctl(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
 
 
+class RecorderTriggers(unittest.TestCase):
+    """SIGUSR2 writes a snapshot of the newest --snapshot-last into
+    --snapshot-dir with a reason.txt, leaving the recorder's period alone;
+    a storm stays within --snapshot-interval, the directory within
+    --snapshot-max-count and --snapshot-max-bytes (oldest removed)."""
+
+    def daemon(self, *args):
+        self.dir = tempfile.mkdtemp(prefix="profd-trig-")
+        d = T.Daemon("--hostname", "node-a", "--snapshot-dir", self.dir, "--snapshot-last", "500ms", *args)
+        self.addCleanup(d.stop)
+        return d
+
+    def runs(self):
+        root = os.path.join(self.dir, "plugins", "profile")
+        return sorted(n for n in os.listdir(root) if n != "keepme") if os.path.isdir(root) else []
+
+    def written(self, d, n, timeout=10):
+        return helpers.wait_log(d, "trigger: snapshot written", timeout) and \
+            T.wait_for(lambda: d.log().count("trigger: snapshot written") >= n, timeout)
+
+    def test_sigusr2_writes_snapshot_and_reason(self):
+        d = self.daemon()
+        d.proc.send_signal(signal.SIGUSR2)
+        self.assertTrue(helpers.wait_log(d, "trigger sigusr2: the flight recorder is not recording"))
+        self.assertEqual(self.runs(), [])
+        with T.channel(d.addr) as ch:
+            start, _, _ = v3_stubs(ch)
+            start(xprof_start_request(session_id="mine"), timeout=5)
+            time.sleep(0.8)
+            before = helpers.status(d.addr).recorder
+            d.proc.send_signal(signal.SIGUSR2)
+            self.assertTrue(self.written(d, 1), d.log())
+        runs = self.runs()
+        self.assertEqual(len(runs), 1)
+        self.assertRegex(runs[0], r"^\d{4}_\d\d_\d\d_\d\d_\d\d_\d\d_\d{3}-sigusr2$")
+        run = os.path.join(self.dir, "plugins", "profile", runs[0])
+        self.assertEqual(sorted(os.listdir(run)), ["node-a.xplane.pb", "reason.txt"])
+        with open(os.path.join(run, "node-a.xplane.pb"), "rb") as f:
+            a, b = window(T.decode_xspace(P, f.read()))
+        self.assertEqual(b - a, 500 * 1000000)
+        with open(os.path.join(run, "reason.txt")) as f:
+            text = f.read()
+        self.assertIn("reason: sigusr2\n", text)
+        self.assertIn("host: node-a\n", text)
+        # The clients' period goes on.
+        after = helpers.status(d.addr).recorder
+        self.assertEqual(after.session_id, "mine")
+        self.assertEqual(after.period_start_unix_ns, before.period_start_unix_ns)
+        out = profctl("doctor", os.path.join(run, "node-a.xplane.pb"))
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+
+    def test_storm_is_rate_limited(self):
+        d = self.daemon("--snapshot-interval", "60s")
+        with T.channel(d.addr) as ch:
+            v3_stubs(ch)[0](xprof_start_request(), timeout=5)
+            for _ in range(20):
+                d.proc.send_signal(signal.SIGUSR2)
+                time.sleep(0.02)
+            self.assertTrue(self.written(d, 1), d.log())
+            time.sleep(1)
+        self.assertEqual(len(self.runs()), 1)
+        self.assertIn("trigger sigusr2: rate-limited", d.log())
+
+    def test_directory_bounds(self):
+        d = self.daemon("--snapshot-interval", "0", "--snapshot-max-count", "3")
+        os.makedirs(os.path.join(self.dir, "plugins", "profile", "keepme"))
+        seen = []
+        with T.channel(d.addr) as ch:
+            v3_stubs(ch)[0](xprof_start_request(), timeout=5)
+            for i in range(6):
+                d.proc.send_signal(signal.SIGUSR2)
+                self.assertTrue(self.written(d, i + 1), d.log())
+                seen.append(self.runs()[-1])
+                time.sleep(0.01)
+        self.assertEqual(self.runs(), seen[-3:])
+        self.assertTrue(os.path.isdir(os.path.join(self.dir, "plugins", "profile", "keepme")))
+
+    @unittest.skipUnless(os.access(FAKE_AGENT, os.X_OK), "no fake agent built")
+    def test_directory_bytes(self):
+        """Snapshots over --snapshot-max-bytes: only the newest stays."""
+        d = self.daemon("--snapshot-interval", "0", "--snapshot-max-bytes", "1M", "--snapshot-last", "10s")
+        a = subprocess.Popen([FAKE_AGENT, "--socket", d.agent_socket, "--events", "40000", "--spread-ms", "300"],
+                             stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (a.kill(), a.wait(), a.stdout.close()))
+        self.assertEqual(a.stdout.readline().strip(), "connected")
+        with T.channel(d.addr) as ch:
+            v3_stubs(ch)[0](xprof_start_request(), timeout=5)
+            self.assertEqual(a.stdout.readline().strip(), "started")
+            self.assertEqual(a.stdout.readline().strip(), "streamed")
+            for i in range(3):
+                d.proc.send_signal(signal.SIGUSR2)
+                self.assertTrue(self.written(d, i + 1), d.log())
+                time.sleep(0.01)
+        runs = self.runs()
+        self.assertEqual(len(runs), 1, runs)
+        size = os.path.getsize(os.path.join(self.dir, "plugins", "profile", runs[0], "node-a.xplane.pb"))
+        self.assertGreater(size, 1 << 20)
+
+    def test_snapshot_dir_must_exist(self):
+        with self.assertRaises(RuntimeError) as cm:
+            T.Daemon("--snapshot-dir", "/nonexistent/profd-snapshots")
+        self.assertIn("snapshot-dir", str(cm.exception))
+
+
 @unittest.skipUnless(os.access(FAKE_AGENT, os.X_OK), "no fake agent built")
 class RecorderAgents(T.AgentDaemonCase):
     """Agents join a recording and stay armed until Stop; a snapshot holds

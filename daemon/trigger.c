@@ -1,0 +1,366 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * trigger.c - the flight recorder's own snapshots (trigger.h): rate limit,
+ * the snapshot window, the encoder and the writes on a worker, and the
+ * directory's bounds.
+ */
+#define LOG_TOPIC "trigger"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/macro.h"
+#include "base/timeutil.h"
+#include "delivery.h"
+#include "trigger.h"
+#include "window-job.h"
+#include "xspace/names.h"
+#include "xspace/xspace.h"
+
+#define TRIGGER_REL "plugins/profile" /* below the directory: a TensorBoard logdir */
+#define TRIGGER_REASONS 8             /* reasons rate-limited apart */
+#define TRIGGER_REASON_MAX 32
+#define TRIGGER_RUN_MAX 96
+#define TRIGGER_TEXT_MAX 1024                /* reason.txt */
+
+struct trigger_job;
+
+struct trigger {
+	uv_loop_t *loop;
+	struct session_mgr *mgr;
+	struct trigger_cfg cfg; /* cfg.dir owned (a copy) */
+	struct {
+		char reason[TRIGGER_REASON_MAX];
+		int64_t last_mono; /* when it last fired */
+	} fired[TRIGGER_REASONS];
+	struct trigger_job *job; /* in flight, at most one */
+	uint64_t written;
+};
+
+/* One snapshot: what the worker needs is copied in, so that a reload or
+ * the trigger's end never pulls anything from under it. */
+struct trigger_job {
+	struct window_job win;
+	struct trigger *t; /* NULL once the trigger is gone */
+	char *dir, *file, *text;
+	char run[TRIGGER_RUN_MAX];
+	char hostname[256];
+	uint32_t max_count;
+	uint64_t max_bytes;
+	/* worker out */
+	int err;
+	uint64_t bytes;
+	unsigned pruned;
+};
+
+static void job_free(struct trigger_job *j)
+{
+	if (j->t)
+		j->t->job = NULL;
+	window_job_release(&j->win);
+	free(j->dir);
+	free(j->file);
+	free(j->text);
+	free(j);
+}
+
+/* ---- the directory's bounds (worker) ------------------------------------ */
+
+/* A run profd made: "YYYY_MM_DD_HH_MM_SS_mmm-<reason>". */
+static bool our_run(const char *name)
+{
+	static const char shape[] = "dddd_dd_dd_dd_dd_dd_ddd-";
+
+	for (size_t i = 0; i < sizeof(shape) - 1; i++)
+		if (shape[i] == 'd' ? (name[i] < '0' || name[i] > '9') : name[i] != shape[i])
+			return false;
+	return name[sizeof(shape) - 1] != 0;
+}
+
+/* Bytes of the regular files in run @name (not following links); with
+ * @remove, unlink them and the run. */
+static uint64_t run_walk(int parent, const char *name, bool remove)
+{
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	uint64_t bytes = 0;
+	struct dirent *e;
+	DIR *d;
+
+	if (fd < 0)
+		return 0;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return 0;
+	}
+	while ((e = readdir(d))) {
+		struct stat st;
+
+		if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		bytes += S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+		if (remove)
+			(void)unlinkat(dirfd(d), e->d_name, 0);
+	}
+	closedir(d);
+	if (remove && unlinkat(parent, name, AT_REMOVEDIR) < 0)
+		log_warn("could not remove %s: %s", name, strerror(errno));
+	return bytes;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Remove the oldest of our runs until @max_count and @max_bytes hold; the
+ * newest (@keep) stays. Returns how many went. */
+static unsigned prune(const char *dir, const char *keep, uint32_t max_count, uint64_t max_bytes)
+{
+	char path[4096];
+	char **names = NULL;
+	uint64_t *sizes = NULL, total = 0;
+	size_t n = 0, cap = 0, gone = 0;
+	struct dirent *e;
+	DIR *d;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/" TRIGGER_REL, dir);
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	while ((e = readdir(d))) {
+		if (!our_run(e->d_name))
+			continue;
+		if (n == cap) {
+			size_t c = cap ? 2 * cap : 32;
+			char **v = reallocarray(names, c, sizeof(*v));
+
+			if (!v)
+				break;
+			names = v;
+			cap = c;
+		}
+		if (!(names[n] = strdup(e->d_name)))
+			break;
+		n++;
+	}
+	qsort(names, n, sizeof(*names), cmp_names); /* the time stamp first: oldest first */
+	sizes = calloc(n ? n : 1, sizeof(*sizes));
+	for (size_t i = 0; sizes && i < n; i++)
+		total += sizes[i] = run_walk(dirfd(d), names[i], false);
+	for (size_t i = 0; sizes && i < n; i++) {
+		if (n - gone <= max_count && total <= max_bytes)
+			break;
+		if (strcmp(names[i], keep) == 0)
+			continue;
+		run_walk(dirfd(d), names[i], true);
+		total -= sizes[i];
+		gone++;
+	}
+	closedir(d);
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	free(sizes);
+	return (unsigned)gone;
+}
+
+/* ---- the snapshot ------------------------------------------------------- */
+
+static void job_work(struct window_job *w)
+{
+	struct trigger_job *j = container_of(w, struct trigger_job, win);
+	struct xspace_info info = {.hostname = j->hostname, .start_ns = w->start_ns, .stop_ns = w->stop_ns};
+	struct trace *snap = w->snap;
+	struct xspace_out out;
+	int r;
+
+	w->snap = NULL; /* the encoder takes it */
+	r = xspace_encode(snap, &info, 0, &out);
+	if (r < 0) {
+		j->err = r;
+		return;
+	}
+	j->bytes = out.xspace_len;
+	r = repo_write(j->dir, TRIGGER_REL, j->run, j->file, out.xspace, out.xspace_len);
+	xspace_out_free(&out);
+	if (r == 0)
+		r = repo_write(j->dir, TRIGGER_REL, j->run, "reason.txt", j->text, strlen(j->text));
+	j->err = r;
+	if (r == 0)
+		j->pruned = prune(j->dir, j->run, j->max_count, j->max_bytes);
+}
+
+static void job_done(struct window_job *w, enum window_job_err what, int err)
+{
+	struct trigger_job *j = container_of(w, struct trigger_job, win);
+
+	if (what != WINDOW_JOB_OK)
+		j->err = err;
+	if (j->err)
+		log_warn("trigger: snapshot %s not written: %s", j->run, strerror(-j->err));
+	else
+		log_notice("trigger: snapshot written to %s/" TRIGGER_REL "/%s (%" PRIu64 " bytes%s%u older "
+			   "removed)", j->dir, j->run, j->bytes, j->pruned ? "; " : "", j->pruned);
+	if (!j->err && j->t)
+		j->t->written++;
+	job_free(j);
+}
+
+static const struct window_job_ops trigger_ops = {
+	.work = job_work,
+	.done = job_done,
+};
+
+/* The per-reason rate limit: true (and stamped) when @reason may fire. */
+static bool rate_ok(struct trigger *t, const char *reason)
+{
+	int64_t now = mono_ns();
+	size_t slot = 0, oldest = 0;
+
+	for (size_t i = 0; i < TRIGGER_REASONS; i++) {
+		if (strcmp(t->fired[i].reason, reason) == 0) {
+			slot = i;
+			goto found;
+		}
+		if (t->fired[i].last_mono < t->fired[oldest].last_mono)
+			oldest = i;
+	}
+	slot = oldest; /* a new reason takes the slot used longest ago */
+	snprintf(t->fired[slot].reason, sizeof(t->fired[slot].reason), "%s", reason);
+	t->fired[slot].last_mono = 0;
+found:
+	if (t->fired[slot].last_mono &&
+	    now - t->fired[slot].last_mono < (int64_t)(t->cfg.min_interval_ms * NSEC_PER_MSEC))
+		return false;
+	t->fired[slot].last_mono = now;
+	return true;
+}
+
+int trigger_fire(struct trigger *t, const char *reason, const char *detail)
+{
+	struct session_record_status st;
+	struct trigger_job *j;
+	struct timespec ts;
+	struct tm tm;
+	char when[64];
+	size_t n;
+	int r;
+
+	if (!t->cfg.dir) {
+		log_info("trigger %s: no snapshot-dir configured; nothing written", reason);
+		return -ENOTDIR;
+	}
+	session_mgr_record_status(t->mgr, &st);
+	if (!st.on) {
+		log_info("trigger %s: the flight recorder is not recording; nothing written", reason);
+		return -ENOENT;
+	}
+	if (t->job) {
+		log_info("trigger %s: a snapshot is still being written; this one is skipped", reason);
+		return -EAGAIN;
+	}
+	if (!rate_ok(t, reason)) {
+		log_info("trigger %s: rate-limited (at most one per %" PRIu64 " ms); nothing written", reason,
+			 t->cfg.min_interval_ms);
+		return -EAGAIN;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	localtime_r(&ts.tv_sec, &tm);
+	n = strftime(j->run, sizeof(j->run), "%Y_%m_%d_%H_%M_%S", &tm);
+	snprintf(j->run + n, sizeof(j->run) - n, "_%03ld-%.*s", ts.tv_nsec / 1000000L, TRIGGER_REASON_MAX - 1,
+		 reason);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S%z", &tm);
+	snprintf(j->hostname, sizeof(j->hostname), "%s", t->cfg.hostname);
+	j->max_count = t->cfg.max_count;
+	j->max_bytes = t->cfg.max_bytes;
+	j->dir = strdup(t->cfg.dir);
+	j->file = malloc(strlen(t->cfg.hostname) + sizeof(".xplane.pb"));
+	if (j->file) {
+		size_t k;
+
+		for (k = 0; t->cfg.hostname[k]; k++) /* TF's rule: ':' -> '_' */
+			j->file[k] = t->cfg.hostname[k] == ':' ? '_' : t->cfg.hostname[k];
+		memcpy(j->file + k, ".xplane.pb", sizeof(".xplane.pb"));
+	}
+	j->text = malloc(TRIGGER_TEXT_MAX);
+	if (j->text)
+		snprintf(j->text, TRIGGER_TEXT_MAX, "reason: %s\ndetail: %s\ntime: %s\nhost: %s\nspan_ms: %" PRIu64
+			 "\nrecording_since_unix_ns: %" PRId64 "\n", reason, detail, when, t->cfg.hostname,
+			 t->cfg.last_ms, st.since_ns);
+	if (!j->dir || !j->file || !j->text || !repo_name_ok(j->run) || !repo_name_ok(j->file)) {
+		job_free(j);
+		log_warn("trigger %s: out of memory or an unusable host name; nothing written", reason);
+		return -ENOMEM;
+	}
+	log_notice("trigger %s: snapshot %s of the last %" PRIu64 " ms (%s)", reason, j->run, t->cfg.last_ms,
+		   detail);
+	/* The job may be done and freed inside the open (window-job.h). */
+	j->t = t;
+	t->job = j;
+	r = window_job_open_snapshot(&j->win, &trigger_ops, t->loop, t->mgr, t->cfg.last_ms, 0, NULL, false);
+	if (r < 0) {
+		job_free(j);
+		log_warn("trigger %s: no snapshot: %s", reason, strerror(-r));
+	}
+	return r;
+}
+
+int trigger_set_cfg(struct trigger *t, const struct trigger_cfg *cfg)
+{
+	char *dir = cfg->dir ? strdup(cfg->dir) : NULL;
+
+	if (cfg->dir && !dir)
+		return -ENOMEM;
+	free((char *)t->cfg.dir);
+	t->cfg = *cfg;
+	t->cfg.dir = dir;
+	return 0;
+}
+
+int trigger_new(uv_loop_t *loop, struct session_mgr *m, const struct trigger_cfg *cfg, struct trigger **ret)
+{
+	struct trigger *t = calloc(1, sizeof(*t));
+	int r;
+
+	if (!t)
+		return -ENOMEM;
+	t->loop = loop;
+	t->mgr = m;
+	r = trigger_set_cfg(t, cfg);
+	if (r < 0) {
+		free(t);
+		return r;
+	}
+	*ret = t;
+	return 0;
+}
+
+uint64_t trigger_written(const struct trigger *t) { return t->written; }
+
+struct trigger *trigger_free(struct trigger *t)
+{
+	if (!t)
+		return NULL;
+	if (t->job)
+		t->job->t = NULL;
+	free((char *)t->cfg.dir);
+	free(t);
+	return NULL;
+}
