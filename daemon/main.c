@@ -247,6 +247,7 @@ static void stop(struct daemon *d)
 		d->watchdog_on = false;
 		uv_close((uv_handle_t *)&d->watchdog, on_signal_closed);
 	}
+	trigger_close(d->trigger);
 	selfcheck_free(d->selfcheck); /* also from inside its own callback */
 	d->selfcheck = NULL;
 	d->steps_left = 2;
@@ -280,6 +281,18 @@ static void on_sigusr2(uv_signal_t *h, int signum)
 	(void)signum;
 	if (!d->stopping)
 		(void)trigger_fire(d->trigger, "sigusr2", "SIGUSR2 to profd");
+}
+
+/* A job whose agent was armed exited or was killed (agent receiver). */
+static void on_job_gone(void *userdata, uint32_t pid, const char *name)
+{
+	struct daemon *d = userdata;
+	char detail[128];
+
+	if (d->stopping || !d->trigger)
+		return;
+	snprintf(detail, sizeof(detail), "pid %u (%s) exited or was killed while traced", pid, name);
+	(void)trigger_fire_soon(d->trigger, "process-exit", detail);
 }
 
 /* The triggers' settings from @c; the directory resolved into @dir
@@ -622,6 +635,8 @@ int main(int argc, char **argv)
 		.allow_uids = uids,
 		.n_allow_uids = cfg.agent_allow_uid.n,
 		.hint = agent.hint,
+		.job_gone = on_job_gone,
+		.job_gone_ud = &d,
 	};
 	d.ccfg = (struct collector_cfg){
 		.gpus = &gpus,
@@ -753,6 +768,7 @@ int main(int argc, char **argv)
 out:
 	if ((d.srv || d.mgr) && ret != EXIT_SUCCESS && !d.stopping) {
 		/* Failed start: tear down what exists, so no handle outlives the loop. */
+		trigger_close(d.trigger);
 		if (d.srv)
 			rpc_server_shutdown(d.srv, 0, NULL, NULL);
 		if (d.mgr)

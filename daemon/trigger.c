@@ -44,6 +44,11 @@ struct trigger {
 	} fired[TRIGGER_REASONS];
 	struct trigger_job *job; /* in flight, at most one */
 	uint64_t written;
+	/* trigger_fire_soon(): one waiting */
+	uv_timer_t soon;
+	bool soon_pending, closing;
+	char soon_reason[TRIGGER_REASON_MAX];
+	char soon_detail[256];
 };
 
 /* One snapshot: what the worker needs is copied in, so that a reload or
@@ -322,6 +327,39 @@ int trigger_fire(struct trigger *t, const char *reason, const char *detail)
 	return r;
 }
 
+static void on_soon(uv_timer_t *h)
+{
+	struct trigger *t = h->data;
+
+	t->soon_pending = false;
+	(void)trigger_fire(t, t->soon_reason, t->soon_detail);
+}
+
+int trigger_fire_soon(struct trigger *t, const char *reason, const char *detail)
+{
+	if (t->closing)
+		return -ESHUTDOWN;
+	if (t->soon_pending) {
+		log_info("trigger %s: another trigger waits to fire; this one is skipped (%s)", reason, detail);
+		return -EAGAIN;
+	}
+	snprintf(t->soon_reason, sizeof(t->soon_reason), "%s", reason);
+	snprintf(t->soon_detail, sizeof(t->soon_detail), "%s", detail);
+	t->soon_pending = true;
+	uv_timer_start(&t->soon, on_soon, 0, 0);
+	return 0;
+}
+
+static void on_soon_closed(uv_handle_t *h) { (void)h; }
+
+void trigger_close(struct trigger *t)
+{
+	if (!t || t->closing)
+		return;
+	t->closing = true;
+	uv_close((uv_handle_t *)&t->soon, on_soon_closed);
+}
+
 int trigger_set_cfg(struct trigger *t, const struct trigger_cfg *cfg)
 {
 	char *dir = cfg->dir ? strdup(cfg->dir) : NULL;
@@ -348,6 +386,8 @@ int trigger_new(uv_loop_t *loop, struct session_mgr *m, const struct trigger_cfg
 		free(t);
 		return r;
 	}
+	uv_timer_init(loop, &t->soon);
+	t->soon.data = t;
 	*ret = t;
 	return 0;
 }

@@ -18,6 +18,9 @@
  * is always kept). Files go through daemon/delivery.h's writer: atomic,
  * no symbolic link followed.
  *
+ * Triggers: SIGUSR2 (daemon/main.c), and a job that exits or is killed
+ * while its agent is armed ("process-exit", from the agent receiver).
+ *
  * Threads: the loop thread's, but while a snapshot is encoded and written:
  * then the worker owns the job (trigger.c).
  */
@@ -50,6 +53,14 @@ int trigger_set_cfg(struct trigger *t, const struct trigger_cfg *cfg);
  * is still being written, -ENOMEM. Each outcome is logged.
  */
 int trigger_fire(struct trigger *t, const char *reason, const char *detail);
+/* The same on the next loop turn, for callers inside collector code
+ * (a job's disconnect: re-entering the collectors there is not safe).
+ * One waits at a time; -EAGAIN (logged) while one does, -ESHUTDOWN after
+ * trigger_close(). */
+int trigger_fire_soon(struct trigger *t, const char *reason, const char *detail);
+/* The daemon stops: no more triggers; closes the trigger's handle (the
+ * loop must run once more before trigger_free()). */
+void trigger_close(struct trigger *t);
 /* Snapshots written (for tests through the log and for status). */
 uint64_t trigger_written(const struct trigger *t);
 /* The daemon stops: a snapshot in flight finishes on its own and is freed

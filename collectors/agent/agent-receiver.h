@@ -34,6 +34,12 @@ struct agent_receiver_cfg {
 	const uid_t *allow_uids;
 	size_t n_allow_uids;
 	const char *hint;
+	/* An armed job's agent disconnected: the job exited or was killed
+	 * (the flight recorder's process-death trigger, daemon/trigger.h).
+	 * Called from inside the connection's close: it must not re-enter
+	 * the collectors (defer). NULL: nobody is told. [loop] */
+	void (*job_gone)(void *userdata, uint32_t pid, const char *name);
+	void *job_gone_ud;
 };
 
 /*

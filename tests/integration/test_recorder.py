@@ -417,6 +417,33 @@ class RecorderTriggers(unittest.TestCase):
         size = os.path.getsize(os.path.join(self.dir, "plugins", "profile", runs[0], "node-a.xplane.pb"))
         self.assertGreater(size, 1 << 20)
 
+    @unittest.skipUnless(os.access(FAKE_AGENT, os.X_OK), "no fake agent built")
+    def test_process_exit(self):
+        """A traced job killed while recording: a snapshot with its last
+        records, the reason naming it."""
+        d = self.daemon("--snapshot-last", "2s")
+        a = subprocess.Popen([FAKE_AGENT, "--socket", d.agent_socket, "--events", "100000", "--spread-ms",
+                              "20000"], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (a.poll() is None and a.kill(), a.wait(), a.stdout.close()))
+        self.assertEqual(a.stdout.readline().strip(), "connected")
+        with T.channel(d.addr) as ch:
+            v3_stubs(ch)[0](xprof_start_request(), timeout=5)
+            self.assertEqual(a.stdout.readline().strip(), "started")
+            time.sleep(0.5)
+            a.kill()
+            a.wait()
+            self.assertTrue(self.written(d, 1), d.log())
+        runs = self.runs()
+        self.assertEqual(len(runs), 1)
+        self.assertTrue(runs[0].endswith("-process-exit"), runs)
+        run = os.path.join(self.dir, "plugins", "profile", runs[0])
+        with open(os.path.join(run, "reason.txt")) as f:
+            self.assertIn(f"pid {a.pid} (fake-agent) exited or was killed", f.read())
+        with open(os.path.join(run, "node-a.xplane.pb"), "rb") as f:
+            x = T.decode_xspace(P, f.read())
+        pids = {T.line_pid(line) for p in x.planes if p.name.startswith("/device:GPU:") for line in p.lines}
+        self.assertIn(a.pid, pids)
+
     def test_snapshot_dir_must_exist(self):
         with self.assertRaises(RuntimeError) as cm:
             T.Daemon("--snapshot-dir", "/nonexistent/profd-snapshots")
