@@ -198,6 +198,34 @@ class RecorderRpcs(T.DaemonCase):
         self.assertEqual(helpers.status(self.d.addr).recorder.snapshots, 3)
 
 
+class RecorderXProfClient(T.DaemonCase):
+    """The whole round as XProf's client does it (tfclient.py's stand-in):
+    start with its forced options, GetSnapshot saved from
+    ProfileResponse.xspace into the logdir, stop."""
+
+    def test_xprof_round(self):
+        import tfclient
+
+        logdir = tempfile.mkdtemp(prefix="profd-xprof-")
+        tfclient.start_continuous_profiling(self.d.addr)
+        time.sleep(0.3)
+        path, resp = tfclient.get_snapshot(self.d.addr, logdir)
+        self.assertTrue(resp.HasField("xspace"))
+        self.assertEqual(os.path.basename(path), self.d.addr.replace(":", "_") + ".xplane.pb")
+        self.assertEqual(os.path.dirname(os.path.dirname(path)), os.path.join(logdir, "plugins", "profile"))
+        with open(path, "rb") as f:
+            x = T.decode_xspace(P, f.read())
+        # Its options are understood: no warning about them; host level 0
+        # leaves the host plane out.
+        self.assertFalse([w for w in x.warnings if "advanced_configuration" in w], list(x.warnings))
+        self.assertNotIn("/host:CPU", [p.name for p in x.planes])
+        out = profctl("doctor", path)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        tfclient.stop_continuous_profiling(self.d.addr)
+        e = rpc_error(tfclient.stop_continuous_profiling, self.d.addr)
+        self.assertEqual(e.code(), grpc.StatusCode.NOT_FOUND)
+
+
 class RecorderDaemonStop(unittest.TestCase):
     def test_daemon_stop_ends_recording(self):
         d = T.Daemon("--recorder-bytes", "4M")
