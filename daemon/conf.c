@@ -81,7 +81,7 @@ const struct conf_row conf_rows[CONF_N_KEYS] = {
 	[CONF_RECORDER_BYTES] = {"recorder-bytes", "N", T_SIZE, 1 << 20, (uint64_t)1 << 49, "256M", true,
 		NULL, "the flight recorder's ring (StartContinuousProfiling, profctl record): record bytes "
 		"kept while recording, the oldest evicted first (docs/recorder.md); part of max-bytes, "
-		"at most half of it", F(recorder_bytes)},
+		"at most half of it (the default shrinks to half of a smaller max-bytes)", F(recorder_bytes)},
 	[CONF_SNAPSHOT_DIR] = {"snapshot-dir", "DIR", T_OPT, 0, 0, NULL, true, NULL,
 		"where triggers (SIGUSR2 to profd, a traced job that dies) write snapshots of the recorder, as a TensorBoard logdir "
 		"with a reason.txt beside each; must exist; empty: triggers write nothing",

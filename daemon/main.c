@@ -177,12 +177,17 @@ static int load_settings(struct profd_conf *out, char *err, size_t err_size)
 			r = -EINVAL;
 		}
 	}
-	/* The ring lives in the hub, which holds at most half of max-bytes. */
+	/* The ring lives in the hub, which holds at most half of max-bytes:
+	 * the default follows a smaller max-bytes, a value given is checked. */
 	if (r >= 0 && out->recorder_bytes > out->max_bytes / 2) {
-		snprintf(err, err_size, "recorder-bytes %" PRIu64 " is more than half of max-bytes %" PRIu64
-			 " (the live event store's share, which the ring is part of)", out->recorder_bytes,
-			 out->max_bytes);
-		r = -EINVAL;
+		if (out->set & (UINT64_C(1) << CONF_RECORDER_BYTES)) {
+			snprintf(err, err_size, "recorder-bytes %" PRIu64 " is more than half of max-bytes %"
+				 PRIu64 " (the live event store's share, which the ring is part of)",
+				 out->recorder_bytes, out->max_bytes);
+			r = -EINVAL;
+		} else {
+			out->recorder_bytes = out->max_bytes / 2;
+		}
 	}
 	if (r < 0)
 		conf_free(out);

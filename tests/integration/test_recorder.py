@@ -280,6 +280,10 @@ class RecorderDaemonStop(unittest.TestCase):
         with self.assertRaises(RuntimeError) as cm:
             T.Daemon("--max-bytes", "64M", "--recorder-bytes", "40M")
         self.assertIn("recorder-bytes", str(cm.exception))
+        # Not given: the default follows a smaller max-bytes.
+        d = T.Daemon("--max-bytes", "48M")
+        self.addCleanup(d.stop)
+        self.assertEqual(helpers.status(d.addr).recorder.ring_bytes, 24 << 20)
 
 
 PROFCTL = os.environ.get("PROFCTL") or os.path.join(T.BUILD, "tools", "profctl")
