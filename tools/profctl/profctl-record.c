@@ -348,7 +348,8 @@ static void *snapshot_thread(void *arg)
 
 static void snapshot_help(void)
 {
-	printf("Usage: profctl snapshot HOST[,HOST...]... [--last DUR] [--logdir DIR] [--run NAME]\n"
+	printf("Usage: profctl snapshot HOST[,HOST...]... [--last DUR] [--logdir DIR]\n"
+	       "                        [--run NAME]\n"
 	       "\n"
 	       "Write what the flight recorder of each host holds (docs/recorder.md), for all\n"
 	       "hosts over one span: profctl picks the end (now) and every daemon returns\n"

@@ -32,7 +32,7 @@ static const struct subcommand subcommands[] = {
 	{"export", cmd_export, false, "convert an .xplane.pb file to Perfetto / Chrome trace JSON"},
 	{"top", cmd_top, false, "summarize an .xplane.pb: top kernels, GPU busy %, copies, processes"},
 	{"doctor", cmd_doctor, true, "check this machine (and optionally a daemon) for profiling problems"},
-	{"record", cmd_record, true, "start, stop or show the flight recorder of one or more profd daemons"},
+	{"record", cmd_record, true, "start, stop or show the flight recorder of profd daemons"},
 	{"snapshot", cmd_snapshot, true, "write the flight recorder's last seconds of many hosts, one span"},
 };
 
