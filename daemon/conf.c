@@ -95,6 +95,8 @@ const struct conf_row conf_rows[CONF_N_KEYS] = {
 	[CONF_SNAPSHOT_MAX_BYTES] = {"snapshot-max-bytes", "N", T_SIZE, 1 << 20, (uint64_t)1 << 50, "1024M",
 		true, NULL, "bytes the triggered snapshots in snapshot-dir take at most; the oldest are "
 		"removed (the newest is always kept)", F(snapshot_max_bytes)},
+	[CONF_SNAPSHOT_GPU_IDLE] = {"snapshot-gpu-idle", "DUR", T_DUR, 0, H24, "0", true, NULL,
+		"also snapshot when a GPU has had 0 % utilization (NVML) for DUR while a traced job holds it; 0 = off", F(snapshot_gpu_idle_ms)},
 	[CONF_REPOSITORY_ALLOW] = {"repository-allow", "DIR", T_DIR, 0, 0, NULL, false, "Delivery",
 		"also write captures whose repository_root lies under DIR on this machine (repeatable; "
 		"must exist). Without it profd only returns data in the reply, which the client saves.",

@@ -317,6 +317,7 @@ static void trigger_cfg_of(const struct profd_conf *c, const char *hostname, cha
 		.max_count = c->snapshot_max_count,
 		.max_bytes = c->snapshot_max_bytes,
 		.hostname = hostname,
+		.gpu_idle_ms = c->snapshot_gpu_idle_ms,
 	};
 }
 

@@ -492,6 +492,7 @@ void session_mgr_set_limits(struct session_mgr *m, uint32_t max_sessions, uint64
 }
 void session_mgr_set_gpu_default(struct session_mgr *m, const struct agent_opts *gpu) { m->cfg.gpu = *gpu; }
 struct collector_set *session_mgr_collectors(struct session_mgr *m) { return m->collectors; }
+const struct trace *session_mgr_hub(const struct session_mgr *m) { return m->hub; }
 
 static void on_collectors_closed(void *userdata)
 {

@@ -119,6 +119,9 @@ void session_mgr_set_idle_trim(struct session_mgr *m, bool on);
  * and no capture open, run the idle path again 100 ms from now. */
 void session_mgr_idle_hint(struct session_mgr *m);
 struct collector_set *session_mgr_collectors(struct session_mgr *m);
+/* The live trace, to read between loop turns (the recorder's rules,
+ * daemon/trigger.c); never to keep: its contents move and are evicted. */
+const struct trace *session_mgr_hub(const struct session_mgr *m);
 
 /* ---- the flight recorder ---------------------------------------------------- */
 

@@ -31,6 +31,8 @@
 #define TRIGGER_REASON_MAX 32
 #define TRIGGER_RUN_MAX 96
 #define TRIGGER_TEXT_MAX 1024                /* reason.txt */
+#define TRIGGER_GPUS 64                      /* GPU planes the gpu-idle rule watches */
+#define TRIGGER_WATCH_MS 1000
 
 struct trigger_job;
 
@@ -49,6 +51,10 @@ struct trigger {
 	bool soon_pending, closing;
 	char soon_reason[TRIGGER_REASON_MAX];
 	char soon_detail[256];
+	/* the gpu-idle rule: per plane id below TRIGGER_GPUS */
+	uv_timer_t watch;
+	int64_t idle_since[TRIGGER_GPUS]; /* the first 0 % sample of the idle run; 0: busy */
+	uint32_t holder[TRIGGER_GPUS];    /* a pid with an agent on it this tick; 0: none */
 };
 
 /* One snapshot: what the worker needs is copied in, so that a reload or
@@ -218,8 +224,8 @@ static void job_done(struct window_job *w, enum window_job_err what, int err)
 	if (j->err)
 		log_warn("trigger: snapshot %s not written: %s", j->run, strerror(-j->err));
 	else
-		log_notice("trigger: snapshot written to %s/" TRIGGER_REL "/%s (%" PRIu64 " bytes%s%u older "
-			   "removed)", j->dir, j->run, j->bytes, j->pruned ? "; " : "", j->pruned);
+		log_notice("trigger: snapshot written to %s/" TRIGGER_REL "/%s (%" PRIu64 " bytes; %u older "
+			   "removed)", j->dir, j->run, j->bytes, j->pruned);
 	if (!j->err && j->t)
 		j->t->written++;
 	job_free(j);
@@ -327,6 +333,80 @@ int trigger_fire(struct trigger *t, const char *reason, const char *detail)
 	return r;
 }
 
+/* ---- the gpu-idle rule -------------------------------------------------- */
+
+/* Which traced job holds each GPU plane: collector_set_status() reports
+ * an agent, then its devices. */
+struct holders {
+	uint32_t pid;     /* the agent whose devices follow */
+	uint32_t *holder; /* the trigger's table */
+};
+
+static void note_device(void *userdata, const struct collector_agent_device *d)
+{
+	struct holders *h = userdata;
+
+	if (d->plane_id < TRIGGER_GPUS)
+		h->holder[d->plane_id] = h->pid;
+}
+
+static void note_agent(void *userdata, const struct collector_agent *a)
+{
+	((struct holders *)userdata)->pid = a->pid;
+}
+
+static void on_watch(uv_timer_t *h)
+{
+	struct trigger *t = h->data;
+	struct session_record_status st;
+	struct holders hs = {.holder = t->holder};
+	const struct collector_status_sink sink = {.agent = note_agent, .device = note_device, .userdata = &hs};
+	const struct trace *hub;
+	struct collector_set *set;
+
+	session_mgr_record_status(t->mgr, &st);
+	set = session_mgr_collectors(t->mgr);
+	if (!st.on || !t->cfg.gpu_idle_ms || !set) {
+		memset(t->idle_since, 0, sizeof(t->idle_since));
+		return;
+	}
+	memset(t->holder, 0, sizeof(t->holder));
+	collector_set_status(set, &sink);
+	hub = session_mgr_hub(t->mgr);
+	for (uint32_t i = 0; i < hub->n_planes; i++) {
+		const struct trace_plane *p = hub->planes[i];
+		char detail[160];
+		int64_t ts, id = p->id;
+		double util;
+
+		if (strncmp(p->name, XN_PLANE_GPU_PREFIX, strlen(XN_PLANE_GPU_PREFIX)) != 0 || id < 0 ||
+		    id >= TRIGGER_GPUS || trace_counter_latest(p, XN_COUNTER_GPU_UTIL, &ts, &util) < 0)
+			continue;
+		if (util > 0) {
+			t->idle_since[id] = 0;
+			continue;
+		}
+		if (!t->idle_since[id] || ts < t->idle_since[id])
+			t->idle_since[id] = ts;
+		if (!t->holder[id] || ts - t->idle_since[id] < (int64_t)(t->cfg.gpu_idle_ms * NSEC_PER_MSEC))
+			continue;
+		snprintf(detail, sizeof(detail), "%s idle (0 %% utilization) for %.1f s while pid %u holds it",
+			 p->name, (double)(ts - t->idle_since[id]) / 1e9, t->holder[id]);
+		t->idle_since[id] = 0; /* a new run must build up again */
+		(void)trigger_fire(t, "gpu-idle", detail);
+	}
+}
+
+static void watch_update(struct trigger *t)
+{
+	if (t->closing)
+		return;
+	if (t->cfg.gpu_idle_ms)
+		uv_timer_start(&t->watch, on_watch, TRIGGER_WATCH_MS, TRIGGER_WATCH_MS);
+	else
+		uv_timer_stop(&t->watch);
+}
+
 static void on_soon(uv_timer_t *h)
 {
 	struct trigger *t = h->data;
@@ -358,6 +438,7 @@ void trigger_close(struct trigger *t)
 		return;
 	t->closing = true;
 	uv_close((uv_handle_t *)&t->soon, on_soon_closed);
+	uv_close((uv_handle_t *)&t->watch, on_soon_closed);
 }
 
 int trigger_set_cfg(struct trigger *t, const struct trigger_cfg *cfg)
@@ -369,6 +450,8 @@ int trigger_set_cfg(struct trigger *t, const struct trigger_cfg *cfg)
 	free((char *)t->cfg.dir);
 	t->cfg = *cfg;
 	t->cfg.dir = dir;
+	if (t->loop) /* not during trigger_new(): the timer is not there yet */
+		watch_update(t);
 	return 0;
 }
 
@@ -379,15 +462,18 @@ int trigger_new(uv_loop_t *loop, struct session_mgr *m, const struct trigger_cfg
 
 	if (!t)
 		return -ENOMEM;
-	t->loop = loop;
 	t->mgr = m;
 	r = trigger_set_cfg(t, cfg);
 	if (r < 0) {
 		free(t);
 		return r;
 	}
+	t->loop = loop;
 	uv_timer_init(loop, &t->soon);
 	t->soon.data = t;
+	uv_timer_init(loop, &t->watch);
+	t->watch.data = t;
+	watch_update(t);
 	*ret = t;
 	return 0;
 }

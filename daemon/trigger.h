@@ -18,8 +18,11 @@
  * is always kept). Files go through daemon/delivery.h's writer: atomic,
  * no symbolic link followed.
  *
- * Triggers: SIGUSR2 (daemon/main.c), and a job that exits or is killed
- * while its agent is armed ("process-exit", from the agent receiver).
+ * Triggers: SIGUSR2 (daemon/main.c), a job that exits or is killed while
+ * its agent is armed ("process-exit", from the agent receiver), and the
+ * gpu-idle rule: while recording, a GPU whose utilization (NVML) has been
+ * 0 for @gpu_idle_ms while a traced job holds it (an agent has that
+ * device), checked every second.
  *
  * Threads: the loop thread's, but while a snapshot is encoded and written:
  * then the worker owns the job (trigger.c).
@@ -41,6 +44,7 @@ struct trigger_cfg {
 	uint32_t max_count;       /* runs kept in the directory */
 	uint64_t max_bytes;       /* their bytes */
 	const char *hostname;     /* names the file; borrowed for the trigger's life */
+	uint64_t gpu_idle_ms;     /* the gpu-idle rule: 0 off (trigger.c) */
 };
 
 int trigger_new(uv_loop_t *loop, struct session_mgr *m, const struct trigger_cfg *cfg, struct trigger **ret);

@@ -814,6 +814,40 @@ void trace_line_edit(struct trace_line *l, bool (*edit)(struct trace_event *ev, 
 	}
 }
 
+/* The last record of @c with metadata @meta, or NULL. */
+static const struct trace_event *chunk_last_of(const struct trace_chunk *c, uint32_t meta)
+{
+	for (uint32_t i = c ? c->n : 0; i-- > 0;)
+		if (c->ev[i].meta == meta)
+			return &c->ev[i];
+	return NULL;
+}
+
+int trace_counter_latest(const struct trace_plane *p, const char *name, int64_t *ts_ns, double *value)
+{
+	uint32_t meta = strtab_find(&p->events, name, strlen(name));
+	const struct trace_line *l = NULL;
+	const struct trace_chunk *before = NULL;
+	const struct trace_event *e;
+
+	for (uint32_t i = 0; i < p->n_lines; i++)
+		if (p->lines[i]->id == INT64_MAX)
+			l = p->lines[i];
+	if (!meta || !l || !l->tail)
+		return -ENOENT;
+	e = chunk_last_of(l->tail, meta);
+	if (!e) { /* the tail just began: the one before it */
+		for (const struct trace_chunk *c = l->head; c && c != l->tail; c = c->next)
+			before = c;
+		e = chunk_last_of(before, meta);
+	}
+	if (!e || TRACE_VSTAT_TYPE(e->vstat) != TRACE_STAT_DOUBLE)
+		return -ENOENT;
+	*ts_ns = e->start_ns;
+	memcpy(value, &e->value, sizeof(*value));
+	return 0;
+}
+
 void trace_iter_init(struct trace_iter *it, const struct trace_line *l)
 {
 	it->c = l->head;

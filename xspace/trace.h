@@ -443,6 +443,12 @@ void trace_line_edit(struct trace_line *l, bool (*edit)(struct trace_event *ev, 
  * length (tag to end) and metadata id, or 0 when malformed. */
 size_t trace_stat_entry(const uint8_t *q, const uint8_t *end, uint64_t *ret_id);
 
+/* The newest point of counter @name on @p's `_counters_` line (the one
+ * appended last, looked for in the line's last two chunks): 0 with
+ * *@ts_ns and *@value, -ENOENT when there is none. For the recorder's
+ * rules (daemon/trigger.c). */
+int trace_counter_latest(const struct trace_plane *p, const char *name, int64_t *ts_ns, double *value);
+
 /* Iteration over a line's records in storage order, for readers other than
  * the encoder (tests, summaries). */
 struct trace_iter {

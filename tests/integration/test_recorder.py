@@ -27,11 +27,15 @@ import grpc
 
 import helpers
 import profdtest as T
+import tfclient
 import xspacecheck
 
 P = helpers.P
 rpc_error = helpers.rpc_error
 FAKE_AGENT = os.path.join(T.BUILD, "tests", "agent", "fake-agent")
+FAKE_NVML = os.environ.get("FAKE_NVML_LIB", os.path.join(T.BUILD, "tests", "nvml", "libfake-nvml.so"))
+# The fake NVML's GPUs 0 and 1 (tests/fake-nvml/fake-nvml.c), for a fake agent on them.
+FAKE_NVML_UUIDS = ["GPU-fake0000-0000-0000-0000-000000000000", "GPU-fake0000-0000-0000-0000-000000000001"]
 
 
 def v3_stubs(ch):
@@ -45,17 +49,11 @@ def v3_stubs(ch):
 
 
 def xprof_start_request(session_id="", host_name="", advanced=None, emit_xspace=None, repo=""):
-    """A ProfileRequest as XProf's StartContinuousProfiling sends it:
-    placeholder duration 2000 ms, host and python tracers off
-    (reference/protocol.md §2.5), emit_xspace left unset unless given."""
-    req = P.ps.ProfileRequest()
-    req.duration_ms = 2000
+    """A ProfileRequest as XProf's StartContinuousProfiling sends it
+    (tfclient.py; reference/protocol.md §2.5), emit_xspace left unset
+    unless given, with these names and advanced_configuration keys."""
+    req = tfclient.continuous_profiling_request(P, host_name)
     o = req.opts
-    o.version = 1
-    o.duration_ms = 2000
-    o.host_tracer_level = 0
-    o.python_tracer_level = 0
-    o.device_tracer_level = 1
     for k, v in (advanced or {}).items():
         if isinstance(v, bool):
             o.advanced_configuration[k].bool_value = v
@@ -66,7 +64,6 @@ def xprof_start_request(session_id="", host_name="", advanced=None, emit_xspace=
     if emit_xspace is not None:
         req.emit_xspace = emit_xspace
     req.session_id = session_id
-    req.host_name = host_name
     req.repository_root = repo
     return req
 
@@ -204,8 +201,6 @@ class RecorderXProfClient(T.DaemonCase):
     ProfileResponse.xspace into the logdir, stop."""
 
     def test_xprof_round(self):
-        import tfclient
-
         logdir = tempfile.mkdtemp(prefix="profd-xprof-")
         tfclient.start_continuous_profiling(self.d.addr)
         time.sleep(0.3)
@@ -475,6 +470,33 @@ class RecorderTriggers(unittest.TestCase):
             x = T.decode_xspace(P, f.read())
         pids = {T.line_pid(line) for p in x.planes if p.name.startswith("/device:GPU:") for line in p.lines}
         self.assertIn(a.pid, pids)
+
+    @unittest.skipUnless(os.access(FAKE_AGENT, os.X_OK) and os.access(FAKE_NVML, os.R_OK),
+                         "no fake agent or fake NVML built")
+    def test_gpu_idle(self):
+        """GPU 0 at 0 % (fake NVML) with a traced job on it fires gpu-idle;
+        GPU 1 at 10 % does not."""
+        self.dir = tempfile.mkdtemp(prefix="profd-trig-")
+        sock = os.path.join(self.dir, "agent.sock")
+        d = T.Daemon("--hostname", "node-a", "--snapshot-dir", self.dir, "--snapshot-last", "1s",
+                     "--snapshot-gpu-idle", "1s", "--nvml-library", FAKE_NVML, "--agent-socket", sock,
+                     env={"FAKE_NVML_GPUS": "2", "FAKE_NVML_UTIL": "0"})
+        self.addCleanup(d.stop)
+        a = subprocess.Popen([FAKE_AGENT, "--socket", sock, "--devices", ",".join(FAKE_NVML_UUIDS),
+                              "--kernels", "0"], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (a.kill(), a.wait(), a.stdout.close()))
+        self.assertEqual(a.stdout.readline().strip(), "connected")
+        with T.channel(d.addr) as ch:
+            v3_stubs(ch)[0](xprof_start_request(), timeout=5)
+            self.assertTrue(self.written(d, 1, timeout=15), d.log())
+        runs = self.runs()
+        self.assertEqual(len(runs), 1, runs)
+        self.assertTrue(runs[0].endswith("-gpu-idle"), runs)
+        with open(os.path.join(self.dir, "plugins", "profile", runs[0], "reason.txt")) as f:
+            text = f.read()
+        self.assertIn("/device:GPU:0 idle (0 % utilization) for", text)
+        self.assertIn(f"while pid {a.pid} holds it", text)
+        self.assertNotIn("/device:GPU:1 idle", d.log())
 
     def test_snapshot_dir_must_exist(self):
         with self.assertRaises(RuntimeError) as cm:

@@ -223,14 +223,11 @@ def _track_time(future, result, t0):
 
 # ---- continuous profiling: XProf's client (reference/protocol.md §2.5) ----
 
-def start_continuous_profiling(service_addr, protos=None, timeout=10):
-    """XProf's StartContinuousProfiling (xprof/pywrap/profiler_plugin_impl.cc):
-    options forced to tpu_circular_buffer_tracing, host and python tracers
-    off, a placeholder duration of 2000 ms; emit_xspace left unset (the
-    server's default: true). Raises grpc.RpcError on an error status."""
-    p = protos or profdtest.protos()
-    addr = _strip(service_addr)
-    _validate_host_port(addr)
+def continuous_profiling_request(p, host_name=""):
+    """The ProfileRequest of XProf's StartContinuousProfiling
+    (xprof/pywrap/profiler_plugin_impl.cc): options forced to
+    tpu_circular_buffer_tracing, host and python tracers off, a placeholder
+    duration of 2000 ms; emit_xspace left unset (the server's default: true)."""
     req = p.ps.ProfileRequest()
     req.duration_ms = 2000
     o = req.opts
@@ -240,7 +237,17 @@ def start_continuous_profiling(service_addr, protos=None, timeout=10):
     o.python_tracer_level = 0
     o.device_tracer_level = 1
     o.advanced_configuration["tpu_circular_buffer_tracing"].bool_value = True
-    req.host_name = addr
+    req.host_name = host_name
+    return req
+
+
+def start_continuous_profiling(service_addr, protos=None, timeout=10):
+    """StartContinuousProfiling as XProf calls it. Raises grpc.RpcError on
+    an error status."""
+    p = protos or profdtest.protos()
+    addr = _strip(service_addr)
+    _validate_host_port(addr)
+    req = continuous_profiling_request(p, addr)
     with profdtest.channel(addr) as ch:
         profdtest.stub(ch, "StartContinuousProfiling", p.ps.ProfileRequest,
                        p.ps.ContinuousProfilingResponse)(req, timeout=timeout)
