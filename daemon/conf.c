@@ -97,6 +97,10 @@ const struct conf_row conf_rows[CONF_N_KEYS] = {
 		"removed (the newest is always kept)", F(snapshot_max_bytes)},
 	[CONF_SNAPSHOT_GPU_IDLE] = {"snapshot-gpu-idle", "DUR", T_DUR, 0, H24, "0", true, NULL,
 		"also snapshot when a GPU has had 0 % utilization (NVML) for DUR while a traced job holds it; 0 = off", F(snapshot_gpu_idle_ms)},
+	[CONF_SNAPSHOT_STEP_ABOVE] = {"snapshot-step-above", "DUR", T_DUR, 0, H24, "0", true, NULL,
+		"also snapshot when a step (an NVTX range named by step-pattern) takes longer than DUR; 0 = off", F(snapshot_step_above_ms)},
+	[CONF_SNAPSHOT_STEP_OUTLIER] = {"snapshot-step-outlier", "yes|no", T_BOOL, 0, 0, "no", true, NULL,
+		"also snapshot when a step takes longer than the 99th percentile of its thread's last 128 steps (after 20)", F(snapshot_step_outlier)},
 	[CONF_REPOSITORY_ALLOW] = {"repository-allow", "DIR", T_DIR, 0, 0, NULL, false, "Delivery",
 		"also write captures whose repository_root lies under DIR on this machine (repeatable; "
 		"must exist). Without it profd only returns data in the reply, which the client saves.",

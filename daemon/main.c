@@ -318,6 +318,8 @@ static void trigger_cfg_of(const struct profd_conf *c, const char *hostname, cha
 		.max_bytes = c->snapshot_max_bytes,
 		.hostname = hostname,
 		.gpu_idle_ms = c->snapshot_gpu_idle_ms,
+		.step_above_ms = c->snapshot_step_above_ms,
+		.step_p99 = c->snapshot_step_outlier,
 	};
 }
 

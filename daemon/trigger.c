@@ -20,6 +20,7 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
+#include "collectors/agent/agent-nvtx.h"
 #include "delivery.h"
 #include "trigger.h"
 #include "window-job.h"
@@ -33,6 +34,9 @@
 #define TRIGGER_TEXT_MAX 1024                /* reason.txt */
 #define TRIGGER_GPUS 64                      /* GPU planes the gpu-idle rule watches */
 #define TRIGGER_WATCH_MS 1000
+#define TRIGGER_TRACKS 64    /* NVTX lines the slow-step rule follows */
+#define TRIGGER_STEPS 128    /* recent steps per line for the p99 */
+#define TRIGGER_STEPS_MIN 20 /* steps seen before the p99 counts */
 
 struct trigger_job;
 
@@ -55,6 +59,14 @@ struct trigger {
 	uv_timer_t watch;
 	int64_t idle_since[TRIGGER_GPUS]; /* the first 0 % sample of the idle run; 0: busy */
 	uint32_t holder[TRIGGER_GPUS];    /* a pid with an agent on it this tick; 0: none */
+	/* the slow-step rule: one track per NVTX line of the hub */
+	struct step_track {
+		const struct trace_line *line; /* NULL: free; valid while the hub's generation holds */
+		int64_t cursor;                /* the latest step start seen */
+		int64_t hist[TRIGGER_STEPS];   /* durations, a ring */
+		uint32_t n;                    /* steps seen (saturating) */
+	} tracks[TRIGGER_TRACKS];
+	uint64_t tracks_gen; /* hub->generation the lines belong to */
 };
 
 /* One snapshot: what the worker needs is copied in, so that a reload or
@@ -333,6 +345,109 @@ int trigger_fire(struct trigger *t, const char *reason, const char *detail)
 	return r;
 }
 
+/* ---- the slow-step rule ------------------------------------------------- */
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The 99th percentile of @k's recent steps (nearest rank). */
+static int64_t track_p99(const struct step_track *k)
+{
+	int64_t v[TRIGGER_STEPS];
+	uint32_t n = k->n < TRIGGER_STEPS ? k->n : TRIGGER_STEPS;
+
+	memcpy(v, k->hist, n * sizeof(*v));
+	qsort(v, n, sizeof(*v), cmp_i64);
+	return v[(99 * n + 99) / 100 - 1];
+}
+
+static struct step_track *track_of(struct trigger *t, const struct trace_line *l)
+{
+	struct step_track *free_slot = NULL;
+
+	for (size_t i = 0; i < TRIGGER_TRACKS; i++) {
+		if (t->tracks[i].line == l)
+			return &t->tracks[i];
+		if (!t->tracks[i].line && !free_slot)
+			free_slot = &t->tracks[i];
+	}
+	if (free_slot) {
+		memset(free_slot, 0, sizeof(*free_slot));
+		free_slot->line = l;
+		free_slot->cursor = INT64_MIN;
+	}
+	return free_slot;
+}
+
+/* One step of @k's line that ended since the last look: fire when it is
+ * slow, then count it. */
+static void step_seen(struct trigger *t, struct step_track *k, const char *name, const struct trace_event *e)
+{
+	int64_t dur = e->dur_ns > 0 ? e->dur_ns : 0, p99 = 0;
+	bool over = t->cfg.step_above_ms && dur > (int64_t)(t->cfg.step_above_ms * NSEC_PER_MSEC);
+	char detail[256];
+
+	if (!over && t->cfg.step_p99 && k->n >= TRIGGER_STEPS_MIN) {
+		p99 = track_p99(k);
+		over = dur > p99;
+	}
+	if (over) {
+		if (p99)
+			snprintf(detail, sizeof(detail), "step '%s' on %s took %.3f ms, above the p99 of its last "
+				 "%u steps (%.3f ms)", name, k->line->name, (double)dur / 1e6,
+				 k->n < TRIGGER_STEPS ? k->n : TRIGGER_STEPS, (double)p99 / 1e6);
+		else
+			snprintf(detail, sizeof(detail), "step '%s' on %s took %.3f ms, above %" PRIu64 " ms",
+				 name, k->line->name, (double)dur / 1e6, t->cfg.step_above_ms);
+		(void)trigger_fire(t, "slow-step", detail);
+	}
+	k->hist[k->n % TRIGGER_STEPS] = dur;
+	if (k->n < UINT32_MAX)
+		k->n++;
+}
+
+/* The steps on the host plane's NVTX lines that ended since the last tick
+ * (a line's records are in the order they ended; only chunks that reach
+ * past the cursor are read). */
+static void watch_steps(struct trigger *t, const struct trace *hub)
+{
+	const struct trace_plane *p = NULL;
+
+	if (hub->generation != t->tracks_gen) { /* the lines moved out: start over */
+		memset(t->tracks, 0, sizeof(t->tracks));
+		t->tracks_gen = hub->generation;
+	}
+	for (uint32_t i = 0; i < hub->n_planes; i++)
+		if (strcmp(hub->planes[i]->name, XN_PLANE_HOST) == 0)
+			p = hub->planes[i];
+	for (uint32_t i = 0; p && i < p->n_lines; i++) {
+		const struct trace_line *l = p->lines[i];
+		size_t len = strlen(l->name), sfx = strlen("/NVTX");
+		struct step_track *k;
+
+		if (len < sfx || strcmp(l->name + len - sfx, "/NVTX") != 0 || !(k = track_of(t, l)))
+			continue;
+		for (const struct trace_chunk *c = l->head; c; c = c->next) {
+			if (c->max_end_ns <= k->cursor)
+				continue;
+			for (uint32_t j = 0; j < c->n; j++) {
+				const struct trace_event *e = &c->ev[j];
+				size_t nlen;
+				const char *name = strtab_get(&p->events, e->meta, &nlen);
+
+				if (e->start_ns <= k->cursor || !name || !agent_nvtx_is_step(name))
+					continue;
+				k->cursor = e->start_ns;
+				step_seen(t, k, name, e);
+			}
+		}
+	}
+}
+
 /* ---- the gpu-idle rule -------------------------------------------------- */
 
 /* Which traced job holds each GPU plane: collector_set_status() reports
@@ -366,13 +481,18 @@ static void on_watch(uv_timer_t *h)
 
 	session_mgr_record_status(t->mgr, &st);
 	set = session_mgr_collectors(t->mgr);
-	if (!st.on || !t->cfg.gpu_idle_ms || !set) {
+	if (!st.on || !set) {
 		memset(t->idle_since, 0, sizeof(t->idle_since));
+		memset(t->tracks, 0, sizeof(t->tracks));
 		return;
 	}
+	hub = session_mgr_hub(t->mgr);
+	if (t->cfg.step_above_ms || t->cfg.step_p99)
+		watch_steps(t, hub);
+	if (!t->cfg.gpu_idle_ms)
+		return;
 	memset(t->holder, 0, sizeof(t->holder));
 	collector_set_status(set, &sink);
-	hub = session_mgr_hub(t->mgr);
 	for (uint32_t i = 0; i < hub->n_planes; i++) {
 		const struct trace_plane *p = hub->planes[i];
 		char detail[160];
@@ -401,7 +521,7 @@ static void watch_update(struct trigger *t)
 {
 	if (t->closing)
 		return;
-	if (t->cfg.gpu_idle_ms)
+	if (t->cfg.gpu_idle_ms || t->cfg.step_above_ms || t->cfg.step_p99)
 		uv_timer_start(&t->watch, on_watch, TRIGGER_WATCH_MS, TRIGGER_WATCH_MS);
 	else
 		uv_timer_stop(&t->watch);

@@ -18,11 +18,15 @@
  * is always kept). Files go through daemon/delivery.h's writer: atomic,
  * no symbolic link followed.
  *
- * Triggers: SIGUSR2 (daemon/main.c), a job that exits or is killed while
+ * Triggers (their reasons name the runs): SIGUSR2 (daemon/main.c), a job that exits or is killed while
  * its agent is armed ("process-exit", from the agent receiver), and the
  * gpu-idle rule: while recording, a GPU whose utilization (NVML) has been
  * 0 for @gpu_idle_ms while a traced job holds it (an agent has that
- * device), checked every second.
+ * device), checked every second; and the slow-step rule: a step (an NVTX
+ * range named by --step-pattern) longer than @step_above_ms, or with
+ * @step_p99 longer than the 99th percentile of the last TRIGGER_STEPS
+ * steps of its thread (once TRIGGER_STEPS_MIN were seen), checked on the
+ * steps that ended since the last check.
  *
  * Threads: the loop thread's, but while a snapshot is encoded and written:
  * then the worker owns the job (trigger.c).
@@ -45,6 +49,8 @@ struct trigger_cfg {
 	uint64_t max_bytes;       /* their bytes */
 	const char *hostname;     /* names the file; borrowed for the trigger's life */
 	uint64_t gpu_idle_ms;     /* the gpu-idle rule: 0 off (trigger.c) */
+	uint64_t step_above_ms;   /* the slow-step rule: a step longer than this; 0 off */
+	bool step_p99;            /* ... or longer than the p99 of its thread's recent steps */
 };
 
 int trigger_new(uv_loop_t *loop, struct session_mgr *m, const struct trigger_cfg *cfg, struct trigger **ret);

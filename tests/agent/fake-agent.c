@@ -9,7 +9,7 @@
  *              [--dropped N] [--no-flush-reply] [--error CODE:TEXT]
  *              [--proto-version N] [--stats-v2 CUT,FOREIGN,FLAGS]
  *              [--hostile-times N] [--fake-uuids N] [--tid N] [--print-options]
- *              [--pm-hostile] [--name-bytes N] [--stream-log FILE]
+ *              [--pm-hostile] [--name-bytes N] [--stream-log FILE] [--step-ms LIST]
  *
  * On START it sends a clock anchor (its clock is CLOCK_MONOTONIC, as an
  * unknown agent clock would be) and, per device in the order given (=
@@ -41,6 +41,10 @@
  * --name-bytes N gives every kernel launch of the burst a name of its own,
  * N bytes long (a templated C++ name such as a CUTLASS GEMM's is ~500):
  * the names, not the records, are then most of what a capture holds.
+ *
+ * --step-ms LIST sends, at START, one NVTX range "train_step" per
+ * comma-separated duration in ms, back to back on the main thread and
+ * ending now (step-time rules, daemon/trigger.c).
  *
  * --stream-log FILE writes, in streaming mode, one line per kernel record
  * sent: "CORRELATION WALL_START_NS" (its start on profd's clock, through
@@ -120,7 +124,7 @@ static void put_string(uint32_t id, const char *s)
 	agent_rec_string_fill(put(AGENT_REC_STRING, agent_rec_string_size(s), (uint32_t)strlen(s)), id, s);
 }
 
-enum { S_KERNEL = 1, S_LAUNCH = 2, S_MEMCPY = 3, S_GEMM = 4, S_OWN = 100 };
+enum { S_KERNEL = 1, S_LAUNCH = 2, S_MEMCPY = 3, S_GEMM = 4, S_STEP = 5, S_OWN = 100 };
 
 static void put_kernel(uint32_t dev, uint64_t t, uint32_t name, uint32_t c, uint32_t grid)
 {
@@ -335,6 +339,39 @@ static void burst(void)
 static unsigned long stream_sent;
 static uint64_t stream_t0;
 static FILE *stream_log;     /* --stream-log */
+static const char *arg_step_ms; /* --step-ms */
+
+/* --step-ms: the steps, ending at @now (agent clock). */
+static void put_steps(uint64_t now)
+{
+	uint64_t total = 0, t;
+	char *list = strdup(arg_step_ms), *save = NULL;
+
+	if (!list)
+		return;
+	for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save))
+		total += strtoull(p, NULL, 10) * 1000000ull;
+	strcpy(list, arg_step_ms);
+	put_string(S_STEP, "train_step");
+	t = now - total;
+	save = NULL;
+	for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+		struct agent_rec_nvtx *r = put(AGENT_REC_NVTX, sizeof(*r) + sizeof(struct agent_nvtx_level), 1);
+		struct agent_nvtx_level *lv = (struct agent_nvtx_level *)(r + 1);
+		static uint32_t serial;
+
+		r->start = t;
+		t += strtoull(p, NULL, 10) * 1000000ull;
+		r->end = t;
+		r->tid = arg_tid ? arg_tid : (uint32_t)syscall(SYS_gettid);
+		r->kind = AGENT_NVTX_RANGE;
+		lv->serial = ++serial;
+		lv->text_id = S_STEP;
+	}
+	free(list);
+	send_batch();
+}
+
 static int64_t stream_clock_off; /* wall - agent clock, from the START anchor */
 
 static void stream_due(bool all)
@@ -443,6 +480,7 @@ int main(int argc, char **argv)
 		{ "pm-hostile", no_argument, &arg_pm_hostile, 1 },
 		{ "name-bytes", required_argument, NULL, 'B' },
 		{ "stream-log", required_argument, NULL, 'L' },
+		{ "step-ms", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned captures = 0;
@@ -464,6 +502,7 @@ int main(int argc, char **argv)
 			arg_error_text = strchr(optarg, ':') ? strchr(optarg, ':') + 1 : "";
 			break;
 		case 'B': arg_name_bytes = (unsigned)atoi(optarg); break;
+		case 'P': arg_step_ms = optarg; break;
 		case 'L':
 			stream_log = fopen(optarg, "w");
 			if (!stream_log)
@@ -532,6 +571,8 @@ int main(int argc, char **argv)
 				clock_anchor = ck.agent_ns;
 				capturing = true;
 				agent_client_send(&cl, AGENT_FRAME_CLOCK, &ck, sizeof(ck));
+				if (arg_step_ms)
+					put_steps(agent_mono_ns());
 				printf("started\n");
 				if (arg_events) {
 					stream_sent = 0;

@@ -74,7 +74,7 @@ class Config(unittest.TestCase):
             "max-duration": ["90s"], "max-sessions": ["3"], "max-events": ["12345"],
             "max-bytes": ["64M"], "recorder-bytes": ["8M"], "snapshot-dir": [repo], "snapshot-last": ["5s"],
             "snapshot-interval": ["2m"], "snapshot-max-count": ["4"], "snapshot-max-bytes": ["64M"],
-            "snapshot-gpu-idle": ["90s"],
+            "snapshot-gpu-idle": ["90s"], "snapshot-step-above": ["2s"], "snapshot-step-outlier": ["yes"],
             "repository-allow": [repo], "repository-max-depth": ["4"],
             "allow-from": ["10.0.0.0/8", "::1/128"], "tls-cert": ["/etc/x/cert.pem"],
             "tls-key": ["/etc/x/key.pem"], "tls-client-ca": ["/etc/x/ca.pem"],

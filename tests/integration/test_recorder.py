@@ -498,6 +498,39 @@ class RecorderTriggers(unittest.TestCase):
         self.assertIn(f"while pid {a.pid} holds it", text)
         self.assertNotIn("/device:GPU:1 idle", d.log())
 
+    def slow_step(self, steps, *args):
+        """Record with a fake job whose NVTX steps took @steps ms; the run
+        dirs and the reason of the snapshot the slow-step rule wrote."""
+        d = self.daemon(*args)
+        a = subprocess.Popen([FAKE_AGENT, "--socket", d.agent_socket, "--kernels", "0", "--step-ms",
+                              ",".join(str(x) for x in steps)], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (a.kill(), a.wait(), a.stdout.close()))
+        self.assertEqual(a.stdout.readline().strip(), "connected")
+        with T.channel(d.addr) as ch:
+            v3_stubs(ch)[0](xprof_start_request(), timeout=5)
+            self.assertEqual(a.stdout.readline().strip(), "started")
+            self.assertTrue(self.written(d, 1), d.log())
+            time.sleep(1.5)  # another tick: nothing more fires
+        runs = self.runs()
+        self.assertEqual(len(runs), 1, runs)
+        self.assertTrue(runs[0].endswith("-slow-step"), runs)
+        with open(os.path.join(self.dir, "plugins", "profile", runs[0], "reason.txt")) as f:
+            return f.read(), a.pid
+
+    @unittest.skipUnless(os.access(FAKE_AGENT, os.X_OK), "no fake agent built")
+    def test_slow_step_threshold(self):
+        text, pid = self.slow_step([10, 20, 70, 30], "--snapshot-step-above", "50ms", "--snapshot-interval", "0")
+        self.assertIn("step 'train_step' on fake-agent (pid %d)/tid" % pid, text)
+        self.assertIn("took 70.000 ms, above 50 ms", text)
+
+    @unittest.skipUnless(os.access(FAKE_AGENT, os.X_OK), "no fake agent built")
+    def test_slow_step_p99(self):
+        # 24 steps of 10-12 ms, then one of 40: above the p99 of the others;
+        # the first 20 build the history and fire nothing.
+        steps = [10 + i % 3 for i in range(24)] + [40, 11]
+        text, _ = self.slow_step(steps, "--snapshot-step-outlier", "yes", "--snapshot-interval", "0")
+        self.assertIn("took 40.000 ms, above the p99 of its last 24 steps (12.000 ms)", text)
+
     def test_snapshot_dir_must_exist(self):
         with self.assertRaises(RuntimeError) as cm:
             T.Daemon("--snapshot-dir", "/nonexistent/profd-snapshots")
