@@ -717,6 +717,36 @@ uint64_t trace_held_bytes(const struct trace *t)
 	return n;
 }
 
+/*
+ * Diags (XSpace.errors / warnings) are kept per text, at most
+ * TRACE_MAX_DIAGS: a recording that runs for days would fill them (each
+ * job that exits adds one) and then keep no new one. Once half full, the
+ * ones older than every record still held go: no snapshot can reach them.
+ */
+static void ring_trim_diags(struct trace *t)
+{
+	int64_t oldest = INT64_MAX;
+	uint32_t w = 0;
+
+	if (t->n_diags < TRACE_MAX_DIAGS / 2)
+		return;
+	for (uint32_t i = 0; i < t->n_planes; i++)
+		for (uint32_t j = 0; j < t->planes[i]->n_lines; j++) {
+			const struct trace_chunk *c = t->planes[i]->lines[j]->head;
+
+			if (c && c->n)
+				oldest = MIN(oldest, c->ev[0].start_ns);
+		}
+	oldest = MIN(oldest, t->ring_keep_ns);
+	for (uint32_t i = 0; i < t->n_diags; i++) {
+		if (t->diags[i].ts_ns < oldest)
+			free(t->diags[i].text);
+		else
+			t->diags[w++] = t->diags[i];
+	}
+	t->n_diags = w;
+}
+
 /* Evict the oldest chunk of the line holding the most bytes, among the
  * chunks the ring may evict; false when there is none. A scan over the
  * lines per evicted chunk: chunks hold thousands of records, lines are a
@@ -738,6 +768,7 @@ static bool ring_evict_one(struct trace *t)
 	if (!victim)
 		return false;
 	t->ring_dropped += line_drop_head(t, victim);
+	ring_trim_diags(t);
 	return true;
 }
 

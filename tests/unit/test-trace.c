@@ -297,6 +297,27 @@ TEST(trace_ring_evicts_oldest_of_the_biggest_line)
 	ASSERT_TRUE(t->ring_dropped > dropped);
 	trace_free(t);
 
+	/* Diags older than every record held go once they are many; newer
+	 * ones stay. */
+	ASSERT_OK(trace_new(0, &t));
+	trace_set_ring(t, ring, 2048, INT64_MAX);
+	p = trace_plane(t, "/host:CPU", 0);
+	busy = trace_line(p, 1, "t");
+	meta = (uint32_t)trace_plane_event_id(p, "x");
+	for (int i = 0; i < TRACE_MAX_DIAGS; i++)
+		ASSERT_OK(trace_diag(t, i, false, "job %d exited", i));
+	ASSERT_EQ(trace_diag(t, 0, false, "one too many"), -ENOSPC);
+	for (int64_t i = 0; i < 100000; i++) {
+		struct trace_event e = {.start_ns = 1000 + i * 10, .meta = meta};
+
+		ASSERT_OK(trace_line_append(busy, &e));
+	}
+	ASSERT_TRUE(t->ring_dropped > 0);
+	ASSERT_EQ(t->n_diags, 0);
+	ASSERT_OK(trace_diag(t, 2000000, false, "a new one"));
+	ASSERT_EQ(t->n_diags, 1);
+	trace_free(t);
+
 	/* max_events: room is made by eviction, not by refusing records. */
 	ASSERT_OK(trace_new(5000, &t));
 	trace_set_ring(t, 64 << 20, 2048, INT64_MAX);
