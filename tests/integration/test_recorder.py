@@ -16,6 +16,7 @@ filled as XProf's StartContinuousProfiling fills it. Checked:
   - Status.recorder reports it; the ring's snapshot_last_ms key and
     profd.Profd/RecorderSnapshot's last_ms bound the span.
 """
+import json
 import os
 import signal
 import subprocess
@@ -307,6 +308,14 @@ class RecorderProfctl(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.count(": recording for"), 2, r.stdout)
         self.assertIn("snapshots take the last 400 ms", r.stdout)
+        r = profctl("status", d1.addr)
+        self.assertIn("  recorder:      recording for", r.stdout)
+        r = profctl("status", d1.addr, "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rec = json.loads(r.stdout)["recorder"]
+        self.assertTrue(rec["recording"])
+        self.assertEqual(rec["ring_bytes"], 4 << 20)
+        self.assertEqual(rec["snapshot_last_ms"], 400)
         time.sleep(1.2)
         logdir = tempfile.mkdtemp(prefix="profd-snap-")
         r = profctl("snapshot", hosts, "--last", "1s", "--logdir", logdir, "--run", "r1")

@@ -216,34 +216,41 @@ static int record_status(const char *host)
 {
 	Profd__StatusRequest req = PROFD__STATUS_REQUEST__INIT;
 	ProtobufCMessage *m = NULL;
-	const Profd__RecorderStatus *rs;
-	char held[32], ring[32];
 	int r;
 
 	r = profctl_call(host, "/profd.Profd/Status", &req.base, &profd__status_response__descriptor,
 			 PROFCTL_RPC_TIMEOUT_MS, &m);
 	if (r)
 		return r;
-	rs = ((const Profd__StatusResponse *)m)->recorder;
-	if (!rs) {
-		printf("%s: this profd has no flight recorder\n", host);
-	} else if (!rs->recording) {
-		printf("%s: not recording (ring %s)\n", host, fmt_bytes(rs->ring_bytes, ring, sizeof(ring)));
-	} else {
-		int64_t now = now_unix_ns();
-
-		printf("%s: recording for %.1f s, period '%s' since %.1f s ago; ring %s of %s; "
-		       "%" PRIu64 " records evicted, %" PRIu64 " dropped; %" PRIu64 " snapshot(s)",
-		       host, (double)(now - (int64_t)rs->since_unix_ns) / 1e9, rs->session_id,
-		       (double)(now - (int64_t)rs->period_start_unix_ns) / 1e9,
-		       fmt_bytes(rs->held_bytes, held, sizeof(held)), fmt_bytes(rs->ring_bytes, ring, sizeof(ring)),
-		       rs->evicted, rs->dropped, rs->snapshots);
-		if (rs->snapshot_last_ms)
-			printf("; snapshots take the last %" PRIu64 " ms", rs->snapshot_last_ms);
-		printf("\n");
-	}
+	printf("%s: ", host);
+	profctl_print_recorder(((const Profd__StatusResponse *)m)->recorder,
+			       ((const Profd__StatusResponse *)m)->now_unix_ns);
 	protobuf_c_message_free_unpacked(m, NULL);
 	return 0;
+}
+
+void profctl_print_recorder(const Profd__RecorderStatus *rs, uint64_t now_unix_ns)
+{
+	char held[32], ring[32];
+	int64_t now = (int64_t)now_unix_ns;
+
+	if (!rs) {
+		printf("this profd has no flight recorder\n");
+		return;
+	}
+	if (!rs->recording) {
+		printf("not recording (ring %s)\n", fmt_bytes(rs->ring_bytes, ring, sizeof(ring)));
+		return;
+	}
+	printf("recording for %.1f s, period '%s' since %.1f s ago; ring %s of %s; %" PRIu64 " records "
+	       "evicted, %" PRIu64 " dropped; %" PRIu64 " snapshot(s)",
+	       (double)(now - (int64_t)rs->since_unix_ns) / 1e9, rs->session_id,
+	       (double)(now - (int64_t)rs->period_start_unix_ns) / 1e9,
+	       fmt_bytes(rs->held_bytes, held, sizeof(held)), fmt_bytes(rs->ring_bytes, ring, sizeof(ring)),
+	       rs->evicted, rs->dropped, rs->snapshots);
+	if (rs->snapshot_last_ms)
+		printf("; snapshots take the last %" PRIu64 " ms", rs->snapshot_last_ms);
+	printf("\n");
 }
 
 int cmd_record(int argc, char **argv)

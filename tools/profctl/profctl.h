@@ -35,6 +35,10 @@ int cmd_export(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_record(int argc, char **argv);
+struct Profd__RecorderStatus;
+/* Status.recorder as one line ("recording for 12.3 s, ..."), times
+ * against the daemon's own clock @now_unix_ns (profctl-record.c). */
+void profctl_print_recorder(const struct Profd__RecorderStatus *rs, uint64_t now_unix_ns);
 int cmd_snapshot(int argc, char **argv);
 /* doctor FILE: which XProf tools an XSpace file fills (profctl-xprofcheck.c). */
 int doctor_xspace_file(const char *path);
