@@ -763,9 +763,16 @@ static void record_snapshot(struct service *svc, struct rpc_call *call, const ch
 	if (r < 0) {
 		rpc_call_on_cancel(call, NULL, NULL);
 		job_free(j);
-		rpc_call_error(call, r == -ENOENT ? RPC_NOT_FOUND : r == -ESHUTDOWN ? RPC_UNAVAILABLE : RPC_INTERNAL,
-			       "%s", r == -ENOENT ? "No continuous profiling session found."
-			       : r == -ESHUTDOWN ? "profd is shutting down" : "could not take the snapshot");
+		if (r == -ENOENT)
+			rpc_call_error(call, RPC_NOT_FOUND, "No continuous profiling session found.");
+		else if (r == -EBUSY)
+			rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "%u captures and snapshots are already "
+				       "running, the most this daemon takes (profd --max-sessions)",
+				       session_mgr_max_sessions(svc->mgr));
+		else if (r == -ESHUTDOWN)
+			rpc_call_error(call, RPC_UNAVAILABLE, "profd is shutting down");
+		else
+			rpc_call_error(call, RPC_INTERNAL, "could not take the snapshot: %s", strerror(-r));
 	}
 }
 

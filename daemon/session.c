@@ -366,16 +366,16 @@ int session_mgr_new(uv_loop_t *loop, const struct session_mgr_cfg *cfg,
 }
 
 /* A session with @p's settings, linked, its timer initialised, in
- * *@ret. -ESHUTDOWN, -EBUSY when @limited and max_sessions are in use
- * (snapshots are not: they end at once), -ENOMEM. */
+ * *@ret. -ESHUTDOWN, -EBUSY when max_sessions + @extra are in use (a
+ * recorder's snapshot may use the slot the recorder holds), -ENOMEM. */
 static int session_new(struct session_mgr *m, const struct session_params *p, session_done_cb cb,
-		       void *userdata, bool limited, struct session **ret)
+		       void *userdata, uint32_t extra, struct session **ret)
 {
 	struct session *s;
 
 	if (m->shutting_down)
 		return -ESHUTDOWN;
-	if (limited && m->n_all >= m->cfg.max_sessions)
+	if (m->n_all >= (uint64_t)m->cfg.max_sessions + extra)
 		return -EBUSY;
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -411,7 +411,7 @@ int session_open(struct session_mgr *m, const struct session_params *p, session_
 	int r;
 
 	assert_return(p->duration_ms > 0, -EINVAL);
-	r = session_new(m, p, cb, userdata, true, &s);
+	r = session_new(m, p, cb, userdata, 0, &s);
 	if (r < 0)
 		return r;
 	delay_ns = p->start_ns - wall_ns();
@@ -570,7 +570,7 @@ int session_mgr_record_start(struct session_mgr *m, const struct session_params 
 
 	if (m->recorder && !m->shutting_down)
 		return -EEXIST;
-	r = session_new(m, p, NULL, NULL, true, &s);
+	r = session_new(m, p, NULL, NULL, 0, &s);
 	if (r < 0)
 		return r;
 	s->recorder = true;
@@ -615,7 +615,7 @@ int session_mgr_record_snapshot(struct session_mgr *m, uint64_t last_ms, int64_t
 		return -ENOENT;
 	if (next_id && !(nid = strdup(next_id)))
 		return -ENOMEM;
-	err = session_new(m, &p, cb, userdata, false, &s);
+	err = session_new(m, &p, cb, userdata, 1, &s);
 	if (err < 0) {
 		free(nid);
 		return err;

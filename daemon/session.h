@@ -141,7 +141,8 @@ int session_mgr_record_stop(struct session_mgr *m);
  * snapshots on one end); the recorder's next period starts at end and is
  * named @next_id; with @next_id NULL the period goes on (a trigger's
  * snapshot, daemon/trigger.h, leaves GetSnapshot's periods alone).
- * @hide_cmdlines: the caller's. -ENOENT when none records, -ENOMEM.
+ * @hide_cmdlines: the caller's. -ENOENT when none records, -EBUSY when
+ * max_sessions (plus the recorder's own slot) are in use, -ENOMEM.
  */
 int session_mgr_record_snapshot(struct session_mgr *m, uint64_t last_ms, int64_t end_ns, const char *next_id,
 				bool hide_cmdlines, session_done_cb cb, void *userdata,

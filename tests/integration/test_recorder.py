@@ -163,6 +163,14 @@ class RecorderRpcs(T.DaemonCase):
         r = self.snap(P.ps.GetSnapshotRequest(), timeout=10)
         self.assertTrue(r.HasField("xspace"))
 
+    def test_snapshot_names_are_checked(self):
+        self.start(xprof_start_request(), timeout=5)
+        for bad in ("../x", ".hidden", "a/b"):
+            e = rpc_error(self.snap, P.ps.GetSnapshotRequest(snapshot_id=bad), timeout=5)
+            self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT, bad)
+        self.assertTrue(helpers.status(self.d.addr).recorder.recording)
+        self.assertTrue(self.snap(P.ps.GetSnapshotRequest(snapshot_id="ok"), timeout=10).HasField("xspace"))
+
     def test_survives_client_disconnect(self):
         with T.channel(self.d.addr) as ch:
             start, _, _ = v3_stubs(ch)
