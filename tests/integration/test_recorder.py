@@ -253,6 +253,29 @@ class RecorderDaemonStop(unittest.TestCase):
             self.assertEqual(helpers.status(d.addr).active_sessions, 0)
         self.assertEqual(d.stop(), 0, d.log())
 
+    @unittest.skipUnless(os.access(FAKE_AGENT, os.X_OK), "no fake agent built")
+    def test_snapshots_are_bounded_by_max_sessions(self):
+        """With --max-sessions 1 the recorder holds the slot; one snapshot
+        may still run (its own slot), a second at the same time gets
+        RESOURCE_EXHAUSTED."""
+        tmp = tempfile.mkdtemp(prefix="profd-rec-")
+        sock = os.path.join(tmp, "agent.sock")
+        d = T.Daemon("--max-sessions", "1", "--agent-socket", sock, "--flush-timeout", "2s")
+        self.addCleanup(d.stop)
+        # An agent that never answers FLUSH keeps the first snapshot closing.
+        a = subprocess.Popen([FAKE_AGENT, "--socket", sock, "--no-flush-reply", "--kernels", "0"],
+                             stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (a.kill(), a.wait(), a.stdout.close()))
+        self.assertEqual(a.stdout.readline().strip(), "connected")
+        with T.channel(d.addr) as ch:
+            start, snap, _ = v3_stubs(ch)
+            start(xprof_start_request(), timeout=5)
+            first = snap.future(P.ps.GetSnapshotRequest(), timeout=10)
+            self.assertTrue(helpers.wait_log(d, "flush: waiting for 1 agent"))
+            e = rpc_error(snap, P.ps.GetSnapshotRequest(), timeout=5)
+            self.assertEqual(e.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertTrue(first.result().HasField("xspace"))
+
     def test_recorder_bytes_reloads(self):
         tmp = tempfile.mkdtemp(prefix="profd-rec-conf-")
         conf = os.path.join(tmp, "profd.conf")
