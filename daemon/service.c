@@ -455,11 +455,10 @@ static struct profile_job *job_prepare(struct service *svc, struct rpc_call *cal
 
 	duration = o && o->duration_ms ? o->duration_ms : req->duration_ms;
 	*ret_duration = duration;
-	if (kind->recorder)
-		; /* XProf sends a placeholder; the recorder has no length */
-	else if (duration == 0)
+	/* XProf sends a placeholder duration; the recorder has no length. */
+	if (!kind->recorder && duration == 0)
 		FAIL(RPC_INVALID_ARGUMENT, "duration_ms must be greater than 0 (set opts.duration_ms or duration_ms)");
-	if (duration > svc->cfg.max_duration_ms)
+	if (!kind->recorder && duration > svc->cfg.max_duration_ms)
 		FAIL(RPC_INVALID_ARGUMENT, "duration_ms %" PRIu64 " is above this daemon's limit of %" PRIu64
 		     " ms (profd --max-duration)", duration, svc->cfg.max_duration_ms);
 	if (!kind->recorder && o && o->start_timestamp_ns > (uint64_t)wall_ns()) {

@@ -98,7 +98,10 @@ class RecorderRpcs(T.DaemonCase):
         self.assertEqual(e.code(), grpc.StatusCode.NOT_FOUND)
 
     def test_start_twice_already_exists(self):
-        self.start(xprof_start_request(), timeout=5)
+        # Its duration is a placeholder: not held against --max-duration.
+        long = xprof_start_request()
+        long.opts.duration_ms = 24 * 3600 * 1000
+        self.start(long, timeout=5)
         e = rpc_error(self.start, xprof_start_request(), timeout=5)
         self.assertEqual(e.code(), grpc.StatusCode.ALREADY_EXISTS)
         self.assertEqual(e.details(), "A profiling session is already running.")
