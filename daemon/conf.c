@@ -83,7 +83,8 @@ const struct conf_row conf_rows[CONF_N_KEYS] = {
 		"kept while recording, the oldest evicted first (docs/recorder.md); part of max-bytes, "
 		"at most half of it (the default shrinks to half of a smaller max-bytes)", F(recorder_bytes)},
 	[CONF_SNAPSHOT_DIR] = {"snapshot-dir", "DIR", T_OPT, 0, 0, NULL, true, NULL,
-		"where triggers (SIGUSR2 to profd, a traced job that dies) write snapshots of the recorder, as a TensorBoard logdir "
+		"where triggers (SIGUSR2 to profd, a traced job that dies or fails a CUDA call) write "
+		"snapshots of the recorder, as a TensorBoard logdir "
 		"with a reason.txt beside each; must exist; empty: triggers write nothing",
 		F(snapshot_dir)},
 	[CONF_SNAPSHOT_LAST] = {"snapshot-last", "DUR", T_DUR, 1, H24, "30s", true, NULL,

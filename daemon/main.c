@@ -300,6 +300,18 @@ static void on_job_gone(void *userdata, uint32_t pid, const char *name)
 	(void)trigger_fire_soon(d->trigger, "process-exit", detail);
 }
 
+/* A traced job's CUDA call failed for good (agent receiver). */
+static void on_cuda_error(void *userdata, uint32_t pid, const char *name, const char *api, int32_t ret)
+{
+	struct daemon *d = userdata;
+	char detail[256];
+
+	if (d->stopping || !d->trigger)
+		return;
+	snprintf(detail, sizeof(detail), "pid %u (%s): %s returned CUDA error %d", pid, name, api, ret);
+	(void)trigger_fire_soon(d->trigger, "cuda-error", detail);
+}
+
 /* The triggers' settings from @c; the directory resolved into @dir
  * (empty: none). */
 static void trigger_cfg_of(const struct profd_conf *c, const char *hostname, char dir[PATH_MAX],
@@ -645,6 +657,8 @@ int main(int argc, char **argv)
 		.hint = agent.hint,
 		.job_gone = on_job_gone,
 		.job_gone_ud = &d,
+		.cuda_error = on_cuda_error,
+		.cuda_error_ud = &d,
 	};
 	d.ccfg = (struct collector_cfg){
 		.gpus = &gpus,

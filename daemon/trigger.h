@@ -19,7 +19,9 @@
  * no symbolic link followed.
  *
  * Triggers (their reasons name the runs): SIGUSR2 (daemon/main.c), a job that exits or is killed while
- * its agent is armed ("process-exit", from the agent receiver), and the
+ * its agent is armed ("process-exit", from the agent receiver), a CUDA
+ * call of a traced job that failed for good ("cuda-error": an illegal
+ * address, a launch failure, out of memory; agent_cuda_error_fatal()), the
  * gpu-idle rule: while recording, a GPU whose utilization (NVML) has been
  * 0 for @gpu_idle_ms while a traced job holds it (an agent has that
  * device), checked every second; and the slow-step rule: a step (an NVTX

@@ -10,6 +10,7 @@
  *              [--proto-version N] [--stats-v2 CUT,FOREIGN,FLAGS]
  *              [--hostile-times N] [--fake-uuids N] [--tid N] [--print-options]
  *              [--pm-hostile] [--name-bytes N] [--stream-log FILE] [--step-ms LIST]
+ *              [--api-error CODE]
  *
  * On START it sends a clock anchor (its clock is CLOCK_MONOTONIC, as an
  * unknown agent clock would be) and, per device in the order given (=
@@ -41,6 +42,9 @@
  * --name-bytes N gives every kernel launch of the burst a name of its own,
  * N bytes long (a templated C++ name such as a CUTLASS GEMM's is ~500):
  * the names, not the records, are then most of what a capture holds.
+ *
+ * --api-error CODE sends, at START, one cuLaunchKernel API record that
+ * returned CODE (a failing CUDA call: the cuda-error trigger).
  *
  * --step-ms LIST sends, at START, one NVTX range "train_step" per
  * comma-separated duration in ms, back to back on the main thread and
@@ -340,6 +344,7 @@ static unsigned long stream_sent;
 static uint64_t stream_t0;
 static FILE *stream_log;     /* --stream-log */
 static const char *arg_step_ms; /* --step-ms */
+static int arg_api_error;       /* --api-error */
 
 /* --step-ms: the steps, ending at @now (agent clock). */
 static void put_steps(uint64_t now)
@@ -481,6 +486,7 @@ int main(int argc, char **argv)
 		{ "name-bytes", required_argument, NULL, 'B' },
 		{ "stream-log", required_argument, NULL, 'L' },
 		{ "step-ms", required_argument, NULL, 'P' },
+		{ "api-error", required_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned captures = 0;
@@ -503,6 +509,7 @@ int main(int argc, char **argv)
 			break;
 		case 'B': arg_name_bytes = (unsigned)atoi(optarg); break;
 		case 'P': arg_step_ms = optarg; break;
+		case 'A': arg_api_error = atoi(optarg); break;
 		case 'L':
 			stream_log = fopen(optarg, "w");
 			if (!stream_log)
@@ -573,6 +580,15 @@ int main(int argc, char **argv)
 				agent_client_send(&cl, AGENT_FRAME_CLOCK, &ck, sizeof(ck));
 				if (arg_step_ms)
 					put_steps(agent_mono_ns());
+				if (arg_api_error) {
+					struct agent_rec_api *api;
+
+					put_string(S_LAUNCH, "cuLaunchKernel");
+					put_api(agent_mono_ns() - 100000, S_LAUNCH, corr++, 307);
+					api = (struct agent_rec_api *)(batch + blen - sizeof(*api));
+					api->ret = arg_api_error;
+					send_batch();
+				}
 				printf("started\n");
 				if (arg_events) {
 					stream_sent = 0;

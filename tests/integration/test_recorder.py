@@ -574,6 +574,31 @@ class RecorderTriggers(unittest.TestCase):
         text, _ = self.slow_step(steps, "--snapshot-step-outlier", "yes", "--snapshot-interval", "0")
         self.assertIn("took 40.000 ms, above the p99 of its last 24 steps (12.000 ms)", text)
 
+    @unittest.skipUnless(os.access(FAKE_AGENT, os.X_OK), "no fake agent built")
+    def test_cuda_error(self):
+        """A traced job's cuLaunchKernel fails with an illegal address: a
+        snapshot naming the call and the code; a benign result (600, not
+        ready) fires nothing."""
+        d = self.daemon()
+        jobs = []
+        for code in ("600", "700"):
+            a = subprocess.Popen([FAKE_AGENT, "--socket", d.agent_socket, "--kernels", "0", "--api-error", code],
+                                 stdout=subprocess.PIPE, text=True)
+            self.addCleanup(lambda a=a: (a.kill(), a.wait(), a.stdout.close()))
+            self.assertEqual(a.stdout.readline().strip(), "connected")
+            jobs.append(a)
+        with T.channel(d.addr) as ch:
+            v3_stubs(ch)[0](xprof_start_request(), timeout=5)
+            self.assertTrue(self.written(d, 1), d.log())
+            time.sleep(0.5)
+        runs = self.runs()
+        self.assertEqual(len(runs), 1, runs)
+        self.assertTrue(runs[0].endswith("-cuda-error"), runs)
+        with open(os.path.join(self.dir, "plugins", "profile", runs[0], "reason.txt")) as f:
+            text = f.read()
+        self.assertIn(f"pid {jobs[1].pid} (fake-agent): cuLaunchKernel returned CUDA error 700", text)
+        self.assertNotIn("error 600", d.log())
+
     def test_snapshot_dir_must_exist(self):
         with self.assertRaises(RuntimeError) as cm:
             T.Daemon("--snapshot-dir", "/nonexistent/profd-snapshots")
