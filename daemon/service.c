@@ -615,13 +615,11 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	sp.hide_cmdlines = !rpc_call_sees_cmdlines(call);
 	r = window_job_open(&j->win, &profile_window_ops, svc->loop, svc->mgr, &sp);
 	if (r < 0) {
-		if (r == -EBUSY)
-			refuse(call, req, RPC_RESOURCE_EXHAUSTED, "%u captures are already running, the most "
-			       "this daemon takes (profd --max-sessions)", session_mgr_max_sessions(svc->mgr));
-		else if (r == -ESHUTDOWN)
-			refuse(call, req, RPC_UNAVAILABLE, "profd is shutting down");
-		else
-			refuse(call, req, RPC_INTERNAL, "could not start the capture: %s", strerror(-r));
+		char why[256];
+		int code = window_job_status(r, svc->mgr, "captures", "could not start the capture", why,
+					     sizeof(why));
+
+		refuse(call, req, code, "%s", why);
 		job_free(j);
 		return;
 	}
@@ -694,16 +692,13 @@ static void handle_record_start(void *userdata, struct rpc_call *call, const Pro
 	r = session_mgr_record_start(svc->mgr, &sp);
 	job_free(j);
 	if (r < 0) {
+		char why[256];
+		int code = r == -EEXIST ? RPC_ALREADY_EXISTS
+			   : window_job_status(r, svc->mgr, "captures", "Failed to create profiler session", why,
+					       sizeof(why));
+
 		rec_forget(svc);
-		if (r == -EEXIST)
-			rpc_call_error(call, RPC_ALREADY_EXISTS, "A profiling session is already running.");
-		else if (r == -EBUSY)
-			rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "%u captures are already running, the most "
-				       "this daemon takes (profd --max-sessions)", session_mgr_max_sessions(svc->mgr));
-		else if (r == -ESHUTDOWN)
-			rpc_call_error(call, RPC_UNAVAILABLE, "profd is shutting down");
-		else
-			rpc_call_error(call, RPC_INTERNAL, "Failed to create profiler session: %s", strerror(-r));
+		rpc_call_error(call, code, "%s", r == -EEXIST ? "A profiling session is already running." : why);
 		return;
 	}
 	log_info("recorder started by %s (%s)", rpc_call_peer(call), rpc_call_identity(call));
@@ -760,18 +755,14 @@ static void record_snapshot(struct service *svc, struct rpc_call *call, const ch
 				     last_ms ? last_ms : svc->rec_last_ms, end_ns, next,
 				     !rpc_call_sees_cmdlines(call));
 	if (r < 0) {
+		char why[256];
+		int code = r == -ENOENT ? RPC_NOT_FOUND
+			   : window_job_status(r, svc->mgr, "captures and snapshots", "could not take the snapshot",
+					       why, sizeof(why));
+
 		rpc_call_on_cancel(call, NULL, NULL);
 		job_free(j);
-		if (r == -ENOENT)
-			rpc_call_error(call, RPC_NOT_FOUND, "No continuous profiling session found.");
-		else if (r == -EBUSY)
-			rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "%u captures and snapshots are already "
-				       "running, the most this daemon takes (profd --max-sessions)",
-				       session_mgr_max_sessions(svc->mgr));
-		else if (r == -ESHUTDOWN)
-			rpc_call_error(call, RPC_UNAVAILABLE, "profd is shutting down");
-		else
-			rpc_call_error(call, RPC_INTERNAL, "could not take the snapshot: %s", strerror(-r));
+		rpc_call_error(call, code, "%s", r == -ENOENT ? "No continuous profiling session found." : why);
 	}
 }
 

@@ -4,6 +4,11 @@
  * the owner's work on the thread pool (window-job.h). Its state is the
  * owner's struct window_job, the loop thread's but while @work runs.
  */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rpc.h"
 #include "window-job.h"
 
 static void window_job_work(uv_work_t *req)
@@ -80,6 +85,23 @@ bool window_job_abort(struct window_job *j)
 	session_abort(j->session);
 	j->session = NULL;
 	return true;
+}
+
+int window_job_status(int err, const struct session_mgr *m, const char *busy, const char *what, char *msg,
+		      size_t size)
+{
+	switch (err) {
+	case -EBUSY:
+		snprintf(msg, size, "%u %s are already running, the most this daemon takes (profd "
+			 "--max-sessions)", session_mgr_max_sessions(m), busy);
+		return RPC_RESOURCE_EXHAUSTED;
+	case -ESHUTDOWN:
+		snprintf(msg, size, "profd is shutting down");
+		return RPC_UNAVAILABLE;
+	default:
+		snprintf(msg, size, "%s: %s", what, strerror(-err));
+		return RPC_INTERNAL;
+	}
 }
 
 void window_job_release(struct window_job *j)

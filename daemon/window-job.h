@@ -69,5 +69,12 @@ bool window_job_abort(struct window_job *j);
 /* Terminate: close the job's window now if it is waiting or open; true if
  * it was. */
 bool window_job_terminate(struct window_job *j);
+/*
+ * A failed open as the client's status: the gRPC code (rpc.h's numbers),
+ * the message in @msg. -EBUSY: RESOURCE_EXHAUSTED naming @busy ("captures")
+ * and --max-sessions; -ESHUTDOWN: UNAVAILABLE; else INTERNAL "@what: why".
+ */
+int window_job_status(int err, const struct session_mgr *m, const char *busy, const char *what, char *msg,
+		      size_t size);
 /* Free what the job holds (the snapshot, if the worker did not take it). */
 void window_job_release(struct window_job *j);
