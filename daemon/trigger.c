@@ -149,7 +149,7 @@ static int cmp_names(const void *a, const void *b)
  * newest (@keep) stays. Returns how many went. */
 static unsigned prune(const char *dir, const char *keep, uint32_t max_count, uint64_t max_bytes)
 {
-	char path[4096];
+	char path[sizeof(TRIGGER_REL)];
 	char **names = NULL;
 	uint64_t *sizes = NULL, total = 0;
 	size_t n = 0, cap = 0, gone = 0;
@@ -157,8 +157,16 @@ static unsigned prune(const char *dir, const char *keep, uint32_t max_count, uin
 	DIR *d;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/" TRIGGER_REL, dir);
-	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* Down from the directory one component at a time, no link followed
+	 * (as the writer goes, delivery.h): nothing outside is ever removed. */
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "%s", TRIGGER_REL);
+	for (char *save = NULL, *c = strtok_r(path, "/", &save); fd >= 0 && c; c = strtok_r(NULL, "/", &save)) {
+		int next = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+		close(fd);
+		fd = next;
+	}
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		if (fd >= 0)
 			close(fd);
