@@ -167,7 +167,7 @@ struct key {
 enum key_id {
 	K_MAX_CALLBACK, K_MAX_ACTIVITY, K_MAX_ANNOTATIONS, K_NUM_CHIPS, K_NVTX, K_GRAPH_TRACE,
 	K_PM_COUNTERS, K_PM_INTERVAL, K_PM_BUFFER, K_RANGE_COUNTERS, K_RANGE_MULTIPASS,
-	K_OVERRIDE_HOSTNAME, K_PY_STACKS, K_PY_DEPTH, K_PY_HZ, K_N
+	K_OVERRIDE_HOSTNAME, K_PY_STACKS, K_PY_DEPTH, K_PY_HZ, K_SNAPSHOT_LAST_MS, K_TPU_CIRCULAR, K_N
 };
 
 static const struct key keys[K_N] = {
@@ -186,6 +186,8 @@ static const struct key keys[K_N] = {
 	[K_PY_STACKS] = {"python_launch_stacks", V_BOOL},
 	[K_PY_DEPTH] = {"python_stack_depth", V_INT},
 	[K_PY_HZ] = {"python_sample_hz", V_INT},
+	[K_SNAPSHOT_LAST_MS] = {"snapshot_last_ms", V_INT},
+	[K_TPU_CIRCULAR] = {"tpu_circular_buffer_tracing", V_BOOL},
 };
 
 static const int want_case[] = {
@@ -259,6 +261,16 @@ static void apply(struct capture_opts *o, enum key_id k,
 		capture_warn(w, "advanced_configuration: %s: CUPTI range profiling is not supported by "
 			     "profd (ignored)", key);
 		break;
+	case K_SNAPSHOT_LAST_MS:
+		/* StartContinuousProfiling's: how much of the ring a snapshot
+		 * takes (0: all of it); a capture ignores it. */
+		if (int_in(v, key, 0, INT64_MAX, w))
+			o->snapshot_last_ms = (uint64_t)v->int64_value;
+		break;
+	case K_TPU_CIRCULAR:
+		/* XProf sets it on every StartContinuousProfiling: the TPU's
+		 * trace ring. profd's recorder is a ring anyway: nothing to do,
+		 * nothing to warn about. */
 	case K_OVERRIDE_HOSTNAME:
 	case K_N:
 		break; /* the service reads it */

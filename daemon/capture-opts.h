@@ -48,6 +48,8 @@
  * @max_gpu_events:  device events (GPU planes) kept; 0: no cap.
  * @max_annotations: distinct NVTX texts kept; 0: no cap.
  * @num_chips:       GPU planes kept, lowest ids first; 0: all.
+ * @snapshot_last_ms: StartContinuousProfiling: the newest ms of the ring a
+ *                   GetSnapshot returns ("snapshot_last_ms"); 0: all of it.
  */
 struct capture_opts {
 	struct agent_opts agent;
@@ -55,6 +57,7 @@ struct capture_opts {
 	uint64_t max_gpu_events;
 	uint64_t max_annotations;
 	uint32_t num_chips;
+	uint64_t snapshot_last_ms;
 };
 
 /* Warnings (and, with raise_error_on_start_failure, the error) of one request. */

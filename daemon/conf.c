@@ -78,6 +78,30 @@ const struct conf_row conf_rows[CONF_N_KEYS] = {
 		"bytes held in total for open captures and their replies: the live event store (at most "
 		"half), the copies overlapping captures take and the encoded replies until sent; events "
 		"beyond it are dropped and counted in XSpace.warnings", F(max_bytes)},
+	[CONF_RECORDER_BYTES] = {"recorder-bytes", "N", T_SIZE, 1 << 20, (uint64_t)1 << 49, "256M", true,
+		NULL, "the flight recorder's ring (StartContinuousProfiling, profctl record): record bytes "
+		"kept while recording, the oldest evicted first (docs/recorder.md); part of max-bytes, "
+		"at most half of it (the default shrinks to half of a smaller max-bytes)", F(recorder_bytes)},
+	[CONF_SNAPSHOT_DIR] = {"snapshot-dir", "DIR", T_OPT, 0, 0, NULL, true, NULL,
+		"where triggers (SIGUSR2 to profd, a traced job that dies or fails a CUDA call) write "
+		"snapshots of the recorder, as a TensorBoard logdir "
+		"with a reason.txt beside each; must exist; empty: triggers write nothing",
+		F(snapshot_dir)},
+	[CONF_SNAPSHOT_LAST] = {"snapshot-last", "DUR", T_DUR, 1, H24, "30s", true, NULL,
+		"the newest DUR of the ring a triggered snapshot takes", F(snapshot_last_ms)},
+	[CONF_SNAPSHOT_INTERVAL] = {"snapshot-interval", "DUR", T_DUR, 0, H24, "60s", true, NULL,
+		"each trigger fires at most once per DUR; more are logged and skipped", F(snapshot_interval_ms)},
+	[CONF_SNAPSHOT_MAX_COUNT] = {"snapshot-max-count", "N", T_U32, 1, 100000, "10", true, NULL,
+		"triggered snapshots kept in snapshot-dir; the oldest are removed", F(snapshot_max_count)},
+	[CONF_SNAPSHOT_MAX_BYTES] = {"snapshot-max-bytes", "N", T_SIZE, 1 << 20, (uint64_t)1 << 50, "1024M",
+		true, NULL, "bytes the triggered snapshots in snapshot-dir take at most; the oldest are "
+		"removed (the newest is always kept)", F(snapshot_max_bytes)},
+	[CONF_SNAPSHOT_GPU_IDLE] = {"snapshot-gpu-idle", "DUR", T_DUR, 0, H24, "0", true, NULL,
+		"also snapshot when a GPU has had 0 % utilization (NVML) for DUR while a traced job holds it; 0 = off", F(snapshot_gpu_idle_ms)},
+	[CONF_SNAPSHOT_STEP_ABOVE] = {"snapshot-step-above", "DUR", T_DUR, 0, H24, "0", true, NULL,
+		"also snapshot when a step (an NVTX range named by step-pattern) takes longer than DUR; 0 = off", F(snapshot_step_above_ms)},
+	[CONF_SNAPSHOT_STEP_OUTLIER] = {"snapshot-step-outlier", "yes|no", T_BOOL, 0, 0, "no", true, NULL,
+		"also snapshot when a step takes longer than the 99th percentile of its thread's last 128 steps (after 20)", F(snapshot_step_outlier)},
 	[CONF_REPOSITORY_ALLOW] = {"repository-allow", "DIR", T_DIR, 0, 0, NULL, false, "Delivery",
 		"also write captures whose repository_root lies under DIR on this machine (repeatable; "
 		"must exist). Without it profd only returns data in the reply, which the client saves.",

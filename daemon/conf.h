@@ -37,6 +37,15 @@ struct profd_conf {
 	uint32_t max_sessions;
 	uint64_t max_events;
 	uint64_t max_bytes;
+	uint64_t recorder_bytes;           /* the flight recorder's ring, <= max_bytes / 2 */
+	char *snapshot_dir;                /* triggered snapshots (trigger.h); NULL: none */
+	uint64_t snapshot_last_ms;
+	uint64_t snapshot_interval_ms;
+	uint32_t snapshot_max_count;
+	uint64_t snapshot_max_bytes;
+	uint64_t snapshot_gpu_idle_ms;     /* the gpu-idle rule; 0: off */
+	uint64_t snapshot_step_above_ms;   /* the slow-step rule; 0: off */
+	bool snapshot_step_outlier;
 	struct conf_list repository_allow;
 	uint32_t repository_max_depth;
 	struct conf_list allow_from;
@@ -64,7 +73,10 @@ struct profd_conf {
 enum conf_key {
 	CONF_LISTEN, CONF_MAX_STREAMS, CONF_MAX_REQUEST_SIZE, CONF_FIRST_MESSAGE_TIMEOUT,
 	CONF_IDLE_TIMEOUT, CONF_KEEPALIVE, CONF_KEEPALIVE_TIMEOUT, CONF_SELF_CHECK,
-	CONF_MAX_DURATION, CONF_MAX_SESSIONS, CONF_MAX_EVENTS, CONF_MAX_BYTES, CONF_REPOSITORY_ALLOW,
+	CONF_MAX_DURATION, CONF_MAX_SESSIONS, CONF_MAX_EVENTS, CONF_MAX_BYTES, CONF_RECORDER_BYTES,
+	CONF_SNAPSHOT_DIR, CONF_SNAPSHOT_LAST, CONF_SNAPSHOT_INTERVAL, CONF_SNAPSHOT_MAX_COUNT,
+	CONF_SNAPSHOT_MAX_BYTES, CONF_SNAPSHOT_GPU_IDLE, CONF_SNAPSHOT_STEP_ABOVE, CONF_SNAPSHOT_STEP_OUTLIER,
+	CONF_REPOSITORY_ALLOW,
 	CONF_REPOSITORY_MAX_DEPTH, CONF_ALLOW_FROM, CONF_TLS_CERT, CONF_TLS_KEY, CONF_TLS_CLIENT_CA,
 	CONF_TOKEN_FILE, CONF_AGENT_SOCKET_MODE, CONF_AGENT_SOCKET_GROUP, CONF_AGENT_ALLOW_UID,
 	CONF_HOST_SAMPLE_HZ, CONF_NVML_SAMPLE_HZ, CONF_AGENT_SOCKET, CONF_FLUSH_TIMEOUT, CONF_STEP_PATTERN,

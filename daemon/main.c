@@ -10,6 +10,7 @@
  */
 #define LOG_TOPIC "profd"
 
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <netdb.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent-path.h"
@@ -36,6 +38,7 @@
 #include "selfcheck.h"
 #include "service.h"
 #include "session.h"
+#include "trigger.h"
 
 #define SELF_CHECK_FAILURES 3
 
@@ -161,6 +164,31 @@ static int load_settings(struct profd_conf *out, char *err, size_t err_size)
 		r = 0; /* no file at the default place: defaults and flags */
 	if (r >= 0 && (r = conf_overlay(out, &cli)) < 0)
 		snprintf(err, err_size, "out of memory");
+	/* Triggers write there: it must be a directory now (and is resolved
+	 * when applied), so that a reload with a typo changes nothing. */
+	if (r >= 0 && out->snapshot_dir && out->snapshot_dir[0]) {
+		struct stat st;
+
+		if (stat(out->snapshot_dir, &st) < 0) {
+			snprintf(err, err_size, "snapshot-dir %s: %s", out->snapshot_dir, strerror(errno));
+			r = -EINVAL;
+		} else if (!S_ISDIR(st.st_mode)) {
+			snprintf(err, err_size, "snapshot-dir %s: not a directory", out->snapshot_dir);
+			r = -EINVAL;
+		}
+	}
+	/* The ring lives in the hub, which holds at most half of max-bytes:
+	 * the default follows a smaller max-bytes, a value given is checked. */
+	if (r >= 0 && out->recorder_bytes > out->max_bytes / 2) {
+		if (out->set & (UINT64_C(1) << CONF_RECORDER_BYTES)) {
+			snprintf(err, err_size, "recorder-bytes %" PRIu64 " is more than half of max-bytes %"
+				 PRIu64 " (the live event store's share, which the ring is part of)",
+				 out->recorder_bytes, out->max_bytes);
+			r = -EINVAL;
+		} else {
+			out->recorder_bytes = out->max_bytes / 2;
+		}
+	}
 	if (r < 0)
 		conf_free(out);
 	return r;
@@ -168,13 +196,15 @@ static int load_settings(struct profd_conf *out, char *err, size_t err_size)
 
 struct daemon {
 	uv_loop_t loop;
-	uv_signal_t sigterm, sigint, sighup;
+	uv_signal_t sigterm, sigint, sighup, sigusr2;
 	uv_timer_t watchdog; /* live only under a service manager's watchdog */
 	bool watchdog_on;
 	struct selfcheck *selfcheck;
 	struct rpc_server *srv;
 	struct session_mgr *mgr;
 	struct service *svc;
+	struct trigger *trigger;   /* the recorder's own snapshots (SIGUSR2) */
+	const char *hostname;      /* main()'s, for the daemon's life */
 	struct collector_cfg ccfg; /* borrowed by the collectors for the daemon's life */
 	struct agent_receiver_cfg agent_cfg; /* ccfg.agent, likewise */
 	char listening[256];       /* for STATUS= */
@@ -209,6 +239,7 @@ static void shutdown_step_done(void *userdata)
 		uv_close((uv_handle_t *)&d->sigterm, on_signal_closed);
 		uv_close((uv_handle_t *)&d->sigint, on_signal_closed);
 		uv_close((uv_handle_t *)&d->sighup, on_signal_closed);
+		uv_close((uv_handle_t *)&d->sigusr2, on_signal_closed);
 	}
 }
 
@@ -221,6 +252,7 @@ static void stop(struct daemon *d)
 		d->watchdog_on = false;
 		uv_close((uv_handle_t *)&d->watchdog, on_signal_closed);
 	}
+	trigger_close(d->trigger);
 	selfcheck_free(d->selfcheck); /* also from inside its own callback */
 	d->selfcheck = NULL;
 	d->steps_left = 2;
@@ -244,6 +276,63 @@ static void on_signal(uv_signal_t *h, int signum)
 		return;
 	log_info("%s: shutting down", strsignal(signum));
 	stop(d);
+}
+
+/* SIGUSR2: a snapshot of the flight recorder into snapshot-dir (trigger.h). */
+static void on_sigusr2(uv_signal_t *h, int signum)
+{
+	struct daemon *d = h->data;
+
+	(void)signum;
+	if (!d->stopping)
+		(void)trigger_fire(d->trigger, "sigusr2", "SIGUSR2 to profd");
+}
+
+/* A job whose agent was armed exited or was killed (agent receiver). */
+static void on_job_gone(void *userdata, uint32_t pid, const char *name)
+{
+	struct daemon *d = userdata;
+	char detail[128];
+
+	if (d->stopping || !d->trigger)
+		return;
+	snprintf(detail, sizeof(detail), "pid %u (%s) exited or was killed while traced", pid, name);
+	(void)trigger_fire_soon(d->trigger, "process-exit", detail);
+}
+
+/* A traced job's CUDA call failed for good (agent receiver). */
+static void on_cuda_error(void *userdata, uint32_t pid, const char *name, const char *api, int32_t ret)
+{
+	struct daemon *d = userdata;
+	char detail[256];
+
+	if (d->stopping || !d->trigger)
+		return;
+	snprintf(detail, sizeof(detail), "pid %u (%s): %s returned CUDA error %d", pid, name, api, ret);
+	(void)trigger_fire_soon(d->trigger, "cuda-error", detail);
+}
+
+/* The triggers' settings from @c; the directory resolved into @dir
+ * (empty: none). */
+static void trigger_cfg_of(const struct profd_conf *c, const char *hostname, char dir[PATH_MAX],
+			   struct trigger_cfg *t)
+{
+	dir[0] = 0;
+	if (c->snapshot_dir && c->snapshot_dir[0] && !realpath(c->snapshot_dir, dir)) {
+		log_warn("snapshot-dir %s: %s; triggers write nothing", c->snapshot_dir, strerror(errno));
+		dir[0] = 0;
+	}
+	*t = (struct trigger_cfg){
+		.dir = dir[0] ? dir : NULL,
+		.last_ms = c->snapshot_last_ms,
+		.min_interval_ms = c->snapshot_interval_ms,
+		.max_count = c->snapshot_max_count,
+		.max_bytes = c->snapshot_max_bytes,
+		.hostname = hostname,
+		.gpu_idle_ms = c->snapshot_gpu_idle_ms,
+		.step_above_ms = c->snapshot_step_above_ms,
+		.step_p99 = c->snapshot_step_outlier,
+	};
 }
 
 /* What rpc_server_set_auth() takes, from @c's access keys. */
@@ -297,6 +386,13 @@ static void apply_reloadable(struct daemon *d)
 	agent_nvtx_set_step_patterns(cfg.step_pattern);
 	session_mgr_set_limits(d->mgr, cfg.max_sessions, cfg.flush_timeout_ms);
 	session_mgr_set_idle_trim(d->mgr, cfg.idle_trim);
+	/* max-bytes needs a restart: a reload checked the ring against the
+	 * file's value, the hub still has the running one's half. */
+	{
+		uint64_t max = session_mgr_max_bytes(d->mgr);
+
+		session_mgr_set_recorder_bytes(d->mgr, max ? MIN(cfg.recorder_bytes, max / 2) : cfg.recorder_bytes);
+	}
 	{
 		struct agent_opts gpu;
 
@@ -304,6 +400,14 @@ static void apply_reloadable(struct daemon *d)
 		session_mgr_set_gpu_default(d->mgr, &gpu);
 	}
 	service_set_max_duration(d->svc, cfg.max_duration_ms);
+	{
+		char dir[PATH_MAX];
+		struct trigger_cfg tc;
+
+		trigger_cfg_of(&cfg, d->hostname, dir, &tc);
+		if (trigger_set_cfg(d->trigger, &tc) < 0)
+			log_error("reload: out of memory for the trigger settings");
+	}
 	d->ccfg.host_sample_hz = cfg.host_sample_hz;
 }
 
@@ -551,6 +655,10 @@ int main(int argc, char **argv)
 		.allow_uids = uids,
 		.n_allow_uids = cfg.agent_allow_uid.n,
 		.hint = agent.hint,
+		.job_gone = on_job_gone,
+		.job_gone_ud = &d,
+		.cuda_error = on_cuda_error,
+		.cuda_error_ud = &d,
 	};
 	d.ccfg = (struct collector_cfg){
 		.gpus = &gpus,
@@ -566,6 +674,7 @@ int main(int argc, char **argv)
 		.max_sessions = cfg.max_sessions,
 		.max_events = cfg.max_events,
 		.max_bytes = cfg.max_bytes,
+		.recorder_bytes = cfg.recorder_bytes,
 		.flush_timeout_ms = cfg.flush_timeout_ms,
 		.idle_trim = cfg.idle_trim,
 	};
@@ -597,6 +706,14 @@ int main(int argc, char **argv)
 	}
 	if (r >= 0)
 		r = service_new(&d.loop, &scfg, d.mgr, d.srv, &d.svc);
+	if (r >= 0) {
+		char dir[PATH_MAX];
+		struct trigger_cfg tc;
+
+		d.hostname = hostname;
+		trigger_cfg_of(&cfg, hostname, dir, &tc);
+		r = trigger_new(&d.loop, d.mgr, &tc, &d.trigger);
+	}
 	if (r < 0) {
 		log_error_errno(r, "could not set up the server");
 		goto out;
@@ -640,10 +757,12 @@ int main(int argc, char **argv)
 	uv_signal_init(&d.loop, &d.sigterm);
 	uv_signal_init(&d.loop, &d.sigint);
 	uv_signal_init(&d.loop, &d.sighup);
-	d.sigterm.data = d.sigint.data = d.sighup.data = &d;
+	uv_signal_init(&d.loop, &d.sigusr2);
+	d.sigterm.data = d.sigint.data = d.sighup.data = d.sigusr2.data = &d;
 	uv_signal_start(&d.sigterm, on_signal, SIGTERM);
 	uv_signal_start(&d.sigint, on_signal, SIGINT);
 	uv_signal_start(&d.sighup, on_sighup, SIGHUP);
+	uv_signal_start(&d.sigusr2, on_sigusr2, SIGUSR2);
 	if (cfg.self_check_ms) {
 		struct sockaddr_storage target;
 
@@ -671,12 +790,14 @@ int main(int argc, char **argv)
 out:
 	if ((d.srv || d.mgr) && ret != EXIT_SUCCESS && !d.stopping) {
 		/* Failed start: tear down what exists, so no handle outlives the loop. */
+		trigger_close(d.trigger);
 		if (d.srv)
 			rpc_server_shutdown(d.srv, 0, NULL, NULL);
 		if (d.mgr)
 			session_mgr_shutdown(d.mgr, NULL, NULL);
 		uv_run(&d.loop, UV_RUN_DEFAULT);
 	}
+	d.trigger = trigger_free(d.trigger);
 	d.svc = service_free(d.svc);
 	d.srv = rpc_server_free(d.srv);
 	d.mgr = session_mgr_free(d.mgr);

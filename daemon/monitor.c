@@ -457,14 +457,11 @@ static void handle_monitor(void *userdata, struct rpc_call *call, const Protobuf
 	sp.hide_cmdlines = !rpc_call_sees_cmdlines(call);
 	r = window_job_open(&j->win, &monitor_window_ops, m->loop, m->mgr, &sp);
 	if (r < 0) {
-		if (r == -EBUSY)
-			rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "%u captures and monitors are already running, "
-				       "the most this daemon takes (profd --max-sessions)",
-				       session_mgr_max_sessions(m->mgr));
-		else if (r == -ESHUTDOWN)
-			rpc_call_error(call, RPC_UNAVAILABLE, "profd is shutting down");
-		else
-			rpc_call_error(call, RPC_INTERNAL, "could not start the monitor: %s", strerror(-r));
+		char why[256];
+		int code = window_job_status(r, m->mgr, "captures and monitors", "could not start the monitor", why,
+					     sizeof(why));
+
+		rpc_call_error(call, code, "%s", why);
 		job_free(j); /* also uncounts it: main checks no job is left at exit */
 		return;
 	}

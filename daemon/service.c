@@ -66,6 +66,11 @@ struct service {
 	unsigned jobs;
 	struct monitor *mon; /* the Monitor method, ours */
 	struct profile_job *jobs_head; /* every Profile job, for Terminate's owner check */
+	/* The flight recorder (V3 RPCs): the Start request, which every
+	 * snapshot is made with; NULL while not recording. */
+	Tensorflow__ProfileRequest *rec_req;
+	bool rec_emit_xspace;      /* emit_xspace as upstream defaults it (true if unset) */
+	uint64_t rec_last_ms;      /* advanced_configuration "snapshot_last_ms" */
 };
 
 struct profile_job {
@@ -410,28 +415,48 @@ static void _printf_(4, 5) refuse(struct rpc_call *call, const Tensorflow__Profi
 		refuse(call, req, code, __VA_ARGS__);        \
 		if (j)                                       \
 			job_free(j);                         \
-		return;                                      \
+		return NULL;                                 \
 	} while (0)
 
-static void handle_profile(void *userdata, struct rpc_call *call, const ProtobufCMessage *msg)
+/**
+ * struct job_kind - what a job is made for, beside its request.
+ * @recorder:   StartContinuousProfiling or a snapshot: no duration and no
+ *              start time to check (the recorder ignores both).
+ * @session_id: the name to use instead of the request's; NULL: its own.
+ * @emit_xspace: where the XSpace goes (ProfileResponse.xspace or tool_data).
+ */
+struct job_kind {
+	bool recorder;
+	const char *session_id;
+	bool emit_xspace;
+};
+
+/*
+ * A job for @req, validated (names used in paths, repository_root, the
+ * GPU options); NULL when it was refused (the client has its status and a
+ * log line says why). Profile, StartContinuousProfiling and each snapshot
+ * share it, so a request means the same on every path.
+ */
+static struct profile_job *job_prepare(struct service *svc, struct rpc_call *call,
+				       const Tensorflow__ProfileRequest *req, const struct job_kind *kind,
+				       uint64_t *ret_duration)
 {
-	struct service *svc = userdata;
-	const Tensorflow__ProfileRequest *req = (const Tensorflow__ProfileRequest *)msg;
 	const Tensorflow__ProfileOptions *o = req->opts;
 	struct profile_job *j = NULL;
-	struct session_params sp = {0};
 	const char *session_id, *host, *host_field;
 	char qbuf[96];
 	uint64_t duration;
 	int r;
 
 	duration = o && o->duration_ms ? o->duration_ms : req->duration_ms;
-	if (duration == 0)
+	*ret_duration = duration;
+	/* XProf sends a placeholder duration; the recorder has no length. */
+	if (!kind->recorder && duration == 0)
 		FAIL(RPC_INVALID_ARGUMENT, "duration_ms must be greater than 0 (set opts.duration_ms or duration_ms)");
-	if (duration > svc->cfg.max_duration_ms)
+	if (!kind->recorder && duration > svc->cfg.max_duration_ms)
 		FAIL(RPC_INVALID_ARGUMENT, "duration_ms %" PRIu64 " is above this daemon's limit of %" PRIu64
 		     " ms (profd --max-duration)", duration, svc->cfg.max_duration_ms);
-	if (o && o->start_timestamp_ns > (uint64_t)wall_ns()) {
+	if (!kind->recorder && o && o->start_timestamp_ns > (uint64_t)wall_ns()) {
 		/* Unsigned: casting a start above INT64_MAX to int64 made it a
 		 * time in the past (start at once) or overflowed the subtraction. */
 		uint64_t delay_ms = (o->start_timestamp_ns - (uint64_t)wall_ns()) / NSEC_PER_MSEC;
@@ -448,6 +473,8 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	 * and invalid UTF-8 never get here (rpc/wirecheck.h).
 	 */
 	session_id = req->session_id[0] ? req->session_id : (o && o->session_id ? o->session_id : "");
+	if (kind->session_id)
+		session_id = kind->session_id;
 	if (session_id[0] && !repo_name_ok(session_id))
 		FAIL(RPC_INVALID_ARGUMENT, "session_id \"%s\" must be one path component: 1-255 bytes, "
 		     "no '/' or control characters, not starting with '.' (no '.', '..' or hidden names)",
@@ -474,7 +501,7 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	svc->jobs++;
 	j->svc = svc;
 	j->repo_dir = -1;
-	j->emit_xspace = req->emit_xspace;
+	j->emit_xspace = kind->emit_xspace;
 	/* version 0: upstream replaces the options by its defaults. */
 	j->host_level = o && o->version ? o->host_tracer_level : 2;
 	j->device_level = o && o->version ? o->device_tracer_level : 1;
@@ -504,7 +531,7 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 		     "\".xplane.pb\"; at most 255)", host_field, ascii_quote(qbuf, sizeof(qbuf), host),
 		     strlen(j->file_name));
 
-	if (req->repository_root[0] && !req->emit_xspace) {
+	if (req->repository_root[0] && !j->emit_xspace) {
 		size_t dir;
 		char *rel;
 
@@ -563,23 +590,195 @@ static void handle_profile(void *userdata, struct rpc_call *call, const Protobuf
 	if (j->next)
 		j->next->prev = j;
 	svc->jobs_head = j;
+	return j;
+}
 
-	sp.id = session_id;
+static void handle_profile(void *userdata, struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	struct service *svc = userdata;
+	const Tensorflow__ProfileRequest *req = (const Tensorflow__ProfileRequest *)msg;
+	const Tensorflow__ProfileOptions *o = req->opts;
+	const struct job_kind kind = {.emit_xspace = req->emit_xspace};
+	struct session_params sp = {0};
+	struct profile_job *j;
+	uint64_t duration;
+	int r;
+
+	j = job_prepare(svc, call, req, &kind, &duration);
+	if (!j)
+		return;
+	sp.id = j->session_id;
 	sp.start_ns = o ? (int64_t)o->start_timestamp_ns : 0;
 	sp.duration_ms = duration;
 	sp.gpu = &j->gpu.agent;
 	sp.hide_cmdlines = !rpc_call_sees_cmdlines(call);
 	r = window_job_open(&j->win, &profile_window_ops, svc->loop, svc->mgr, &sp);
-	if (r == -EBUSY)
-		FAIL(RPC_RESOURCE_EXHAUSTED, "%u captures are already running, the most this daemon takes "
-		     "(profd --max-sessions)", session_mgr_max_sessions(svc->mgr));
-	if (r == -ESHUTDOWN)
-		FAIL(RPC_UNAVAILABLE, "profd is shutting down");
-	if (r < 0)
-		FAIL(RPC_INTERNAL, "could not start the capture: %s", strerror(-r));
+	if (r < 0) {
+		char why[256];
+		int code = window_job_status(r, svc->mgr, "captures", "could not start the capture", why,
+					     sizeof(why));
+
+		refuse(call, req, code, "%s", why);
+		job_free(j);
+		return;
+	}
 	j->call = call;
 	rpc_call_on_cancel(call, on_profile_cancel, j);
-	log_info("capture for %s: session '%s', %" PRIu64 " ms", rpc_call_peer(call), session_id, duration);
+	log_info("capture for %s: session '%s', %" PRIu64 " ms", rpc_call_peer(call), j->session_id,
+		 duration);
+}
+
+/* ---- the flight recorder: upstream's V3 RPCs (reference/protocol.md §2.5) -- */
+
+static void rec_forget(struct service *svc)
+{
+	if (svc->rec_req)
+		protobuf_c_message_free_unpacked(&svc->rec_req->base, NULL);
+	svc->rec_req = NULL;
+}
+
+/* A deep copy of @req that outlives its call (packed and read back). */
+static Tensorflow__ProfileRequest *request_copy(const Tensorflow__ProfileRequest *req)
+{
+	size_t n = tensorflow__profile_request__get_packed_size(req);
+	uint8_t *buf = malloc(n ? n : 1);
+	Tensorflow__ProfileRequest *c;
+
+	if (!buf)
+		return NULL;
+	tensorflow__profile_request__pack(req, buf);
+	c = tensorflow__profile_request__unpack(NULL, n, buf);
+	free(buf);
+	return c;
+}
+
+/*
+ * StartContinuousProfiling: one recorder per daemon (ALREADY_EXISTS, with
+ * upstream's message), its options checked as a capture's; emit_xspace
+ * defaults to true when the request does not set it. Captures keep
+ * working while it records (docs/protocol.md says how that differs).
+ */
+static void handle_record_start(void *userdata, struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	struct service *svc = userdata;
+	const Tensorflow__ProfileRequest *req = (const Tensorflow__ProfileRequest *)msg;
+	Tensorflow__ContinuousProfilingResponse resp = TENSORFLOW__CONTINUOUS_PROFILING_RESPONSE__INIT;
+	bool emit = req->optional_emit_xspace_case != TENSORFLOW__PROFILE_REQUEST__OPTIONAL_EMIT_XSPACE_EMIT_XSPACE ||
+		    req->emit_xspace;
+	const struct job_kind kind = {.recorder = true, .emit_xspace = emit};
+	struct session_params sp = {0};
+	struct profile_job *j;
+	uint64_t duration;
+	int r;
+
+	if (svc->rec_req) {
+		refuse(call, req, RPC_ALREADY_EXISTS, "A profiling session is already running.");
+		return;
+	}
+	j = job_prepare(svc, call, req, &kind, &duration);
+	if (!j)
+		return;
+	svc->rec_req = request_copy(req);
+	if (!svc->rec_req) {
+		job_free(j);
+		rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	svc->rec_emit_xspace = emit;
+	svc->rec_last_ms = j->gpu.snapshot_last_ms;
+	sp.id = j->session_id;
+	sp.gpu = &j->gpu.agent;
+	r = session_mgr_record_start(svc->mgr, &sp);
+	job_free(j);
+	if (r < 0) {
+		char why[256];
+		int code = r == -EEXIST ? RPC_ALREADY_EXISTS
+			   : window_job_status(r, svc->mgr, "captures", "Failed to create profiler session", why,
+					       sizeof(why));
+
+		rec_forget(svc);
+		rpc_call_error(call, code, "%s", r == -EEXIST ? "A profiling session is already running." : why);
+		return;
+	}
+	log_info("recorder started by %s (%s)", rpc_call_peer(call), rpc_call_identity(call));
+	rpc_call_reply_msg(call, &resp.base);
+}
+
+static void handle_record_stop(void *userdata, struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	struct service *svc = userdata;
+	Tensorflow__StopContinuousProfilingResponse resp = TENSORFLOW__STOP_CONTINUOUS_PROFILING_RESPONSE__INIT;
+
+	(void)msg;
+	if (!svc->rec_req || session_mgr_record_stop(svc->mgr) < 0) {
+		rpc_call_error(call, RPC_NOT_FOUND, "No continuous profiling session found.");
+		return;
+	}
+	rec_forget(svc);
+	log_info("recorder stopped by %s (%s)", rpc_call_peer(call), rpc_call_identity(call));
+	rpc_call_reply_msg(call, &resp.base);
+}
+
+/*
+ * A snapshot: the recorder's period so far (or its newest @last_ms, up to
+ * @end_ns: session_mgr_record_snapshot())
+ * through the Profile path, named @snapshot_id or the period's name, with
+ * the Start request's options; the next period is named after the current
+ * time in ns, as upstream names the session it starts.
+ */
+static void record_snapshot(struct service *svc, struct rpc_call *call, const char *snapshot_id,
+			    uint64_t last_ms, int64_t end_ns)
+{
+	struct session_record_status st;
+	struct job_kind kind = {.recorder = true, .emit_xspace = svc->rec_emit_xspace};
+	struct profile_job *j;
+	char next[24];
+	uint64_t duration;
+	int r;
+
+	session_mgr_record_status(svc->mgr, &st);
+	if (!svc->rec_req || !st.on) {
+		rpc_call_error(call, RPC_NOT_FOUND, "No continuous profiling session found.");
+		return;
+	}
+	kind.session_id = snapshot_id[0] ? snapshot_id : st.id;
+	j = job_prepare(svc, call, svc->rec_req, &kind, &duration);
+	if (!j)
+		return;
+	snprintf(next, sizeof(next), "%" PRId64, wall_ns());
+	log_info("recorder snapshot '%s' for %s; next period '%s'", j->session_id, rpc_call_peer(call), next);
+	/* The job may be answered and freed inside the open (window-job.h). */
+	j->call = call;
+	rpc_call_on_cancel(call, on_profile_cancel, j);
+	r = window_job_open_snapshot(&j->win, &profile_window_ops, svc->loop, svc->mgr,
+				     last_ms ? last_ms : svc->rec_last_ms, end_ns, next,
+				     !rpc_call_sees_cmdlines(call));
+	if (r < 0) {
+		char why[256];
+		int code = r == -ENOENT ? RPC_NOT_FOUND
+			   : window_job_status(r, svc->mgr, "captures and snapshots", "could not take the snapshot",
+					       why, sizeof(why));
+
+		rpc_call_on_cancel(call, NULL, NULL);
+		job_free(j);
+		rpc_call_error(call, code, "%s", r == -ENOENT ? "No continuous profiling session found." : why);
+	}
+}
+
+static void handle_get_snapshot(void *userdata, struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Tensorflow__GetSnapshotRequest *req = (const Tensorflow__GetSnapshotRequest *)msg;
+
+	record_snapshot(userdata, call, req->snapshot_id, 0, 0);
+}
+
+static void handle_recorder_snapshot(void *userdata, struct rpc_call *call, const ProtobufCMessage *msg)
+{
+	const Profd__RecorderSnapshotRequest *req = (const Profd__RecorderSnapshotRequest *)msg;
+
+	/* A hostile end far in the future or before 1970 means now. */
+	record_snapshot(userdata, call, req->snapshot_id, req->last_ms,
+			req->end_unix_ns <= (uint64_t)INT64_MAX ? (int64_t)req->end_unix_ns : 0);
 }
 
 /*
@@ -726,6 +925,8 @@ static void handle_status(void *userdata, struct rpc_call *call, const ProtobufC
 	struct collector_set *set = session_mgr_collectors(svc->mgr);
 	size_t n = set ? collector_set_count(set) : 0;
 	Profd__StatusResponse resp = PROFD__STATUS_RESPONSE__INIT;
+	Profd__RecorderStatus rec = PROFD__RECORDER_STATUS__INIT;
+	struct session_record_status rs;
 	Profd__CollectorStatus *cs = calloc(n ? n : 1, sizeof(*cs));
 	Profd__CollectorStatus **csp = calloc(n ? n : 1, sizeof(*csp));
 
@@ -744,6 +945,18 @@ static void handle_status(void *userdata, struct rpc_call *call, const ProtobufC
 	resp.max_duration_ms = svc->cfg.max_duration_ms;
 	resp.agent_socket = (char *)(svc->cfg.agent_socket ? svc->cfg.agent_socket : "");
 	resp.agent_hint = (char *)(svc->cfg.agent_hint ? svc->cfg.agent_hint : "");
+	session_mgr_record_status(svc->mgr, &rs);
+	rec.recording = rs.on;
+	rec.session_id = (char *)(rs.id ? rs.id : "");
+	rec.since_unix_ns = (uint64_t)MAX(rs.since_ns, 0);
+	rec.period_start_unix_ns = (uint64_t)MAX(rs.period_ns, 0);
+	rec.held_bytes = rs.held_bytes;
+	rec.ring_bytes = rs.ring_bytes;
+	rec.evicted = rs.evicted;
+	rec.dropped = rs.dropped;
+	rec.snapshots = rs.snapshots;
+	rec.snapshot_last_ms = rs.on ? svc->rec_last_ms : 0;
+	resp.recorder = &rec;
 	for (size_t i = 0; i < n; i++) {
 		const struct collector *c = collector_set_get(set, i);
 
@@ -782,6 +995,16 @@ int service_new(uv_loop_t *loop, const struct service_cfg *cfg, struct session_m
 				       &tensorflow__terminate_request__descriptor, handle_terminate, s)) < 0 ||
 	    (r = rpc_server_add_method(srv, "/profd.Profd/Status", &profd__status_request__descriptor,
 				       handle_status, s)) < 0 ||
+	    (r = rpc_server_add_method(srv, "/tensorflow.ProfilerService/StartContinuousProfiling",
+				       &tensorflow__profile_request__descriptor, handle_record_start, s)) < 0 ||
+	    (r = rpc_server_add_method(srv, "/tensorflow.ProfilerService/StopContinuousProfiling",
+				       &tensorflow__stop_continuous_profiling_request__descriptor,
+				       handle_record_stop, s)) < 0 ||
+	    (r = rpc_server_add_method(srv, "/tensorflow.ProfilerService/GetSnapshot",
+				       &tensorflow__get_snapshot_request__descriptor, handle_get_snapshot, s)) < 0 ||
+	    (r = rpc_server_add_method(srv, "/profd.Profd/RecorderSnapshot",
+				       &profd__recorder_snapshot_request__descriptor, handle_recorder_snapshot,
+				       s)) < 0 ||
 	    (r = monitor_new(srv, mgr, loop, cfg->hostname, cfg->max_duration_ms, &s->mon)) < 0) {
 		free(s);
 		return r;
@@ -803,6 +1026,7 @@ struct service *service_free(struct service *s)
 	if (!s)
 		return NULL;
 	s->mon = monitor_free(s->mon);
+	rec_forget(s);
 	free(s);
 	return NULL;
 }

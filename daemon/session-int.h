@@ -37,6 +37,9 @@ struct session {
 	struct agent_opts gpu;     /* what this window asks of agents */
 	bool hide_cmdlines;        /* its snapshot's trace.hide_cmdlines */
 	bool no_agents;            /* Monitor: agents stay idle for it (session_params) */
+	bool recorder;             /* the flight recorder: open until stopped, no timer */
+	bool snapshot;             /* a recorder snapshot: created CLOSING */
+	uint64_t ring_evicted_at_open; /* hub->ring_dropped when its period began */
 	uv_timer_t timer; /* WAITING: until start; OPEN: until stop */
 	session_done_cb cb;
 	void *userdata;
@@ -59,6 +62,10 @@ struct session_mgr {
 	void (*shutdown_cb)(void *);
 	void *shutdown_ud;
 	int pending_closes; /* session timers being closed */
+	struct session *recorder;  /* the flight recorder's window; NULL: not recording */
+	int64_t recorder_since;    /* its start, wall ns */
+	uint64_t recorder_dropped0, recorder_evicted0; /* hub counts at its start */
+	uint64_t recorder_snapshots;
 	/* footprint.c's: the pool timer, armed open or idle by the lifecycle */
 	uv_timer_t pool_timer;         /* see POOL_TICK_OPEN_MS */
 	int64_t pool_idle_since;       /* CLOCK_MONOTONIC; 0: in use */

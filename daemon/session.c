@@ -7,6 +7,7 @@
  */
 #define LOG_TOPIC "session"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,11 @@
 
 static void process_close_queue(struct session_mgr *m);
 static void update_gpu_options(struct session_mgr *m, const struct session *gone);
+static void update_ring(struct session_mgr *m, const struct session *gone);
+
+/* Records per chunk while recording: the ring evicts whole chunks, so
+ * these are 80 KiB rather than 2.5 MiB (trace_set_ring()). */
+#define RING_CHUNK_RECORDS 2048
 
 static void unlink_session(struct session *s)
 {
@@ -78,7 +84,27 @@ static void window_leaves(struct session_mgr *m, const struct session *gone)
 			if (s != gone && (s->state == S_OPEN || s->state == S_CLOSING) && !s->aborted)
 				min_start = MIN(min_start, s->start_ns);
 		trace_trim(m->hub, min_start);
+		update_ring(m, gone);
 	}
+}
+
+/*
+ * The hub's ring while recording: --recorder-bytes, and what no eviction
+ * may touch: the records of every capture or snapshot window still open
+ * or closing (all of them once they start). Off when not recording.
+ */
+static void update_ring(struct session_mgr *m, const struct session *gone)
+{
+	int64_t keep = INT64_MAX;
+
+	if (!m->recorder) {
+		trace_set_ring(m->hub, 0, 0, 0);
+		return;
+	}
+	for (struct session *s = m->all; s; s = s->next)
+		if (s != gone && !s->recorder && (s->state == S_OPEN || s->state == S_CLOSING) && !s->aborted)
+			keep = MIN(keep, s->start_ns);
+	trace_set_ring(m->hub, m->cfg.recorder_bytes, RING_CHUNK_RECORDS, keep);
 }
 
 static void on_stop_timer(uv_timer_t *t);
@@ -168,7 +194,9 @@ static void open_window(struct session *s)
 		collector_set_start(m->collectors);
 		footprint_windows_open(m);
 	}
-	uv_timer_start(&s->timer, on_stop_timer, s->duration_ms, 0);
+	update_ring(m, NULL);
+	if (!s->recorder) /* open until session_mgr_record_stop() */
+		uv_timer_start(&s->timer, on_stop_timer, s->duration_ms, 0);
 	log_debug("session '%s': window open for %llu ms", s->id, (unsigned long long)s->duration_ms);
 }
 
@@ -194,20 +222,26 @@ static void on_start_timer(uv_timer_t *t)
 	open_window(s);
 }
 
-static void begin_close(struct session *s)
+/* Queue @s (CLOSING, stop_ns set) for its flush and snapshot. */
+static void enqueue_close(struct session *s)
 {
 	struct session_mgr *m = s->mgr;
 
-	uv_timer_stop(&s->timer);
-	s->state = S_CLOSING;
-	s->stop_ns = wall_ns();
-	update_gpu_options(m, NULL);
 	if (m->close_tail)
 		m->close_tail->close_next = s;
 	else
 		m->close_head = s;
 	m->close_tail = s;
 	process_close_queue(m);
+}
+
+static void begin_close(struct session *s)
+{
+	uv_timer_stop(&s->timer);
+	s->state = S_CLOSING;
+	s->stop_ns = wall_ns();
+	update_gpu_options(s->mgr, NULL);
+	enqueue_close(s);
 }
 
 static void on_stop_timer(uv_timer_t *t)
@@ -244,6 +278,21 @@ static int window_snapshot(struct session_mgr *m, const struct session *s, struc
 	return trace_snapshot_capped(m->hub, s->start_ns, s->stop_ns, take_all, share, ret);
 }
 
+/* Counts since a mark; the hub's restart from 0 when its contents move. */
+static uint64_t sat_diff(uint64_t now, uint64_t mark) { return now > mark ? now - mark : 0; }
+
+/* A recorder snapshot says what the ring evicted in its period. */
+static void snapshot_note_ring(const struct session_mgr *m, const struct session *s, struct trace *snap)
+{
+	uint64_t evicted = sat_diff(m->hub->ring_dropped, s->ring_evicted_at_open);
+
+	if (evicted)
+		trace_diag(snap, s->start_ns, false, "flight recorder: %" PRIu64 " older records were "
+			   "evicted from the ring (oldest first, per line) to stay within --recorder-bytes "
+			   "(%" PRIu64 " bytes); the snapshot holds the newest ones", evicted,
+			   m->cfg.recorder_bytes);
+}
+
 static void on_flushed(void *userdata)
 {
 	struct session_mgr *m = userdata;
@@ -265,6 +314,8 @@ static void on_flushed(void *userdata)
 			/* Only what the budget refused while this window was open. */
 			snap->dropped = dropped - s->dropped_at_open;
 			snap->hide_cmdlines = s->hide_cmdlines;
+			if (s->snapshot)
+				snapshot_note_ring(m, s, snap);
 			collector_set_describe(m->collectors, snap, s->start_ns, s->stop_ns);
 		}
 	}
@@ -321,16 +372,17 @@ int session_mgr_new(uv_loop_t *loop, const struct session_mgr_cfg *cfg,
 	return 0;
 }
 
-int session_open(struct session_mgr *m, const struct session_params *p, session_done_cb cb,
-		 void *userdata, struct session **ret)
+/* A session with @p's settings, linked, its timer initialised, in
+ * *@ret. -ESHUTDOWN, -EBUSY when max_sessions + @extra are in use (a
+ * recorder's snapshot may use the slot the recorder holds), -ENOMEM. */
+static int session_new(struct session_mgr *m, const struct session_params *p, session_done_cb cb,
+		       void *userdata, uint32_t extra, struct session **ret)
 {
 	struct session *s;
-	int64_t delay_ns;
 
-	assert_return(p->duration_ms > 0, -EINVAL);
 	if (m->shutting_down)
 		return -ESHUTDOWN;
-	if (m->n_all >= m->cfg.max_sessions)
+	if (m->n_all >= (uint64_t)m->cfg.max_sessions + extra)
 		return -EBUSY;
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -354,7 +406,21 @@ int session_open(struct session_mgr *m, const struct session_params *p, session_
 		m->all->prev = s;
 	m->all = s;
 	m->n_all++;
+	*ret = s;
+	return 0;
+}
 
+int session_open(struct session_mgr *m, const struct session_params *p, session_done_cb cb,
+		 void *userdata, struct session **ret)
+{
+	struct session *s;
+	int64_t delay_ns;
+	int r;
+
+	assert_return(p->duration_ms > 0, -EINVAL);
+	r = session_new(m, p, cb, userdata, 0, &s);
+	if (r < 0)
+		return r;
 	delay_ns = p->start_ns - wall_ns();
 	if (p->start_ns > 0 && delay_ns > 0) {
 		s->state = S_WAITING;
@@ -413,7 +479,8 @@ unsigned session_mgr_terminate(struct session_mgr *m, const char *id)
 
 	for (s = m->all; s; s = next) {
 		next = s->next;
-		if (strcmp(s->id, id) == 0)
+		/* Terminate stops captures; the recorder stops by its own RPC. */
+		if (!s->recorder && strcmp(s->id, id) == 0)
 			n += session_terminate(s);
 	}
 	return n;
@@ -422,6 +489,7 @@ unsigned session_mgr_terminate(struct session_mgr *m, const char *id)
 unsigned session_mgr_active(const struct session_mgr *m) { return m->n_all; }
 uint32_t session_mgr_max_sessions(const struct session_mgr *m) { return m->cfg.max_sessions; }
 uint64_t session_mgr_max_events(const struct session_mgr *m) { return m->cfg.max_events; }
+uint64_t session_mgr_max_bytes(const struct session_mgr *m) { return m->cfg.max_bytes; }
 const struct agent_opts *session_mgr_gpu_default(const struct session_mgr *m) { return &m->cfg.gpu; }
 
 void session_mgr_set_limits(struct session_mgr *m, uint32_t max_sessions, uint64_t flush_timeout_ms)
@@ -431,6 +499,7 @@ void session_mgr_set_limits(struct session_mgr *m, uint32_t max_sessions, uint64
 }
 void session_mgr_set_gpu_default(struct session_mgr *m, const struct agent_opts *gpu) { m->cfg.gpu = *gpu; }
 struct collector_set *session_mgr_collectors(struct session_mgr *m) { return m->collectors; }
+const struct trace *session_mgr_hub(const struct session_mgr *m) { return m->hub; }
 
 static void on_collectors_closed(void *userdata)
 {
@@ -465,13 +534,14 @@ void session_mgr_shutdown(struct session_mgr *m, void (*cb)(void *), void *userd
 	struct session *s, *next;
 
 	m->shutting_down = true;
+	m->recorder = NULL; /* stopped with every other window below */
 	m->shutdown_cb = cb;
 	m->shutdown_ud = userdata;
 	footprint_shutdown(m);
 	for (s = m->all; s; s = next) {
 		next = s->next;
 		/* The callback may not touch @s again: it is released below. */
-		if (!s->aborted)
+		if (!s->aborted && s->cb)
 			s->cb(s, -ESHUTDOWN, NULL, s->start_ns, s->stop_ns, s->userdata);
 		if (s->state == S_CLOSING) {
 			s->aborted = true; /* the close queue releases it */
@@ -497,3 +567,121 @@ struct session_mgr *session_mgr_free(struct session_mgr *m)
 	return NULL;
 }
 
+
+/* ---- the flight recorder (session.h) ------------------------------------- */
+
+int session_mgr_record_start(struct session_mgr *m, const struct session_params *p)
+{
+	struct session *s;
+	int r;
+
+	if (m->recorder && !m->shutting_down)
+		return -EEXIST;
+	r = session_new(m, p, NULL, NULL, 0, &s);
+	if (r < 0)
+		return r;
+	s->recorder = true;
+	s->duration_ms = 0; /* open until stopped; footprint.c estimates nothing for it */
+	m->recorder = s;
+	open_window(s);
+	s->ring_evicted_at_open = m->hub->ring_dropped;
+	m->recorder_since = s->start_ns;
+	m->recorder_dropped0 = m->hub->dropped;
+	m->recorder_evicted0 = m->hub->ring_dropped;
+	m->recorder_snapshots = 0;
+	log_info("recorder '%s': recording into a %" PRIu64 "-byte ring", s->id, m->cfg.recorder_bytes);
+	return 0;
+}
+
+int session_mgr_record_stop(struct session_mgr *m)
+{
+	struct session *s = m->recorder;
+
+	if (!s)
+		return -ENOENT;
+	m->recorder = NULL;
+	log_info("recorder '%s': stopped after %" PRIu64 " snapshot(s)", s->id, m->recorder_snapshots);
+	session_destroy(s); /* freed once its timer handle closes */
+	window_leaves(m, s);
+	update_ring(m, s);
+	return 0;
+}
+
+int session_mgr_record_snapshot(struct session_mgr *m, uint64_t last_ms, int64_t end_ns, const char *next_id,
+				bool hide_cmdlines, session_done_cb cb, void *userdata,
+				struct session **ret)
+{
+	struct session *r = m->recorder, *s;
+	struct session_params p = {.id = r ? r->id : "", .gpu = r ? &r->gpu : NULL,
+				   .hide_cmdlines = hide_cmdlines};
+	char *nid = NULL;
+	int64_t now = wall_ns();
+	int err;
+
+	if (!r && !m->shutting_down)
+		return -ENOENT;
+	if (next_id && !(nid = strdup(next_id)))
+		return -ENOMEM;
+	err = session_new(m, &p, cb, userdata, 1, &s);
+	if (err < 0) {
+		free(nid);
+		return err;
+	}
+	/* The period so far, or its last @last_ms (saturating: a hostile
+	 * value reaches back to the period's start at most). */
+	s->snapshot = true;
+	s->state = S_CLOSING;
+	s->stop_ns = end_ns > 0 && end_ns < now ? end_ns : now;
+	s->stop_ns = MAX(s->stop_ns, r->start_ns);
+	s->start_ns = r->start_ns;
+	if (last_ms && last_ms < (uint64_t)INT64_MAX / NSEC_PER_MSEC)
+		s->start_ns = MAX(s->start_ns, s->stop_ns - (int64_t)(last_ms * NSEC_PER_MSEC));
+	s->start_mono = mono_ns();
+	s->dropped_at_open = r->dropped_at_open;
+	s->ring_evicted_at_open = r->ring_evicted_at_open;
+	m->n_windows++; /* left in on_flushed(), as a capture's window */
+	m->recorder_snapshots++;
+	/* The next period starts where this snapshot ends (upstream starts a
+	 * new session); what only the old one held is freed once the snapshot
+	 * is taken (window_leaves() trims to the oldest window's start). */
+	if (nid) {
+		r->start_ns = s->stop_ns;
+		r->dropped_at_open = m->hub->dropped;
+		r->ring_evicted_at_open = m->hub->ring_dropped;
+		free(r->id);
+		r->id = nid;
+	}
+	update_ring(m, NULL);
+	/* A flush with nothing to wait for ends inside enqueue_close(), and
+	 * the callback with it: the caller learns @s first. */
+	*ret = s;
+	enqueue_close(s);
+	return 0;
+}
+
+void session_mgr_record_status(const struct session_mgr *m, struct session_record_status *st)
+{
+	const struct session *r = m->recorder;
+
+	memset(st, 0, sizeof(*st));
+	st->ring_bytes = m->cfg.recorder_bytes;
+	if (!r)
+		return;
+	st->on = true;
+	st->id = r->id;
+	st->since_ns = m->recorder_since;
+	st->period_ns = r->start_ns;
+	st->held_bytes = trace_held_bytes(m->hub);
+	st->evicted = sat_diff(m->hub->ring_dropped, m->recorder_evicted0);
+	st->dropped = sat_diff(m->hub->dropped, m->recorder_dropped0);
+	st->snapshots = m->recorder_snapshots;
+}
+
+void session_mgr_set_recorder_bytes(struct session_mgr *m, uint64_t bytes)
+{
+	m->cfg.recorder_bytes = bytes;
+	if (!m->recorder)
+		return;
+	update_ring(m, NULL);
+	trace_ring_trim(m->hub);
+}

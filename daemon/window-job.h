@@ -56,11 +56,25 @@ struct window_job {
 /* Open the window; 0 or session_open()'s -errno (then nothing runs). */
 int window_job_open(struct window_job *j, const struct window_job_ops *ops, uv_loop_t *loop,
 		    struct session_mgr *m, const struct session_params *p);
+/* The same life for a flight-recorder snapshot
+ * (session_mgr_record_snapshot()): the window is closing already, and
+ * @done may run before this returns 0: the caller must not touch the job
+ * after a success. */
+int window_job_open_snapshot(struct window_job *j, const struct window_job_ops *ops, uv_loop_t *loop,
+			     struct session_mgr *m, uint64_t last_ms, int64_t end_ns, const char *next_id,
+			     bool hide_cmdlines);
 /* The client left. True: the window was still open and is dropped, free
  * the job now. False: @done will run. */
 bool window_job_abort(struct window_job *j);
 /* Terminate: close the job's window now if it is waiting or open; true if
  * it was. */
 bool window_job_terminate(struct window_job *j);
+/*
+ * A failed open as the client's status: the gRPC code (rpc.h's numbers),
+ * the message in @msg. -EBUSY: RESOURCE_EXHAUSTED naming @busy ("captures")
+ * and --max-sessions; -ESHUTDOWN: UNAVAILABLE; else INTERNAL "@what: why".
+ */
+int window_job_status(int err, const struct session_mgr *m, const char *busy, const char *what, char *msg,
+		      size_t size);
 /* Free what the job holds (the snapshot, if the worker did not take it). */
 void window_job_release(struct window_job *j);

@@ -475,20 +475,28 @@ void trace__chunk_count(struct trace_chunk *c, const struct trace_plane *p)
 	c->counted = c->n;
 }
 
+static bool ring_evict_one(struct trace *t);
+static void ring_make_room(struct trace *t, uint64_t bytes);
+
 int trace_line_append(struct trace_line *l, const struct trace_event *ev)
 {
 	struct trace *t = l->plane->trace;
 	struct trace_chunk *c = l->tail;
 	int64_t end;
 
-	if (t->max_events && t->n_events >= t->max_events) {
+	if (t->max_events && t->n_events >= t->max_events && !(t->ring_bytes && ring_evict_one(t))) {
 		t->dropped++;
 		return -ENOBUFS;
 	}
 	if (!c || c->n == c->cap) {
-		uint32_t cap = c ? MIN(c->cap * 2, CHUNK_MAX) : CHUNK_MIN;
+		uint32_t max = t->chunk_max ? MAX(MIN(t->chunk_max, CHUNK_MAX), CHUNK_MIN) : CHUNK_MAX;
+		uint32_t cap = c ? MIN(c->cap * 2, max) : CHUNK_MIN;
 		bool full;
-		struct trace_chunk *nc = chunk_charged(t, cap, &full);
+		struct trace_chunk *nc;
+
+		if (t->ring_bytes)
+			ring_make_room(t, chunk_bytes(cap));
+		nc = chunk_charged(t, cap, &full);
 
 		/* Near the end of the budget a small chunk may still fit. */
 		if (!nc && full && cap > CHUNK_MIN)
@@ -506,6 +514,7 @@ int trace_line_append(struct trace_line *l, const struct trace_event *ev)
 			l->head = nc;
 		}
 		l->tail = c = nc;
+		l->bytes += chunk_bytes(nc->cap);
 	}
 	c->ev[c->n++] = *ev;
 	/* Count as the records are written, a batch at a time while they are
@@ -624,10 +633,15 @@ int trace_snapshot_capped(struct trace *hub, int64_t start_ns, int64_t stop_ns, 
 		struct trace_budget *b = hub->budget;
 
 		*s = *hub; /* takes the hub's budget reference; its chunks stay charged */
-		s->max_events = 0;
 		memset(hub, 0, sizeof(*hub));
 		hub->max_events = max;
 		hub->generation = gen + 1;
+		/* The ring is the hub's setting: the snapshot is never appended to. */
+		trace_set_ring(hub, s->ring_bytes, s->chunk_max, s->ring_keep_ns);
+		hub->ring_dropped = s->ring_dropped;
+		s->max_events = 0;
+		s->ring_bytes = 0;
+		s->chunk_max = 0;
 		if (b) {
 			hub->budget = budget_ref(b);
 			hub->budget_level = level;
@@ -659,6 +673,24 @@ int trace_snapshot_capped(struct trace *hub, int64_t start_ns, int64_t stop_ns, 
 	return 0;
 }
 
+/* Free @l's head chunk (never its tail: appends continue into it); how
+ * many records it held. */
+static uint32_t line_drop_head(struct trace *hub, struct trace_line *l)
+{
+	struct trace_chunk *c = l->head;
+	uint32_t n = c->n;
+
+	l->head = c->next;
+	l->count -= n;
+	l->bytes -= MIN(l->bytes, (uint64_t)chunk_bytes(c->cap));
+	hub->n_events -= n;
+	if (c->budget)
+		hub->own_bytes -= chunk_bytes(c->cap);
+	hub->trims++;
+	trace__chunk_free(c);
+	return n;
+}
+
 void trace_trim(struct trace *hub, int64_t before_ns)
 {
 	for (uint32_t i = 0; i < hub->n_planes; i++) {
@@ -667,20 +699,105 @@ void trace_trim(struct trace *hub, int64_t before_ns)
 		for (uint32_t j = 0; j < p->n_lines; j++) {
 			struct trace_line *l = p->lines[j];
 
-			/* The tail chunk is kept: appends continue into it. */
-			while (l->head && l->head != l->tail && l->head->max_end_ns < before_ns) {
-				struct trace_chunk *c = l->head;
-
-				l->head = c->next;
-				l->count -= c->n;
-				hub->n_events -= c->n;
-				if (c->budget)
-					hub->own_bytes -= chunk_bytes(c->cap);
-				hub->trims++;
-				trace__chunk_free(c);
-			}
+			while (l->head && l->head != l->tail && l->head->max_end_ns < before_ns)
+				line_drop_head(hub, l);
 		}
 	}
+}
+
+/* ---- the recorder's ring (trace_set_ring()) ------------------------------ */
+
+uint64_t trace_held_bytes(const struct trace *t)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < t->n_planes; i++)
+		for (uint32_t j = 0; j < t->planes[i]->n_lines; j++)
+			n += t->planes[i]->lines[j]->bytes;
+	return n;
+}
+
+/*
+ * Diags (XSpace.errors / warnings) are kept per text, at most
+ * TRACE_MAX_DIAGS: a recording that runs for days would fill them (each
+ * job that exits adds one) and then keep no new one. Once half full, the
+ * ones older than every record still held go: no snapshot can reach them.
+ */
+static void ring_trim_diags(struct trace *t)
+{
+	int64_t oldest = INT64_MAX;
+	uint32_t w = 0;
+
+	if (t->n_diags < TRACE_MAX_DIAGS / 2)
+		return;
+	for (uint32_t i = 0; i < t->n_planes; i++)
+		for (uint32_t j = 0; j < t->planes[i]->n_lines; j++) {
+			const struct trace_chunk *c = t->planes[i]->lines[j]->head;
+
+			if (c && c->n)
+				oldest = MIN(oldest, c->ev[0].start_ns);
+		}
+	oldest = MIN(oldest, t->ring_keep_ns);
+	for (uint32_t i = 0; i < t->n_diags; i++) {
+		if (t->diags[i].ts_ns < oldest)
+			free(t->diags[i].text);
+		else
+			t->diags[w++] = t->diags[i];
+	}
+	t->n_diags = w;
+}
+
+/* Evict the oldest chunk of the line holding the most bytes, among the
+ * chunks the ring may evict; false when there is none. A scan over the
+ * lines per evicted chunk: chunks hold thousands of records, lines are a
+ * few hundred at most. */
+static bool ring_evict_one(struct trace *t)
+{
+	struct trace_line *victim = NULL;
+
+	for (uint32_t i = 0; i < t->n_planes; i++) {
+		for (uint32_t j = 0; j < t->planes[i]->n_lines; j++) {
+			struct trace_line *l = t->planes[i]->lines[j];
+
+			if (!l->head || l->head == l->tail || l->head->max_end_ns >= t->ring_keep_ns)
+				continue;
+			if (!victim || l->bytes > victim->bytes)
+				victim = l;
+		}
+	}
+	if (!victim)
+		return false;
+	t->ring_dropped += line_drop_head(t, victim);
+	ring_trim_diags(t);
+	return true;
+}
+
+static void ring_make_room(struct trace *t, uint64_t bytes)
+{
+	uint64_t held = trace_held_bytes(t);
+
+	while (held + bytes > t->ring_bytes) {
+		uint64_t before = held;
+
+		if (!ring_evict_one(t))
+			return;
+		held = trace_held_bytes(t);
+		if (held >= before) /* cannot happen: an eviction frees a chunk */
+			return;
+	}
+}
+
+void trace_set_ring(struct trace *t, uint64_t ring_bytes, uint32_t chunk_max, int64_t keep_ns)
+{
+	t->ring_bytes = ring_bytes;
+	t->chunk_max = chunk_max;
+	t->ring_keep_ns = keep_ns;
+}
+
+void trace_ring_trim(struct trace *t)
+{
+	if (t->ring_bytes)
+		ring_make_room(t, 0);
 }
 
 uint64_t trace_line_filter(struct trace_line *l, bool (*keep)(const struct trace_event *ev, void *ud),
@@ -726,6 +843,40 @@ void trace_line_edit(struct trace_line *l, bool (*edit)(struct trace_event *ev, 
 		c->max_end_ns = max_end;
 		trace__chunk_count(c, l->plane);
 	}
+}
+
+/* The last record of @c with metadata @meta, or NULL. */
+static const struct trace_event *chunk_last_of(const struct trace_chunk *c, uint32_t meta)
+{
+	for (uint32_t i = c ? c->n : 0; i-- > 0;)
+		if (c->ev[i].meta == meta)
+			return &c->ev[i];
+	return NULL;
+}
+
+int trace_counter_latest(const struct trace_plane *p, const char *name, int64_t *ts_ns, double *value)
+{
+	uint32_t meta = strtab_find(&p->events, name, strlen(name));
+	const struct trace_line *l = NULL;
+	const struct trace_chunk *before = NULL;
+	const struct trace_event *e;
+
+	for (uint32_t i = 0; i < p->n_lines; i++)
+		if (p->lines[i]->id == INT64_MAX)
+			l = p->lines[i];
+	if (!meta || !l || !l->tail)
+		return -ENOENT;
+	e = chunk_last_of(l->tail, meta);
+	if (!e) { /* the tail just began: the one before it */
+		for (const struct trace_chunk *c = l->head; c && c != l->tail; c = c->next)
+			before = c;
+		e = chunk_last_of(before, meta);
+	}
+	if (!e || TRACE_VSTAT_TYPE(e->vstat) != TRACE_STAT_DOUBLE)
+		return -ENOENT;
+	*ts_ns = e->start_ns;
+	memcpy(value, &e->value, sizeof(*value));
+	return 0;
 }
 
 void trace_iter_init(struct trace_iter *it, const struct trace_line *l)

@@ -169,6 +169,7 @@ struct trace_line {
 	uint64_t count;
 	/* private */
 	struct trace_chunk *head, *tail;
+	uint64_t bytes; /* chunk bytes held (the recorder's ring, trace_set_ring()) */
 };
 
 struct trace_plane {
@@ -204,6 +205,11 @@ struct trace {
 	uint64_t budget_level;       /* allocate only while the budget's total stays <= this */
 	uint64_t cap_bytes;          /* this trace's own chunk bytes at most; 0: no cap */
 	uint64_t own_bytes;          /* chunk bytes this trace holds (cap_bytes; the encoder's room) */
+	/* The recorder's ring (trace_set_ring()); 0: none. */
+	uint64_t ring_bytes;   /* chunk bytes the lines hold at most, before the budget */
+	int64_t ring_keep_ns;  /* chunks whose records end at or after this are never evicted */
+	uint64_t ring_dropped; /* records evicted, oldest first (running total) */
+	uint32_t chunk_max;    /* records a new chunk holds at most; 0: the default (64 Ki) */
 	struct trace_diag *diags;
 	uint32_t n_diags, diags_cap;
 	/* A window's snapshot for a caller who may not see command lines
@@ -401,6 +407,27 @@ int trace_snapshot_capped(struct trace *hub, int64_t start_ns, int64_t stop_ns, 
  * window can still need them). [hub owner] */
 void trace_trim(struct trace *hub, int64_t before_ns);
 
+/*
+ * The flight recorder's ring (daemon/session.c): while @ring_bytes is not
+ * 0, the record chunks of @t's lines stay within @ring_bytes. Before a new
+ * chunk would pass it (or max_events), whole chunks are evicted, oldest
+ * first within a line, from the line that holds the most bytes: every
+ * line (a GPU stream, a host thread of a process, a counters line) is a
+ * ring of its own sharing one budget, and a busy source shortens its own
+ * history before a quiet one's. Chunks whose records end at or after
+ * @keep_ns (what open captures still need) and a line's tail chunk are
+ * never evicted; when only those are left, appends fall back to the byte
+ * budget as without a ring. New chunks hold at most @chunk_max records,
+ * so eviction is fine-grained. Evicted records count in t->ring_dropped
+ * and bump t->trims. [hub owner]
+ */
+void trace_set_ring(struct trace *t, uint64_t ring_bytes, uint32_t chunk_max, int64_t keep_ns);
+/* Evict now until the lines are within the ring (after a smaller
+ * @ring_bytes, or a later @keep_ns). */
+void trace_ring_trim(struct trace *t);
+/* Chunk bytes the lines of @t hold. */
+uint64_t trace_held_bytes(const struct trace *t);
+
 /* Keep only the records of @l for which @keep() is true (in storage order,
  * compacted within their chunks); returns how many were removed. For a
  * snapshot's owner (per-window limits, daemon/capture-limits.c). */
@@ -415,6 +442,12 @@ void trace_line_edit(struct trace_line *l, bool (*edit)(struct trace_event *ev, 
 /* One XStat entry of a stat set or of plane stats at @q (before @end): its
  * length (tag to end) and metadata id, or 0 when malformed. */
 size_t trace_stat_entry(const uint8_t *q, const uint8_t *end, uint64_t *ret_id);
+
+/* The newest point of counter @name on @p's `_counters_` line (the one
+ * appended last, looked for in the line's last two chunks): 0 with
+ * *@ts_ns and *@value, -ENOENT when there is none. For the recorder's
+ * rules (daemon/trigger.c). */
+int trace_counter_latest(const struct trace_plane *p, const char *name, int64_t *ts_ns, double *value);
 
 /* Iteration over a line's records in storage order, for readers other than
  * the encoder (tests, summaries). */

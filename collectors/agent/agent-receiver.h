@@ -34,7 +34,25 @@ struct agent_receiver_cfg {
 	const uid_t *allow_uids;
 	size_t n_allow_uids;
 	const char *hint;
+	/* An armed job's agent disconnected: the job exited or was killed
+	 * (the flight recorder's process-death trigger, daemon/trigger.h).
+	 * Called from inside the connection's close: it must not re-enter
+	 * the collectors (defer). NULL: nobody is told. [loop] */
+	void (*job_gone)(void *userdata, uint32_t pid, const char *name);
+	void *job_gone_ud;
+	/* A CUDA call returned an error that ends the job's CUDA work or its
+	 * step (agent_cuda_error_fatal(): an illegal address, a launch
+	 * failure, out of memory ...): @api the call, @ret its result. Called
+	 * from inside the record's decoding: defer, as @job_gone. [loop] */
+	void (*cuda_error)(void *userdata, uint32_t pid, const char *name, const char *api, int32_t ret);
+	void *cuda_error_ud;
 };
+
+/* Whether a CUDA driver or runtime result @ret is one of the errors that
+ * mean the job is failing (the numbers are the same in both APIs), not
+ * one frameworks meet in normal operation (not ready, already enabled,
+ * not found while probing). */
+bool agent_cuda_error_fatal(int32_t ret);
 
 /*
  * Whether the directory of @socket_path (--agent-socket) is safe for the

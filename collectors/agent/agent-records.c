@@ -18,6 +18,8 @@
 #include "agent-map-parts.h"
 #include "agent-nvtx.h"
 #include "agent-py.h"
+#include "agent-receiver.h"
+#include "agent-rx.h"
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/macro.h"
@@ -434,6 +436,27 @@ static int64_t graph_launch(struct agent_src *s, const struct agent_rec_api *r, 
 	return trace_plane_statset(p, &m->sb);
 }
 
+bool agent_cuda_error_fatal(int32_t ret)
+{
+	switch (ret) {
+	case 2:   /* CUDA_ERROR_OUT_OF_MEMORY, cudaErrorMemoryAllocation */
+	case 214: /* ECC uncorrectable */
+	case 220: /* NVLink uncorrectable */
+	case 700: /* illegal address */
+	case 702: /* launch timeout */
+	case 710: /* device-side assert */
+	case 714: /* hardware stack error */
+	case 715: /* illegal instruction */
+	case 716: /* misaligned address */
+	case 717: /* invalid address space */
+	case 718: /* invalid PC */
+	case 719: /* launch failed */
+		return true;
+	default:
+		return false;
+	}
+}
+
 static void put_api(struct agent_src *s, const struct agent_rec_api *r)
 {
 	struct trace_line *l;
@@ -441,6 +464,12 @@ static void put_api(struct agent_src *s, const struct agent_rec_api *r)
 	const char *name = agent_map_str(s, r->name_id, XN_EVENT_UNKNOWN_API);
 	int64_t start, dur, statset = 0;
 
+	if (agent_cuda_error_fatal(r->ret)) {
+		const struct agent_receiver_cfg *cfg = rx_settings(s->m->c->cfg);
+
+		if (cfg->cuda_error)
+			cfg->cuda_error(cfg->cuda_error_ud, s->pid, s->name, name, r->ret);
+	}
 	if (!agent_map_place_times(s, r->start, r->end, &start, &dur) || !(l = agent_lines_host_thread(s, r->tid)))
 		return;
 	if (r->graph_exec_id) {

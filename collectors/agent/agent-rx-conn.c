@@ -276,11 +276,16 @@ void rx_conn_close(struct conn *k, const char *why)
 		log_warn("agent connection closed before HELLO: %s", why);
 	if (k->ps.hello && rx->running)
 		rx->left_pids[rx->n_left++ % MAX_CONNS] = k->src.pid;
-	if (k->ps.hello && k->capturing && rx->running && !rx->closing)
+	if (k->ps.hello && k->capturing && rx->running && !rx->closing) {
+		const struct agent_receiver_cfg *cfg = rx_settings(rx->c->cfg);
+
 		agent_map_note(&rx->map,
 			       "the CUDA process pid %u (%s) disconnected during the capture (exited or was "
 			       "killed); its GPU data up to then is kept",
 			       k->src.pid, k->src.name);
+		if (cfg->job_gone)
+			cfg->job_gone(cfg->job_gone_ud, k->src.pid, k->src.name);
+	}
 	/* Unlink first: collector_flushed() below may run the whole close path
 	 * of the daemon (shutdown), which walks rx->conns. */
 	if (k->prev)

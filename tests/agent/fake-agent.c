@@ -11,6 +11,7 @@
  *              [--hostile-times N] [--fake-uuids N] [--tid N] [--print-options]
  *              [--pm-hostile] [--name-bytes N]
  *              [--python] [--python-hostile] [--python-flood N]
+ *              [--stream-log FILE] [--step-ms LIST] [--api-error CODE]
  *
  * On START it sends a clock anchor (its clock is CLOCK_MONOTONIC, as an
  * unknown agent clock would be) and, per device in the order given (=
@@ -54,6 +55,18 @@
  * --python-flood N defines N stacks of AGENT_PY_MAX_DEPTH frames before
  * the launches (more than a connection's string budget holds) and makes
  * kernel 0's launch name the last one.
+ *
+ * --api-error CODE sends, at START, one cuLaunchKernel API record that
+ * returned CODE (a failing CUDA call: the cuda-error trigger).
+ *
+ * --step-ms LIST sends, at START, one NVTX range "train_step" per
+ * comma-separated duration in ms, back to back on the main thread and
+ * ending now (step-time rules, daemon/trigger.c).
+ *
+ * --stream-log FILE writes, in streaming mode, one line per kernel record
+ * sent: "CORRELATION WALL_START_NS" (its start on profd's clock, through
+ * the START clock anchor), so a test knows exactly which records a span
+ * holds.
  *
  * --fake-uuids N sends, after the real devices, N more DEVICE frames with
  * made-up UUIDs on the spare ordinals (reused: a hostile process claiming
@@ -130,7 +143,7 @@ static void put_string(uint32_t id, const char *s)
 	agent_rec_string_fill(put(AGENT_REC_STRING, agent_rec_string_size(s), (uint32_t)strlen(s)), id, s);
 }
 
-enum { S_KERNEL = 1, S_LAUNCH = 2, S_MEMCPY = 3, S_GEMM = 4, S_OWN = 100 };
+enum { S_KERNEL = 1, S_LAUNCH = 2, S_MEMCPY = 3, S_GEMM = 4, S_STEP = 5, S_OWN = 100 };
 
 static void put_kernel(uint32_t dev, uint64_t t, uint32_t name, uint32_t c, uint32_t grid)
 {
@@ -466,6 +479,42 @@ static void burst(void)
 /* Streaming mode state. */
 static unsigned long stream_sent;
 static uint64_t stream_t0;
+static FILE *stream_log;     /* --stream-log */
+static const char *arg_step_ms; /* --step-ms */
+static int arg_api_error;       /* --api-error */
+
+/* --step-ms: the steps, ending at @now (agent clock). */
+static void put_steps(uint64_t now)
+{
+	uint64_t total = 0, t;
+	char *list = strdup(arg_step_ms), *save = NULL;
+
+	if (!list)
+		return;
+	for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save))
+		total += strtoull(p, NULL, 10) * 1000000ull;
+	strcpy(list, arg_step_ms);
+	put_string(S_STEP, "train_step");
+	t = now - total;
+	save = NULL;
+	for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+		struct agent_rec_nvtx *r = put(AGENT_REC_NVTX, sizeof(*r) + sizeof(struct agent_nvtx_level), 1);
+		struct agent_nvtx_level *lv = (struct agent_nvtx_level *)(r + 1);
+		static uint32_t serial;
+
+		r->start = t;
+		t += strtoull(p, NULL, 10) * 1000000ull;
+		r->end = t;
+		r->tid = arg_tid ? arg_tid : (uint32_t)syscall(SYS_gettid);
+		r->kind = AGENT_NVTX_RANGE;
+		lv->serial = ++serial;
+		lv->text_id = S_STEP;
+	}
+	free(list);
+	send_batch();
+}
+
+static int64_t stream_clock_off; /* wall - agent clock, from the START anchor */
 
 static void stream_due(bool all)
 {
@@ -486,9 +535,14 @@ static void stream_due(bool all)
 		put_kernel(d, now - 100000, S_GEMM, corr++, 32);
 		k = (struct agent_rec_kernel *)(batch + blen - sizeof(*k));
 		k->stream = 7 + (uint32_t)(stream_sent / n_devs % 4);
+		if (stream_log)
+			fprintf(stream_log, "%u %lld\n", k->correlation,
+				(long long)((int64_t)k->start + stream_clock_off));
 		stream_sent++;
 	}
 	send_batch();
+	if (stream_log)
+		fflush(stream_log); /* a test may SIGKILL us: what was sent is logged */
 	/* Tests whose machine may be slower than the spread wait for this. */
 	if (before < arg_events && stream_sent == arg_events)
 		printf("streamed\n");
@@ -577,7 +631,10 @@ int main(int argc, char **argv)
 		{ "name-bytes", required_argument, NULL, 'B' },
 		{ "python", no_argument, &arg_python, 1 },
 		{ "python-hostile", no_argument, &arg_python_hostile, 1 },
-		{ "python-flood", required_argument, NULL, 'P' },
+		{ "python-flood", required_argument, NULL, 'F' },
+		{ "stream-log", required_argument, NULL, 'L' },
+		{ "step-ms", required_argument, NULL, 'P' },
+		{ "api-error", required_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned captures = 0;
@@ -599,7 +656,14 @@ int main(int argc, char **argv)
 			arg_error_text = strchr(optarg, ':') ? strchr(optarg, ':') + 1 : "";
 			break;
 		case 'B': arg_name_bytes = (unsigned)atoi(optarg); break;
-		case 'P': arg_python_flood = (unsigned)atoi(optarg); break;
+		case 'F': arg_python_flood = (unsigned)atoi(optarg); break;
+		case 'P': arg_step_ms = optarg; break;
+		case 'A': arg_api_error = atoi(optarg); break;
+		case 'L':
+			stream_log = fopen(optarg, "w");
+			if (!stream_log)
+				return 2;
+			break;
 		case 'U': arg_fake_uuids = (unsigned)atoi(optarg); break;
 		case 't': arg_tid = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'H': arg_hostile = strtoul(optarg, NULL, 10); break;
@@ -667,10 +731,22 @@ int main(int argc, char **argv)
 				clock_anchor = ck.agent_ns;
 				capturing = true;
 				agent_client_send(&cl, AGENT_FRAME_CLOCK, &ck, sizeof(ck));
+				if (arg_step_ms)
+					put_steps(agent_mono_ns());
+				if (arg_api_error) {
+					struct agent_rec_api *api;
+
+					put_string(S_LAUNCH, "cuLaunchKernel");
+					put_api(agent_mono_ns() - 100000, S_LAUNCH, corr++, 307);
+					api = (struct agent_rec_api *)(batch + blen - sizeof(*api));
+					api->ret = arg_api_error;
+					send_batch();
+				}
 				printf("started\n");
 				if (arg_events) {
 					stream_sent = 0;
 					stream_t0 = agent_mono_ns();
+					stream_clock_off = (int64_t)(ck.wall_ns - ck.agent_ns);
 				} else {
 					burst();
 				}

@@ -88,7 +88,7 @@ class Requests(T.DaemonCase):
 
     def test_unknown_methods(self):
         for path in ("/tensorflow.ProfilerService/NoSuch", "/no.Such/Profile",
-                     "/tensorflow.ProfilerService/GetSnapshot"):
+                     "/tensorflow.ProfilerService/GetSnapShot"):  # V2; V3 is served
             e = rpc_error(self.ch.unary_unary(path), b"", timeout=5)
             self.assertEqual(e.code(), grpc.StatusCode.UNIMPLEMENTED, path)
             self.assertIn(path, e.details())

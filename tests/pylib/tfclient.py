@@ -219,3 +219,61 @@ def _track_time(future, result, t0):
             result.elapsed = time.time() - t0
 
     future.add_done_callback(done)
+
+
+# ---- continuous profiling: XProf's client (reference/protocol.md §2.5) ----
+
+def continuous_profiling_request(p, host_name=""):
+    """The ProfileRequest of XProf's StartContinuousProfiling
+    (xprof/pywrap/profiler_plugin_impl.cc): options forced to
+    tpu_circular_buffer_tracing, host and python tracers off, a placeholder
+    duration of 2000 ms; emit_xspace left unset (the server's default: true)."""
+    req = p.ps.ProfileRequest()
+    req.duration_ms = 2000
+    o = req.opts
+    o.version = 1
+    o.duration_ms = 2000
+    o.host_tracer_level = 0
+    o.python_tracer_level = 0
+    o.device_tracer_level = 1
+    o.advanced_configuration["tpu_circular_buffer_tracing"].bool_value = True
+    req.host_name = host_name
+    return req
+
+
+def start_continuous_profiling(service_addr, protos=None, timeout=10):
+    """StartContinuousProfiling as XProf calls it. Raises grpc.RpcError on
+    an error status."""
+    p = protos or profdtest.protos()
+    addr = _strip(service_addr)
+    _validate_host_port(addr)
+    req = continuous_profiling_request(p, addr)
+    with profdtest.channel(addr) as ch:
+        profdtest.stub(ch, "StartContinuousProfiling", p.ps.ProfileRequest,
+                       p.ps.ContinuousProfilingResponse)(req, timeout=timeout)
+    return req
+
+
+def get_snapshot(service_addr, logdir, protos=None, timeout=60):
+    """tsl::profiler::GetSnapshot: GetSnapshotRequest (no snapshot_id), then
+    response.xspace saved to <logdir>/plugins/profile/<timestamp>/
+    <service_addr ':'→'_'>.xplane.pb. Returns (path, response)."""
+    p = protos or profdtest.protos()
+    addr = _strip(service_addr)
+    with profdtest.channel(addr) as ch:
+        resp = profdtest.stub(ch, "GetSnapshot", p.ps.GetSnapshotRequest, p.ps.ProfileResponse)(
+            p.ps.GetSnapshotRequest(), timeout=timeout)
+    d = os.path.join(logdir, "plugins", "profile", session_timestamp())
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, addr.replace(":", "_") + ".xplane.pb")
+    with open(path, "wb") as f:
+        f.write(resp.xspace.SerializeToString())
+    return path, resp
+
+
+def stop_continuous_profiling(service_addr, protos=None, timeout=10):
+    p = protos or profdtest.protos()
+    with profdtest.channel(_strip(service_addr)) as ch:
+        profdtest.stub(ch, "StopContinuousProfiling", p.ps.StopContinuousProfilingRequest,
+                       p.ps.StopContinuousProfilingResponse)(p.ps.StopContinuousProfilingRequest(),
+                                                             timeout=timeout)

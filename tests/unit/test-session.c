@@ -431,4 +431,96 @@ TEST(session_gpu_options_default_from_the_manager)
 	teardown();
 }
 
+
+/* ---- the flight recorder ------------------------------------------------ */
+
+static int snapshot(const char *id, uint64_t last_ms, const char *next_id)
+{
+	struct session *s = NULL;
+
+	return session_mgr_record_snapshot(mgr, last_ms, 0, next_id, false, on_done, (void *)id, &s);
+}
+
+/* A recording: one window until stopped, Terminate leaves it alone; each
+ * snapshot holds its period's records and starts the next period (or, for
+ * a trigger's, leaves it); the fake collector flushes at once, so a
+ * snapshot is delivered inside the call. */
+TEST(session_recorder_periods_and_snapshots)
+{
+	const struct session_params p = {.id = "rec"};
+	struct session_record_status st;
+	int64_t since;
+
+	setup(4);
+	ASSERT_EQ(snapshot("none", 0, "x"), -ENOENT);
+	ASSERT_EQ(session_mgr_record_stop(mgr), -ENOENT);
+	ASSERT_OK(session_mgr_record_start(mgr, &p));
+	ASSERT_EQ(session_mgr_record_start(mgr, &p), -EEXIST);
+	ASSERT_EQ(starts, 1);
+	ASSERT_EQ(session_mgr_active(mgr), 1);
+	session_mgr_record_status(mgr, &st);
+	ASSERT_TRUE(st.on);
+	ASSERT_STREQ(st.id, "rec");
+	since = st.since_ns;
+
+	for (int i = 0; i < 3; i++)
+		append_now();
+	ASSERT_OK(snapshot("s1", 0, "p2"));
+	ASSERT_EQ(n_done, 1);
+	ASSERT_EQ(done[0].err, 0);
+	ASSERT_EQ(done[0].events, 3);
+	ASSERT_EQ(done[0].start_ns, since);
+	session_mgr_record_status(mgr, &st);
+	ASSERT_STREQ(st.id, "p2");
+	ASSERT_EQ(st.period_ns, done[0].stop_ns);
+	ASSERT_EQ(st.snapshots, 1);
+
+	/* A trigger's snapshot: the period goes on. */
+	append_now();
+	append_now();
+	ASSERT_OK(snapshot("t1", 0, NULL));
+	ASSERT_EQ(n_done, 2);
+	ASSERT_EQ(done[1].events, 2);
+	ASSERT_EQ(done[1].start_ns, done[0].stop_ns);
+	session_mgr_record_status(mgr, &st);
+	ASSERT_STREQ(st.id, "p2");
+	ASSERT_EQ(st.period_ns, done[0].stop_ns);
+	/* ... so the next one holds the same records, and ends it. */
+	ASSERT_OK(snapshot("s2", 0, "p3"));
+	ASSERT_EQ(done[2].events, 2);
+	/* A hostile span reaches back to the period's start at most: nothing
+	 * came since s2. */
+	ASSERT_OK(snapshot("s3", UINT64_MAX, "p4"));
+	ASSERT_EQ(done[3].events, 0);
+
+	ASSERT_EQ(session_mgr_terminate(mgr, "p4"), 0);
+	ASSERT_TRUE(session_mgr_active(mgr) == 1);
+	ASSERT_OK(session_mgr_record_stop(mgr));
+	ASSERT_EQ(stops, 1);
+	session_mgr_record_status(mgr, &st);
+	ASSERT_TRUE(!st.on);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	teardown();
+	ASSERT_EQ(n_done, 4);
+}
+
+/* A daemon stop while recording: the recorder has no callback to fail. */
+TEST(session_recorder_ends_with_shutdown)
+{
+	const struct session_params p = {.id = "rec"};
+
+	setup(1);
+	ASSERT_OK(session_mgr_record_start(mgr, &p));
+	/* It counts against max_sessions like a capture. */
+	ASSERT_EQ(session_open(mgr, &(struct session_params){.id = "c", .duration_ms = 10}, on_done, "c",
+			       &(struct session *){NULL}), -EBUSY);
+	/* A snapshot may use the recorder's slot, no more. */
+	ASSERT_OK(snapshot("s", 0, "p2"));
+	ASSERT_EQ(n_done, 1);
+	append_now();
+	teardown();
+	ASSERT_EQ(n_done, 1);
+	ASSERT_EQ(stops, 1);
+}
+
 TEST_MAIN()

@@ -229,4 +229,110 @@ TEST(trace_clamp_window_rules)
 	ASSERT_EQ(d, 11);
 }
 
+/* The recorder's ring: lines stay within ring_bytes; the line holding the
+ * most gives up its oldest chunk first (a quiet line keeps its history);
+ * evictions are counted; chunks an open window needs (keep_ns) are not
+ * evicted, and max_events makes room by eviction too. */
+TEST(trace_ring_evicts_oldest_of_the_biggest_line)
+{
+	struct trace *t;
+	const uint64_t ring = 1 << 20;
+
+	ASSERT_OK(trace_new(0, &t));
+	trace_set_ring(t, ring, 2048, INT64_MAX);
+	struct trace_plane *p = trace_plane(t, "/device:GPU:0", 0);
+	struct trace_line *busy = trace_line(p, 1, "busy"), *quiet = trace_line(p, 2, "quiet");
+	uint32_t meta = (uint32_t)trace_plane_event_id(p, "k");
+	uint64_t n_busy = 0, n_quiet = 0;
+
+	for (int64_t i = 0; i < 200000; i++) {
+		struct trace_event e = {.start_ns = i * 10, .dur_ns = 5, .meta = meta};
+
+		ASSERT_OK(trace_line_append(busy, &e));
+		n_busy++;
+		if (i % 100 == 0) {
+			ASSERT_OK(trace_line_append(quiet, &e));
+			n_quiet++;
+		}
+		ASSERT_TRUE(trace_held_bytes(t) <= ring);
+	}
+	ASSERT_EQ(t->dropped, 0);
+	ASSERT_TRUE(t->ring_dropped > 0);
+	ASSERT_EQ(t->n_events + t->ring_dropped, n_busy + n_quiet);
+	ASSERT_EQ(quiet->count, n_quiet); /* the quiet line lost nothing */
+	/* The busy line keeps its newest records, contiguous to the last. */
+	struct trace_iter it;
+	const struct trace_event *ev, *first = NULL, *last = NULL;
+	uint64_t n = 0;
+	trace_iter_init(&it, busy);
+	while ((ev = trace_iter_next(&it))) {
+		if (!first)
+			first = ev;
+		if (last)
+			ASSERT_EQ(ev->start_ns, last->start_ns + 10);
+		last = ev;
+		n++;
+	}
+	ASSERT_EQ(n, busy->count);
+	ASSERT_EQ(last->start_ns, 199999 * 10);
+	ASSERT_EQ(first->start_ns, (int64_t)(200000 - n) * 10);
+
+	/* A window open since before everything held: nothing it needs is
+	 * evicted; the ring is passed instead (the hub falls back to its
+	 * --max-bytes budget). */
+	int64_t keep = 0;
+	uint64_t dropped = t->ring_dropped;
+	trace_set_ring(t, ring, 2048, keep);
+	for (int64_t i = 200000; i < 260000; i++) {
+		struct trace_event e = {.start_ns = i * 10, .meta = meta};
+
+		ASSERT_OK(trace_line_append(busy, &e));
+	}
+	ASSERT_EQ(t->ring_dropped, dropped);
+	ASSERT_TRUE(trace_held_bytes(t) > ring);
+	/* The window closed: a trim brings the ring back within its bytes. */
+	trace_set_ring(t, ring, 2048, INT64_MAX);
+	trace_ring_trim(t);
+	ASSERT_TRUE(trace_held_bytes(t) <= ring);
+	ASSERT_TRUE(t->ring_dropped > dropped);
+	trace_free(t);
+
+	/* Diags older than every record held go once they are many; newer
+	 * ones stay. */
+	ASSERT_OK(trace_new(0, &t));
+	trace_set_ring(t, ring, 2048, INT64_MAX);
+	p = trace_plane(t, "/host:CPU", 0);
+	busy = trace_line(p, 1, "t");
+	meta = (uint32_t)trace_plane_event_id(p, "x");
+	for (int i = 0; i < TRACE_MAX_DIAGS; i++)
+		ASSERT_OK(trace_diag(t, i, false, "job %d exited", i));
+	ASSERT_EQ(trace_diag(t, 0, false, "one too many"), -ENOSPC);
+	for (int64_t i = 0; i < 100000; i++) {
+		struct trace_event e = {.start_ns = 1000 + i * 10, .meta = meta};
+
+		ASSERT_OK(trace_line_append(busy, &e));
+	}
+	ASSERT_TRUE(t->ring_dropped > 0);
+	ASSERT_EQ(t->n_diags, 0);
+	ASSERT_OK(trace_diag(t, 2000000, false, "a new one"));
+	ASSERT_EQ(t->n_diags, 1);
+	trace_free(t);
+
+	/* max_events: room is made by eviction, not by refusing records. */
+	ASSERT_OK(trace_new(5000, &t));
+	trace_set_ring(t, 64 << 20, 2048, INT64_MAX);
+	p = trace_plane(t, "/host:CPU", 0);
+	busy = trace_line(p, 1, "t");
+	meta = (uint32_t)trace_plane_event_id(p, "x");
+	for (int64_t i = 0; i < 50000; i++) {
+		struct trace_event e = {.start_ns = i, .meta = meta};
+
+		ASSERT_OK(trace_line_append(busy, &e));
+		ASSERT_TRUE(t->n_events <= 5000);
+	}
+	ASSERT_EQ(t->dropped, 0);
+	ASSERT_EQ(t->n_events + t->ring_dropped, 50000);
+	trace_free(t);
+}
+
 TEST_MAIN()

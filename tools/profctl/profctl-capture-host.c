@@ -55,8 +55,7 @@ static bool tool_name_ok(struct xs_str n)
 	return true;
 }
 
-/* Host name -> file-name stem: every ':' becomes '_' (TF's SaveProfile). */
-static void file_stem(const char *name, char *out, size_t size)
+void profctl_file_stem(const char *name, char *out, size_t size)
 {
 	size_t i;
 
@@ -162,7 +161,7 @@ static int save_response(struct host *h, const uint8_t *bytes, size_t len, bool 
 			return r;
 		if (!tool_name_ok(name) || h->n_files >= MAX_FILES)
 			continue;
-		file_stem(h->name, stem, sizeof(stem));
+		profctl_file_stem(h->name, stem, sizeof(stem));
 		if ((size_t)snprintf(path, sizeof(path), "%s/%s/%s.%.*s", cap->repo_root, cap->session_id, stem,
 				     (int)name.len, name.p) >= sizeof(path)) {
 			snprintf(err, err_size, "the file name under %.300s is too long", cap->repo_root);

@@ -578,13 +578,8 @@ int cmd_capture(int argc, char **argv)
 		rc = profctl_err(PROFCTL_EXIT_FAIL, "out of memory");
 		goto out;
 	}
-	if (!cap.session_id[0]) {
-		time_t t = time(NULL);
-		struct tm tm;
-
-		localtime_r(&t, &tm);
-		strftime(cap.session_id, sizeof(cap.session_id), "%Y_%m_%d_%H_%M_%S", &tm);
-	}
+	if (!cap.session_id[0])
+		profctl_run_name(cap.session_id, sizeof(cap.session_id));
 	cap.progress = !no_progress && isatty(STDERR_FILENO);
 	/*
 	 * A server replies once the window is over and the XSpace is built;

@@ -62,7 +62,19 @@ static int status_json(const Profd__StatusResponse *s)
 		}
 		ow_puts(&w, "]}");
 	}
-	ow_puts(&w, "]}\n");
+	ow_puts(&w, "]");
+	if (s->recorder) {
+		const Profd__RecorderStatus *rs = s->recorder;
+
+		ow_printf(&w, ",\"recorder\":{\"recording\":%s,\"session_id\":", rs->recording ? "true" : "false");
+		json_str(&w, rs->session_id);
+		ow_printf(&w, ",\"since_unix_ns\":%" PRIu64 ",\"period_start_unix_ns\":%" PRIu64 ",\"held_bytes\":%"
+			  PRIu64 ",\"ring_bytes\":%" PRIu64 ",\"evicted\":%" PRIu64 ",\"dropped\":%" PRIu64
+			  ",\"snapshots\":%" PRIu64 ",\"snapshot_last_ms\":%" PRIu64 "}", rs->since_unix_ns,
+			  rs->period_start_unix_ns, rs->held_bytes, rs->ring_bytes, rs->evicted, rs->dropped,
+			  rs->snapshots, rs->snapshot_last_ms);
+	}
+	ow_puts(&w, "}\n");
 	return ow_commit(&w);
 }
 
@@ -76,6 +88,8 @@ static void status_text(const char *url, const Profd__StatusResponse *s)
 	printf("  sessions:      %u active (at most %u, each up to %" PRIu64 " ms)\n", s->active_sessions,
 	       s->max_sessions, s->max_duration_ms);
 	printf("  agent socket:  %s\n", s->agent_socket && s->agent_socket[0] ? s->agent_socket : "(none)");
+	printf("  recorder:      ");
+	profctl_print_recorder(s->recorder, s->now_unix_ns);
 	printf("  collectors:    %zu\n", s->n_collectors);
 	for (size_t i = 0; i < s->n_collectors; i++) {
 		const Profd__CollectorStatus *c = s->collectors[i];
@@ -116,8 +130,8 @@ int cmd_status(int argc, char **argv)
 			       "\n"
 			       "Show a profd daemon's state (/profd.Profd/Status): version, host name,\n"
 			       "uptime, captures running and limits, each collector with whether it can\n"
-			       "collect here and why not, the agent socket, and the in-job agents\n"
-			       "connected to it with their GPUs.\n"
+			       "collect here and why not, the agent socket, the in-job agents\n"
+			       "connected to it with their GPUs, and the flight recorder.\n"
 			       "\n"
 			       "Options:\n"
 			       "      --json     one JSON object instead of text\n"

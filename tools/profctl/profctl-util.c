@@ -30,6 +30,15 @@ int64_t now_unix_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+void profctl_run_name(char *buf, size_t size)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+
+	localtime_r(&t, &tm);
+	strftime(buf, size, "%Y_%m_%d_%H_%M_%S", &tm);
+}
+
 const char *fmt_bytes(uint64_t n, char *buf, size_t size)
 {
 	static const char *const unit[] = {"B", "kB", "MB", "GB", "TB"};

@@ -33,6 +33,8 @@ static const struct subcommand subcommands[] = {
 	{"top", cmd_top, false, "summarize an .xplane.pb: top kernels, GPU busy %, copies, processes"},
 	{"flame", cmd_flame, false, "flame graph (SVG or folded) of GPU time by Python launch stack"},
 	{"doctor", cmd_doctor, true, "check this machine (and optionally a daemon) for profiling problems"},
+	{"record", cmd_record, true, "start, stop or show the flight recorder of profd daemons"},
+	{"snapshot", cmd_snapshot, true, "write the flight recorder's last seconds of many hosts, one span"},
 };
 
 static const char *current_sub = "profctl";

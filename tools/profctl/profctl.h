@@ -35,6 +35,12 @@ int cmd_export(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_flame(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_record(int argc, char **argv);
+struct Profd__RecorderStatus;
+/* Status.recorder as one line ("recording for 12.3 s, ..."), times
+ * against the daemon's own clock @now_unix_ns (profctl-record.c). */
+void profctl_print_recorder(const struct Profd__RecorderStatus *rs, uint64_t now_unix_ns);
+int cmd_snapshot(int argc, char **argv);
 /* doctor FILE: which XProf tools an XSpace file fills (profctl-xprofcheck.c). */
 int doctor_xspace_file(const char *path);
 
@@ -66,6 +72,14 @@ int profctl_call(const char *url, const char *path, const ProtobufCMessage *req,
 const char *fmt_bytes(uint64_t n, char *buf, size_t size);
 /* "1.234 ms", "15.0 us", "2.50 s" from picoseconds. Returns @buf. */
 const char *fmt_ps(double ps, char *buf, size_t size);
+
+/* Host name -> file-name stem: every ':' (and '/') becomes '_' (TF's
+ * SaveProfile): "node1:6009" -> "node1_6009". */
+void profctl_file_stem(const char *name, char *out, size_t size);
+
+/* A run's name from the local time, as TensorFlow's client names sessions:
+ * YYYY_MM_DD_HH_MM_SS (capture's session id, snapshot's run). */
+void profctl_run_name(char *buf, size_t size);
 
 /* Wall clock in ns (CLOCK_REALTIME). */
 int64_t now_unix_ns(void);
