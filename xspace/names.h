@@ -172,7 +172,8 @@
  * "$<basename of co_filename>:<co_firstlineno> <function>", with the full
  * path and the line executing as stats. Every API event, and the kernels,
  * copies and memsets it launched, carry the launching thread's leaf frame
- * as "<basename>:<line> <function>" and its whole stack, outermost first,
+ * as "<basename>:<line> <function>" (the innermost frame outside installed
+ * packages and the standard library) and its whole stack, outermost first,
  * those leaf-style frames joined by XN_PYTHON_STACK_SEP (';' inside a
  * name is written ','), so flame graphs need no other plane. A thread with
  * no Python, or a walk the agent abandoned, says so in python_frame. */

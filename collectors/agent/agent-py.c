@@ -436,6 +436,31 @@ static void leaf_text(const struct agent_src *s, const struct py_frame *f, struc
 				b->data[i] = ',';
 }
 
+/* Whether @path is a library's file rather than the user's: installed
+ * packages (site-packages, dist-packages), the standard library
+ * (lib/pythonX.Y) and frozen modules. python_frame names the innermost
+ * frame that is not: "train.py:87 forward", not the torch/nn/modules line
+ * that made the call. */
+static bool library_file(const char *path)
+{
+	return strncmp(path, "<frozen ", 8) == 0 || strstr(path, "/site-packages/") ||
+	       strstr(path, "/dist-packages/") || strstr(path, "/lib/python3") || strstr(path, "/lib64/python3");
+}
+
+/* The innermost user frame of @st (library_file()); the innermost frame
+ * when every frame is a library's. */
+static const struct py_frame *user_leaf(const struct agent_src *s, struct agent_py_src *ps,
+					const struct py_stack *st)
+{
+	for (uint32_t i = st->n; i-- > 0;) {
+		const struct py_frame *f = tab_get(&ps->frames, st->frames[i]);
+
+		if (f && !library_file(agent_map_str(s, f->file_id, "")))
+			return f;
+	}
+	return tab_get(&ps->frames, st->frames[st->n - 1]);
+}
+
 /* The stack @id of @s, NULL when it cannot be resolved (counted). */
 static const struct py_stack *stack_of(struct agent_py_src *ps, uint32_t id)
 {
@@ -465,7 +490,7 @@ static void put_stack_stats(struct agent_src *s, struct agent_py_src *ps, struct
 		trace_stat_str_ref(p, b, XN_STAT_PYTHON_STACK, said);
 		return;
 	}
-	leaf_text(s, tab_get(&ps->frames, st->frames[st->n - 1]), &text, false);
+	leaf_text(s, user_leaf(s, ps, st), &text, false);
 	buf_putc(&text, 0);
 	if (!text.oom)
 		trace_stat_str_ref(p, b, XN_STAT_PYTHON_FRAME, (const char *)text.data);

@@ -29,6 +29,7 @@ Commands on stdin, one answer line each:
 import ctypes
 import os
 import sys
+import tempfile
 import threading
 import time
 
@@ -44,6 +45,14 @@ native.argtypes = [ctypes.c_char_p, ctypes.c_uint]
 native.restype = ctypes.c_uint32
 G = (1, 1, 1, 1, 1, 1, 0)  # grid, block, shared memory
 THREADS = 3
+# A library's module (an installed package's path): python_frame names the
+# user line that called into it, python_stack keeps the library frame.
+LIB = os.path.join(tempfile.mkdtemp(prefix="pystacks-"), "site-packages")
+os.mkdir(LIB)
+with open(os.path.join(LIB, "fakelib.py"), "w") as f:
+    f.write("def op(launch, g):\n    launch(b'k_lib', *g, 7, None, None)\n")
+sys.path.insert(0, LIB)
+import fakelib  # noqa: E402
 PER_THREAD = 4
 DEEP = 80
 
@@ -119,6 +128,7 @@ def work():
     run_coro()  # @work-coro
     deep(DEEP)  # @work-deep
     through_c()  # @work-c
+    fakelib.op(launch, G)  # @work-lib
     native(b"k_native", 2)
 
 

@@ -314,7 +314,7 @@ class PyStacksWire(WireCase):
         by = self.stacks_by_kernel(c)
         self.assertEqual({k: len(v) for k, v in by.items() if k != "k_callback"},
                          {"k_step": 2, "k_thread0": 4, "k_thread1": 4, "k_thread2": 4, "k_gen": 2, "k_coro": 1,
-                          "k_deep": 1, "k_native": 2})
+                          "k_deep": 1, "k_native": 2, "k_lib": 1})
         self.assertGreaterEqual(len(by["k_callback"]), 1)
         main = self.app.main_tid
 
@@ -352,6 +352,8 @@ class PyStacksWire(WireCase):
             self.frame("compare", "callback-launch"))))
         # A thread that never ran Python: stack 0.
         self.assertEqual({sid for _, sid in by["k_native"]}, {0})
+        # Inside an installed package's module: its frame is on the wire.
+        self.assertEqual(one_stack("k_lib")[1][-2:], [self.frame("work", "work-lib"), ("fakelib.py", "op", 1, 2, 0)])
         # Every launch's tid is its API record's.
         for ts, tid, corr, sid in c.launches:
             self.assertEqual(c.apis[corr][0], tid)
@@ -570,7 +572,7 @@ class PyStacksXSpace(JobCase):
         # Both works, whole (a callback's count is qsort's business).
         self.assertEqual({k: v for k, v in count.items() if k != "k_callback"},
                          {"k_step": 4, "MemcpyH2D": 4, "k_thread0": 8, "k_thread1": 8, "k_thread2": 8, "k_gen": 4,
-                          "k_coro": 2, "k_deep": 2, "k_native": 4})
+                          "k_coro": 2, "k_deep": 2, "k_native": 4, "k_lib": 2})
         step = self.main_stack(self.leaf("work", "work-train"), self.leaf("train", "train-call"))
         self.assertEqual(by["k_step"], {(self.leaf("step", "step-launch"),
                                          step + ";" + self.leaf("step", "step-launch"))})
@@ -591,6 +593,9 @@ class PyStacksXSpace(JobCase):
             self.leaf("work", "work-c"), self.leaf("through_c", "through-c"),
             self.leaf("compare", "callback-launch")))})
         self.assertEqual(by["k_native"], {("(thread without Python)", "(thread without Python)")})
+        # Launched inside an installed package: the leaf is the user's line.
+        self.assertEqual(by["k_lib"], {(self.leaf("work", "work-lib"), self.main_stack(
+            self.leaf("work", "work-lib"), "fakelib.py:2 op"))})
 
         # The main thread's line: its API events carry their work's stats.
         h = [p for p in x.planes if p.name == "/host:CPU"][0]
@@ -601,7 +606,7 @@ class PyStacksXSpace(JobCase):
                        h.event_metadata[e.metadata_id].name, stats_of(h, e)) for e in line.events),
                      key=lambda v: (v[0], -v[1]))
         api = [e for e in evs if e[2].startswith("cu")]
-        self.assertEqual(len([e for e in api if e[2] == "cuLaunchKernel"]), 2 * (2 + 2 + 1 + 1) +
+        self.assertEqual(len([e for e in api if e[2] == "cuLaunchKernel"]), 2 * (2 + 2 + 1 + 1 + 1) +
                          len([c for c in gpu.values() if c[0] == "k_callback"]),
                          ([l.name for l in h.lines], sorted(c[0] for c in gpu.values()), list(x.warnings)))
         for s, e, name, st in api:
