@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent-opts.h"
 #include "base/log.h"
+#include "base/macro.h"
 #include "collector.h"
 
 struct collector_set {
@@ -382,4 +384,23 @@ size_t collector_set_gpu_procs(const struct collector_set *s, struct gpu_proc *o
 size_t collector_set_gpu_pids(const struct collector_set *s, int *pids, size_t max, int64_t since_ns)
 {
 	return gpu_procs(s, pids, NULL, max, since_ns, INT64_MAX);
+}
+
+uint64_t collector_counter_period_ms(const struct collector *c, bool slow)
+{
+	uint32_t hz = c->cfg->host_sample_hz ? c->cfg->host_sample_hz : 10;
+
+	if (slow && hz > RECORDER_COUNTER_HZ)
+		hz = RECORDER_COUNTER_HZ;
+	return MAX(1000 / hz, 1u);
+}
+
+void collector_counter_rate(const struct collector *c, uv_timer_t *t, bool *slow, bool want)
+{
+	if (*slow == want)
+		return;
+	*slow = want;
+	uv_timer_set_repeat(t, collector_counter_period_ms(c, want));
+	if (uv_is_active((const uv_handle_t *)t))
+		uv_timer_again(t);
 }

@@ -119,6 +119,20 @@ struct collector_cfg {
 struct agent_opts; /* agent-opts.h */
 struct collector_status_sink;
 
+/**
+ * collector_counter_period_ms() - a host counter timer's period: 1 /
+ * cfg->host_sample_hz (default 10 Hz), or 1 / RECORDER_COUNTER_HZ while
+ * only the flight recorder runs (@slow, agent_opts.counters_slow).
+ */
+uint64_t collector_counter_period_ms(const struct collector *c, bool slow);
+
+/**
+ * collector_counter_rate() - follow agent_opts.counters_slow (@want) with
+ * the repeating timer @t: *@slow remembers the rate it runs at; a running
+ * timer is re-armed at once with the new period.
+ */
+void collector_counter_rate(const struct collector *c, uv_timer_t *t, bool *slow, bool want);
+
 struct collector_ops {
 	const char *name;
 	size_t priv_size;

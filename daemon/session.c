@@ -138,6 +138,31 @@ static void gpu_merge(struct agent_opts *a, const struct agent_opts *b)
 }
 
 /*
+ * The flight recorder alone (docs/recorder.md, Cost): when no other window
+ * that wants agents' data is open or still closing (@others_arm), agents
+ * run recording mode: its minimum kinds and NVTX, nothing of PM sampling
+ * or Python stacks (agent-proto.h, AGENT_START_RECORDING). When no other
+ * window at all is (@others: a Monitor window wants its usual rates),
+ * NVML and host counters slow down too (agent_opts.counters_slow). A
+ * Profile window opening turns full capture on again for its duration.
+ */
+static void recording_only(const struct session_mgr *m, struct agent_opts *u, unsigned others,
+			   unsigned others_arm)
+{
+	const uint64_t keep = AGENT_START_NVTX | AGENT_START_GRAPH_TRACE;
+
+	if (!m->recorder || m->recorder->state != S_OPEN || m->recorder->aborted)
+		return;
+	u->counters_slow = others == 0;
+	if (others_arm)
+		return;
+	u->flags = (u->flags & keep) | AGENT_START_RECORDING;
+	u->pm_interval_us = u->pm_buffer_mb = 0;
+	memset(u->pm_metrics, 0, sizeof(u->pm_metrics));
+	u->py_sample_hz = u->py_max_depth = 0;
+}
+
+/*
  * Hand the collectors the union of what the open windows ask of agents
  * (gpu_merge(): kinds OR'ed; the PM metrics of the oldest window that
  * asked). A window that is closing no longer counts: its data is in.
@@ -151,7 +176,7 @@ static void update_gpu_options(struct session_mgr *m, const struct session *gone
 {
 	struct agent_opts u;
 	struct session *last = NULL;
-	unsigned n = 0, n_arming = 0;
+	unsigned n = 0, n_arming = 0, others = 0, others_arm = 0;
 	bool closing_arms = false;
 
 	memset(&u, 0, sizeof(u));
@@ -161,6 +186,10 @@ static void update_gpu_options(struct session_mgr *m, const struct session *gone
 		if (s == gone || s->aborted)
 			continue;
 		closing_arms |= s->state == S_CLOSING && !s->no_agents;
+		if (!s->recorder && !s->snapshot && (s->state == S_OPEN || s->state == S_CLOSING)) {
+			others++;
+			others_arm += !s->no_agents;
+		}
 		if (s->state != S_OPEN)
 			continue;
 		n++;
@@ -175,6 +204,7 @@ static void update_gpu_options(struct session_mgr *m, const struct session *gone
 	if (!n || (!n_arming && closing_arms))
 		return;
 	u.agents_idle = n_arming == 0;
+	recording_only(m, &u, others, others_arm);
 	collector_set_options(m->collectors, &u);
 }
 

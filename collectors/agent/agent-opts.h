@@ -33,4 +33,11 @@ struct agent_opts {
 	 * windows, which read NVML and host counters): the receiver sends no
 	 * START, so CUPTI stays detached in every job. Not sent on the wire. */
 	bool agents_idle;
+	/* Only the flight recorder is open (no capture or Monitor window):
+	 * NVML and host counters sample at RECORDER_COUNTER_HZ instead of
+	 * their capture rates. Not sent on the wire. */
+	bool counters_slow;
 };
+
+/* The counters' rate while only the flight recorder runs (docs/recorder.md). */
+#define RECORDER_COUNTER_HZ 1u

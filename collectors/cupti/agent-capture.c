@@ -142,6 +142,17 @@ static const CUpti_ActivityKind kinds[] = {
 	CUPTI_ACTIVITY_KIND_DRIVER,            CUPTI_ACTIVITY_KIND_RUNTIME,
 };
 
+/* Recording mode (START flag RECORDING) leaves these off: the memory
+ * timeline (MEMORY2: a record per allocation, a memory profile needs its
+ * start state too) and CUPTI's own overhead records are capture-only
+ * views; the recorder keeps what answers "what ran when". */
+static bool full_only(CUpti_ActivityKind k)
+{
+	return k == CUPTI_ACTIVITY_KIND_MEMORY2 || k == CUPTI_ACTIVITY_KIND_OVERHEAD;
+}
+
+static bool recording(void) { return g.opts.flags & AGENT_START_RECORDING; }
+
 /* Switch off at the source the API records the converter would throw away
  * (cuCtxGetCurrent, cudaGetDevice, ... run every few µs in frameworks).
  * The verdicts come from the callback names once per process. */
@@ -311,7 +322,7 @@ void agent_capture_start(void)
 	g.canaries = 0;
 	g.cv.canary_seen = 0;
 	g.told_lost = false;
-	g.told_foreign = g.told_graph = g.told_nvtx = 0;
+	g.told_foreign = g.told_graph = g.told_nvtx = g.told_rec_cut = 0;
 	atomic_store(&g.foreign, 0);
 	g.cv.records = g.cv.converted = g.cv.skipped = g.cv.unknown = g.cv.emit_failed = 0;
 	g.cv.graph_kernels = g.cv.graph_launches = 0;
@@ -333,7 +344,10 @@ void agent_capture_start(void)
 		g.C.cuptiActivityGetNumDroppedRecords(NULL, 0, &before);
 	}
 	send_clock(AGENT_CLOCK_START);
-	agent_send_mem_state();
+	g.rec_kinds = recording();
+	g.rec_cut = g.rec_forced = 0;
+	if (!g.rec_kinds)
+		agent_send_mem_state();
 	/* NVTX on before the kinds: GPU work traced from here on finds its ranges. */
 	agent_nvtx_enable(g.opts.flags & AGENT_START_NVTX);
 	g.nvtx_domains = g.api_domains = false;
@@ -341,6 +355,8 @@ void agent_capture_start(void)
 	agent_nvtx_capture(g.C.cuptiGetTimestamp);
 	g.driver_records = false;
 	for (size_t i = ARRAY_SIZE(kinds); i-- > 0;) { /* API kinds first (see kinds[]) */
+		if (g.rec_kinds && full_only(kinds[i]))
+			continue;
 		r = g.C.cuptiActivityEnable(kinds[i]);
 		if (r == CUPTI_SUCCESS && kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER)
 			g.driver_records = true;
@@ -436,6 +452,12 @@ static void send_notices(unsigned held, bool lost)
 			  (unsigned long long)nc.strings_dropped, AGENT_NVTX_MAX_STRINGS,
 			  AGENT_NVTX_MAX_STRING_BYTES >> 20);
 
+	if (g.rec_cut && !g.told_rec_cut++)
+		agent_err(AGENT_ERR_NOTICE, 0,
+			  "recording: %llu CUPTI buffer(s) still held records of GPU work running when the "
+			  "recorder's %u ms flush took them back (work running over ~1 s, e.g. a stuck "
+			  "collective); those records are lost, the rest of each buffer is kept",
+			  (unsigned long long)g.rec_cut, AGENT_RECORD_FLUSH_MS);
 	if (g.cut)
 		agent_err(AGENT_ERR_NOTICE, 0,
 			  "%llu CUPTI buffer(s) still held records of GPU work running %d ms after the capture "
@@ -607,9 +629,57 @@ static void nvtx_apply_options(void)
 	agent_follow_nvtx();
 }
 
+/* Recording mode on or off mid-capture (a Profile window opened or closed
+ * while recording): the capture-only kinds follow; a capture that joins
+ * gets the memory state its memory profile starts from. */
+static void kinds_apply_options(void)
+{
+	bool rec = recording();
+
+	if (rec == g.rec_kinds || !agent_cupti_usable())
+		return;
+	g.rec_kinds = rec;
+	if (!rec)
+		agent_send_mem_state();
+	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
+		if (!full_only(kinds[i]))
+			continue;
+		if (rec)
+			g.C.cuptiActivityDisable(kinds[i]);
+		else
+			g.C.cuptiActivityEnable(kinds[i]);
+	}
+}
+
+/*
+ * Recording mode's bound on what a killed job loses: flush(0) (the 100 ms
+ * tick) returns only buffers whose records are all complete, and CUPTI
+ * keeps writing into a buffer until it is full; a kernel that runs long
+ * (a rank stuck in a collective: what the recorder is for) keeps every
+ * record after it in that buffer from profd. So a buffer CUPTI has held
+ * for AGENT_RECORD_FLUSH_MS is taken back by force: the records still in
+ * flight then are cut (lost, counted, said once), the rest reach profd.
+ * Only when some buffer is that old: a busy job whose buffers complete
+ * within the second never pays for a forced flush. Agent thread.
+ */
+void agent_capture_force_stale(void)
+{
+	uint64_t cut = g.cut;
+
+	if (!g.rec_kinds || !agent_cupti_usable() ||
+	    !agent_slabs_stale(agent_mono_ns() - AGENT_RECORD_FLUSH_MS * 1000000ull))
+		return;
+	g.C.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	agent_drain();
+	g.rec_forced++;
+	g.rec_cut += g.cut - cut;
+	g.cut = cut; /* not the end-of-capture cut send_notices() reports */
+}
+
 /* The options changed while a capture runs: apply what can change now. */
 void agent_capture_options(void)
 {
+	kinds_apply_options();
 	nvtx_apply_options();
 	py_apply_options(false);
 	agent_graphs_apply_options();

@@ -75,6 +75,7 @@ struct slab {
 	enum slab_state state;
 	uint64_t seq;  /* hand-out order, to know what a FLUSH must wait for */
 	size_t valid;  /* DONE: bytes of records */
+	uint64_t handed_ns; /* CUPTI: when it was handed out (agent_mono_ns()) */
 };
 
 /* g.detach: who runs the detach. */
@@ -131,7 +132,10 @@ struct agent {
 	unsigned sessions;        /* captures started in this process */
 	struct agent_stats stats;
 	uint64_t cut;             /* buffers a forced flush handed over unfinished */
-	unsigned told_foreign, told_graph, told_nvtx; /* notices of this capture already sent */
+	uint64_t rec_cut;         /* of those, cut by recording mode's timed flush */
+	uint64_t rec_forced;      /* recording mode's forced flushes this capture */
+	bool rec_kinds;           /* the capture runs recording mode's kinds */
+	unsigned told_foreign, told_graph, told_nvtx, told_rec_cut; /* notices of this capture already sent */
 	bool nvtx_domains;        /* API callbacks on for NVTX launch stacks (agent_follow_nvtx()) */
 	bool api_domains;         /* the driver and runtime API callbacks are on this capture */
 	bool api_filter_known;
@@ -191,6 +195,8 @@ void agent_slabs_unmap(void);
 unsigned agent_slabs_held(uint64_t seq);
 void agent_drain(void);
 bool agent_settle(uint64_t seq, unsigned ms);
+bool agent_slabs_stale(uint64_t handed_before_ns);
+void agent_capture_force_stale(void);
 
 /* agent-inventory.c (agent thread). */
 void agent_take_inventory(void);

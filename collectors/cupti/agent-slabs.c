@@ -59,6 +59,7 @@ void CUPTIAPI agent_buffer_requested(uint8_t **buffer, size_t *size, size_t *max
 
 		g.slabs[i].state = SLAB_CUPTI;
 		g.slabs[i].seq = ++g.hand_seq;
+		g.slabs[i].handed_ns = agent_mono_ns();
 		b = slab_buf(i);
 	} else {
 		if (g.accepting)
@@ -147,6 +148,18 @@ unsigned agent_slabs_held(uint64_t seq)
 		n += g.slabs[i].state == SLAB_CUPTI && g.slabs[i].seq <= seq;
 	pthread_mutex_unlock(&g.lock);
 	return n;
+}
+
+/* Whether CUPTI holds a slab it was handed before @handed_before_ns. */
+bool agent_slabs_stale(uint64_t handed_before_ns)
+{
+	bool stale = false;
+
+	pthread_mutex_lock(&g.lock);
+	for (uint32_t i = 0; g.region && i < SLAB_COUNT && !stale; i++)
+		stale = g.slabs[i].state == SLAB_CUPTI && g.slabs[i].handed_ns < handed_before_ns;
+	pthread_mutex_unlock(&g.lock);
+	return stale;
 }
 
 /* Read one completed slab: convert its records while a capture is on

@@ -21,7 +21,11 @@
  *              callbacks; anchor clocks; enable activity kinds, then switch
  *              off at the source the API records we would discard.
  *   capturing  every 100 ms cuptiActivityFlushAll(0); completed buffers are
- *              queued by CUPTI's callbacks and converted + sent here.
+ *              queued by CUPTI's callbacks and converted + sent here. In
+ *              recording mode (START flag RECORDING: only the flight
+ *              recorder is open) fewer kinds, and a buffer CUPTI has held
+ *              for AGENT_RECORD_FLUSH_MS is taken back by a forced flush,
+ *              so a killed job loses at most about its last second.
  *   FLUSH      a window closes: flush(0) until every buffer CUPTI held when
  *              the FLUSH came is back (bounded), drain, STATS, FLUSHED. A
  *              forced flush here would cut records still being written.
@@ -229,6 +233,10 @@ static void take_start_options(const struct agent_frame_hdr *h, const uint8_t *p
 	if (h->length <= AGENT_START_V3_SIZE)
 		st.flags = AGENT_START_NVTX;
 	st.pm_metrics[sizeof(st.pm_metrics) - 1] = 0;
+	/* Recording mode is the minimum whatever else a START says: the
+	 * flight recorder's cost must not depend on the daemon clearing flags. */
+	if (st.flags & AGENT_START_RECORDING)
+		st.flags &= AGENT_START_RECORDING | AGENT_START_NVTX | AGENT_START_GRAPH_TRACE;
 	g.opts = st;
 }
 
@@ -312,6 +320,7 @@ static void *agent_main(void *arg)
 			pm_decode();
 			g.C.cuptiActivityFlushAll(0);
 			agent_drain();
+			agent_capture_force_stale();
 			next_flush = agent_mono_ns() + FLUSH_PERIOD_MS * 1000000ull;
 		}
 	}

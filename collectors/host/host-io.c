@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent-opts.h"
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "collector.h"
@@ -43,6 +44,7 @@ struct pid_prev {
 
 struct host_io {
 	uv_timer_t timer;
+	bool slow; /* at RECORDER_COUNTER_HZ: only the flight recorder is open */
 	struct proc_reader rd; /* cfg->proc_root; loop thread */
 	long clk_tck;
 	bool have_prev;
@@ -184,8 +186,7 @@ static int host_io_init(struct collector *c)
 static int host_io_start(struct collector *c)
 {
 	struct host_io *h = to_hio(c);
-	uint32_t hz = c->cfg->host_sample_hz ? c->cfg->host_sample_hz : 10;
-	uint64_t ms = 1000 / hz ? 1000 / hz : 1;
+	uint64_t ms = collector_counter_period_ms(c, h->slow);
 
 	h->have_prev = false;
 	h->n_pids = 0;
@@ -208,6 +209,14 @@ static void host_io_describe(struct collector *c, struct trace *snap, int64_t st
 	(void)stop_ns;
 	if (c->state == COLLECTOR_UNAVAILABLE)
 		trace_diag(snap, start_ns, false, "no host I/O counters: %s", c->reason);
+}
+
+/* Only the flight recorder open: 1 Hz (docs/recorder.md, Cost). */
+static void host_io_options(struct collector *c, const struct agent_opts *o)
+{
+	struct host_io *h = to_hio(c);
+
+	collector_counter_rate(c, &h->timer, &h->slow, o->counters_slow);
 }
 
 static void host_io_stop(struct collector *c)
@@ -236,6 +245,7 @@ const struct collector_ops host_io_collector_ops = {
 	.start = host_io_start,
 	.flush = host_io_flush,
 	.describe = host_io_describe,
+	.options = host_io_options,
 	.stop = host_io_stop,
 	.close = host_io_close,
 };

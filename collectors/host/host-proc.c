@@ -46,6 +46,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent-opts.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
@@ -77,6 +78,7 @@ struct source {
 struct host_proc {
 	struct collector *c;
 	uv_timer_t timer;
+	bool slow; /* at RECORDER_COUNTER_HZ: only the flight recorder is open */
 	struct proc_reader rd; /* cfg->proc_root, loop thread */
 
 	/* /proc/stat samples: stat[cur] is the newest, stat[!cur] the one before */
@@ -356,8 +358,7 @@ static int host_proc_init(struct collector *c)
 static int host_proc_start(struct collector *c)
 {
 	struct host_proc *hp = to_hp(c);
-	uint32_t hz = c->cfg->host_sample_hz ? c->cfg->host_sample_hz : 10;
-	uint64_t period_ms = MAX(1000 / hz, 1u);
+	uint64_t period_ms = collector_counter_period_ms(c, hp->slow);
 
 	/* Every capture gets a fresh try at files that failed before; the
 	 * latest readings are this run's. */
@@ -422,6 +423,14 @@ static void host_proc_describe(struct collector *c, struct trace *snap, int64_t 
 	}
 }
 
+/* Only the flight recorder open: 1 Hz (docs/recorder.md, Cost). */
+static void host_proc_options(struct collector *c, const struct agent_opts *o)
+{
+	struct host_proc *hp = to_hp(c);
+
+	collector_counter_rate(c, &hp->timer, &hp->slow, o->counters_slow);
+}
+
 static void host_proc_stop(struct collector *c)
 {
 	struct host_proc *hp = to_hp(c);
@@ -455,6 +464,7 @@ const struct collector_ops host_proc_collector_ops = {
 	.start = host_proc_start,
 	.flush = host_proc_flush,
 	.describe = host_proc_describe,
+	.options = host_proc_options,
 	.stop = host_proc_stop,
 	.close = host_proc_close,
 };

@@ -136,7 +136,8 @@ struct nvml {
 	struct nvml_api api;
 	struct gpu *gpus;
 	unsigned n_gpus;
-	uint32_t hz;
+	uint32_t hz;           /* the configured rate (--nvml-sample-hz) */
+	uint32_t tick_hz;      /* the rate it ticks at now: sampler thread (0 = hz) */
 	struct proc_reader proc; /* cfg->proc_root; used by the sampler thread only */
 	/* thread */
 	uv_thread_t thread;
@@ -146,6 +147,7 @@ struct nvml {
 	bool exited;           /* the sampler thread is past its last NVML call */
 	uint64_t epoch;        /* bumped by start and stop */
 	bool flush_req;        /* tick now and mark the batch */
+	uint32_t slow_hz;      /* RECORDER_COUNTER_HZ while only the flight recorder runs, else 0 */
 	int64_t flush_until;   /* that tick's values are stamped before this */
 	uint64_t flush_seq;    /* bumped per flush request (loop side) */
 	uint64_t pending_flush_seq; /* the request the delivered batch answers */

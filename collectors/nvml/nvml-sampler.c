@@ -474,7 +474,8 @@ static void tick_procs(struct nvml *nv, struct gpu *g, struct batch *b, int64_t 
 /* One sampling pass over every GPU. Exposed for bench/nvml-tick. */
 void nvml_sample_all(struct nvml *nv, struct batch *b, uint64_t tick, int64_t clamp_ns)
 {
-	uint64_t slow_every = MAX(1u, nv->hz / 5), proc_every = MAX(1u, nv->hz / 2);
+	uint32_t hz = nv->tick_hz ? nv->tick_hz : nv->hz;
+	uint64_t slow_every = MAX(1u, hz / 5), proc_every = MAX(1u, hz / 2);
 
 	for (unsigned i = 0; i < nv->n_gpus; i++) {
 		struct gpu *g = &nv->gpus[i];
@@ -572,6 +573,15 @@ void nvml_sampler_main(void *arg)
 			uv_mutex_lock(&nv->lock);
 		}
 		int64_t now = mono_ns();
+		uint32_t hz = nv->slow_hz ? nv->slow_hz : nv->hz;
+		if (hz != (nv->tick_hz ? nv->tick_hz : nv->hz)) {
+			/* The recorder alone, or a window joined it: the new rate
+			 * from now on (a tick at once when speeding up). */
+			nv->tick_hz = hz;
+			period = NSEC_PER_SEC / hz;
+			deliver_every = MAX(1u, hz / 10);
+			next = MIN(next, now + (int64_t)period);
+		}
 		if (!nv->flush_req && now < next) {
 			uv_cond_timedwait(&nv->cond, &nv->lock, (uint64_t)(next - now));
 			continue; /* re-check quit / running / flush */

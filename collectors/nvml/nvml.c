@@ -54,6 +54,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent-opts.h"
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "collectors.h"
@@ -157,6 +158,18 @@ static int nvml_start(struct collector *c)
 	uv_cond_signal(&nv->cond);
 	uv_mutex_unlock(&nv->lock);
 	return 0;
+}
+
+/* Only the flight recorder open: NVML at RECORDER_COUNTER_HZ (docs/
+ * recorder.md, Cost); the sampler picks the rate up at its next wake. */
+static void nvml_options(struct collector *c, const struct agent_opts *o)
+{
+	struct nvml *nv = to_nv(c);
+
+	uv_mutex_lock(&nv->lock);
+	nv->slow_hz = o->counters_slow ? MIN(RECORDER_COUNTER_HZ, nv->hz) : 0;
+	uv_cond_signal(&nv->cond);
+	uv_mutex_unlock(&nv->lock);
 }
 
 static void nvml_stop(struct collector *c)
@@ -312,6 +325,7 @@ const struct collector_ops nvml_collector_ops = {
 	.start = nvml_start,
 	.flush = nvml_flush,
 	.describe = nvml_describe,
+	.options = nvml_options,
 	.stop = nvml_stop,
 	.close = nvml_close,
 };

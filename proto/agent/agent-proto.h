@@ -61,7 +61,8 @@
  *       PY_STACKS, PY_SAMPLE); records PY_FRAME and PY_STACK (definitions,
  *       once per id), PY_LAUNCH (the Python stack of a CUDA call, keyed by
  *       correlation like an NVTX LAUNCH) and PY_SAMPLE (the sampler);
- *       STATS grew the Python counters
+ *       STATS grew the Python counters; START flag RECORDING (the flight
+ *       recorder alone: its minimum kinds, buffers out within ~1 s)
  *
  * Growth rule for records: a record type may grow at its end in a new
  * version. The receiver accepts any size from the type's first size up
@@ -216,6 +217,9 @@ struct agent_start {
 				 * 0 = the agent's default (64) */
 };
 #define AGENT_START_V3_SIZE 16u
+/* RECORDING: a buffer CUPTI has held this long is flushed by force, so a
+ * job killed while recording loses at most about this much. */
+#define AGENT_RECORD_FLUSH_MS 1000u
 #define AGENT_START_V4_SIZE 472u
 
 enum agent_start_flag {
@@ -227,6 +231,11 @@ enum agent_start_flag {
 					  * launch, copy and memset (PY_LAUNCH records) */
 	AGENT_START_PY_SAMPLE = 1u << 4, /* sample every Python thread at py_sample_hz
 					  * (PY_SAMPLE records) */
+	AGENT_START_RECORDING = 1u << 5, /* only the flight recorder wants data: kernels,
+					  * copies, memsets, their API records and NVTX
+					  * (no MEMORY2/OVERHEAD/PM/Python; the daemon clears
+					  * those flags), and no completed record held back
+					  * more than ~1 s (AGENT_RECORD_FLUSH_MS) */
 };
 
 /* STATS: counters of the capture, sent after STOP (and on FLUSH). A v1
