@@ -35,13 +35,15 @@
 #   h  PyTorch alone and beside its own profiler (both orders)
 #   i  Python stacks: a PyTorch training step's and a JAX step's launch
 #      sites, frame spans, profctl flame, launch cost with stacks off/on
+#   j  the flight recorder's cost: the launch-bound CUDA loop plain vs
+#      while profd records (goal <= 2 % per launch), a snapshot's kernels
 #
 # Writes to $OUT (default ./gpu-out), at most 8 files as the device tool
 # brings back: env.txt (machine, driver, versions), log.txt (every step's
 # output, appended live), summary.json (rewritten after every step:
 # id, status pass|fail|skip|timeout|no-time, exit code, seconds), and the
-# figures of steps b, c, d, i: upstream.json, compare.json, overhead.json,
-# pystacks.json.
+# figures of steps b, c, d, i, j: upstream.json, compare.json, overhead.json,
+# pystacks.json, recorder.json.
 # Copy summary.json to bench/gpu/<date>-<device>.json once it is back.
 #
 # Rehearsal without a GPU: REHEARSE=1 puts a stand-in nvidia-smi on PATH, so
@@ -165,4 +167,6 @@ step g 90 "PM sampling and NVML counters" sh -c 'sh tests/gpu/test_pm_real.sh; a
 	[ $a = 77 ] && [ $b = 77 ] && exit 77; exit 0'
 step h 90 "PyTorch beside its own profiler" env GPU_CHECKS=torch,torch-profiler sh tests/gpu/run-gpu-tests.sh
 step i 90 "Python stacks (PyTorch, JAX)" $PYTHON tests/gpu/python-stacks.py --json "$OUT/pystacks.json"
+step j 90 "flight recorder overhead" $PYTHON tests/gpu/recorder-overhead.py --reps "${REPS:-2}" \
+	--json "$OUT/recorder.json"
 echo "total $(($(date +%s) - START)) s; summary in $OUT/summary.json"
