@@ -131,6 +131,19 @@ def kernels_in(xspace_path, t0, t1, P):
     return n, list(x.warnings) + list(x.errors)
 
 
+def steps_in_trace(out, steps, files, why, P):
+    """@out with the kernels of the "steps" answer @steps found in the
+    first trace of @files and their expected count, or with @why as its
+    error when there is none."""
+    out["kernels_expected"] = steps["kernels"]
+    if not files:
+        out["error"] = why
+        return out
+    out["kernels"], notes = kernels_in(files[0], steps["t0"], steps["t1"] + 50_000_000, P)
+    out["notes"] = notes[:5]
+    return out
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -143,6 +156,17 @@ class Bench:
         self.daemon = None
         self.port = None
         self.P = None
+
+    def prepare_launch_loop(self):
+        """The launch-bound CUDA loop into the work directory: built ahead
+        by tools/device-bundle (GPU_BIN), else compiled here."""
+        prebuilt = os.path.join(os.environ.get("GPU_BIN", "/nonexistent"), "launch-loop")
+        if os.access(prebuilt, os.X_OK):
+            shutil.copy(prebuilt, os.path.join(self.work, "launch-loop"))
+        else:
+            nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+            subprocess.run([nvcc, "-O2", "-o", os.path.join(self.work, "launch-loop"),
+                            os.path.join(HERE, "gpu", "launch-loop.cu")], check=True)
 
     def start_profd(self):
         log = open(os.path.join(self.work, "profd.log"), "w")
@@ -211,15 +235,22 @@ class Bench:
             near = [dur for s, dur in after["b"] if t_end - 200_000_000 <= s < t_end + 2_500_000_000]
             base = statistics.median(d for _, d in after["b"]) if after["b"] else 0
             out["detach_pause_ms"] = (max(near) - base) / 1e6 if near else None
-            out["kernels_expected"] = steps["kernels"]
-            if not files:
-                out["error"] = "no trace: " + text[-500:]
-                return out
-            out["kernels"], notes = kernels_in(files[0], steps["t0"], steps["t1"] + 50_000_000, self.P)
-            out["notes"] = notes[:5]
-            return out
+            return steps_in_trace(out, steps, files, "no trace: " + text[-500:], self.P)
         finally:
             j.close()
+
+
+def gpu_bench(args):
+    """A Bench with the protos and the launch-bound loop ready; None (and
+    a skip line) without a GPU."""
+    import profdtest as T
+    if not T.nvidia_gpu():
+        print("skip: no NVIDIA GPU")
+        return None
+    b = Bench(args)
+    b.P = T.protos()
+    b.prepare_launch_loop()
+    return b
 
 
 def main():
@@ -228,19 +259,9 @@ def main():
     ap.add_argument("--json", help="write all measurements here")
     ap.add_argument("--workloads", default="cuda-loop,jax-loop,jax-train")
     args = ap.parse_args()
-    import profdtest as T
-    if not T.nvidia_gpu():
-        print("skip: no NVIDIA GPU")
+    b = gpu_bench(args)
+    if not b:
         return 77
-    b = Bench(args)
-    b.P = T.protos()
-    prebuilt = os.path.join(os.environ.get("GPU_BIN", "/nonexistent"), "launch-loop")
-    if os.access(prebuilt, os.X_OK):  # built ahead by tools/device-bundle
-        shutil.copy(prebuilt, os.path.join(b.work, "launch-loop"))
-    else:
-        nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-        subprocess.run([nvcc, "-O2", "-o", os.path.join(b.work, "launch-loop"),
-                        os.path.join(HERE, "gpu", "launch-loop.cu")], check=True)
     have_jax = sh_ok([b.py_ml, "-c", "import jax; assert jax.devices('gpu')"])
     workloads = [w for w in args.workloads.split(",") if w == "cuda-loop" or have_jax]
     if not have_jax:

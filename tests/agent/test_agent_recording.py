@@ -24,6 +24,7 @@ import unittest
 import profdtest as T
 import tfclient
 from test_agent_cupti import AGENT, APP, TRACED, App, kernels
+from test_agent_pm import counters
 
 P = T.protos()
 FAKE_NVML = os.environ.get("FAKE_NVML_LIB", os.path.join(T.BUILD, "tests", "nvml", "libfake-nvml.so"))
@@ -50,18 +51,8 @@ def start_request(host_level=2):
 def counter_counts(x, plane_prefix, names=None):
     """{(plane, counter name): points} on the `_counters_` lines of the
     planes whose name starts with @plane_prefix (only @names if given)."""
-    out = {}
-    for p in x.planes:
-        if not p.name.startswith(plane_prefix):
-            continue
-        for line in p.lines:
-            if line.name != "_counters_":
-                continue
-            for e in line.events:
-                name = p.event_metadata[e.metadata_id].name
-                if names is None or name in names:
-                    out[(p.name, name)] = out.get((p.name, name), 0) + 1
-    return out
+    return {(p.name, n): len(v) for p in x.planes if p.name.startswith(plane_prefix)
+            for n, v in counters(x, p.name, names).items()}
 
 
 # NVML counters read at every tick of a 1 Hz sampler (utilization and power

@@ -25,7 +25,6 @@ import glob
 import importlib.util
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -56,12 +55,8 @@ def one(b, mode, rep):
             logdir = os.path.join(b.work, f"snap-{rep}")
             r = profctl(b, "snapshot", f"127.0.0.1:{b.port}", "--last", "10s", "--logdir", logdir)
             files = glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
-            out["kernels_expected"] = steps["kernels"]
-            if r.returncode or not files:
-                out["error"] = "no snapshot: " + (r.stdout + r.stderr)[-500:]
-                return out
-            out["kernels"], notes = G.kernels_in(files[0], steps["t0"], steps["t1"] + 50_000_000, b.P)
-            out["notes"] = notes[:5]
+            return G.steps_in_trace(out, steps, [] if r.returncode else files,
+                                    "no snapshot: " + (r.stdout + r.stderr)[-500:], b.P)
         return out
     finally:
         j.close()
@@ -72,19 +67,9 @@ def main():
     ap.add_argument("--reps", type=int, default=4)
     ap.add_argument("--json", help="write the runs and the verdict here")
     args = ap.parse_args()
-    import profdtest as T
-    if not T.nvidia_gpu():
-        print("skip: no NVIDIA GPU")
+    b = G.gpu_bench(args)
+    if not b:
         return 77
-    b = G.Bench(args)
-    b.P = T.protos()
-    prebuilt = os.path.join(os.environ.get("GPU_BIN", "/nonexistent"), "launch-loop")
-    if os.access(prebuilt, os.X_OK):
-        shutil.copy(prebuilt, os.path.join(b.work, "launch-loop"))
-    else:
-        nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-        subprocess.run([nvcc, "-O2", "-o", os.path.join(b.work, "launch-loop"),
-                        os.path.join(SRC, "bench", "gpu", "launch-loop.cu")], check=True)
     runs, fails = [], []
     try:
         b.start_profd()
