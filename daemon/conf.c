@@ -134,9 +134,11 @@ const struct conf_row conf_rows[CONF_N_KEYS] = {
 		"accept agent connections only from this uid (name or number; repeatable; root is not "
 		"implied)", F(agent_allow_uid)},
 	[CONF_HOST_SAMPLE_HZ] = {"host-sample-hz", "N", T_U32, 1, 1000, "10", true, "Collectors",
-		"host counter rate during captures", F(host_sample_hz)},
+		"host counter rate during captures (1 Hz while only the flight recorder runs)",
+		F(host_sample_hz)},
 	[CONF_NVML_SAMPLE_HZ] = {"nvml-sample-hz", "N", T_U32, 1, 1000, "50", false, NULL,
-		"GPU counter rate during captures", F(nvml_sample_hz)},
+		"GPU counter rate during captures (1 Hz while only the flight recorder runs)",
+		F(nvml_sample_hz)},
 	[CONF_AGENT_SOCKET] = {"agent-socket", "PATH", T_OPT, 0, 0, PROFD_AGENT_SOCKET_DEFAULT, false,
 		NULL, "Unix socket for in-job agents ($PROFD_AGENT_SOCKET moves the default; empty: "
 		"none, no GPU data from agents); jobs need PROFD_AGENT_SOCKET=PATH when it is not the "
