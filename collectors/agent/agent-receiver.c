@@ -252,6 +252,7 @@ static void agent_options(struct collector *c, const struct agent_opts *o)
 {
 	struct rx *rx = to_rx(c);
 	bool was_idle = rx->opts.agents_idle;
+	struct agent_opts before = rx->opts, after = *o;
 
 	rx->map.nvtx_off = !(o->flags & AGENT_START_NVTX);
 	/* Once a window of this capture asked for frame spans, points are
@@ -259,10 +260,11 @@ static void agent_options(struct collector *c, const struct agent_opts *o)
 	 * its snapshot: daemon/capture-limits.c). */
 	if (rx->running && (o->flags & AGENT_START_PY_SAMPLE))
 		rx->map.py_spans = true;
-	if (memcmp(&rx->opts, o, sizeof(*o)) == 0)
-		return;
+	/* The counters' rate is the NVML and host collectors' business: a
+	 * change of only that sends agents nothing. */
+	before.counters_slow = after.counters_slow = false;
 	rx->opts = *o;
-	if (!rx->running)
+	if (memcmp(&before, &after, sizeof(before)) == 0 || !rx->running)
 		return;
 	if (o->agents_idle) {
 		stop_conns(rx);

@@ -159,21 +159,25 @@ class RecordingMode(unittest.TestCase):
 class CounterRates(unittest.TestCase):
     """Host counters (and NVML) at 1 Hz while only the recorder runs."""
 
-    def counts_while(self, d, ch, seconds, with_profile):
+    def counts_while(self, d, ch, seconds, window=None):
+        """The recorder's snapshot of @seconds during which @window
+        ("profile", "monitor" or None) was open beside it."""
         start, snap, stop = v3(ch)
         start(start_request(), timeout=10)
         try:
             snap(P.ps.GetSnapshotRequest(), timeout=20)  # the next period starts now
-            prof = None
-            if with_profile:
-                profile = T.stub(ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
-                prof = profile(T.profile_request(P, int(seconds * 1000), f"localhost:{d.port}"), timeout=60)
+            ms = int(seconds * 1000)
+            if window == "profile":
+                T.stub(ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)(
+                    T.profile_request(P, ms, f"localhost:{d.port}"), timeout=60)
+            elif window == "monitor":
+                T.stub(ch, "Monitor", P.ps.MonitorRequest, P.ps.MonitorResponse)(
+                    P.ps.MonitorRequest(duration_ms=ms, monitoring_level=1), timeout=60)
             else:
                 time.sleep(seconds)
-            x = snap(P.ps.GetSnapshotRequest(), timeout=20).xspace
+            return snap(P.ps.GetSnapshotRequest(), timeout=20).xspace
         finally:
             stop(P.ps.StopContinuousProfilingRequest(), timeout=5)
-        return x, prof
 
     def test_host_and_nvml_counters_slow_down_while_only_recording(self):
         args = ["--host-sample-hz", "10", "--nvml-sample-hz", "20"]
@@ -181,7 +185,7 @@ class CounterRates(unittest.TestCase):
         if nvml:
             args += ["--nvml-library", FAKE_NVML]
         with T.Daemon(*args) as d, T.channel(d.addr) as ch:
-            x, _ = self.counts_while(d, ch, 3.0, False)
+            x = self.counts_while(d, ch, 3.0)
             host = counter_counts(x, "/host:CPU")
             self.assertTrue(host, [p.name for p in x.planes])
             # 3 s at 1 Hz: 2 to 5 points per counter (not the 30 of 10 Hz).
@@ -190,13 +194,15 @@ class CounterRates(unittest.TestCase):
                 gpu = counter_counts(x, "/device:GPU:", NVML_TICKED)
                 self.assertTrue(gpu, [p.name for p in x.planes])
                 self.assertLessEqual(max(gpu.values()), 6, gpu)
-            # A Profile window meanwhile: its rate again, in the snapshot too.
-            x, _ = self.counts_while(d, ch, 2.0, True)
-            host = counter_counts(x, "/host:CPU")
-            self.assertGreaterEqual(max(host.values()), 12, host)
-            if nvml:  # --nvml-sample-hz 20 reads memory every 4th tick: 5 Hz
-                gpu = counter_counts(x, "/device:GPU:", NVML_TICKED)
-                self.assertGreaterEqual(min(gpu.values()), 7, gpu)
+            # A Profile or Monitor window meanwhile: the configured rates
+            # again, in the recorder's snapshot too.
+            for window in ("profile", "monitor"):
+                x = self.counts_while(d, ch, 2.0, window)
+                host = counter_counts(x, "/host:CPU")
+                self.assertGreaterEqual(max(host.values()), 12, (window, host))
+                if nvml:  # --nvml-sample-hz 20 reads memory every 4th tick: 5 Hz
+                    gpu = counter_counts(x, "/device:GPU:", NVML_TICKED)
+                    self.assertGreaterEqual(min(gpu.values()), 7, (window, gpu))
 
 
 if __name__ == "__main__":
