@@ -121,8 +121,13 @@ class RecordingMode(unittest.TestCase):
         names = [k[2] for k in kernels(r.xspace)]
         self.assertEqual(names.count("vecAdd(float const*, float const*, float*, int)"), 27, names)
         self.assertEqual(names.count("gemm(float*, float*, int)"), 5)
+        # A job that starts while recording joins in recording mode.
+        b = self.app()
+        self.assertTrue(T.wait_for(lambda: self.kinds(b) & TRACED == TRACED, 10), self.d.log())
+        self.assertEqual(self.kinds(b) & FULL_ONLY, 0, hex(self.kinds(b)))
         self.stop(P.ps.StopContinuousProfilingRequest(), timeout=5)
-        self.assertTrue(T.wait_for(lambda: self.kinds(a) == 0, 10), hex(self.kinds(a)))
+        self.assertTrue(T.wait_for(lambda: self.kinds(a) == 0 and self.kinds(b) == 0, 10),
+                        (hex(self.kinds(a)), hex(self.kinds(b))))
 
     def test_killed_job_keeps_all_but_its_last_second(self):
         """A kernel that runs on (a rank stuck in a collective) keeps CUPTI's
