@@ -18,8 +18,9 @@ exact python_frame / python_stack on each kernel, copy and API event, the
 frame spans on the thread's line around its API events, and the sampler's
 span between launches (docs/python-stacks.md).
 
-Debian's python3 always runs; python3.10 / 3.12 / 3.13 where found on PATH
-or named in PROFD_TEST_PYTHONS (colon-separated), else those cases skip.
+Debian's python3 always runs; python3.10 / 3.12 / 3.13 where found
+(tests/pylib/pythons.py: PATH, PROFD_TEST_PYTHONS, a pyenv install), else
+those cases skip.
 """
 import os
 import re
@@ -34,6 +35,7 @@ import time
 import unittest
 
 import profdtest as T
+import pythons
 from test_agent_cupti import App as FakeCudaApp
 
 APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pystacks-app.py")
@@ -79,22 +81,13 @@ def defs():
 
 
 def interpreters():
-    """(label, path) of each interpreter to run: Debian's python3, then the
-    others found."""
-    found = [("python3", "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable)]
-    extra = [p for p in os.environ.get("PROFD_TEST_PYTHONS", "").split(":") if p]
-    for v in ("3.10", "3.12", "3.13"):
-        path = next((p for p in extra if os.path.basename(p) == "python" + v), None) or shutil.which("python" + v)
-        found.append(("python" + v, path if path and runs(path) else None))
+    """(label, path) of each interpreter to run: Debian's python3, then
+    3.10, 3.12 and 3.13 where found (tests/pylib/pythons.py), else None."""
+    plain, _ = pythons.found()
+    found = [("python3", pythons.SYSTEM if os.path.exists(pythons.SYSTEM) else sys.executable)]
+    for m in (10, 12, 13):
+        found.append(("python3.%d" % m, plain.get(m)))
     return found
-
-
-def runs(python):
-    """Whether @python starts (a version manager's shim may not)."""
-    try:
-        return subprocess.run([python, "-c", "pass"], capture_output=True, timeout=30).returncode == 0
-    except OSError:
-        return False
 
 
 class Capture:
@@ -253,7 +246,7 @@ class JobCase(unittest.TestCase):
         if not (AGENT and os.path.exists(os.path.join(FAKECUDA, "libcuda.so.1"))):
             self.skipTest("libprofd-agent.so or the fake CUDA not built")
         if not self.python:
-            self.skipTest(f"{self.label} not found (PATH or PROFD_TEST_PYTHONS)")
+            self.skipTest(f"{self.label} not found (PATH, PROFD_TEST_PYTHONS, pyenv)")
         self.tmp = tempfile.mkdtemp(prefix="profd-pystacks-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.sock = os.path.join(self.tmp, "agent.sock")
@@ -468,10 +461,8 @@ class PyStacksLifecycle(WireCase):
 
 
 def old_python():
-    """A python3.9 that starts (PATH or PROFD_TEST_PYTHONS), or None."""
-    extra = [p for p in os.environ.get("PROFD_TEST_PYTHONS", "").split(":") if p]
-    path = next((p for p in extra if os.path.basename(p) == "python3.9"), None) or shutil.which("python3.9")
-    return path if path and runs(path) else None
+    """A python3.9 that starts (tests/pylib/pythons.py), or None."""
+    return pythons.found()[0].get(9)
 
 
 class PyStacksOldPython(WireCase):

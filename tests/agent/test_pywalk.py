@@ -5,60 +5,39 @@ pywalk_scenarios.py runs under each interpreter with the walker probe
 (tests/agent/pywalk-probe.c) loaded by ctypes and reports what the walker
 saw from known functions and lines; this file checks it. Debian's python3
 (/usr/bin/python3, 3.11) always runs; 3.10, 3.12, 3.13 and 3.14 run where
-python3.X on PATH or a path in PROFD_TEST_PYTHONS (space-separated) is that
-version, else their test reports itself skipped. An interpreter the walker
-must refuse (older than 3.10, a debug or free-threaded build) given in
-PROFD_TEST_PYTHONS is checked to be refused with a reason naming it.
+an interpreter of that version is found (tests/pylib/pythons.py: PATH,
+PROFD_TEST_PYTHONS, a pyenv install), else their test reports itself
+skipped. An interpreter the walker must refuse (older than 3.10, a debug or
+free-threaded build) found there is checked to be refused with a reason
+naming it.
 """
 import errno
 import json
 import os
-import shutil
 import subprocess
 import sys
 import unittest
 
+import pythons
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCENARIOS = os.path.join(HERE, "pywalk_scenarios.py")
 PROBE = os.environ.get("PYWALK_PROBE")
-SYSTEM = "/usr/bin/python3"
-MINORS = (10, 11, 12, 13, 14)
-
-
-def describe(path):
-    """(version "3.X.Y", free-threaded, debug) of an interpreter that runs, else None."""
-    try:
-        r = subprocess.run([path, "-c", "import sys, sysconfig; print('%d.%d.%d' % sys.version_info[:3], "
-                            "bool(sysconfig.get_config_var('Py_GIL_DISABLED')), hasattr(sys, 'gettotalrefcount'))"],
-                           capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if r.returncode != 0:
-        return None  # e.g. a pyenv shim for a version not selected
-    v, ft, dbg = r.stdout.split()
-    return v, ft == "True", dbg == "True"
+MINORS = (10, 11, 12, 13, 14)  # the walker's
 
 
 def interpreters():
-    """{minor: path} of the walkable interpreters found, and the others."""
-    walkable, others = {}, []
-    cands = [SYSTEM] + [shutil.which("python3.%d" % m) for m in MINORS]
-    cands += os.environ.get("PROFD_TEST_PYTHONS", "").split()
-    seen = set()
-    for c in cands:
-        if not c or os.path.realpath(c) in seen:
-            continue
-        seen.add(os.path.realpath(c))
-        d = describe(c)
-        if d is None:
-            continue
-        v, ft, dbg = d
-        minor = int(v.split(".")[1])
-        if v.startswith("3.") and minor in MINORS and not ft and not dbg:
-            walkable.setdefault(minor, c)
-        else:
-            others.append((c, v, ft, dbg))
-    return walkable, others
+    """{minor: path} of the walkable interpreters found (tests/pylib/
+    pythons.py), and those the walker must refuse: the newest one older
+    than 3.10, free-threaded and debug builds."""
+    plain, others = pythons.found()
+    walkable = {m: p for m, p in plain.items() if m in MINORS}
+    older = [m for m in plain if m < MINORS[0]]
+    refused = [(c, v, ft, dbg) for c, v, ft, dbg in others]
+    if older:
+        c = plain[max(older)]
+        refused.append((c, pythons.describe(c)[0], False, False))
+    return walkable, refused
 
 
 FOUND, REFUSED = interpreters()
@@ -185,7 +164,7 @@ def make_case(minor):
     def test(self):
         py = FOUND.get(minor)
         if py is None:
-            self.skipTest("no python3.%d on PATH or in PROFD_TEST_PYTHONS" % minor)
+            self.skipTest("no python3.%d found (PATH, PROFD_TEST_PYTHONS, pyenv)" % minor)
         self.minor = minor
         self.r = run(py)
         self.check_all()
@@ -196,7 +175,7 @@ def make_case(minor):
 class TestPywalk(Walker, unittest.TestCase):
     def test_refused(self):
         if not REFUSED:
-            self.skipTest("no interpreter to refuse in PROFD_TEST_PYTHONS (older than 3.10, debug, free-threaded)")
+            self.skipTest("no interpreter to refuse found (older than 3.10, debug, free-threaded)")
         for py, v, ft, dbg in REFUSED:
             r = run(py, hostile=False)
             self.assertEqual(r["init"], -errno.ENOTSUP, py)
@@ -214,7 +193,7 @@ if __name__ == "__main__":
     if not PROBE:
         print("SKIP: PYWALK_PROBE not set (run through meson test)")
         sys.exit(77)
-    if describe(SYSTEM) is None:
-        print("SKIP: no %s" % SYSTEM)
+    if pythons.describe(pythons.SYSTEM) is None:
+        print("SKIP: no %s" % pythons.SYSTEM)
         sys.exit(77)
     unittest.main(verbosity=2)
