@@ -214,8 +214,8 @@ class App(FakeCudaApp):
     out (fake-cuda-app's protocol, whose finish() it shares)."""
 
     def __init__(self, python, sock, env=None):
-        e = dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=sock, FAKECUDA_DIR=FAKECUDA,
-                 **(env or {}))
+        e = pythons.sanitizer_env(AGENT, dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=sock,
+                                              FAKECUDA_DIR=FAKECUDA, **(env or {})))
         self.proc = subprocess.Popen([python, APP], env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         first = self.proc.stdout.readline().split()

@@ -43,24 +43,8 @@ def interpreters():
 FOUND, REFUSED = interpreters()
 
 
-def sanitizer_preload():
-    """The sanitizer runtimes a sanitized probe needs, to load first (an
-    uninstrumented interpreter does not): "" for a plain build."""
-    try:
-        out = subprocess.run(["ldd", PROBE], capture_output=True, text=True, timeout=60).stdout
-    except OSError:
-        return ""
-    libs = [ln.split("=>")[1].split()[0] for ln in out.splitlines()
-            if "=>" in ln and ("libasan" in ln or "libubsan" in ln)]
-    return ":".join(libs)
-
-
 def run(py, hostile=True):
-    env = dict(os.environ, PYWALK_PROBE=PROBE)
-    preload = sanitizer_preload()
-    if preload:
-        # The interpreter's own allocations are not ours to leak-check.
-        env.update(LD_PRELOAD=preload, ASAN_OPTIONS=env.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
+    env = pythons.sanitizer_env(PROBE, dict(os.environ, PYWALK_PROBE=PROBE))
     args = [py, "-X", "faulthandler", SCENARIOS] + (["--hostile"] if hostile else [])
     r = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
     if r.returncode != 0:

@@ -68,3 +68,20 @@ def found():
                 others.append((c, v, ft, dbg))
         _found = (plain, others)
     return _found
+
+
+def sanitizer_env(lib, env):
+    """@env for an interpreter that will load @lib: when @lib is built with
+    ASan/UBSan (the suite's sanitized phase), its runtimes preloaded (an
+    uninstrumented interpreter does not load them first, and ASan refuses
+    to start otherwise) and leak checks off (the interpreter's own
+    allocations are not ours to check). @env unchanged otherwise."""
+    try:
+        out = subprocess.run(["ldd", lib], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return env
+    libs = [ln.split("=>")[1].split()[0] for ln in out.splitlines()
+            if "=>" in ln and ("libasan" in ln or "libubsan" in ln)]
+    if libs:
+        env = dict(env, LD_PRELOAD=":".join(libs), ASAN_OPTIONS=env.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
+    return env
