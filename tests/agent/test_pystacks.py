@@ -490,15 +490,6 @@ class PyStacksOldPython(WireCase):
         self.assertTrue(c.kernels)
 
 
-def stats_of(p, e):
-    out = {}
-    for s in e.stats:
-        kind = s.WhichOneof("value")
-        out[p.stat_metadata[s.metadata_id].name] = (
-            p.stat_metadata[s.ref_value].name if kind == "ref_value" else getattr(s, kind))
-    return out
-
-
 class PyStacksXSpace(JobCase):
     def setUp(self):
         super().setUp()
@@ -552,7 +543,7 @@ class PyStacksXSpace(JobCase):
             if p.name.startswith("/device:GPU:"):
                 for l in p.lines:
                     for e in l.events:
-                        st = stats_of(p, e)
+                        st = T.stat_values(p, e.stats)
                         if "correlation_id" in st:
                             gpu[st["correlation_id"]] = (p.event_metadata[e.metadata_id].name,
                                                          st.get("python_frame"), st.get("python_stack"))
@@ -594,7 +585,7 @@ class PyStacksXSpace(JobCase):
         self.assertEqual(len(lines), 1, ([l.name for l in h.lines], self.app.main_tid))
         line = lines[0]
         evs = sorted(((line.timestamp_ns * 1000 + e.offset_ps, line.timestamp_ns * 1000 + e.offset_ps + e.duration_ps,
-                       h.event_metadata[e.metadata_id].name, stats_of(h, e)) for e in line.events),
+                       h.event_metadata[e.metadata_id].name, T.stat_values(h, e.stats)) for e in line.events),
                      key=lambda v: (v[0], -v[1]))
         api = [e for e in evs if e[2].startswith("cu")]
         self.assertEqual(len([e for e in api if e[2] == "cuLaunchKernel"]), 2 * (2 + 2 + 1 + 1 + 1) +

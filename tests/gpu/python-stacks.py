@@ -106,15 +106,6 @@ def check(cond, what):
         failures.append(what)
 
 
-def stats(plane, ss):
-    out = {}
-    for s in ss:
-        k = s.WhichOneof("value")
-        v = getattr(s, k)
-        out[plane.stat_metadata[s.metadata_id].name] = plane.stat_metadata[v].name if k == "ref_value" else v
-    return out
-
-
 def capture(d, ms, sid, level, **advanced):
     ch = T.channel(d.addr)
     prof = T.stub(ch, "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)
@@ -126,17 +117,7 @@ def capture(d, ms, sid, level, **advanced):
 
 
 def wait_agent(d, pid, timeout=60):
-    ch = T.channel(d.addr)
-    st = T.stub(ch, "Status", P.profd.StatusRequest, P.profd.StatusResponse, service="profd.Profd")
-    deadline = time.time() + timeout
-    try:
-        while time.time() < deadline:
-            if any(a.pid == pid for a in st(P.profd.StatusRequest(), timeout=10).agents):
-                return True
-            time.sleep(0.2)
-        return False
-    finally:
-        ch.close()
+    return T.wait_for(lambda: any(a.pid == pid for a in T.status(d.addr).agents), timeout, 0.2)
 
 
 def device_events(x):
@@ -147,7 +128,7 @@ def device_events(x):
             continue
         for line in pl.lines:
             for e in line.events:
-                s = stats(pl, e.stats)
+                s = T.stat_values(pl, e.stats)
                 out.append((s.get("python_frame"), s.get("python_stack"), e.duration_ps / 1000,
                             pl.event_metadata[e.metadata_id].name))
     return out
@@ -161,7 +142,7 @@ def frame_spans(x):
         for line in pl.lines:
             for e in line.events:
                 n = pl.event_metadata[e.metadata_id].name
-                if n.startswith("$") and "python_file" in stats(pl, e.stats):
+                if n.startswith("$") and "python_file" in T.stat_values(pl, e.stats):
                     spans[n] += 1
     return spans
 

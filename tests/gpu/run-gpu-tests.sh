@@ -84,13 +84,7 @@ def check(cond, what):
         failures.append(what)
 
 
-def stats(plane, ss):
-    out = {}
-    for s in ss:
-        k = s.WhichOneof("value")
-        v = getattr(s, k)
-        out[plane.stat_metadata[s.metadata_id].name] = plane.stat_metadata[v].name if k == "ref_value" else v
-    return out
+stats = T.stat_values
 
 
 def capture(d, ms, sid, **advanced):

@@ -406,6 +406,17 @@ def gpu_kernels(x):
     return out
 
 
+def stat_values(plane, stats):
+    """{stat name: value} of @stats (an event's or a metadata's) on @plane,
+    a ref_value resolved to the string it names."""
+    out = {}
+    for s in stats:
+        kind = s.WhichOneof("value")
+        v = getattr(s, kind)
+        out[plane.stat_metadata[s.metadata_id].name] = plane.stat_metadata[v].name if kind == "ref_value" else v
+    return out
+
+
 def plane_events(x, prefix):
     """(plane, line, event name, {stat name: stat}) of every event of the
     planes of XSpace @x whose name starts with @prefix ("/host:CPU",
