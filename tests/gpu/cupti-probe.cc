@@ -7,6 +7,11 @@
  *   1. Driver API activity records of calls made on a thread with no
  *      context (the agent thread's buffer canary): per call, how many
  *      records came back.
+ *      The thread id CUPTI writes in those records, beside gettid() and
+ *      pthread_self() (the agent matches its canary by thread id).
+ *      A takeover as PyTorch's profiler does it: a second tool registers
+ *      its own buffer callbacks while a buffer of the first is out; which
+ *      tool's callback gets that buffer and the records made after.
  *   2. PM sampling: the chip name, then per metric of the agent's default
  *      set and a few others, alone: ConfigAddMetrics' result and the
  *      number of passes of its config image (PM sampling needs one).
@@ -20,9 +25,12 @@
 #include <cupti_profiler_host.h>
 #include <cupti_profiler_target.h>
 #include <cupti_target.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static const char *res(CUptiResult r)
 {
@@ -33,6 +41,70 @@ static const char *res(CUptiResult r)
 }
 
 static unsigned counts[2][1024];
+static uint32_t ver_tid; /* threadId of the last cuDriverGetVersion record */
+
+/* The takeover: buffers handed out by tool A and B, and which callback
+ * got each back with how many cuDriverGetVersion records. */
+static uint8_t *a_bufs[8], *b_bufs[8];
+static unsigned n_a, n_b, a_got[2], b_got[2], a_recs, b_recs;
+
+static unsigned ver_records(uint8_t *b, size_t valid)
+{
+	CUpti_Activity *r = NULL;
+	unsigned n = 0;
+
+	while (cuptiActivityGetNextRecord(b, valid, &r) == CUPTI_SUCCESS)
+		if (r->kind == CUPTI_ACTIVITY_KIND_DRIVER &&
+		    ((CUpti_ActivityAPI *)r)->cbid == CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion)
+			n++;
+	return n;
+}
+
+static int origin(uint8_t *b)
+{
+	for (unsigned i = 0; i < n_a; i++)
+		if (a_bufs[i] == b)
+			return 0;
+	return 1;
+}
+
+static void CUPTIAPI a_req(uint8_t **b, size_t *size, size_t *max)
+{
+	*b = (uint8_t *)aligned_alloc(8, 1 << 20);
+	*size = 1 << 20;
+	*max = 0;
+	if (n_a < 8)
+		a_bufs[n_a++] = *b;
+}
+
+static void CUPTIAPI b_req(uint8_t **b, size_t *size, size_t *max)
+{
+	*b = (uint8_t *)aligned_alloc(8, 1 << 20);
+	*size = 1 << 20;
+	*max = 0;
+	if (n_b < 8)
+		b_bufs[n_b++] = *b;
+}
+
+static void CUPTIAPI a_done(CUcontext c, uint32_t s, uint8_t *b, size_t size, size_t valid)
+{
+	(void)c;
+	(void)s;
+	(void)size;
+	a_got[origin(b)]++;
+	a_recs += ver_records(b, valid);
+	free(b);
+}
+
+static void CUPTIAPI b_done(CUcontext c, uint32_t s, uint8_t *b, size_t size, size_t valid)
+{
+	(void)c;
+	(void)s;
+	(void)size;
+	b_got[origin(b)]++;
+	b_recs += ver_records(b, valid);
+	free(b);
+}
 
 static void CUPTIAPI buf_req(uint8_t **b, size_t *size, size_t *max)
 {
@@ -54,6 +126,8 @@ static void CUPTIAPI buf_done(CUcontext c, uint32_t s, uint8_t *b, size_t size, 
 
 			if (a->cbid < 1024)
 				counts[r->kind == CUPTI_ACTIVITY_KIND_RUNTIME][a->cbid]++;
+			if (r->kind == CUPTI_ACTIVITY_KIND_DRIVER && a->cbid == CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion)
+				ver_tid = a->threadId;
 		}
 	}
 	free(b);
@@ -77,7 +151,37 @@ static void canary(void)
 	       CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion);
 	printf("canary: cuCtxGetCurrent records %u for 2 calls (cbid %d)\n",
 	       counts[0][CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent], CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent);
+	printf("canary: record threadId %u, gettid %ld, pthread_self low 32 bits %u\n", ver_tid,
+	       (long)syscall(SYS_gettid), (unsigned)(uintptr_t)pthread_self());
 	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
+}
+
+/* Tool A (profd) traces; tool B registers its callbacks mid-way, as
+ * PyTorch's profiler does entering a profile inside profd's capture. */
+static void takeover(void)
+{
+	int v;
+
+	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	cuptiActivityRegisterCallbacks(a_req, a_done);
+	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER);
+	cuDriverGetVersion(&v); /* into A's buffer */
+	printf("takeover: A handed out %u buffer(s) before B registers\n", n_a);
+	cuptiActivityRegisterCallbacks(b_req, b_done);
+	cuDriverGetVersion(&v); /* after B registered, no flush between */
+	printf("takeover: after B registered, without a flush: A %u / B %u buffers handed out; "
+	       "A's callback got %u of A's, %u of B's; B's got %u of A's, %u of B's\n",
+	       n_a, n_b, a_got[0], a_got[1], b_got[0], b_got[1]);
+	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	printf("takeover: after a forced flush: A's callback got %u of A's, %u of B's (%u records); "
+	       "B's got %u of A's, %u of B's (%u records) of 2 cuDriverGetVersion calls\n",
+	       a_got[0], a_got[1], a_recs, b_got[0], b_got[1], b_recs);
+	cuDriverGetVersion(&v);
+	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	printf("takeover: a third call after the flush: A %u / B %u records; buffers A %u / B %u\n", a_recs,
+	       b_recs, n_a, n_b);
+	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
+	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
 static void pm_one(const char *chip, uint8_t *avail, const char **names, size_t n, const char *label)
@@ -186,6 +290,7 @@ int main(void)
 	cuptiGetVersion(&v);
 	printf("cupti: API version %u\n", v);
 	canary();
+	takeover();
 	cuDevicePrimaryCtxRetain(&ctx, dev);
 	pm();
 	return 0;

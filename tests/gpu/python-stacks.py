@@ -29,7 +29,9 @@ import tempfile
 import threading
 import time
 
-import profdtest as T
+SRC = os.environ.get("PROFD_SRC", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.join(SRC, "tests", "pylib"))
+import profdtest as T  # noqa: E402
 
 P = T.protos()
 AGENT = os.environ.get("AGENT") or os.path.join(T.BUILD, "collectors", "cupti", "libprofd-agent.so")
