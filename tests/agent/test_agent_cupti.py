@@ -221,6 +221,24 @@ class AgentOnFakeCupti(unittest.TestCase):
         st = a.state()
         self.assertEqual((st["subscribes"], st["finalizes"], st["subscribed"]), (2, 1, 0), st)
 
+    def test_no_finalize_while_the_job_exits(self):
+        # Seen on an H200 (pm-phases, tests/gpu/test_pm_real.sh): a job that
+        # exits right after a capture, before its next CUDA call, reached
+        # the armed detach from libcudart's exit teardown, and the agent
+        # finalized CUPTI there; glibc then aborted ("double free or
+        # corruption"). After the agent's exit hook it makes no CUPTI call.
+        a, _ = self.app()
+        x, _ = self.capture_while(600, lambda: a.ask("launch 3 _Z6vecAddPKfS0_Pfi 0 7"), a)
+        self.assertEqual(len(kernels(x)), 3)
+        self.assertEqual(a.state()["finalizes"], 0)  # armed, waiting for an API call
+        a.proc.stdin.write("exit teardown\n")
+        a.proc.stdin.flush()
+        line = a.proc.stdout.readline().split()
+        self.assertEqual(line[:1], ["teardown"], line)
+        st = {k: int(v) for k, v in (w.split("=") for w in line[1:])}
+        self.assertEqual((st["finalizes"], st["calls_after_finalize"]), (0, 0), st)
+        self.assertEqual(a.finish(), 0)
+
     def test_ranks_land_on_their_physical_gpu(self):
         # Two ranks, each pinned to one GPU that it calls "device 0".
         r0, i0 = self.app(CUDA_VISIBLE_DEVICES="0")

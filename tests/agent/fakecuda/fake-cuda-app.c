@@ -56,6 +56,11 @@
  *   nvtx dpop                 nvtxDomainRangePop -> "popped <level>"
  *   state                     fake CUPTI's state, key=value pairs
  *   exit                      exit(0) at once (atexit handlers run)
+ *   exit teardown             the same, and CUDA's own exit handler (one
+ *                             registered before cuInit, so it runs after the
+ *                             agent's) makes a driver call, as libcudart's
+ *                             teardown does; it then prints "teardown " and
+ *                             the state line (a finalize there is the agent's)
  * FAKE_APP_PRELOAD=1 loads $FAKE_APP_CUPTI before cuInit (a framework that
  * links CUPTI); FAKE_APP_NO_CUDART=1 skips loading libcudart.
  * First line: "ready <pid> <main tid>".
@@ -466,6 +471,23 @@ static void framework(const char *what)
 	}
 }
 
+static void print_state(void);
+
+/* Set by "exit teardown": the exit handler below acts as CUDA's. */
+static bool teardown_call;
+
+/* Registered before cuInit loads the agent: runs after the agent's own
+ * atexit hook, while the process tears CUDA down. */
+static void at_teardown(void)
+{
+	if (!teardown_call)
+		return;
+	api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, "cuCtxGetCurrent");
+	printf("teardown ");
+	print_state();
+	fflush(stdout);
+}
+
 static void print_state(void)
 {
 	struct fakecupti_state s = { 0 };
@@ -492,6 +514,7 @@ int main(void)
 	int version = 0, got;
 	char how[8];
 
+	atexit(at_teardown);
 	/* A framework loads its CUDA runtime privately (RTLD_LOCAL); cuInit
 	 * loads the driver, which then injects the agent. */
 	if (!getenv("FAKE_APP_NO_CUDART") && !dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL)) {
@@ -605,6 +628,7 @@ int main(void)
 		} else if (strncmp(line, "state", 5) == 0) {
 			print_state();
 		} else if (strncmp(line, "exit", 4) == 0) {
+			teardown_call = strncmp(line, "exit teardown", 13) == 0;
 			fflush(stdout);
 			exit(0);
 		} else {
