@@ -648,7 +648,11 @@ static void decode_dev(struct pm_dev *d)
 		for (size_t i = 0; i < n; i++)
 			put_sample(d, i);
 		memcpy(d->data, d->data_init, d->data_size);
-		if (pd.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL)
+		/* Go on until CUPTI says the hardware buffer is drained: a stop
+		 * for another reason (OTHER) with samples decoded may leave some
+		 * behind, and on an H200 the buffer overflowed at 1 ms with the
+		 * loop stopping at anything but COUNTER_DATA_FULL. */
+		if (pd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS || !n)
 			return;
 	}
 }

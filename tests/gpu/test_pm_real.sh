@@ -106,6 +106,17 @@ for l in g0.lines:
         elif name.startswith("fma_loop"):
             spans["fma"].append((t, t + e.duration_ps // 1000))
 print("metrics sampled:", sorted(ctr), flush=True)
+# Where the samples are, against the phases (ms into the capture): a gap
+# tells lost samples (overflow) from a phase that read low.
+for kind in spans:
+    if spans[kind]:
+        print(f"{kind} phase: {min(a for a, _ in spans[kind]) / 1e6:.0f}..{max(b for _, b in spans[kind]) / 1e6:.0f} ms",
+              flush=True)
+if SM in ctr:
+    ts = sorted(t for t, _ in ctr[SM])
+    gaps = sorted(((b - a, a) for a, b in zip(ts, ts[1:])), reverse=True)[:3]
+    print(f"{SM}: samples {ts[0] / 1e6:.0f}..{ts[-1] / 1e6:.0f} ms, largest gaps "
+          + ", ".join(f"{g / 1e6:.1f} ms at {a / 1e6:.0f} ms" for g, a in gaps), flush=True)
 check(SM in ctr and DRAM in ctr, "SM and DRAM throughput sampled")
 for name, pts in ctr.items():
     ts = sorted(t for t, _ in pts)
