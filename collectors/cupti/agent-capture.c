@@ -320,6 +320,11 @@ void agent_capture_start(void)
 	g.subscribed = true;
 	atomic_store(&g.finalized, 0);
 	g.C.cuptiEnableCallback(1, g.sub, CUPTI_CB_DOMAIN_STATE, CUPTI_CBID_STATE_FATAL_ERROR);
+	/* API records' thread ids: CUPTI's default is the low 32 bits of
+	 * pthread_self(), SYSTEM gives gettid() (both seen on an H200,
+	 * tests/gpu/cupti-probe.cc), the id NVTX ranges, Python stacks, the
+	 * buffer canary and /proc use. Without it a thread's API line and its
+	 * NVTX line part, and the canary never matches. */
 	g.C.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
 	set_buffer_attributes();
 	memset(&g.stats, 0, sizeof(g.stats));

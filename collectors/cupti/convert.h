@@ -73,7 +73,8 @@ struct agent_conv {
 	uint64_t graph_kernels;  /* kernels launched from a CUDA graph */
 	uint64_t graph_launches; /* GRAPH records (graph-level tracing) */
 	/* the agent's buffer canary: its cuDriverGetVersion records from this
-	 * thread are counted here and never sent (agent-capture.c canary_send()) */
+	 * thread (a kernel tid: the agent asks CUPTI for those) are counted
+	 * here and never sent (agent-capture.c canary_send()) */
 	uint32_t canary_tid;
 	uint64_t canary_seen;
 };

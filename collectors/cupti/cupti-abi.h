@@ -231,7 +231,10 @@ typedef enum {
 	CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_FORCE_INT = 0x7fffffff,
 } CUpti_ActivityAttribute;
 
+/* DEFAULT (CUPTI's until told): the low 32 bits of pthread_self();
+ * SYSTEM: the kernel tid, what the agent asks for (agent-capture.c). */
 typedef enum {
+	CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT = 0,
 	CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM = 1,
 	CUPTI_ACTIVITY_THREAD_ID_TYPE_FORCE_INT = 0x7fffffff,
 } CUpti_ActivityThreadIdType;

@@ -224,6 +224,38 @@ class NvtxOnFakeCupti(unittest.TestCase):
         self.assertTrue(is_xspace_grouped(x))
         self.assertEqual(a.finish(), 0)
 
+    def test_api_events_and_their_ranges_share_the_thread_line(self):
+        # CUPTI writes the low 32 bits of pthread_self() as an API record's
+        # thread id unless asked for the kernel tid (CUPTI 13.0 on an H200,
+        # tests/gpu/cupti-probe.cc); NVTX ranges, Python stacks and /proc
+        # know only the kernel tid. The agent asks for it: a thread's API
+        # line and its NVTX line carry its real tid, and the range encloses
+        # the launches made inside it.
+        a, _ = self.app()
+
+        def work():
+            a.ask("nvtx push around_launch")
+            a.ask("launch 2 tid_kernel 0 7")
+            a.ask("nvtx pop")
+            a.ask("busy 300")
+        x, _ = self.capture_while(800, work, a)
+        h = host_plane(x)
+        mine = [l for l in h.lines if T.line_pid(l) == a.pid]
+
+        def spans(suffix, name):
+            return [(l.timestamp_ns * 1000 + e.offset_ps, l.timestamp_ns * 1000 + e.offset_ps + e.duration_ps)
+                    for l in mine if l.name.endswith(f"(pid {a.pid})/tid {a.main_tid}{suffix}")
+                    for e in l.events if h.event_metadata[e.metadata_id].name == name]
+        launches = spans("", "cudaLaunchKernel_v7000")
+        ranges = spans("/NVTX", "around_launch")
+        self.assertEqual((len(launches), len(ranges)), (2, 1), [l.name for l in mine])
+        lo, hi = ranges[0]
+        for t0, t1 in launches:
+            self.assertTrue(lo <= t0 and t1 <= hi, (lo, t0, t1, hi))
+        # The job's one CUDA thread has no line under another id.
+        self.assertEqual({T.line_owner(l)[1] & ~(1 << 30) for l in mine if "/tid " in l.name}, {a.main_tid},
+                         [l.name for l in mine])
+
     def test_pytorch_nesting_names_the_inner_ops(self):
         """issue 27 item 1: under the step, each kernel's tf_op is the innermost
         framework-op range (TensorFlow-style names, PyTorch operators as

@@ -8,7 +8,9 @@
  *      context (the agent thread's buffer canary): per call, how many
  *      records came back.
  *      The thread id CUPTI writes in those records, beside gettid() and
- *      pthread_self() (the agent matches its canary by thread id).
+ *      pthread_self(), by default and after cuptiSetThreadIdType(SYSTEM)
+ *      as the agent asks (its thread lines and its canary match need the
+ *      kernel tid).
  *      A takeover as PyTorch's profiler does it: a second tool registers
  *      its own buffer callbacks while a buffer of the first is out; which
  *      tool's callback gets that buffer and the records made after.
@@ -153,6 +155,11 @@ static void canary(void)
 	       counts[0][CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent], CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent);
 	printf("canary: record threadId %u, gettid %ld, pthread_self low 32 bits %u\n", ver_tid,
 	       (long)syscall(SYS_gettid), (unsigned)(uintptr_t)pthread_self());
+	ver_tid = 0;
+	r = cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+	cuDriverGetVersion(&v);
+	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	printf("canary: with thread id type SYSTEM (%s): record threadId %u\n", res(r), ver_tid);
 	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
 }
 

@@ -20,7 +20,11 @@
  *     time): cuptiActivityFlushAll(0) returns only buffers whose records are
  *     all complete, FORCED returns everything and an incomplete record reads
  *     as CUPTI_ERROR_INVALID_KIND;
- *   - API records can be switched off per callback id.
+ *   - API records can be switched off per callback id;
+ *   - an API record's threadId is the low 32 bits of the calling thread's
+ *     pthread_self() unless cuptiSetThreadIdType(SYSTEM) asked for its
+ *     kernel tid (gettid()), as CUPTI 13.0 on an H200 does (the probe,
+ *     tests/gpu/cupti-probe.cc, prints both).
  *
  * Environment: FAKE_CUPTI_SUBSCRIBE=busy|privileges makes cuptiSubscribe_v2
  * fail as when another tool holds CUPTI / profiling is restricted;
@@ -76,6 +80,7 @@ static struct {
 	CUpti_BuffersCallbackRequestFunc req;
 	CUpti_BuffersCallbackCompleteFunc comp;
 	uint8_t per_thread, zeroed;
+	CUpti_ActivityThreadIdType tid_type;
 	struct {
 		int tid; /* 0: the one buffer of all threads */
 		struct held h;
@@ -236,7 +241,11 @@ EXPORT CUptiResult cuptiEnableCallback(uint32_t on, CUpti_SubscriberHandle h, CU
 EXPORT CUptiResult cuptiSetThreadIdType(CUpti_ActivityThreadIdType t)
 {
 	counted_call();
-	(void)t;
+	if (t != CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT && t != CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&f.lock);
+	f.tid_type = t;
+	pthread_mutex_unlock(&f.lock);
 	return CUPTI_SUCCESS;
 }
 
@@ -500,6 +509,7 @@ EXPORT CUptiResult cuptiFinalize(void)
 	memset(f.rt_off, 0, sizeof(f.rt_off));
 	f.per_thread = 1;
 	f.zeroed = 0;
+	f.tid_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
 	f.n_slots = f.n_done = 0;
 	f.finalized = true;
 	pthread_mutex_unlock(&f.lock);
@@ -657,6 +667,15 @@ static void callback(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const char *
 		cb(ud, d, cbid, &data);
 }
 
+/* CUpti_ActivityAPI.threadId of the calling thread, as the real CUPTI
+ * writes it (this file's head). Under f.lock. */
+static uint32_t thread_id(void)
+{
+	if (f.tid_type == CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM)
+		return (uint32_t)gettid();
+	return (uint32_t)(uintptr_t)pthread_self();
+}
+
 static uint32_t api_call(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const char *fname, const void *params)
 {
 	bool drv = d == CUPTI_CB_DOMAIN_DRIVER_API;
@@ -681,7 +700,7 @@ static uint32_t api_call(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const ch
 			a->start = t0;
 			a->end = t1;
 			a->processId = (uint32_t)getpid();
-			a->threadId = (uint32_t)gettid();
+			a->threadId = thread_id();
 			a->correlationId = corr;
 			f.st.api_records++;
 		}
