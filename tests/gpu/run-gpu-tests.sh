@@ -361,6 +361,8 @@ from torch.profiler import profile, ProfilerActivity
 if not torch.cuda.is_available():
     sys.exit(77)
 order = sys.argv[1]
+import time
+mark = lambda what: print(f'cupti-mark: {time.monotonic() * 1e3:.1f} {what}', file=sys.stderr, flush=True)
 x = torch.randn(1024, 1024, device='cuda')
 torch.cuda.synchronize()
 prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
@@ -368,16 +370,21 @@ if order == 'before':
     prof.__enter__()
 print('ready', flush=True)
 sys.stdin.readline()
+mark('first 20')
 for _ in range(20):
     y = x @ x
 torch.cuda.synchronize()
 if order == 'during':
+    mark('profile enter')
     prof.__enter__()
+mark('second 20')
 for _ in range(20):
     y = x @ x
 torch.cuda.synchronize()
+mark('done')
 print('done', flush=True)
 sys.stdin.readline()
+mark('profile exit')
 prof.__exit__(None, None, None)
 import json, os, tempfile
 path = os.path.join(tempfile.mkdtemp(), 'torch.json')
@@ -387,6 +394,10 @@ print('torch-ok', sum(1 for e in prof.events() if 'gemm' in e.name.lower() or 'm
       'kernels', kernels, flush=True)
 """
     env = dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=SOCK)
+    # The CUPTI calls torch's profiler makes, logged (tests/gpu/cupti-spy.c).
+    spy = os.path.join(os.environ.get("GPU_BIN", "/nonexistent"), "libcupti-spy.so")
+    if os.path.exists(spy):
+        env["LD_PRELOAD"] = spy
     p = subprocess.Popen([os.environ["PYTHON_ML"], "-c", code, order], env=env, stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if not p.stdout.readline().startswith("ready"):
@@ -394,6 +405,9 @@ print('torch-ok', sum(1 for e in prof.events() if 'gemm' in e.name.lower() or 'm
         print("skip torch profiler", order, p.stderr.read()[-200:])
         return
     check(wait_agent(d, p.pid) is not None, f"torch profiler {order}: agent registered")
+    err = []  # drained as it comes: the spy's lines must never fill the pipe
+    drain = threading.Thread(target=lambda: err.extend(p.stderr), daemon=True)
+    drain.start()
     out = {}
     th = threading.Thread(target=lambda: out.setdefault("x", capture(d, 4000, "torch-" + order)))
     th.start()
@@ -407,6 +421,9 @@ print('torch-ok', sum(1 for e in prof.events() if 'gemm' in e.name.lower() or 'm
     last = p.stdout.readline().split()
     rc = p.wait(timeout=120)
     x = T.decode_xspace(P, out["x"])
+    drain.join(timeout=10)
+    for ln in [ln.rstrip() for ln in err if "cupti" in ln.lower()][:60]:
+        print(f"     torch profiler {order}: {ln[:200]}")
     ws = [w for w in x.warnings if f"pid {p.pid}" in w]
     print(f"     torch profiler {order}: {len(gpu_kernels(x))} kernels in profd's capture, "
           f"torch saw {last[1:] if last else '?'}; warnings: {ws}")
