@@ -35,6 +35,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -94,6 +95,26 @@ int pyw_read(uintptr_t addr, void *dst, size_t len)
 	ssize_t n = process_vm_readv(atomic_load_explicit(&self_pid, memory_order_relaxed), &local, 1, &remote,
 				     1, 0);
 	return n == (ssize_t)len ? 0 : -EFAULT;
+}
+
+int pyw_read_many(const uintptr_t *addr, unsigned n, size_t len, void *dst)
+{
+	struct iovec remote[PYW_READ_MANY_MAX];
+	if (n == 0 || len == 0)
+		return 0;
+	if (n > PYW_READ_MANY_MAX || len > SIZE_MAX / n)
+		return -EINVAL;
+	for (unsigned i = 0; i < n; i++) {
+		if (addr[i] < 4096 || addr[i] + len < addr[i])
+			return -EFAULT;
+		remote[i] = (struct iovec){.iov_base = (void *)addr[i], .iov_len = len};
+	}
+	/* The kernel fills one local buffer from many remote ranges; it stops
+	 * at the first unreadable one, so a short count is a failure. */
+	struct iovec local = {.iov_base = dst, .iov_len = len * n};
+	ssize_t got = process_vm_readv(atomic_load_explicit(&self_pid, memory_order_relaxed), &local, 1, remote,
+				       n, 0);
+	return got == (ssize_t)(len * n) ? 0 : -EFAULT;
 }
 
 static uint64_t now_ns(void)
