@@ -113,6 +113,10 @@ bool pyw_maps_missed(void);
  * unreadable. pyw_pages_reset() starts a sample. Sampler thread only. */
 const unsigned char *pyw_pages_view(uintptr_t addr, size_t len, unsigned char *buf);
 void pyw_pages_reset(void);
+/* The pages holding @addr[0..n) (at most PYW_READ_MANY_MAX of them) copied
+ * for this sample in one system call, where their slots are free: later
+ * views of them copy nothing. A page that cannot be read is left out. */
+void pyw_pages_prefetch(const uintptr_t *addr, unsigned n);
 
 /* pywalk.c: the code object's fingerprint from its fields (@code points at a
  * copy of at least l.code_span bytes). */

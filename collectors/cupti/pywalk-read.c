@@ -285,12 +285,46 @@ void pyw_pages_reset(void)
 		pages.cur = 1;
 }
 
+static unsigned page_slot(uintptr_t page)
+{
+	return (unsigned)((page / PAGE) ^ (page / PAGE >> 6) ^ (page / PAGE >> 12)) % PAGE_SLOTS;
+}
+
+void pyw_pages_prefetch(const uintptr_t *addr, unsigned n)
+{
+	struct iovec remote[PYW_READ_MANY_MAX], local[PYW_READ_MANY_MAX];
+	unsigned slot[PYW_READ_MANY_MAX], k = 0;
+	for (unsigned i = 0; i < n && k < PYW_READ_MANY_MAX; i++) {
+		uintptr_t page = addr[i] & ~(uintptr_t)(PAGE - 1);
+		unsigned s = page_slot(page);
+		/* Taken this sample already (this page or one that shares its
+		 * slot): left as it is. Claimed now so that two addresses on
+		 * one slot are not both read into it. */
+		if (page < 4096 || pages.gen[s] == pages.cur)
+			continue;
+		pages.page[s] = page;
+		pages.gen[s] = pages.cur;
+		slot[k] = s;
+		remote[k] = (struct iovec){.iov_base = (void *)page, .iov_len = PAGE};
+		local[k++] = (struct iovec){.iov_base = pages.data[s], .iov_len = PAGE};
+	}
+	if (k == 0)
+		return;
+	ssize_t got = process_vm_readv(atomic_load_explicit(&self_pid, memory_order_relaxed), local, k, remote, k,
+				       0);
+	/* The kernel copies the ranges in order and stops at the first it
+	 * cannot read: the pages from there on are not taken. */
+	unsigned good = got > 0 ? (unsigned)((size_t)got / PAGE) : 0;
+	for (unsigned j = good; j < k; j++)
+		pages.gen[slot[j]] = 0;
+}
+
 const unsigned char *pyw_pages_view(uintptr_t addr, size_t len, unsigned char *buf)
 {
 	uintptr_t page = addr & ~(uintptr_t)(PAGE - 1);
 	if (len > PAGE || addr - page + len > PAGE)
 		return pyw_read(addr, buf, len) == 0 ? buf : NULL; /* across pages: as is */
-	unsigned slot = (unsigned)((page / PAGE) ^ (page / PAGE >> 6) ^ (page / PAGE >> 12)) % PAGE_SLOTS;
+	unsigned slot = page_slot(page);
 	if (pages.gen[slot] != pages.cur || pages.page[slot] != page) {
 		pages.gen[slot] = 0;
 		if (pyw_read(page, pages.data[slot], PAGE) != 0)
