@@ -246,20 +246,32 @@ static void nop_cb(void *ud, uint32_t tid, const struct pyw_raw *frames, int n, 
 	(void)truncated;
 }
 
+static bool always_idle(void *ud, uint32_t tid)
+{
+	(void)ud;
+	(void)tid;
+	return true;
+}
+
 /* ns per pyw_sample_all(@max) (frames not resolved, as the agent's
- * sampler takes them); -1 when it failed. */
-EXPORT double probe_bench_sample(unsigned max, unsigned iters, int *threads)
+ * sampler takes them); -1 when it failed. @idle: every thread reads as
+ * not run since its last sample (pyw_set_idle), so none is walked. */
+EXPORT double probe_bench_sample(unsigned max, unsigned iters, int idle, int *threads)
 {
 	struct pyw_raw f[MAX_FRAMES];
 	int n = 0;
 	max = max < MAX_FRAMES ? max : MAX_FRAMES;
+	pyw_set_idle(idle ? always_idle : NULL, NULL);
 	uint64_t t0 = mono_ns();
 	for (unsigned i = 0; i < iters; i++) {
 		n = pyw_sample_all(f, max, nop_cb, NULL);
 		if (n < 0)
-			return -1;
+			break;
 	}
 	uint64_t t1 = mono_ns();
+	pyw_set_idle(NULL, NULL);
+	if (n < 0)
+		return -1;
 	*threads = n;
 	return iters ? (double)(t1 - t0) / iters : 0;
 }
