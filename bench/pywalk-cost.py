@@ -11,7 +11,9 @@ calls the walker @iters times per run in C (no ctypes call per walk);
 prints the median ns per walk over @runs runs with the min, p10, p90 and
 max. Also the sampler's cost: pyw_sample_all() over 8 and 32 threads
 parked 10 frames deep (plus the main thread), per sample, raw (as the
-agent's sampler takes it) and with every frame resolved to text.
+agent's sampler takes it), with none of them run since its last sample
+(none walked, as the agent's sampler skips them) and with every frame
+resolved to text.
 """
 import argparse
 import ctypes
@@ -70,7 +72,9 @@ def measure(lib, args):
             t.start()
         time.sleep(0.2)
         seen = ctypes.c_int()
-        raw = [lib.probe_bench_sample(64, 50, ctypes.byref(seen)) / 1000 for _ in range(args.runs)]
+        raw = [lib.probe_bench_sample(64, 50, 0, ctypes.byref(seen)) / 1000 for _ in range(args.runs)]
+        # None run since its last sample: the agent's sampler skips their walks.
+        idle = [lib.probe_bench_sample(64, 50, 1, ctypes.byref(seen)) / 1000 for _ in range(args.runs)]
         # Every frame resolved to text as well: a sampler with no symbol cache.
         text = []
         for _ in range(args.runs):
@@ -81,6 +85,7 @@ def measure(lib, args):
         for t in ths:
             t.join()
         print("sample_all %d threads: us/sample %s" % (seen.value, spread(raw)))
+        print("sample_all %d threads, none run since: us/sample %s" % (seen.value, spread(idle)))
         print("sample_all %d threads, resolved to text: us/sample %s" % (seen.value, spread(text)))
 
 

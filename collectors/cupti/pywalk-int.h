@@ -91,6 +91,12 @@ int pyw_layout_find(char *why, size_t why_len);
  * 0 or -EFAULT. Any thread. */
 int pyw_read_init(void);
 int pyw_read(uintptr_t addr, void *dst, size_t len);
+/* @n blocks of @len bytes, at @addr[0..n), side by side into @dst, in one
+ * system call (the sampler reads every thread state's header so): 0,
+ * -EFAULT when any is unreadable, -EINVAL when n > PYW_READ_MANY_MAX (the
+ * kernel's limit on ranges per call is 1024). Any thread. */
+#define PYW_READ_MANY_MAX 256u
+int pyw_read_many(const uintptr_t *addr, unsigned n, size_t len, void *dst);
 /* Refresh the readable-range cache from /proc/self/maps: always (force) or
  * when a hot-path lookup missed since the last refresh, at most every
  * 50 ms. Never on the hot path. */
@@ -107,6 +113,10 @@ bool pyw_maps_missed(void);
  * unreadable. pyw_pages_reset() starts a sample. Sampler thread only. */
 const unsigned char *pyw_pages_view(uintptr_t addr, size_t len, unsigned char *buf);
 void pyw_pages_reset(void);
+/* The pages holding @addr[0..n) (at most PYW_READ_MANY_MAX of them) copied
+ * for this sample in one system call, where their slots are free: later
+ * views of them copy nothing. A page that cannot be read is left out. */
+void pyw_pages_prefetch(const uintptr_t *addr, unsigned n);
 
 /* pywalk.c: the code object's fingerprint from its fields (@code points at a
  * copy of at least l.code_span bytes). */
@@ -122,6 +132,9 @@ int pyw_code_line(const unsigned char *code, uint32_t instr);
  * (pyw_sample_all). */
 int pyw_walk_tstate(uintptr_t tstate, bool plain, struct pyw_raw *out, unsigned max, bool *truncated);
 int pyw_sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud);
+/* Samples that found the thread list as the one before and read it in one
+ * call (pyw_sample_interp's fast round), since the process started. */
+unsigned pyw_sample_fast_rounds(void);
 
 /* Loads from the interpreter's memory. On the hot path @p may point
  * straight into it: memory the range cache calls mapped, but which a

@@ -35,6 +35,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -94,6 +95,26 @@ int pyw_read(uintptr_t addr, void *dst, size_t len)
 	ssize_t n = process_vm_readv(atomic_load_explicit(&self_pid, memory_order_relaxed), &local, 1, &remote,
 				     1, 0);
 	return n == (ssize_t)len ? 0 : -EFAULT;
+}
+
+int pyw_read_many(const uintptr_t *addr, unsigned n, size_t len, void *dst)
+{
+	struct iovec remote[PYW_READ_MANY_MAX];
+	if (n == 0 || len == 0)
+		return 0;
+	if (n > PYW_READ_MANY_MAX || len > SIZE_MAX / n)
+		return -EINVAL;
+	for (unsigned i = 0; i < n; i++) {
+		if (addr[i] < 4096 || addr[i] + len < addr[i])
+			return -EFAULT;
+		remote[i] = (struct iovec){.iov_base = (void *)addr[i], .iov_len = len};
+	}
+	/* The kernel fills one local buffer from many remote ranges; it stops
+	 * at the first unreadable one, so a short count is a failure. */
+	struct iovec local = {.iov_base = dst, .iov_len = len * n};
+	ssize_t got = process_vm_readv(atomic_load_explicit(&self_pid, memory_order_relaxed), &local, 1, remote,
+				       n, 0);
+	return got == (ssize_t)(len * n) ? 0 : -EFAULT;
 }
 
 static uint64_t now_ns(void)
@@ -264,12 +285,46 @@ void pyw_pages_reset(void)
 		pages.cur = 1;
 }
 
+static unsigned page_slot(uintptr_t page)
+{
+	return (unsigned)((page / PAGE) ^ (page / PAGE >> 6) ^ (page / PAGE >> 12)) % PAGE_SLOTS;
+}
+
+void pyw_pages_prefetch(const uintptr_t *addr, unsigned n)
+{
+	struct iovec remote[PYW_READ_MANY_MAX], local[PYW_READ_MANY_MAX];
+	unsigned slot[PYW_READ_MANY_MAX], k = 0;
+	for (unsigned i = 0; i < n && k < PYW_READ_MANY_MAX; i++) {
+		uintptr_t page = addr[i] & ~(uintptr_t)(PAGE - 1);
+		unsigned s = page_slot(page);
+		/* Taken this sample already (this page or one that shares its
+		 * slot): left as it is. Claimed now so that two addresses on
+		 * one slot are not both read into it. */
+		if (page < 4096 || pages.gen[s] == pages.cur)
+			continue;
+		pages.page[s] = page;
+		pages.gen[s] = pages.cur;
+		slot[k] = s;
+		remote[k] = (struct iovec){.iov_base = (void *)page, .iov_len = PAGE};
+		local[k++] = (struct iovec){.iov_base = pages.data[s], .iov_len = PAGE};
+	}
+	if (k == 0)
+		return;
+	ssize_t got = process_vm_readv(atomic_load_explicit(&self_pid, memory_order_relaxed), local, k, remote, k,
+				       0);
+	/* The kernel copies the ranges in order and stops at the first it
+	 * cannot read: the pages from there on are not taken. */
+	unsigned good = got > 0 ? (unsigned)((size_t)got / PAGE) : 0;
+	for (unsigned j = good; j < k; j++)
+		pages.gen[slot[j]] = 0;
+}
+
 const unsigned char *pyw_pages_view(uintptr_t addr, size_t len, unsigned char *buf)
 {
 	uintptr_t page = addr & ~(uintptr_t)(PAGE - 1);
 	if (len > PAGE || addr - page + len > PAGE)
 		return pyw_read(addr, buf, len) == 0 ? buf : NULL; /* across pages: as is */
-	unsigned slot = (unsigned)((page / PAGE) ^ (page / PAGE >> 6) ^ (page / PAGE >> 12)) % PAGE_SLOTS;
+	unsigned slot = page_slot(page);
 	if (pages.gen[slot] != pages.cur || pages.page[slot] != page) {
 		pages.gen[slot] = 0;
 		if (pyw_read(page, pages.data[slot], PAGE) != 0)

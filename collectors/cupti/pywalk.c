@@ -15,7 +15,11 @@
  * On the hot path (PLAIN) a struct is loaded in place when the readable
  * range cache vouches for it, else copied through pyw_read(); the sampler
  * (PAGED) copies everything, a page at a time (other threads' frames
- * change under it). Neither allocates, locks or calls into Python
+ * change under it), except where one call can read for every thread: in
+ * a thread list unchanged since the last sample (sample_known) the thread
+ * states' headers, then the newest frames of those that ran, then the
+ * pages those frames are on.
+ * Neither allocates, locks or calls into Python
  * (PyGILState_GetThisThreadState is a TLS read, documented as callable
  * without the GIL). The sampler holds an atomic flag, not a lock: a
  * second concurrent sampler gets -EBUSY.
@@ -261,11 +265,11 @@ static int walk_frames(struct walk *w, uintptr_t frame, struct pyw_raw *out, uns
 	return (int)n;
 }
 
-/* The thread state's newest frame: 0 none, -EFAULT. @t: its copy. */
-static int newest_frame(struct walk *w, const unsigned char *t, uintptr_t *frame)
+/* The newest frame from @p, the thread state's ts_frame field: 0 none,
+ * -EFAULT. */
+static int newest_frame(struct walk *w, uintptr_t p, uintptr_t *frame)
 {
 	const struct pyw_layout *l = &pyw_state.l;
-	uintptr_t p = pyw_ld64(t, l->ts_frame);
 	if (p && l->cf_current != PYW_NONE) {
 		/* 3.11/3.12: through the _PyCFrame (on the C stack) */
 		unsigned char buf[16];
@@ -294,7 +298,7 @@ int pyw_walk_tstate(uintptr_t tstate, bool plain, struct pyw_raw *out, unsigned 
 	const unsigned char *t = view(w.mode, &w.fr_hint, tstate, pyw_state.l.tstate_span, tbuf);
 	if (!t)
 		return -EFAULT;
-	int rc = newest_frame(&w, t, &frame);
+	int rc = newest_frame(&w, pyw_ld64(t, pyw_state.l.ts_frame), &frame);
 	return rc < 0 ? rc : walk_frames(&w, frame, out, max, truncated);
 }
 
@@ -336,6 +340,149 @@ void pyw_set_idle(pyw_idle_cb cb, void *ud)
 	idle.ud = ud;
 }
 
+/* The thread list as the last sample walked it, for the next one: while
+ * it stays the same (no thread started or ended), one system call reads
+ * every thread state's header instead of a page copy each, and a thread
+ * that has not run since costs its header alone. Up to PYW_READ_MANY_MAX
+ * threads; a longer list is walked one by one every time. Only a sampler
+ * holding `sampling` touches it. */
+static struct {
+	uintptr_t interp;
+	unsigned n;                  /* 0: none known */
+	uintptr_t ts[PYW_READ_MANY_MAX]; /* newest first, as `next` runs */
+	unsigned char hdr[PYW_READ_MANY_MAX * TSTATE_BUF]; /* l.tstate_span apart */
+	/* A sample's threads to walk: their ids, the addresses read next,
+	 * their newest frames (ok: read), 3.11/3.12's _PyCFrame reads. */
+	uint32_t tid[PYW_READ_MANY_MAX];
+	uintptr_t at[PYW_READ_MANY_MAX];
+	uint64_t top[PYW_READ_MANY_MAX], cf[PYW_READ_MANY_MAX];
+	bool ok[PYW_READ_MANY_MAX], cf_ok[PYW_READ_MANY_MAX];
+	unsigned idx[PYW_READ_MANY_MAX];
+} chain;
+static atomic_uint fast_rounds;
+
+unsigned pyw_sample_fast_rounds(void)
+{
+	return atomic_load_explicit(&fast_rounds, memory_order_relaxed);
+}
+
+/* Whether @tid has not run since its last sample (pyw_set_idle()); then
+ * @cb has it, with no walk. */
+static bool idle_thread(uint32_t tid, struct pyw_raw *scratch, pyw_thread_cb cb, void *ud)
+{
+	if (!tid || !idle.cb || !idle.cb(idle.ud, tid))
+		return false;
+	cb(ud, tid, scratch, -EAGAIN, false);
+	return true;
+}
+
+/* Walk from @frame (or report @err when it is negative) and hand @cb the
+ * result. */
+static void walk_thread(uint32_t tid, int err, uintptr_t frame, struct pyw_raw *scratch, unsigned max,
+			pyw_thread_cb cb, void *ud)
+{
+	struct walk w;
+	walk_init(&w, PAGED);
+	bool truncated = false;
+	int n = err < 0 ? err : walk_frames(&w, frame, scratch, max, &truncated);
+	cb(ud, tid, scratch, n, truncated);
+}
+
+/* One thread, from @t (a copy of its thread state's first l.tstate_span
+ * bytes; read everything from it before the walk's first view, which may
+ * take the page copy it points into). */
+static void sample_thread(const unsigned char *t, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb,
+			  void *ud)
+{
+	struct walk w;
+	walk_init(&w, PAGED);
+	uintptr_t frame = 0;
+	uint32_t tid = native_tid(t);
+	if (idle_thread(tid, scratch, cb, ud))
+		return;
+	int rc = newest_frame(&w, (uintptr_t)pyw_ld64(t, pyw_state.l.ts_frame), &frame);
+	walk_thread(tid, rc, frame, scratch, max, cb, ud);
+}
+
+/* @n words at @addr[] into @out[]: one system call, or one each when
+ * some cannot be read; ok[i] says which were. */
+static void read_words(const uintptr_t *addr, unsigned n, uint64_t *out, bool *ok)
+{
+	bool all = pyw_read_many(addr, n, sizeof *out, out) == 0;
+	for (unsigned i = 0; i < n; i++)
+		ok[i] = all || pyw_read(addr[i], &out[i], sizeof *out) == 0;
+}
+
+/* chain.top[0..k): the newest frame of each thread state whose ts_frame
+ * field is at chain.at[0..k), read now; chain.ok[j] false when it could
+ * not be. Two calls for all at most: the fields, then in 3.11/3.12 each
+ * _PyCFrame's current_frame (as newest_frame() reads one). */
+static void newest_frames(unsigned k)
+{
+	const struct pyw_layout *l = &pyw_state.l;
+	read_words(chain.at, k, chain.top, chain.ok);
+	if (l->cf_current != PYW_NONE) {
+		unsigned m = 0;
+		for (unsigned j = 0; j < k; j++) {
+			uint64_t p = chain.top[j];
+			if (chain.ok[j] && p && ((p & 7) || p < 4096))
+				chain.ok[j] = false;
+			if (chain.ok[j] && p) {
+				chain.idx[m] = j;
+				chain.at[m++] = p + l->cf_current;
+			}
+		}
+		read_words(chain.at, m, chain.cf, chain.cf_ok);
+		for (unsigned q = 0; q < m; q++) {
+			chain.top[chain.idx[q]] = chain.cf[q];
+			chain.ok[chain.idx[q]] = chain.cf_ok[q];
+		}
+	}
+}
+
+/* The fast round: the list as last time, checked link by link (@head and
+ * each `next` as remembered, the last one NULL) in the copy taken by one
+ * read before any thread is reported. -ESTALE: it changed (or is
+ * unreadable), walk it one by one. A thread state freed and reused at the
+ * same place in the list reads as the new thread, as the slow walk would
+ * read it; anything else would break a link. */
+static int sample_known(uintptr_t interp, uint64_t head, struct pyw_raw *scratch, unsigned max,
+			pyw_thread_cb cb, void *ud)
+{
+	const struct pyw_layout *l = &pyw_state.l;
+	size_t span = l->tstate_span;
+	unsigned n = chain.n;
+	if (n == 0 || chain.interp != interp || chain.ts[0] != head)
+		return -ESTALE;
+	if (pyw_read_many(chain.ts, n, span, chain.hdr) != 0)
+		return -ESTALE;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t next = pyw_ld64(chain.hdr + i * span, l->ts_next);
+		if (next != (i + 1 < n ? chain.ts[i + 1] : 0))
+			return -ESTALE;
+	}
+	/* The threads not run since are done; the others' newest frames are
+	 * read again now (the copy is older than the clock reads), for all
+	 * of them in one call, in 3.11/3.12 one more through each _PyCFrame;
+	 * then the pages those frames are on, in one more. */
+	unsigned k = 0;
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t tid = native_tid(chain.hdr + i * span);
+		if (idle_thread(tid, scratch, cb, ud))
+			continue;
+		chain.tid[k] = tid;
+		chain.at[k++] = chain.ts[i] + l->ts_frame;
+	}
+	newest_frames(k);
+	for (unsigned j = 0; j < k; j++)
+		chain.at[j] = chain.ok[j] ? chain.top[j] : 0;
+	pyw_pages_prefetch(chain.at, k);
+	for (unsigned j = 0; j < k; j++)
+		walk_thread(chain.tid[j], chain.ok[j] ? 0 : -EFAULT, chain.top[j], scratch, max, cb, ud);
+	atomic_fetch_add_explicit(&fast_rounds, 1, memory_order_relaxed);
+	return (int)n;
+}
+
 static int sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)
 {
 	const struct pyw_layout *l = &pyw_state.l;
@@ -343,35 +490,27 @@ static int sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max
 	if (!interp || (interp & 7) || pyw_read(interp + l->in_threads, &ts, 8) != 0)
 		return -EFAULT;
 	pyw_pages_reset();
-	int seen = 0;
-	for (unsigned i = 0; ts && i < THREADS_MAX; i++) {
+	int seen = sample_known(interp, ts, scratch, max, cb, ud);
+	if (seen >= 0)
+		return seen;
+	/* One by one, remembering the list for the next sample. */
+	chain.n = 0;
+	chain.interp = interp;
+	unsigned i = 0;
+	for (; ts && i < THREADS_MAX; i++) {
 		unsigned char tbuf[TSTATE_BUF];
-		struct walk w;
-		walk_init(&w, PAGED);
-		uintptr_t frame = 0;
-		bool truncated = false;
 		const unsigned char *t = (ts & 7) ? NULL : pyw_pages_view(ts, l->tstate_span, tbuf);
 		if (!t)
-			break; /* the list changed under us: the rest next time */
-		/* Copied out: the walk's views may take @t's page copy. */
-		uint64_t next = pyw_ld64(t, l->ts_next);
-		uint32_t tid = native_tid(t);
-		if (tid && idle.cb && idle.cb(idle.ud, tid)) {
-			cb(ud, tid, scratch, -EAGAIN, false); /* not run since: no walk */
-			seen++;
-			ts = next;
-			continue;
-		}
-		int n = newest_frame(&w, t, &frame);
-		if (n == 0)
-			n = walk_frames(&w, frame, scratch, max, &truncated);
-		cb(ud, tid, scratch, n, truncated);
-		seen++;
-		ts = next;
+			return (int)i; /* the list changed under us: the rest next time */
+		if (i < PYW_READ_MANY_MAX)
+			chain.ts[i] = (uintptr_t)ts;
+		ts = pyw_ld64(t, l->ts_next);
+		sample_thread(t, scratch, max, cb, ud);
 	}
-	return seen;
+	if (!ts && i > 0 && i <= PYW_READ_MANY_MAX)
+		chain.n = i; /* the whole list, to its end */
+	return (int)i;
 }
-
 
 int pyw_sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)
 {

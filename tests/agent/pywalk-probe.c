@@ -28,13 +28,14 @@ EXPORT const char *probe_version(void);
 EXPORT int probe_walk(char *buf, size_t cap, unsigned max, int *truncated);
 EXPORT int probe_sample(char *buf, size_t cap, unsigned max);
 EXPORT int probe_cthread_walk(void);
+EXPORT unsigned probe_fast_rounds(void);
 EXPORT int probe_maintain(void);
 EXPORT int probe_layout(char *buf, size_t cap);
 EXPORT int probe_walk_from(uintptr_t tstate, int plain, unsigned max, char *buf, size_t cap, int *truncated);
 EXPORT int probe_sample_from(uintptr_t interp, unsigned max, int *torn);
 EXPORT int probe_resolve_at(uintptr_t code, uint32_t instr, uint32_t check_xor, char *buf, size_t cap);
 EXPORT double probe_bench_walk(unsigned max, unsigned iters, int *frames);
-EXPORT double probe_bench_sample(unsigned max, unsigned iters, int *threads);
+EXPORT double probe_bench_sample(unsigned max, unsigned iters, int idle, int *threads);
 
 struct out {
 	char *buf;
@@ -105,6 +106,12 @@ EXPORT int probe_sample(char *buf, size_t cap, unsigned max)
 	struct out o = {buf, cap, 0};
 	buf[0] = '\0';
 	return pyw_sample_all(f, max < MAX_FRAMES ? max : MAX_FRAMES, sample_cb, &o);
+}
+
+/* Samples so far that read an unchanged thread list in one call. */
+EXPORT unsigned probe_fast_rounds(void)
+{
+	return pyw_sample_fast_rounds();
 }
 
 static void *no_python(void *arg)
@@ -239,20 +246,32 @@ static void nop_cb(void *ud, uint32_t tid, const struct pyw_raw *frames, int n, 
 	(void)truncated;
 }
 
+static bool always_idle(void *ud, uint32_t tid)
+{
+	(void)ud;
+	(void)tid;
+	return true;
+}
+
 /* ns per pyw_sample_all(@max) (frames not resolved, as the agent's
- * sampler takes them); -1 when it failed. */
-EXPORT double probe_bench_sample(unsigned max, unsigned iters, int *threads)
+ * sampler takes them); -1 when it failed. @idle: every thread reads as
+ * not run since its last sample (pyw_set_idle), so none is walked. */
+EXPORT double probe_bench_sample(unsigned max, unsigned iters, int idle, int *threads)
 {
 	struct pyw_raw f[MAX_FRAMES];
 	int n = 0;
 	max = max < MAX_FRAMES ? max : MAX_FRAMES;
+	pyw_set_idle(idle ? always_idle : NULL, NULL);
 	uint64_t t0 = mono_ns();
 	for (unsigned i = 0; i < iters; i++) {
 		n = pyw_sample_all(f, max, nop_cb, NULL);
 		if (n < 0)
-			return -1;
+			break;
 	}
 	uint64_t t1 = mono_ns();
+	pyw_set_idle(NULL, NULL);
+	if (n < 0)
+		return -1;
 	*threads = n;
 	return iters ? (double)(t1 - t0) / iters : 0;
 }

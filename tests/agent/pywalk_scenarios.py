@@ -149,6 +149,67 @@ def parked(stop):
         time.sleep(0.002)  # L:parked
 
 
+def parked_b(stop):
+    while not stop.is_set():
+        time.sleep(0.002)  # L:parked_b
+
+
+def start_parked(n, body):
+    """@n threads in body(stop), each with its own stop event, in their
+    loops on return: [(stop, thread)]."""
+    ready = []
+
+    def run(stop):
+        ready.append(1)
+        body(stop)
+
+    out = []
+    for _ in range(n):
+        stop = threading.Event()
+        t = threading.Thread(target=run, args=(stop,))
+        t.start()
+        out.append((stop, t))
+    deadline = time.time() + 10
+    while len(ready) < n and time.time() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)  # each one in its loop by now
+    return out
+
+
+def stop_all(group):
+    for stop, _ in group:
+        stop.set()
+    for _, t in group:
+        t.join()
+
+
+def churn():
+    """The sampler keeps the thread list between samples: an unchanged list
+    is read in one call (a fast round), a changed one walked anew. Threads
+    started and ended between samples: each sample has every live thread,
+    and only those, each at its line."""
+    def one():
+        fast = lib.probe_fast_rounds()
+        n, threads = sample()
+        return {"n": n, "fast": lib.probe_fast_rounds() - fast,
+                "live": sorted(str(t.native_id) for t in threading.enumerate()),
+                "tids": sorted(threads), "top": {tid: t["frames"][:1] for tid, t in threads.items()}}
+
+    a = start_parked(6, parked)
+    out = {"started": [one(), one()]}
+    # Three of them end, three others start, all before the next sample.
+    stop_all(a[:3])
+    b = start_parked(3, parked_b)
+    out["a_kept"] = [str(t.native_id) for _, t in a[3:]]
+    out["b"] = [str(t.native_id) for _, t in b]
+    out["changed"] = [one(), one()]
+    # The oldest of b ends: the list's head stays, a link in it changes.
+    stop_all(b[:1])
+    out["ended"] = [one(), one()]
+    stop_all(a[3:] + b[1:])
+    return out
+
+
 def maintained():
     """A thread started now walks; after pyw_maintain() (50 ms apart) its
     walks stay inside the hot path's cache of readable ranges."""
@@ -192,6 +253,7 @@ def scenarios():
     res["main_tid"] = threading.get_native_id()
     res["sample_n"], res["sample"] = sample()
     res["maintain"] = maintained()
+    res["churn"] = churn()
     stop.set()
     for t in ths:
         t.join()

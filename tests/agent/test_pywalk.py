@@ -114,6 +114,23 @@ class Walker:
         self.assertGreaterEqual(m["first"], 32)
         self.assertEqual((m["after_maintain"], m["missed_again"]), (0, 0), "a walk missed the refreshed cache")
 
+    def check_churn(self):
+        c = self.r["churn"]
+        parked, parked_b = self.at("parked", "parked"), self.at("parked_b", "parked_b")
+        for name in ("started", "changed", "ended"):
+            rounds = c[name]
+            # The list changed before the first sample of each pair, not before the second.
+            self.assertEqual([r["fast"] for r in rounds], [0, 1], name)
+            for r in rounds:
+                self.assertEqual(r["tids"], r["live"], name)
+                self.assertEqual(r["n"], len(r["live"]), name)
+        for r in c["changed"]:
+            for tid in c["a_kept"]:
+                self.assertEqual(r["top"][tid], [parked])
+            for tid in c["b"]:
+                self.assertEqual(r["top"][tid], [parked_b])
+        self.assertNotIn(c["b"][0], c["ended"][0]["tids"])
+
     def check_hostile(self):
         h = self.r["hostile"]
         efault = -errno.EFAULT
@@ -141,6 +158,7 @@ class Walker:
         self.check_depth_cap()
         self.check_c_frame_between()
         self.check_threads()
+        self.check_churn()
         self.check_hostile()
 
 
