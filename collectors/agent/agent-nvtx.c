@@ -41,11 +41,13 @@
 
 #include "agent-nvtx.h"
 #include "base/hash.h"
+#include "base/macro.h"
 #include "base/strtab.h"
+#include "corrmap.h"
 #include "xspace/names.h"
 
+/* The range stack of a launch, by its correlation id in ns->corr. */
 struct corr_ent {
-	uint32_t corr; /* 0 = empty */
 	uint32_t step; /* group_id, 0 = none */
 	int32_t step_lv; /* the step's level, -1 = none */
 	uint32_t n;
@@ -53,7 +55,7 @@ struct corr_ent {
 };
 
 struct agent_nvtx_src {
-	struct corr_ent *corr; /* AGENT_NVTX_CORR_SLOTS, at the first NVTX record */
+	struct corrmap corr; /* correlation -> struct corr_ent (launch_of()) */
 	struct {
 		uint32_t serial, no;
 	} steps[AGENT_NVTX_MAX_STEPS];
@@ -75,6 +77,10 @@ struct agent_nvtx_src {
 	/* this window */
 	uint64_t gpu, annotated, in_step, dropped, module_steps;
 };
+
+/* Every process's launch stacks together (loop thread): see
+ * AGENT_NVTX_LAUNCHES_ALL. */
+static struct corrmap_share launches_all = { .max = AGENT_NVTX_LAUNCHES_ALL, .floor = AGENT_NVTX_LAUNCHES_MIN };
 
 #define MAX_PATTERNS 32
 static char *patterns[MAX_PATTERNS];
@@ -121,15 +127,15 @@ void agent_nvtx_set_step_patterns(const char *csv)
 
 static struct agent_nvtx_src *state(struct agent_src *s)
 {
-	if (!s->nvtx)
-		s->nvtx = calloc(1, sizeof(*s->nvtx));
+	if (!s->nvtx && (s->nvtx = calloc(1, sizeof(*s->nvtx))))
+		corrmap_init(&s->nvtx->corr, sizeof(struct corr_ent), AGENT_NVTX_LAUNCHES, &launches_all);
 	return s->nvtx;
 }
 
 void agent_nvtx_src_free(struct agent_src *s)
 {
 	if (s->nvtx)
-		free(s->nvtx->corr);
+		corrmap_free(&s->nvtx->corr);
 	free(s->nvtx);
 	s->nvtx = NULL;
 }
@@ -514,13 +520,9 @@ void agent_nvtx_tf_op(const char *const *texts, uint32_t n, int step, char *op, 
 /* The launch stack remembered for correlation @corr of @s, or NULL. */
 static const struct corr_ent *launch_of(struct agent_src *s, uint32_t corr)
 {
-	struct agent_nvtx_src *ns = s->nvtx;
-	const struct corr_ent *e;
+	const struct corr_ent *e = s->nvtx ? corrmap_get(&s->nvtx->corr, corr) : NULL;
 
-	if (!ns || !ns->corr || !corr)
-		return NULL;
-	e = &ns->corr[corr % AGENT_NVTX_CORR_SLOTS];
-	return e->corr == corr && e->n ? e : NULL;
+	return e && e->n ? e : NULL;
 }
 
 /* The kv pairs of every level of @e; the outermost and innermost texts. */
@@ -629,22 +631,19 @@ int64_t agent_nvtx_statset(struct agent_src *s, struct trace_plane *p, struct bu
 
 static void put_launch(struct agent_nvtx_src *ns, struct agent_src *s, const struct agent_rec_view *v)
 {
-	struct corr_ent *e;
+	struct corr_ent e = { .n = MIN(v->n_levels, AGENT_NVTX_MAX_LEVELS) };
 
-	if (!ns->corr && !(ns->corr = calloc(AGENT_NVTX_CORR_SLOTS, sizeof(*ns->corr))))
-		return;
-	e = &ns->corr[v->r.nvtx.correlation % AGENT_NVTX_CORR_SLOTS];
-	e->corr = v->r.nvtx.correlation;
-	e->n = v->n_levels;
-	for (uint32_t i = 0; i < v->n_levels; i++)
-		e->text[i] = v->levels[i].text_id;
-	e->step = step_of(s, ns, v->levels, v->n_levels, &e->step_lv);
+	for (uint32_t i = 0; i < e.n; i++)
+		e.text[i] = v->levels[i].text_id;
+	e.step = step_of(s, ns, v->levels, e.n, &e.step_lv);
+	/* Correlation 0 (none) or no memory: the kernel goes unannotated. */
+	corrmap_put(&ns->corr, v->r.nvtx.correlation, &e);
 	/* Until its range ends, a step's launches tell when it ran. */
-	if (e->step && s->clock_known) {
+	if (e.step && s->clock_known) {
 		int64_t at, dur;
 
 		if (agent_map_place_times(s, v->r.nvtx.start, v->r.nvtx.end, &at, &dur))
-			agent_steps_time(&s->m->steps, e->step, at, trace_end_ns(at, dur), false);
+			agent_steps_time(&s->m->steps, e.step, at, trace_end_ns(at, dur), false);
 	}
 }
 

@@ -16,9 +16,15 @@
 #include "agent-sink.h"
 #include "agent-parse.h"
 
-/* Launch stacks remembered per process, by correlation id (a ring: the
- * oldest are forgotten; GPU records arrive within a flush period). */
-#define AGENT_NVTX_CORR_SLOTS 8192u
+/* Launch stacks remembered per process, by exact correlation id, the
+ * oldest forgotten first (corrmap.h): GPU records arrive up to a flush
+ * period (or a whole capture) after their launch, and CUPTI numbers every
+ * CUDA call, not only launches. 56 bytes each: 7 MiB per process at most.
+ * All processes together keep AGENT_NVTX_LAUNCHES_ALL (56 MiB); past it
+ * each still keeps its last AGENT_NVTX_LAUNCHES_MIN. */
+#define AGENT_NVTX_LAUNCHES (1u << 17)
+#define AGENT_NVTX_LAUNCHES_ALL (1u << 20)
+#define AGENT_NVTX_LAUNCHES_MIN 8192u
 /* Step ranges a process may number in one capture. */
 #define AGENT_NVTX_MAX_STEPS 4096u
 /* XLA modules told apart per process when looking for the step module. */

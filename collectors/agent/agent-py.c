@@ -44,6 +44,7 @@
 #include "base/hash.h"
 #include "base/macro.h"
 #include "base/strtab.h"
+#include "corrmap.h"
 #include "xspace/names.h"
 
 /* A frame id's definition. */
@@ -64,11 +65,6 @@ struct py_tab {
 	uint32_t *ids; /* 0 = empty */
 	void **vals;
 	uint32_t cap, n;
-};
-
-struct py_corr {
-	uint32_t corr; /* 0 = empty */
-	uint32_t stack;
 };
 
 struct py_point {
@@ -100,7 +96,7 @@ struct py_set_ent {
 struct agent_py_src {
 	struct py_tab frames, stacks;
 	size_t bytes; /* counted in s->string_bytes as well */
-	struct py_corr *corr; /* AGENT_PY_CORR_SLOTS, at the first PY_LAUNCH */
+	struct corrmap corr; /* correlation -> its launch's stack id (uint32_t) */
 	struct py_thread *threads;
 	uint32_t n_threads;
 	uint32_t n_points, seq;
@@ -112,6 +108,8 @@ struct agent_py_src {
 };
 
 static uint64_t points_all; /* every source's points together (loop thread) */
+/* Every source's launch stacks together (loop thread): AGENT_PY_LAUNCHES_ALL. */
+static struct corrmap_share launches_all = { .max = AGENT_PY_LAUNCHES_ALL, .floor = AGENT_PY_LAUNCHES_MIN };
 
 /* ---- the id tables ------------------------------------------------------ */
 
@@ -186,8 +184,8 @@ static void tab_free(struct py_tab *t)
 
 static struct agent_py_src *state(struct agent_src *s)
 {
-	if (!s->py)
-		s->py = calloc(1, sizeof(*s->py));
+	if (!s->py && (s->py = calloc(1, sizeof(*s->py))))
+		corrmap_init(&s->py->corr, sizeof(uint32_t), AGENT_PY_LAUNCHES, &launches_all);
 	return s->py;
 }
 
@@ -216,7 +214,7 @@ void agent_py_src_free(struct agent_src *s)
 	drop_points(ps);
 	tab_free(&ps->frames);
 	tab_free(&ps->stacks);
-	free(ps->corr);
+	corrmap_free(&ps->corr);
 	/* agent_map_src_free() gives s->string_bytes back to the map. */
 	free(ps);
 	s->py = NULL;
@@ -291,17 +289,16 @@ static void put_stack(struct agent_src *s, struct agent_py_src *ps, const struct
 	tab_put(&ps->stacks, r->id, st);
 }
 
+/* Correlation 0 (none) or no memory: its events go without a stack. */
 static void put_launch(struct agent_py_src *ps, const struct agent_rec_py_launch *r)
 {
-	struct py_corr *e;
+	corrmap_put(&ps->corr, r->correlation, &r->stack_id);
+}
 
-	if (!r->correlation)
-		return;
-	if (!ps->corr && !(ps->corr = calloc(AGENT_PY_CORR_SLOTS, sizeof(*ps->corr))))
-		return;
-	e = &ps->corr[r->correlation % AGENT_PY_CORR_SLOTS];
-	e->corr = r->correlation;
-	e->stack = r->stack_id;
+/* The stack id of correlation @corr's launch, NULL when none came. */
+static const uint32_t *launch_stack(const struct agent_py_src *ps, uint32_t corr)
+{
+	return corrmap_get(&ps->corr, corr);
 }
 
 /* ---- points ---------------------------------------------------------------- */
@@ -380,13 +377,10 @@ static void add_point(struct agent_src *s, uint32_t tid, uint32_t stack, int64_t
 void agent_py_api(struct agent_src *s, uint32_t tid, uint32_t corr, int64_t start, int64_t end)
 {
 	struct agent_py_src *ps = s->py;
-	const struct py_corr *e;
+	const uint32_t *stack;
 
-	if (!ps || !ps->corr || !corr || !s->m->py_spans)
-		return;
-	e = &ps->corr[corr % AGENT_PY_CORR_SLOTS];
-	if (e->corr == corr)
-		add_point(s, tid, e->stack, start, end);
+	if (ps && s->m->py_spans && (stack = launch_stack(ps, corr)))
+		add_point(s, tid, *stack, start, end);
 }
 
 void agent_py_record(struct agent_src *s, const struct agent_rec_view *v, bool take)
@@ -512,20 +506,19 @@ static void put_stack_stats(struct agent_src *s, struct agent_py_src *ps, struct
 int64_t agent_py_statset(struct agent_src *s, struct trace_plane *p, struct buf *b, int64_t base, uint32_t corr)
 {
 	struct agent_py_src *ps = s->py;
-	const struct py_corr *e;
+	const uint32_t *launch;
 	struct py_set_ent *c;
+	uint32_t stack;
 	uint64_t h;
 	int64_t set;
 
-	if (!ps || !ps->corr || !corr || base < 0)
+	if (!ps || base < 0 || !(launch = launch_stack(ps, corr)))
 		return base;
-	e = &ps->corr[corr % AGENT_PY_CORR_SLOTS];
-	if (e->corr != corr)
-		return base;
-	h = hash_u64((uint64_t)(uintptr_t)p ^ ((uint64_t)base << 24) ^ ((uint64_t)e->stack << 1));
+	stack = *launch;
+	h = hash_u64((uint64_t)(uintptr_t)p ^ ((uint64_t)base << 24) ^ ((uint64_t)stack << 1));
 	c = &ps->cache[h % PY_SET_CACHE];
 	if (c->p == p && c->resets == s->m->resets && c->epoch == s->str_epoch && c->base == base &&
-	    c->stack == e->stack)
+	    c->stack == stack)
 		return c->set;
 	if (base > 0) {
 		size_t len;
@@ -533,13 +526,13 @@ int64_t agent_py_statset(struct agent_src *s, struct trace_plane *p, struct buf 
 
 		buf_put(b, bytes, len);
 	}
-	put_stack_stats(s, ps, p, b, e->stack);
+	put_stack_stats(s, ps, p, b, stack);
 	set = trace_plane_statset(p, b);
 	/* An unresolved stack is not cached: each event is counted, and a
 	 * later definition cannot change it (ids are defined once). */
-	if (set >= 0 && (e->stack == 0 || e->stack == AGENT_PY_STACK_DROPPED || tab_get(&ps->stacks, e->stack)))
+	if (set >= 0 && (stack == 0 || stack == AGENT_PY_STACK_DROPPED || tab_get(&ps->stacks, stack)))
 		*c = (struct py_set_ent){ .p = p, .resets = s->m->resets, .epoch = s->str_epoch, .base = base,
-					  .set = set, .stack = e->stack };
+					  .set = set, .stack = stack };
 	return set < 0 ? base : set;
 }
 

@@ -19,9 +19,14 @@
 #include "agent-parse.h"
 #include "agent-sink.h"
 
-/* Launch stacks remembered per process, by correlation id (a ring, as
- * NVTX's: GPU records arrive within a flush period of their launch). */
-#define AGENT_PY_CORR_SLOTS 8192u
+/* Launch stacks remembered per process, by exact correlation id, the
+ * oldest forgotten first (corrmap.h, as NVTX's: AGENT_NVTX_LAUNCHES). 16
+ * bytes each: 2 MiB per process at most; all processes together keep
+ * AGENT_PY_LAUNCHES_ALL (16 MiB), past which each still keeps its last
+ * AGENT_PY_LAUNCHES_MIN. */
+#define AGENT_PY_LAUNCHES (1u << 17)
+#define AGENT_PY_LAUNCHES_ALL (1u << 20)
+#define AGENT_PY_LAUNCHES_MIN 8192u
 /* Threads whose frame spans one process may have in one capture. */
 #define AGENT_PY_MAX_THREADS 256u
 /* Points (launches and samples) one process may hold for frame spans in

@@ -27,7 +27,9 @@
  *   agent-pm.c        PM sampling records -> GPU counter lines;
  *   agent-memory.c    memory records -> the memory profile;
  *   agent-steps.c     step ids, one space per XSpace;
- *   agent-derived.c   derived lines of the GPU work inside steps.
+ *   agent-derived.c   derived lines of the GPU work inside steps;
+ *   agent-py.c        Python records -> stacks on events, frame spans;
+ *   corrmap.c         correlation id -> launch stack (NVTX and Python).
  * Every frame header is validated before its payload is buffered; a
  * malformed frame closes that connection with one log line; the daemon and
  * the other connections carry on.

@@ -10,7 +10,7 @@
  *              [--proto-version N] [--stats-v2 CUT,FOREIGN,FLAGS]
  *              [--hostile-times N] [--fake-uuids N] [--tid N] [--print-options]
  *              [--pm-hostile] [--name-bytes N]
- *              [--python] [--python-hostile] [--python-flood N]
+ *              [--python] [--python-hostile] [--python-flood N] [--late-kernels]
  *              [--stream-log FILE] [--step-ms LIST] [--api-error CODE]
  *
  * On START it sends a clock anchor (its clock is CLOCK_MONOTONIC, as an
@@ -55,6 +55,15 @@
  * --python-flood N defines N stacks of AGENT_PY_MAX_DEPTH frames before
  * the launches (more than a connection's string budget holds) and makes
  * kernel 0's launch name the last one.
+ *
+ * --late-kernels (v5) adds, after device 0's burst, LATE_N launches whose
+ * correlation ids collide modulo 8192 (c, c + 8192, ... and ids across the
+ * uint32 wrap) among many consecutive ones: each with its own PY_LAUNCH
+ * (stack: one frame of /src/late.py at line 1 + i) and NVTX LAUNCH (range
+ * "op<i>:MatMul"), all sent before any of their kernels ("late_gemm", one
+ * per launch in launch order), as a real job's launches precede by up to
+ * a flush period the buffer holding their kernels. late_corr() gives the
+ * ids; test_agent_pystacks.py checks that every kernel keeps its own.
  *
  * --api-error CODE sends, at START, one cuLaunchKernel API record that
  * returned CODE (a failing CUDA call: the cuda-error trigger).
@@ -109,6 +118,7 @@ static int arg_pm_hostile;
 static unsigned arg_name_bytes;
 static int arg_python, arg_python_hostile;
 static unsigned arg_python_flood;
+static int arg_late_kernels;
 
 static struct agent_client cl;
 static uint8_t batch[AGENT_FRAME_MAX];
@@ -346,6 +356,62 @@ static void py_samples(uint64_t t0)
 	put_py_sample(t0 + 30000, tid + 1, 0);
 }
 
+/* ---- --late-kernels (the header comment) ---- */
+
+enum { S_LATE = 60, S_LATE_FILE, S_LATE_FN, S_LATE_OP = 1000 };
+enum { F_LATE = 10000, ST_LATE = 10000 };
+/* 64 ids 8192 apart, 8 more across the uint32 wrap (the same residue),
+ * 10000 consecutive ones (more than the 8192 slots profd once had). */
+#define LATE_COLLIDE 64u
+#define LATE_WRAP 8u
+#define LATE_RUN 10000u
+#define LATE_N (LATE_COLLIDE + LATE_WRAP + LATE_RUN)
+
+/* Launch @i's correlation id (none is 0). */
+static uint32_t late_corr(uint32_t i)
+{
+	if (i < LATE_COLLIDE)
+		return 1000000u + i * 8192u;
+	i -= LATE_COLLIDE;
+	if (i < LATE_WRAP) /* uint32 arithmetic: 4 ids below 2^32, 4 from 576 on */
+		return 1000000u % 8192u + (i - LATE_WRAP / 2) * 8192u;
+	return 500000u + (i - LATE_WRAP);
+}
+
+static void late_kernels(uint64_t t)
+{
+	put_string(S_LATE, "late_gemm()");
+	put_string(S_LATE_FILE, "/src/late.py");
+	put_string(S_LATE_FN, "launch");
+	for (uint32_t i = 0; i < LATE_N; i++) {
+		uint32_t frame = F_LATE + i;
+		char op[32];
+		struct agent_rec_nvtx *r;
+		struct agent_nvtx_level *lv;
+
+		snprintf(op, sizeof(op), "op%u:MatMul", i);
+		put_string(S_LATE_OP + i, op);
+		r = put(AGENT_REC_NVTX, sizeof(*r) + sizeof(struct agent_nvtx_level), 1);
+		lv = (struct agent_nvtx_level *)(r + 1);
+		r->start = r->end = t + i * 10000ull;
+		r->tid = main_tid();
+		r->correlation = late_corr(i);
+		r->kind = AGENT_NVTX_LAUNCH;
+		lv->serial = 0;
+		lv->text_id = S_LATE_OP + i;
+		put_py_frame(frame, S_LATE_FILE, S_LATE_FN, 1, 1 + i);
+		put_py_stack(ST_LATE + i, 0, &frame, 1);
+		put_py_launch(t + i * 10000ull, late_corr(i), ST_LATE + i);
+	}
+	for (uint32_t i = 0; i < LATE_N; i++) {
+		struct agent_rec_kernel *k;
+
+		put_kernel(0, t + i * 10000ull, S_LATE, late_corr(i), 32);
+		k = (struct agent_rec_kernel *)(batch + blen - sizeof(*k));
+		k->end = k->start + 5000;
+	}
+}
+
 static void put_pm_sample(uint32_t dev, uint64_t t, unsigned n, const double *v)
 {
 	struct agent_rec_pm_sample *r = put(AGENT_REC_PM_SAMPLE, sizeof(*r) + n * sizeof(double), n);
@@ -470,6 +536,8 @@ static void burst(void)
 		}
 		for (unsigned long i = 0; i < arg_hostile; i++)
 			hostile_round(d, t, clock_anchor);
+		if (arg_late_kernels && d == 0)
+			late_kernels(t += 100000);
 	}
 	if (arg_pm_hostile)
 		pm_round(t);
@@ -632,6 +700,7 @@ int main(int argc, char **argv)
 		{ "python", no_argument, &arg_python, 1 },
 		{ "python-hostile", no_argument, &arg_python_hostile, 1 },
 		{ "python-flood", required_argument, NULL, 'F' },
+		{ "late-kernels", no_argument, &arg_late_kernels, 1 },
 		{ "stream-log", required_argument, NULL, 'L' },
 		{ "step-ms", required_argument, NULL, 'P' },
 		{ "api-error", required_argument, NULL, 'A' },

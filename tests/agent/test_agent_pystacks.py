@@ -4,8 +4,10 @@ from the fake agent's scripted job (fake-agent --python, fake-agent.c
 py_define()): the launching frame and stack on each kernel, copy, memset
 and API event, frame spans on the thread's line at python_tracer_level 1
 and none at level 0, a thread without Python, a walk the agent dropped,
-hostile definitions, the string budget, and a v4 agent still served.
-docs/python-stacks.md is what is checked."""
+hostile definitions, the string budget, a v4 agent still served, and
+launches whose kernels come after thousands of later launches (ids
+colliding modulo 8192, across the uint32 wrap). docs/python-stacks.md is
+what is checked."""
 import os
 import subprocess
 import time
@@ -198,6 +200,31 @@ class PyStacks(T.AgentDaemonCase):
         # their table slot; the strings and frames take the rest).
         n = int(w[0].split(": ", 1)[1].split()[0])
         self.assertTrue(9000 - 4194304 // 544 <= n < 9000 - 4194304 // 544 + 50, w[0])
+
+    def test_every_kernel_keeps_its_own_launch(self):
+        # fake-agent --late-kernels: 10072 launches (ids c, c + 8192, ...,
+        # across 2^32, and 10000 consecutive ones) before any of their
+        # kernels; launch i's Python frame is late.py line 1 + i and its
+        # NVTX range "op<i>:MatMul". profd once kept 8192 slots by id
+        # modulo 8192: the last launch of a slot took every kernel's.
+        a = self.agent("--late-kernels")
+        x = self.capture(a)
+        p = [p for p in x.planes if p.name == "/device:GPU:0"][0]
+        got = {}
+        for l in p.lines:
+            for e in l.events:
+                if p.event_metadata[e.metadata_id].name != "late_gemm()":
+                    continue
+                st = stats_of(p, e)
+                # correlation_id: the pid above CUPTI's 32 bits
+                got[st["correlation_id"] & 0xffffffff] = (py_stats(st), st.get("tf_op"))
+        self.assertEqual(len(got), 10072, sorted(got)[:20])
+        ids = [1000000 + k * 8192 for k in range(64)] + \
+              [(576 + (k - 4) * 8192) % 2**32 for k in range(8)] + list(range(500000, 510000))
+        want = {c: ((f"late.py:{1 + i} launch", f"late.py:{1 + i} launch"), ("ref", f"op{i}:MatMul"))
+                for i, c in enumerate(ids)}
+        wrong = sorted((c, got.get(c), w) for c, w in want.items() if got.get(c) != w)
+        self.assertEqual(wrong[:5], [], f"{len(wrong)} kernels carry another launch's stack")
 
     def test_v4_agent_still_served(self):
         a = self.agent(version=4)
