@@ -290,6 +290,7 @@ void agent_capture_start(void)
 		}
 		g.finalizing = false;
 		agent_slabs_unmap(); /* CUPTI is gone: the slabs it kept are ours again */
+		pm_cupti_gone();
 	}
 	if (g.subscribed) {
 		/* A previous detach is still pending: finish it first. */

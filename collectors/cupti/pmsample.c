@@ -5,6 +5,13 @@
  * Ownership: the file-level state P belongs to the agent thread; the
  * images (counter availability, config, counter data and its initialised
  * copy) are malloc'd per device at start and freed at stop.
+ *
+ * A device's PM sampling object is stopped at the end, never disabled:
+ * disabling one finalizes all of CUPTI (XLA's PM sampler says so), and a
+ * job whose agent did that and went on with its capture's CUPTI calls
+ * aborted at exit on an H200 ("double free or corruption"). The stopped
+ * object is kept (P.parked) for the device's next start and goes with
+ * CUPTI when the agent finalizes it (pm_cupti_gone()).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -37,7 +44,7 @@ const char *const pm_default_metrics[] = {
 
 struct pm_dev {
 	uint32_t ordinal;
-	bool running;   /* Start succeeded: Stop and Disable at the end */
+	bool running;   /* Start succeeded: Stop at the end */
 	bool announced; /* PM_METRICS sent on this connection's string table */
 	CUpti_Profiler_Host_Object *host;
 	CUpti_PmSampling_Object *obj;
@@ -69,6 +76,11 @@ static struct {
 	struct pm_dev dev[AGENT_MAX_DEVICES];
 	unsigned n_dev;
 	uint32_t interval_us;
+	struct {
+		CUpti_PmSampling_Object *obj; /* enabled, stopped */
+		uint32_t ordinal;
+	} parked[AGENT_MAX_DEVICES];
+	unsigned n_parked;
 } P;
 
 #define PARAMS(type, var) type var = { .structSize = type##_STRUCT_SIZE }
@@ -363,13 +375,9 @@ static void dev_free(struct pm_dev *d)
 		A.cuptiPmSamplingStop(&p);
 		d->running = false;
 	}
-	if (d->obj) {
-		PARAMS(CUpti_PmSampling_Disable_Params, p);
-
-		p.pPmSamplingObject = d->obj;
-		A.cuptiPmSamplingDisable(&p);
-		d->obj = NULL;
-	}
+	if (d->obj && P.n_parked < AGENT_MAX_DEVICES)
+		P.parked[P.n_parked++] = (__typeof__(P.parked[0])){ .obj = d->obj, .ordinal = d->ordinal };
+	d->obj = NULL;
 	host_free(d);
 	free(d->avail);
 	free(d->config);
@@ -423,11 +431,19 @@ static CUptiResult dev_start(struct pm_dev *d, const struct agent_device *ad, ui
 	*call = "cuptiProfilerHostConfigAddMetrics";
 	if ((r = configure(d, pc.pChipName, dropped, dropped_size)) != CUPTI_SUCCESS)
 		return r;
-	*call = "cuptiPmSamplingEnable";
-	pe.deviceIndex = ad->local_ordinal;
-	if ((r = A.cuptiPmSamplingEnable(&pe)) != CUPTI_SUCCESS)
-		return r;
-	d->obj = pe.pPmSamplingObject;
+	for (unsigned i = 0; i < P.n_parked && !d->obj; i++) {
+		if (P.parked[i].ordinal == ad->local_ordinal) {
+			d->obj = P.parked[i].obj;
+			P.parked[i] = P.parked[--P.n_parked];
+		}
+	}
+	if (!d->obj) {
+		*call = "cuptiPmSamplingEnable";
+		pe.deviceIndex = ad->local_ordinal;
+		if ((r = A.cuptiPmSamplingEnable(&pe)) != CUPTI_SUCCESS)
+			return r;
+		d->obj = pe.pPmSamplingObject;
+	}
 	*call = "cuptiPmSamplingGetCounterDataSize";
 	pd.pPmSamplingObject = d->obj;
 	pd.pMetricNames = d->names;
@@ -545,7 +561,7 @@ static void start(const struct agent_start *opts, const struct agent_device *dev
 			 skipped ? "badly formed or beyond 16 names" : "");
 		P.error(AGENT_ERR_NOTICE, 0, text);
 	}
-	if (!P.n_dev && P.profiler_init) {
+	if (!P.n_dev && !P.n_parked && P.profiler_init) {
 		PARAMS(CUpti_Profiler_DeInitialize_Params, pd);
 
 		A.cuptiProfilerDeInitialize(&pd);
@@ -609,6 +625,27 @@ static void put_sample(struct pm_dev *d, size_t index)
 	memcpy(s + 1, v, d->n_names * sizeof(double));
 }
 
+/* After an overflow CUPTI samples no more until sampling restarts (on an
+ * H200 the last sample came 40 ms into a phase of saturating copies, and
+ * none for the 3 s after): stop and start again, so the gap is only the
+ * overflow's. */
+static void restart(struct pm_dev *d)
+{
+	PARAMS(CUpti_PmSampling_Stop_Params, ps);
+	PARAMS(CUpti_PmSampling_Start_Params, pst);
+	CUptiResult r;
+
+	ps.pPmSamplingObject = d->obj;
+	A.cuptiPmSamplingStop(&ps);
+	memcpy(d->data, d->data_init, d->data_size);
+	pst.pPmSamplingObject = d->obj;
+	r = A.cuptiPmSamplingStart(&pst);
+	if (r != CUPTI_SUCCESS) {
+		d->running = false;
+		tell_cupti(d->ordinal, "cuptiPmSamplingStart", r);
+	}
+}
+
 static void decode_dev(struct pm_dev *d)
 {
 	for (unsigned round = 0; round < PM_MAX_DECODE_ROUNDS; round++) {
@@ -635,9 +672,12 @@ static void decode_dev(struct pm_dev *d)
 				P.error(AGENT_ERR_NOTICE, (int32_t)r, text);
 			}
 		}
+		if (r == CUPTI_ERROR_OUT_OF_MEMORY) {
+			restart(d);
+			return;
+		}
 		if (r != CUPTI_SUCCESS) {
-			if (r != CUPTI_ERROR_OUT_OF_MEMORY)
-				tell_cupti(d->ordinal, "cuptiPmSamplingDecodeData", r);
+			tell_cupti(d->ordinal, "cuptiPmSamplingDecodeData", r);
 			return;
 		}
 		pi.pCounterDataImage = d->data;
@@ -669,12 +709,19 @@ static void stop_all(void)
 	for (unsigned i = 0; i < P.n_dev; i++)
 		dev_free(&P.dev[i]);
 	P.n_dev = 0;
-	if (P.profiler_init) {
-		PARAMS(CUpti_Profiler_DeInitialize_Params, pd);
+	/* The profiler API stays initialised, as the parked objects need. */
+}
 
-		A.cuptiProfilerDeInitialize(&pd);
-		P.profiler_init = false;
+void pm_cupti_gone(void)
+{
+	for (unsigned i = 0; i < P.n_dev; i++) {
+		P.dev[i].running = false; /* nothing left to stop */
+		P.dev[i].obj = NULL;
+		dev_free(&P.dev[i]);
 	}
+	P.n_dev = 0;
+	P.n_parked = 0;
+	P.profiler_init = false;
 }
 
 static bool same_options(const struct agent_start *a, const struct agent_start *b)

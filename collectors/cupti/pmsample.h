@@ -75,3 +75,6 @@ void pm_decode(void);
 /* The capture ends: a last decode, then stop and release everything. A new
  * capture may report errors again. */
 void pm_stop(void);
+/* CUPTI was finalized: the devices' PM sampling objects and the profiler
+ * API went with it; forget them without a CUPTI call. */
+void pm_cupti_gone(void);

@@ -187,6 +187,24 @@ class PmSampling(unittest.TestCase):
         ts = sorted(t for t, _ in c[WARPS])
         self.assertAlmostEqual(statistics.median([b - a for a, b in zip(ts, ts[1:])]), 10**7, delta=2 * 10**6)
 
+    def test_counters_end_without_finalizing_cupti(self):
+        """Disabling a PM sampling object takes all of CUPTI with it (XLA's PM
+        sampler says so; a job profd sampled aborted at exit on an H200 after
+        the agent disabled one and went on using CUPTI). The agent stops
+        sampling and keeps the object: no CUPTI call lands on a finalized
+        CUPTI, and the next capture samples again with it."""
+        a, _ = self.app()
+        req = lambda: request(800, gpu_pm_sample_counters="default", gpu_pm_sample_interval_us=INTERVAL_US)
+        for round in range(2):
+            x, _, _, _ = self.capture(req(), lambda: (a.ask("launch 2 _Z6vecAddPKfS0_Pfi 0 7"), time.sleep(0.4)), a)
+            self.assertGreater(len(counters(x, "/device:GPU:0", {SM}).get(SM, [])), 10,
+                               (round, list(x.warnings)))
+            st = a.state()
+            self.assertEqual(st["calls_after_finalize"], 0, (round, st))
+            a.ask("launch 1 _Z6vecAddPKfS0_Pfi 0 7")  # the detach finalizes CUPTI here
+            self.assertTrue(T.wait_for(lambda: a.state()["finalizes"] == round + 1, 5), a.state())
+        self.assertEqual(a.finish(), 0)
+
     def test_turned_on_and_off_mid_capture(self):
         """A window asking for counters opens inside one that does not: the
         agent starts sampling then (START again), and stops when it closes."""
@@ -309,6 +327,19 @@ class PmSampling(unittest.TestCase):
         self.assertIn(f"pid {a.pid}", w[0])
         self.assertFalse([s for s in x.warnings if "no hardware counters" in s], list(x.warnings))
         self.assertTrue(counters(x, "/device:GPU:0", {SM}))  # what was decoded is kept
+
+    def test_sampling_restarts_after_the_buffer_filled(self):
+        """CUPTI samples nothing more once its hardware buffer filled
+        (decode: OUT_OF_MEMORY) until sampling restarts; on an H200 the
+        counters stopped 40 ms into saturating copies and never came back.
+        The agent restarts it: the gaps are the overflows', said once."""
+        a, _ = self.app(FAKE_CUPTI_PM="stall")
+        x, _, _, _ = self.capture(request(1500, gpu_pm_sample_counters="default",
+                                          gpu_pm_sample_interval_us=INTERVAL_US), lambda: time.sleep(1.1), a)
+        self.assertEqual(len([s for s in x.warnings if "overflowed" in s]), 1, list(x.warnings))
+        ts = sorted(t for t, _ in counters(x, "/device:GPU:0", {SM}).get(SM, []))
+        self.assertTrue(ts, list(x.warnings))
+        self.assertGreater(ts[-1] - ts[0], 8 * 10**8, (ts[0], ts[-1]))  # one run alone spans 0.3 s
 
     def test_cupti_held_by_another_profiler(self):
         """Item 4: the job's CUPTI is taken (here by Nsight Systems): the

@@ -123,7 +123,9 @@ def wait_agent(d, pid, timeout=60):
 
 
 def device_events(x):
-    """(python_frame, python_stack, ns, name) of every GPU event."""
+    """(python_frame, python_stack, ns, name, correlation) of every GPU
+    event a launch made (kernels, copies, memsets: those with a
+    correlation id; not the counter lines)."""
     out = []
     for pl in x.planes:
         if not pl.name.startswith("/device:GPU:"):
@@ -131,9 +133,36 @@ def device_events(x):
         for line in pl.lines:
             for e in line.events:
                 s = T.stat_values(pl, e.stats)
+                if "correlation_id" not in s:
+                    continue
                 out.append((s.get("python_frame"), s.get("python_stack"), e.duration_ps / 1000,
-                            pl.event_metadata[e.metadata_id].name))
+                            pl.event_metadata[e.metadata_id].name, s["correlation_id"]))
     return out
+
+
+def host_calls(x):
+    """correlation id -> (API call name, its line's name, its python_frame)."""
+    out = {}
+    for pl in x.planes:
+        if pl.name != "/host:CPU":
+            continue
+        for line in pl.lines:
+            for e in line.events:
+                s = T.stat_values(pl, e.stats)
+                if "correlation_id" in s:
+                    out[s["correlation_id"]] = (pl.event_metadata[e.metadata_id].name, line.name,
+                                                s.get("python_frame"))
+    return out
+
+
+def unattributed(x, evs, who):
+    """What the GPU events without a launch site were launched by."""
+    calls = host_calls(x)
+    none = [e for e in evs if not e[0]]
+    print(f"     {who}: {len(none)} GPU events without python_frame; by name:",
+          collections.Counter(e[3][:60] for e in none).most_common(4))
+    print(f"     {who}: their launches:",
+          collections.Counter(str(calls.get(e[4], "(no API event)"))[:140] for e in none).most_common(4))
 
 
 def frame_spans(x):
@@ -178,7 +207,7 @@ def captured_round(d, p, sid, level, **advanced):
 
 def by_site(evs):
     t = collections.Counter()
-    for frame, _, ns, _ in evs:
+    for frame, _, ns, _, _ in evs:
         t[frame or "(none)"] += ns
     return t
 
@@ -193,6 +222,8 @@ def torch_check(d):
     check(len(evs) >= 30, f"torch: {len(evs)} GPU events")
     with_frame = [e for e in evs if e[0]]
     check(len(with_frame) == len(evs), f"torch: {len(with_frame)}/{len(evs)} GPU events carry python_frame")
+    if len(with_frame) != len(evs):
+        unattributed(x, evs, "torch")
     sites = by_site(evs)
     total = sum(sites.values()) or 1
     print("     torch top launch sites by GPU time:")
@@ -252,6 +283,9 @@ def jax_check(d):
     check(len(evs) >= 30, f"jax: {len(evs)} GPU events")
     check(all(e[0] for e in evs), f"jax: every GPU event carries python_frame "
           f"({sum(1 for e in evs if e[0])}/{len(evs)})")
+    if not all(e[0] for e in evs):
+        unattributed(x, evs, "jax")
+    print("     jax: warnings:", [w[:160] for w in x.warnings][:4])
     sites = by_site(evs)
     total = sum(sites.values()) or 1
     print("     jax launch sites by GPU time:")

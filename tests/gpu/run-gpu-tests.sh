@@ -409,7 +409,10 @@ print('torch-ok', sum(1 for e in prof.events() if 'gemm' in e.name.lower() or 'm
     drain = threading.Thread(target=lambda: err.extend(p.stderr), daemon=True)
     drain.start()
     out = {}
-    th = threading.Thread(target=lambda: out.setdefault("x", capture(d, 4000, "torch-" + order)))
+    # 'during': entering torch's profiler took 4.2 s on an H200 (Kineto's
+    # CUPTI init), so the capture outlasts it: its kernels must fall inside.
+    ms = 12000 if order == "during" else 4000
+    th = threading.Thread(target=lambda: out.setdefault("x", capture(d, ms, "torch-" + order)))
     th.start()
     time.sleep(1.5)
     p.stdin.write("go\n")

@@ -67,6 +67,10 @@ def check(cond, what):
 
 with T.Daemon("--agent-socket", SOCK, "--flush-timeout", "5s") as d:
     env = dict(os.environ, CUDA_INJECTION64_PATH=AGENT, PROFD_AGENT_SOCKET=SOCK)
+    # A backtrace if the job aborts (it did at exit on an H200; no gdb there).
+    at = os.path.join(os.environ.get("GPU_BIN", "/nonexistent"), "libabort-trace.so")
+    if os.path.exists(at):
+        env["LD_PRELOAD"] = at
     job = subprocess.Popen([os.path.join(WORK, "pm-phases")], env=env, stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, text=True)
     assert job.stdout.readline().strip() == "ready"
@@ -83,7 +87,7 @@ with T.Daemon("--agent-socket", SOCK, "--flush-timeout", "5s") as d:
     print(ask("idle 500"), ask("copy 1000"), ask("idle 500"), ask("compute 1000"), flush=True)
     th.join()
     ask("exit")
-    job.wait(timeout=30)
+    rc = job.wait(timeout=30)
 x = T.decode_xspace(P, out["r"].tool_data[0].data)
 w = list(x.warnings)
 for s in w:
@@ -93,6 +97,7 @@ if refused and ("ERR_NVGPUCTRPERM" in refused[0] or "held by another" in refused
     print("skip: " + refused[0])
     sys.exit(77)
 check(not refused, "PM sampling ran (no 'no hardware counters' warning)")
+check(rc == 0, f"the job exited 0 after a PM sampling capture (rc {rc})")
 g0 = [p for p in x.planes if p.name == "/device:GPU:0"][0]
 ctr, spans = {}, {"copy": [], "fma": []}
 for l in g0.lines:

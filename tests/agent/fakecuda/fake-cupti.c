@@ -513,7 +513,15 @@ EXPORT CUptiResult cuptiFinalize(void)
 	f.n_slots = f.n_done = 0;
 	f.finalized = true;
 	pthread_mutex_unlock(&f.lock);
+	fakepm_finalize();
 	return CUPTI_SUCCESS;
+}
+
+void fakecupti_finalized_by_pm(void)
+{
+	pthread_mutex_lock(&f.lock);
+	f.finalized = true;
+	pthread_mutex_unlock(&f.lock);
 }
 
 EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, const char **name)

@@ -28,9 +28,14 @@
  * CUPTI_ERROR_INSUFFICIENT_PRIVILEGES / CUPTI_ERROR_HARDWARE_BUSY, or
  * cuptiProfilerDeviceSupported says the device is not supported;
  * FAKE_CUPTI_PM=overflow: every decode reports a hardware buffer overflow
- * (samples still decoded).
+ * (samples still decoded); FAKE_CUPTI_PM=stall: 300 ms after each Start
+ * the hardware buffer is full, as an H200's was in saturating copies:
+ * DecodeData says CUPTI_ERROR_OUT_OF_MEMORY and nothing is sampled until
+ * sampling is stopped and started again.
  * Calls out of order (Enable before cuptiProfilerInitialize, decode of a
- * sampler not started) fail as CUPTI's do.
+ * sampler not started) fail as CUPTI's do. cuptiPmSamplingDisable
+ * finalizes CUPTI (fakecupti_finalized_by_pm()); objects still enabled go
+ * with cuptiFinalize (fakepm_finalize()).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -73,6 +78,7 @@ struct CUpti_PmSampling_Object {
 	uint64_t interval_ns;
 	bool configured, started;
 	uint64_t next; /* start of the next sample not yet decoded */
+	uint64_t started_at;
 };
 
 /* The counter data image, as this fake lays it out. */
@@ -92,6 +98,8 @@ static struct {
 		uint64_t ts, bytes;
 	} copies[MAX_COPIES];
 	unsigned n_copies, next_copy;
+	CUpti_PmSampling_Object *objs[64]; /* enabled, not yet disabled */
+	unsigned n_objs;
 } pm = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static uint64_t now_ns(void)
@@ -306,17 +314,51 @@ EXPORT CUptiResult cuptiPmSamplingEnable(CUpti_PmSampling_Enable_Params *p)
 		return CUPTI_ERROR_INSUFFICIENT_PRIVILEGES;
 	if (mode("busy"))
 		return CUPTI_ERROR_HARDWARE_BUSY;
-	p->pPmSamplingObject = calloc(1, sizeof(*p->pPmSamplingObject));
-	if (!p->pPmSamplingObject)
+	pthread_mutex_lock(&pm.lock);
+	for (unsigned i = 0; i < pm.n_objs; i++) {
+		if (pm.objs[i]->device == (uint32_t)p->deviceIndex) {
+			pthread_mutex_unlock(&pm.lock);
+			return CUPTI_ERROR_INVALID_OPERATION; /* one object a device */
+		}
+	}
+	if (pm.n_objs == ARRAY_SIZE(pm.objs)) {
+		pthread_mutex_unlock(&pm.lock);
 		return CUPTI_ERROR_OUT_OF_MEMORY;
+	}
+	p->pPmSamplingObject = calloc(1, sizeof(*p->pPmSamplingObject));
+	if (!p->pPmSamplingObject) {
+		pthread_mutex_unlock(&pm.lock);
+		return CUPTI_ERROR_OUT_OF_MEMORY;
+	}
 	p->pPmSamplingObject->device = (uint32_t)p->deviceIndex;
+	pm.objs[pm.n_objs++] = p->pPmSamplingObject;
+	pthread_mutex_unlock(&pm.lock);
 	return CUPTI_SUCCESS;
 }
 
 EXPORT CUptiResult cuptiPmSamplingDisable(CUpti_PmSampling_Disable_Params *p)
 {
+	pthread_mutex_lock(&pm.lock);
+	for (unsigned i = 0; i < pm.n_objs; i++) {
+		if (pm.objs[i] == p->pPmSamplingObject) {
+			pm.objs[i] = pm.objs[--pm.n_objs];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pm.lock);
 	free(p->pPmSamplingObject);
+	fakecupti_finalized_by_pm();
 	return CUPTI_SUCCESS;
+}
+
+void fakepm_finalize(void)
+{
+	pthread_mutex_lock(&pm.lock);
+	for (unsigned i = 0; i < pm.n_objs; i++)
+		free(pm.objs[i]);
+	pm.n_objs = 0;
+	pm.initialized = false;
+	pthread_mutex_unlock(&pm.lock);
 }
 
 EXPORT CUptiResult cuptiPmSamplingSetConfig(CUpti_PmSampling_SetConfig_Params *p)
@@ -338,7 +380,7 @@ EXPORT CUptiResult cuptiPmSamplingStart(CUpti_PmSampling_Start_Params *p)
 	if (!o || !o->configured)
 		return CUPTI_ERROR_INVALID_OPERATION;
 	o->started = true;
-	o->next = now_ns();
+	o->next = o->started_at = now_ns();
 	return CUPTI_SUCCESS;
 }
 
@@ -381,6 +423,12 @@ EXPORT CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params 
 
 	if (!o || !o->started || !img(p->pCounterDataImage, p->counterDataImageSize))
 		return CUPTI_ERROR_INVALID_OPERATION;
+	if (mode("stall") && now >= o->started_at + 300000000ull) {
+		if (o->next < o->started_at + 300000000ull)
+			now = o->started_at + 300000000ull; /* what came before it fills */
+		else
+			return CUPTI_ERROR_OUT_OF_MEMORY;
+	}
 	while (o->next + o->interval_ns <= now && h->n < h->max) {
 		struct img_sample *s = (struct img_sample *)(h + 1) + h->n++;
 
