@@ -64,9 +64,9 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain domain, CUpti_C
 	}
 	if (cb->callbackSite != CUPTI_API_EXIT)
 		return;
-	/* After the exit hook, CUDA's own teardown still calls the driver: a
-	 * finalize from there made glibc abort a job on an H200 (double free).
-	 * The armed detach is left undone; the process is ending anyway. */
+	/* After the exit hook, CUDA's own teardown still calls the driver and
+	 * would reach an armed detach: no CUPTI call from then on (too_late),
+	 * CUDA is being torn down. The process is ending anyway. */
 	if (atomic_load(&g.too_late))
 		return;
 	if (!atomic_compare_exchange_strong(&g.detach, &armed, DETACH_CLAIMED))

@@ -222,11 +222,12 @@ class AgentOnFakeCupti(unittest.TestCase):
         self.assertEqual((st["subscribes"], st["finalizes"], st["subscribed"]), (2, 1, 0), st)
 
     def test_no_finalize_while_the_job_exits(self):
-        # Seen on an H200 (pm-phases, tests/gpu/test_pm_real.sh): a job that
-        # exits right after a capture, before its next CUDA call, reached
-        # the armed detach from libcudart's exit teardown, and the agent
-        # finalized CUPTI there; glibc then aborted ("double free or
-        # corruption"). After the agent's exit hook it makes no CUPTI call.
+        # A job that exits right after a capture, before its next CUDA call,
+        # reaches the armed detach from libcudart's exit teardown: the agent
+        # finalized CUPTI there, while CUDA was being torn down (first
+        # suspected for an abort at exit on an H200, which PM sampling's
+        # disable turned out to cause: test_agent_pm). After the agent's
+        # exit hook it makes no CUPTI call.
         a, _ = self.app()
         x, _ = self.capture_while(600, lambda: a.ask("launch 3 _Z6vecAddPKfS0_Pfi 0 7"), a)
         self.assertEqual(len(kernels(x)), 3)
