@@ -407,14 +407,24 @@ class PyStacksWire(WireCase):
             self.assertGreater(len(sids), 60, tid)  # ~120 at 200 Hz
             # The innermost frame of the job's own: the wait's line; inside
             # it, threading.py's Event.wait.
+            # A waiting thread still wakes now and then (the GIL, a timed
+            # wait): a sample that catches its frames changing is dropped
+            # and counted (docs/python-stacks.md), never a wrong stack. A
+            # few such, under load: at most 1 in 20.
             where = set()
+            dropped = sum(1 for sid in sids if sid == STACK_DROPPED)
+            self.assertLessEqual(dropped, len(sids) // 20, (tid, dropped, len(sids)))
             for sid in sids:
-                frames = c.stack(sid)[1] if sid not in (0, STACK_DROPPED) else [("?", sid, 0, 0, 0)]
+                if sid == STACK_DROPPED:
+                    continue
+                frames = c.stack(sid)[1] if sid != 0 else [("?", sid, 0, 0, 0)]
                 mine = [i for i, f in enumerate(frames) if f[0] == "pystacks-app.py"]
                 where.add((frames[mine[-1]][1], frames[mine[-1]][3],
                            all(f[0] == "threading.py" for f in frames[mine[-1] + 1:])) if mine else frames[-1])
             self.assertEqual(where, {("spinner", self.m["spinner"], True)}, tid)
-        self.assertEqual(c.stats[11], len(c.samples))
+        # py_samples + py_sample_drops: every sample sent, each counted once.
+        self.assertEqual((c.stats[11], c.stats[11] + c.stats[12]),
+                         (sum(1 for s in c.samples if s[2] != STACK_DROPPED), len(c.samples)))
 
     def test_sampler_alone_and_options_mid_capture(self):
         """START without launch stacks: no PY_LAUNCH; a second START turns
