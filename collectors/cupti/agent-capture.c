@@ -576,6 +576,7 @@ static void detach(void)
 		return;
 	}
 	agent_slabs_unmap();
+	pm_cupti_gone(); /* the PM sampling objects went with CUPTI */
 }
 
 void agent_capture_stop(bool connected, bool do_detach)
