@@ -366,15 +366,19 @@ static CUptiResult configure(struct pm_dev *d, const char *chip, char *dropped, 
 	return CUPTI_SUCCESS;
 }
 
+static void stop_sampling(struct pm_dev *d)
+{
+	PARAMS(CUpti_PmSampling_Stop_Params, p);
+
+	p.pPmSamplingObject = d->obj;
+	A.cuptiPmSamplingStop(&p);
+	d->running = false;
+}
+
 static void dev_free(struct pm_dev *d)
 {
-	if (d->running) {
-		PARAMS(CUpti_PmSampling_Stop_Params, p);
-
-		p.pPmSamplingObject = d->obj;
-		A.cuptiPmSamplingStop(&p);
-		d->running = false;
-	}
+	if (d->running)
+		stop_sampling(d);
 	if (d->obj && P.n_parked < AGENT_MAX_DEVICES)
 		P.parked[P.n_parked++] = (__typeof__(P.parked[0])){ .obj = d->obj, .ordinal = d->ordinal };
 	d->obj = NULL;
@@ -631,19 +635,17 @@ static void put_sample(struct pm_dev *d, size_t index)
  * overflow's. */
 static void restart(struct pm_dev *d)
 {
-	PARAMS(CUpti_PmSampling_Stop_Params, ps);
 	PARAMS(CUpti_PmSampling_Start_Params, pst);
 	CUptiResult r;
 
-	ps.pPmSamplingObject = d->obj;
-	A.cuptiPmSamplingStop(&ps);
+	stop_sampling(d);
 	memcpy(d->data, d->data_init, d->data_size);
 	pst.pPmSamplingObject = d->obj;
 	r = A.cuptiPmSamplingStart(&pst);
-	if (r != CUPTI_SUCCESS) {
-		d->running = false;
+	if (r == CUPTI_SUCCESS)
+		d->running = true;
+	else
 		tell_cupti(d->ordinal, "cuptiPmSamplingStart", r);
-	}
 }
 
 static void decode_dev(struct pm_dev *d)
@@ -690,8 +692,8 @@ static void decode_dev(struct pm_dev *d)
 		memcpy(d->data, d->data_init, d->data_size);
 		/* Go on until CUPTI says the hardware buffer is drained: a stop
 		 * for another reason (OTHER) with samples decoded may leave some
-		 * behind, and on an H200 the buffer overflowed at 1 ms with the
-		 * loop stopping at anything but COUNTER_DATA_FULL. */
+		 * behind (a guess made on an H200; the samples it lost there
+		 * were OUT_OF_MEMORY's, restart() above). */
 		if (pd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS || !n)
 			return;
 	}

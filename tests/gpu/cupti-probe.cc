@@ -47,8 +47,13 @@ static uint32_t ver_tid; /* threadId of the last cuDriverGetVersion record */
 
 /* The takeover: buffers handed out by tool A and B, and which callback
  * got each back with how many cuDriverGetVersion records. */
-static uint8_t *a_bufs[8], *b_bufs[8];
-static unsigned n_a, n_b, a_got[2], b_got[2], a_recs, b_recs;
+struct tool {
+	uint8_t *bufs[8];
+	unsigned n;       /* buffers handed out (the first 8 remembered) */
+	unsigned got[2];  /* buffers this callback got back: A's, B's */
+	unsigned recs;    /* cuDriverGetVersion records in them */
+};
+static struct tool ta, tb;
 
 static unsigned ver_records(uint8_t *b, size_t valid)
 {
@@ -62,58 +67,36 @@ static unsigned ver_records(uint8_t *b, size_t valid)
 	return n;
 }
 
-static int origin(uint8_t *b)
-{
-	for (unsigned i = 0; i < n_a; i++)
-		if (a_bufs[i] == b)
-			return 0;
-	return 1;
-}
-
-static void CUPTIAPI a_req(uint8_t **b, size_t *size, size_t *max)
+/* A 1 MiB buffer for CUPTI, remembered as @t's (NULL: nobody's). */
+static void hand_out(struct tool *t, uint8_t **b, size_t *size, size_t *max)
 {
 	*b = (uint8_t *)aligned_alloc(8, 1 << 20);
 	*size = 1 << 20;
 	*max = 0;
-	if (n_a < 8)
-		a_bufs[n_a++] = *b;
+	if (t && t->n < 8)
+		t->bufs[t->n++] = *b;
 }
 
-static void CUPTIAPI b_req(uint8_t **b, size_t *size, size_t *max)
+/* Buffer @b came back to @t's callback: whose it was, its records. */
+static void take_back(struct tool *t, uint8_t *b, size_t valid)
 {
-	*b = (uint8_t *)aligned_alloc(8, 1 << 20);
-	*size = 1 << 20;
-	*max = 0;
-	if (n_b < 8)
-		b_bufs[n_b++] = *b;
-}
+	int from_b = 1;
 
-static void CUPTIAPI a_done(CUcontext c, uint32_t s, uint8_t *b, size_t size, size_t valid)
-{
-	(void)c;
-	(void)s;
-	(void)size;
-	a_got[origin(b)]++;
-	a_recs += ver_records(b, valid);
+	for (unsigned i = 0; i < ta.n && i < 8; i++)
+		if (ta.bufs[i] == b)
+			from_b = 0;
+	t->got[from_b]++;
+	t->recs += ver_records(b, valid);
 	free(b);
 }
 
-static void CUPTIAPI b_done(CUcontext c, uint32_t s, uint8_t *b, size_t size, size_t valid)
-{
-	(void)c;
-	(void)s;
-	(void)size;
-	b_got[origin(b)]++;
-	b_recs += ver_records(b, valid);
-	free(b);
-}
+static void CUPTIAPI a_req(uint8_t **b, size_t *size, size_t *max) { hand_out(&ta, b, size, max); }
+static void CUPTIAPI b_req(uint8_t **b, size_t *size, size_t *max) { hand_out(&tb, b, size, max); }
 
-static void CUPTIAPI buf_req(uint8_t **b, size_t *size, size_t *max)
-{
-	*b = (uint8_t *)aligned_alloc(8, 1 << 20);
-	*size = 1 << 20;
-	*max = 0;
-}
+static void CUPTIAPI a_done(CUcontext, uint32_t, uint8_t *b, size_t, size_t valid) { take_back(&ta, b, valid); }
+static void CUPTIAPI b_done(CUcontext, uint32_t, uint8_t *b, size_t, size_t valid) { take_back(&tb, b, valid); }
+
+static void CUPTIAPI buf_req(uint8_t **b, size_t *size, size_t *max) { hand_out(NULL, b, size, max); }
 
 static void CUPTIAPI buf_done(CUcontext c, uint32_t s, uint8_t *b, size_t size, size_t valid)
 {
@@ -173,20 +156,20 @@ static void takeover(void)
 	cuptiActivityRegisterCallbacks(a_req, a_done);
 	cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER);
 	cuDriverGetVersion(&v); /* into A's buffer */
-	printf("takeover: A handed out %u buffer(s) before B registers\n", n_a);
+	printf("takeover: A handed out %u buffer(s) before B registers\n", ta.n);
 	cuptiActivityRegisterCallbacks(b_req, b_done);
 	cuDriverGetVersion(&v); /* after B registered, no flush between */
 	printf("takeover: after B registered, without a flush: A %u / B %u buffers handed out; "
 	       "A's callback got %u of A's, %u of B's; B's got %u of A's, %u of B's\n",
-	       n_a, n_b, a_got[0], a_got[1], b_got[0], b_got[1]);
+	       ta.n, tb.n, ta.got[0], ta.got[1], tb.got[0], tb.got[1]);
 	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	printf("takeover: after a forced flush: A's callback got %u of A's, %u of B's (%u records); "
 	       "B's got %u of A's, %u of B's (%u records) of 2 cuDriverGetVersion calls\n",
-	       a_got[0], a_got[1], a_recs, b_got[0], b_got[1], b_recs);
+	       ta.got[0], ta.got[1], ta.recs, tb.got[0], tb.got[1], tb.recs);
 	cuDriverGetVersion(&v);
 	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	printf("takeover: a third call after the flush: A %u / B %u records; buffers A %u / B %u\n", a_recs,
-	       b_recs, n_a, n_b);
+	printf("takeover: a third call after the flush: A %u / B %u records; buffers A %u / B %u\n", ta.recs,
+	       tb.recs, ta.n, tb.n);
 	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
 	cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }

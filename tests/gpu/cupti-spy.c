@@ -99,22 +99,16 @@ res_t cuptiEnableDomain(uint32_t enable, void *sub, int domain)
 	return r;
 }
 
-res_t cuptiActivityEnableContext(void *ctx, int kind);
-res_t cuptiActivityEnableContext(void *ctx, int kind)
-{
-	res_t (*f)(void *, int) = (res_t(*)(void *, int))real("cuptiActivityEnableContext");
-	res_t r = f ? f(ctx, kind) : 999;
+/* A (context, kind) call. */
+#define SPY_CTX(name)                                                     \
+	res_t name(void *ctx, int kind);                                  \
+	res_t name(void *ctx, int kind)                                   \
+	{                                                                 \
+		res_t (*f)(void *, int) = (res_t(*)(void *, int))real(#name); \
+		res_t r = f ? f(ctx, kind) : 999;                         \
+		LOG(#name "(%p, kind %d) = %d", ctx, kind, r);            \
+		return r;                                                 \
+	}
 
-	LOG("cuptiActivityEnableContext(%p, kind %d) = %d", ctx, kind, r);
-	return r;
-}
-
-res_t cuptiActivityDisableContext(void *ctx, int kind);
-res_t cuptiActivityDisableContext(void *ctx, int kind)
-{
-	res_t (*f)(void *, int) = (res_t(*)(void *, int))real("cuptiActivityDisableContext");
-	res_t r = f ? f(ctx, kind) : 999;
-
-	LOG("cuptiActivityDisableContext(%p, kind %d) = %d", ctx, kind, r);
-	return r;
-}
+SPY_CTX(cuptiActivityEnableContext)
+SPY_CTX(cuptiActivityDisableContext)
