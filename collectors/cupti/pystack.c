@@ -335,16 +335,12 @@ static bool sample_idle(void *ud, uint32_t tid)
 	return false;
 }
 
-struct sample_round {
-	uint64_t ts;
-	uint32_t gen;
-};
-
-static void sample_cb(void *ud, uint32_t tid, const struct pyw_raw *frames, int n, bool truncated)
+/* pyw_thread_cb: @ts is when the thread's frames were read (pywalk.h). */
+static void sample_cb(void *ud, uint32_t tid, uint64_t ts, const struct pyw_raw *frames, int n, bool truncated)
 {
-	const struct sample_round *round = ud;
+	const uint32_t *gen = ud;
 	struct idle_ent *e = idle_of(tid);
-	struct qrec r = { .kind = Q_SAMPLE, .ts = round->ts, .tid = tid, .gen = round->gen };
+	struct qrec r = { .kind = Q_SAMPLE, .ts = ts, .tid = tid, .gen = *gen };
 
 	if (n == -EAGAIN) {
 		r.raw = e->tid == tid && e->armed ? e->raw : AGENT_PY_STACK_DROPPED;
@@ -367,10 +363,11 @@ static void *sampler_main(void *arg)
 
 	(void)arg;
 	pyw_set_idle(sample_idle, NULL);
+	pyw_set_clock(now);
 	pthread_mutex_lock(&P.slock);
 	while (P.s_run && !atomic_load(&g.too_late) && !atomic_load(&g.dead)) {
 		uint64_t period = 1000000000ull / P.s_hz, t = mono_ns();
-		struct sample_round r;
+		uint32_t gen;
 
 		if (t < next) {
 			struct timespec ts = { .tv_sec = (time_t)(next / 1000000000ull),
@@ -380,9 +377,8 @@ static void *sampler_main(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&P.slock);
-		r.ts = now();
-		r.gen = atomic_load_explicit(&P.gen, memory_order_acquire);
-		pyw_sample_all(scratch, atomic_load_explicit(&P.depth, memory_order_relaxed), sample_cb, &r);
+		gen = atomic_load_explicit(&P.gen, memory_order_acquire);
+		pyw_sample_all(scratch, atomic_load_explicit(&P.depth, memory_order_relaxed), sample_cb, &gen);
 		pthread_mutex_lock(&P.slock);
 		/* A round that overran (or a stall) skips ticks rather than bursting. */
 		next += period;

@@ -328,10 +328,12 @@ static uint32_t native_tid(const unsigned char *t)
 	return id <= UINT32_MAX ? (uint32_t)id : 0;
 }
 
-/* pyw_set_idle(): the sampler thread's own. */
+/* pyw_set_idle(), pyw_set_clock(): the sampler thread's own. */
 static struct {
 	pyw_idle_cb cb;
 	void *ud;
+	pyw_clock_fn clock;
+	uint64_t round_ts; /* read as a round begins: an idle thread's time */
 } idle;
 
 void pyw_set_idle(pyw_idle_cb cb, void *ud)
@@ -339,6 +341,10 @@ void pyw_set_idle(pyw_idle_cb cb, void *ud)
 	idle.cb = cb;
 	idle.ud = ud;
 }
+
+void pyw_set_clock(pyw_clock_fn clock) { idle.clock = clock; }
+
+static uint64_t read_time(void) { return idle.clock ? idle.clock() : 0; }
 
 /* The thread list as the last sample walked it, for the next one: while
  * it stays the same (no thread started or ended), one system call reads
@@ -372,20 +378,22 @@ static bool idle_thread(uint32_t tid, struct pyw_raw *scratch, pyw_thread_cb cb,
 {
 	if (!tid || !idle.cb || !idle.cb(idle.ud, tid))
 		return false;
-	cb(ud, tid, scratch, -EAGAIN, false);
+	/* Not run from its last walk to the question, asked after the round
+	 * began: its frames were the same at the round's start. */
+	cb(ud, tid, idle.round_ts, scratch, -EAGAIN, false);
 	return true;
 }
 
-/* Walk from @frame (or report @err when it is negative) and hand @cb the
- * result. */
-static void walk_thread(uint32_t tid, int err, uintptr_t frame, struct pyw_raw *scratch, unsigned max,
-			pyw_thread_cb cb, void *ud)
+/* Walk from @frame, read at @ts (or report @err when it is negative), and
+ * hand @cb the result. */
+static void walk_thread(uint32_t tid, uint64_t ts, int err, uintptr_t frame, struct pyw_raw *scratch,
+			unsigned max, pyw_thread_cb cb, void *ud)
 {
 	struct walk w;
 	walk_init(&w, PAGED);
 	bool truncated = false;
 	int n = err < 0 ? err : walk_frames(&w, frame, scratch, max, &truncated);
-	cb(ud, tid, scratch, n, truncated);
+	cb(ud, tid, ts, scratch, n, truncated);
 }
 
 /* One thread, from @t (a copy of its thread state's first l.tstate_span
@@ -400,8 +408,10 @@ static void sample_thread(const unsigned char *t, struct pyw_raw *scratch, unsig
 	uint32_t tid = native_tid(t);
 	if (idle_thread(tid, scratch, cb, ud))
 		return;
+	/* @t was copied just now; its newest frame's pages are read next. */
+	uint64_t ts = read_time();
 	int rc = newest_frame(&w, (uintptr_t)pyw_ld64(t, pyw_state.l.ts_frame), &frame);
-	walk_thread(tid, rc, frame, scratch, max, cb, ud);
+	walk_thread(tid, ts, rc, frame, scratch, max, cb, ud);
 }
 
 /* @n words at @addr[] into @out[]: one system call, or one each when
@@ -474,11 +484,12 @@ static int sample_known(uintptr_t interp, uint64_t head, struct pyw_raw *scratch
 		chain.at[k++] = chain.ts[i] + l->ts_frame;
 	}
 	newest_frames(k);
+	uint64_t ts = read_time(); /* between the newest frames' read and their pages' */
 	for (unsigned j = 0; j < k; j++)
 		chain.at[j] = chain.ok[j] ? chain.top[j] : 0;
 	pyw_pages_prefetch(chain.at, k);
 	for (unsigned j = 0; j < k; j++)
-		walk_thread(chain.tid[j], chain.ok[j] ? 0 : -EFAULT, chain.top[j], scratch, max, cb, ud);
+		walk_thread(chain.tid[j], ts, chain.ok[j] ? 0 : -EFAULT, chain.top[j], scratch, max, cb, ud);
 	atomic_fetch_add_explicit(&fast_rounds, 1, memory_order_relaxed);
 	return (int)n;
 }
@@ -490,6 +501,7 @@ static int sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max
 	if (!interp || (interp & 7) || pyw_read(interp + l->in_threads, &ts, 8) != 0)
 		return -EFAULT;
 	pyw_pages_reset();
+	idle.round_ts = read_time();
 	int seen = sample_known(interp, ts, scratch, max, cb, ud);
 	if (seen >= 0)
 		return seen;

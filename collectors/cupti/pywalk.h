@@ -69,18 +69,30 @@ const char *pyw_version(void);
  * -EFAULT when the walk was abandoned. Any thread, async-signal-free. */
 int pyw_walk_current(struct pyw_raw *out, unsigned max, bool *truncated);
 
-/* Each thread of the main interpreter, once: @cb gets its native thread id
- * and its frames as pyw_walk_current() would give them (n = 0: no frame;
- * n = -EFAULT: torn or unreadable, a dropped sample). @scratch holds @max
- * frames. Returns the number of threads seen or -errno. Sampler thread. */
-typedef void (*pyw_thread_cb)(void *ud, uint32_t tid, const struct pyw_raw *frames, int n, bool truncated);
+/* Each thread of the main interpreter, once: @cb gets its native thread id,
+ * when its frames were read (@ts, pyw_set_clock()'s reading; 0 without
+ * one) and its frames as pyw_walk_current() would give them (n = 0: no
+ * frame; n = -EFAULT: torn or unreadable, a dropped sample). @scratch
+ * holds @max frames. Returns the number of threads seen or -errno.
+ * Sampler thread. */
+typedef void (*pyw_thread_cb)(void *ud, uint32_t tid, uint64_t ts, const struct pyw_raw *frames, int n,
+			      bool truncated);
 int pyw_sample_all(struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud);
+
+/* The clock pyw_sample_all() reads as it reads each thread's newest frame
+ * (all of a round's in one system call: one reading), so that a sample's
+ * time is when its frames were what it says, not when the round began: a
+ * sampler preempted or slowed between the two (ASan, a loaded machine)
+ * would otherwise date a stack before the thread's launch that came
+ * first. NULL unsets it. Sampler thread, between samples. */
+typedef uint64_t (*pyw_clock_fn)(void);
+void pyw_set_clock(pyw_clock_fn clock);
 
 /* Before walking a thread, pyw_sample_all() asks @idle, when one is set,
  * whether that thread has not run since the caller last had its stack
  * (its CPU time unchanged: it cannot have changed its frames). Then @cb
- * gets n = -EAGAIN and no frames, and the caller reuses what it had: a
- * waiting thread costs no walk. NULL unsets it. Sampler thread, between
+ * gets n = -EAGAIN and no frames (@ts: the round's start), and the caller
+ * reuses what it had: a waiting thread costs no walk. NULL unsets it. Sampler thread, between
  * samples. */
 typedef bool (*pyw_idle_cb)(void *ud, uint32_t tid);
 void pyw_set_idle(pyw_idle_cb idle, void *ud);

@@ -36,6 +36,7 @@ EXPORT int probe_sample_from(uintptr_t interp, unsigned max, int *torn);
 EXPORT int probe_resolve_at(uintptr_t code, uint32_t instr, uint32_t check_xor, char *buf, size_t cap);
 EXPORT double probe_bench_walk(unsigned max, unsigned iters, int *frames);
 EXPORT double probe_bench_sample(unsigned max, unsigned iters, int idle, int *threads);
+EXPORT int probe_sample_dated(unsigned delay_ms, char *buf, size_t cap, uint64_t *t0, uint64_t *t1);
 
 struct out {
 	char *buf;
@@ -91,9 +92,10 @@ EXPORT int probe_walk(char *buf, size_t cap, unsigned max, int *truncated)
 	return n;
 }
 
-static void sample_cb(void *ud, uint32_t tid, const struct pyw_raw *frames, int n, bool truncated)
+static void sample_cb(void *ud, uint32_t tid, uint64_t ts, const struct pyw_raw *frames, int n, bool truncated)
 {
 	struct out *o = ud;
+	(void)ts;
 	put(o, "T %u %d %d\n", tid, n, truncated);
 	if (n > 0)
 		put_frames(o, frames, n);
@@ -177,9 +179,10 @@ EXPORT int probe_walk_from(uintptr_t tstate, int plain, unsigned max, char *buf,
 	return n;
 }
 
-static void count_cb(void *ud, uint32_t tid, const struct pyw_raw *frames, int n, bool truncated)
+static void count_cb(void *ud, uint32_t tid, uint64_t ts, const struct pyw_raw *frames, int n, bool truncated)
 {
 	(void)tid;
+	(void)ts;
 	(void)frames;
 	(void)truncated;
 	if (n < 0)
@@ -237,10 +240,11 @@ EXPORT double probe_bench_walk(unsigned max, unsigned iters, int *frames)
 	return iters ? (double)(t1 - t0) / iters : 0;
 }
 
-static void nop_cb(void *ud, uint32_t tid, const struct pyw_raw *frames, int n, bool truncated)
+static void nop_cb(void *ud, uint32_t tid, uint64_t ts, const struct pyw_raw *frames, int n, bool truncated)
 {
 	(void)ud;
 	(void)tid;
+	(void)ts;
 	(void)frames;
 	(void)n;
 	(void)truncated;
@@ -274,4 +278,45 @@ EXPORT double probe_bench_sample(unsigned max, unsigned iters, int idle, int *th
 		return -1;
 	*threads = n;
 	return iters ? (double)(t1 - t0) / iters : 0;
+}
+
+/* A sampler slowed before its reads (the first thread's idle question
+ * takes @delay_ms, as a preempted sampler would): each thread's time must
+ * still be its read's, after the delay. "tid ts n" per thread, the times
+ * around the round in *t0, *t1. Threads or -errno. */
+static unsigned slow_ms;
+
+static bool slow_once(void *ud, uint32_t tid)
+{
+	(void)ud;
+	(void)tid;
+	if (slow_ms) {
+		struct timespec d = { .tv_sec = slow_ms / 1000, .tv_nsec = (long)(slow_ms % 1000) * 1000000L };
+		slow_ms = 0;
+		nanosleep(&d, NULL);
+	}
+	return false;
+}
+
+static void dated_cb(void *ud, uint32_t tid, uint64_t ts, const struct pyw_raw *frames, int n, bool truncated)
+{
+	(void)frames;
+	(void)truncated;
+	put(ud, "%u %llu %d\n", tid, (unsigned long long)ts, n);
+}
+
+EXPORT int probe_sample_dated(unsigned delay_ms, char *buf, size_t cap, uint64_t *t0, uint64_t *t1)
+{
+	struct pyw_raw f[MAX_FRAMES];
+	struct out o = {buf, cap, 0};
+	buf[0] = '\0';
+	slow_ms = delay_ms;
+	pyw_set_idle(slow_once, NULL);
+	pyw_set_clock(mono_ns);
+	*t0 = mono_ns();
+	int n = pyw_sample_all(f, MAX_FRAMES, dated_cb, &o);
+	*t1 = mono_ns();
+	pyw_set_clock(NULL);
+	pyw_set_idle(NULL, NULL);
+	return n;
 }

@@ -210,6 +210,28 @@ def churn():
     return out
 
 
+def dated():
+    """Each thread's sample is dated when its frames were read, not when
+    the round began: a round slowed by 40 ms before its reads (a thread
+    started just before: walked one by one; again: the unchanged list in
+    one call) dates every thread after the delay."""
+    lib.probe_sample_dated.argtypes = [ctypes.c_uint, ctypes.c_char_p, ctypes.c_size_t,
+                                       ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64)]
+    out = []
+    extra = start_parked(1, parked)
+    for _ in range(2):
+        buf = ctypes.create_string_buffer(1 << 16)
+        t0, t1 = ctypes.c_uint64(), ctypes.c_uint64()
+        fast = lib.probe_fast_rounds()
+        n = lib.probe_sample_dated(40, buf, len(buf), ctypes.byref(t0), ctypes.byref(t1))
+        rows = [ln.split() for ln in buf.value.decode().splitlines()]
+        out.append({"n": n, "fast": lib.probe_fast_rounds() - fast,
+                    "after_ms": [(int(ts) - t0.value) / 1e6 for _, ts, _ in rows],
+                    "round_ms": (t1.value - t0.value) / 1e6})
+    stop_all(extra)
+    return out
+
+
 def maintained():
     """A thread started now walks; after pyw_maintain() (50 ms apart) its
     walks stay inside the hot path's cache of readable ranges."""
@@ -253,6 +275,7 @@ def scenarios():
     res["main_tid"] = threading.get_native_id()
     res["sample_n"], res["sample"] = sample()
     res["maintain"] = maintained()
+    res["dated"] = dated()
     res["churn"] = churn()
     stop.set()
     for t in ths:

@@ -524,6 +524,11 @@ class PyStacksXSpace(JobCase):
     def main_stack(self, *leaves):
         return ";".join([self.leaf("<module>", "module"), self.leaf("serve", "serve-work")] + list(leaves))
 
+    @staticmethod
+    def few_samples_dropped(warning):
+        m = re.search(r"abandoned 0 of \d+ Python launch-site walks and (\d+) of (\d+) samples", warning)
+        return bool(m) and int(m.group(1)) * 20 <= int(m.group(2))
+
     def capture_work(self):
         out = {}
 
@@ -545,7 +550,10 @@ class PyStacksXSpace(JobCase):
 
     def test_stacks_and_frame_spans(self):
         x = self.capture_work()
-        w = [w for w in x.warnings if "Python" in w]
+        # A sample that caught a thread's frames changing is dropped and
+        # counted (docs/python-stacks.md), which a loaded machine may see:
+        # at most 1 in 20 samples, and no launch's walk.
+        w = [w for w in x.warnings if "Python" in w and not self.few_samples_dropped(w)]
         self.assertEqual(w, [])
         # GPU work: correlation -> (name, python_frame, python_stack).
         gpu = {}

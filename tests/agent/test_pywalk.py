@@ -114,6 +114,15 @@ class Walker:
         self.assertGreaterEqual(m["first"], 32)
         self.assertEqual((m["after_maintain"], m["missed_again"]), (0, 0), "a walk missed the refreshed cache")
 
+    def check_dated(self):
+        rounds = self.r["dated"]
+        self.assertEqual([r["fast"] for r in rounds], [0, 1])
+        for r in rounds:
+            self.assertEqual(len(r["after_ms"]), r["n"])
+            self.assertEqual(r["n"], self.r["nthreads"] + 2)
+            for ms in r["after_ms"]:
+                self.assertTrue(40 <= ms <= r["round_ms"], (ms, r))
+
     def check_churn(self):
         c = self.r["churn"]
         parked, parked_b = self.at("parked", "parked"), self.at("parked_b", "parked_b")
@@ -158,6 +167,7 @@ class Walker:
         self.check_depth_cap()
         self.check_c_frame_between()
         self.check_threads()
+        self.check_dated()
         self.check_churn()
         self.check_hostile()
 
