@@ -92,9 +92,10 @@ int pyw_layout_find(char *why, size_t why_len);
 int pyw_read_init(void);
 int pyw_read(uintptr_t addr, void *dst, size_t len);
 /* @n blocks of @len bytes, at @addr[0..n), side by side into @dst, in one
- * system call (the sampler reads every thread state's header so): 0,
- * -EFAULT when any is unreadable, -EINVAL when n > PYW_READ_MANY_MAX (the
- * kernel's limit on ranges per call is 1024). Any thread. */
+ * system call (the sampler reads every thread state's header so), blocks
+ * less than a page apart read as one range: 0, -EFAULT when any is
+ * unreadable, -EINVAL when n > PYW_READ_MANY_MAX (the kernel's limit on
+ * ranges per call is 1024). The sampler thread only (one scratch). */
 #define PYW_READ_MANY_MAX 256u
 int pyw_read_many(const uintptr_t *addr, unsigned n, size_t len, void *dst);
 /* Refresh the readable-range cache from /proc/self/maps: always (force) or
@@ -105,7 +106,16 @@ void pyw_maps_refresh(bool force);
 struct pyw_span {
 	uintptr_t lo, hi;
 };
-bool pyw_maps_has(struct pyw_span *hint, uintptr_t addr, size_t len);
+bool pyw_maps_search(struct pyw_span *hint, uintptr_t addr, size_t len);
+/* The hint's range first, inline: a walk's frames share one range, and a
+ * call per check was a tenth of a walk's time. */
+static inline bool pyw_maps_has(struct pyw_span *hint, uintptr_t addr, size_t len)
+{
+	uintptr_t end = addr + len;
+	if (end >= addr && addr >= hint->lo && end <= hint->hi)
+		return true;
+	return pyw_maps_search(hint, addr, len);
+}
 /* Whether a lookup missed since the last refresh (for the tests). */
 bool pyw_maps_missed(void);
 /* The sampler's page copies: @len bytes at @addr from a copy of their page
@@ -114,13 +124,11 @@ bool pyw_maps_missed(void);
 const unsigned char *pyw_pages_view(uintptr_t addr, size_t len, unsigned char *buf);
 void pyw_pages_reset(void);
 /* The pages holding @addr[0..n) (at most PYW_READ_MANY_MAX of them) copied
- * for this sample in one system call, where their slots are free: later
- * views of them copy nothing. A page that cannot be read is left out. */
+ * for this sample in one system call, where their slots are free, with
+ * the pages the last sample that walked had to read one by one (n > 0):
+ * later views of them copy nothing. A page that cannot be read, and the
+ * ones after it in address order, are left out (read when viewed). */
 void pyw_pages_prefetch(const uintptr_t *addr, unsigned n);
-
-/* pywalk.c: the code object's fingerprint from its fields (@code points at a
- * copy of at least l.code_span bytes). */
-uint32_t pyw_code_check(const unsigned char *code);
 
 /* pywalk-lines.c: the line executing at code unit @instr of the code
  * object whose header copy is @code (-1 when the table gives none). */
@@ -135,6 +143,9 @@ int pyw_sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, p
 /* Samples that found the thread list as the one before and read it in one
  * call (pyw_sample_interp's fast round), since the process started. */
 unsigned pyw_sample_fast_rounds(void);
+/* Pages the sampler's views read one at a time (not prefetched), since
+ * the process started. */
+unsigned pyw_pages_one_by_one(void);
 
 /* Loads from the interpreter's memory. On the hot path @p may point
  * straight into it: memory the range cache calls mapped, but which a
@@ -160,4 +171,17 @@ PYW_LOAD uint32_t pyw_ld32(const unsigned char *p, uint32_t off)
 PYW_LOAD uint8_t pyw_ld8(const unsigned char *p, uint32_t off)
 {
 	return p[off];
+}
+
+/* The code object's fingerprint from its fields (@code points at a
+ * copy of at least l.code_span bytes): what tells a code object from
+ * another one made later at its address. Only compared for equality, and
+ * taken for every frame of every launch: shifts and xors, no multiply
+ * (its latency was a third of a walk). */
+PYW_LOAD uint32_t pyw_code_check(const unsigned char *code)
+{
+	const struct pyw_layout *l = &pyw_state.l;
+	uint64_t h = pyw_ld64(code, l->co_filename) ^ pyw_ld64(code, l->co_name) << 1 ^
+		     pyw_ld64(code, l->co_linetable) << 2 ^ pyw_ld32(code, l->co_firstlineno);
+	return (uint32_t)(h ^ h >> 29);
 }

@@ -36,6 +36,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -48,9 +49,15 @@
 #define MAPS_MAX 2048u
 /* A refresh at most this often (ns) when something missed. */
 #define REFRESH_EVERY_NS 50000000ull
-/* The sampler's page copies: direct-mapped slots of one page each. */
+/* The sampler's page copies, one page a slot, in sets of PAGE_WAYS (32
+ * threads' frames and their code objects take ~60-100 pages a sample; a
+ * set that overflows reads its extra pages one by one every sample). Only
+ * the slots a sample uses are ever touched. */
 #define PAGE 4096u
-#define PAGE_SLOTS 64u
+#define PAGE_SLOTS 512u
+#define PAGE_WAYS 4u
+/* Pages a sample read one by one, prefetched with the next one's. */
+#define LEARN_MAX 384u
 
 static struct pyw_span maps[MAPS_MAX];
 static atomic_uint maps_n;
@@ -97,6 +104,65 @@ int pyw_read(uintptr_t addr, void *dst, size_t len)
 	return n == (ssize_t)len ? 0 : -EFAULT;
 }
 
+/* Each remote range the kernel reads is pinned page by page on its own:
+ * 33 thread states' headers as 33 ranges cost several times one range
+ * holding them all (malloc places them close together). So blocks less
+ * than a page apart are read as one run into @scratch and copied out: the
+ * bytes between two such blocks lie on the pages holding them, so a run
+ * reads no page the blocks do not. The sampler's alone (pywalk-int.h). */
+#define RUNS_BYTES (128u << 10)
+
+struct block {
+	uintptr_t addr;
+	unsigned i;
+};
+
+static int cmp_block(const void *a, const void *b)
+{
+	const struct block *x = a, *y = b;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int read_runs(const uintptr_t *addr, unsigned n, size_t len, unsigned char *dst)
+{
+	static struct block b[PYW_READ_MANY_MAX];
+	static struct iovec remote[PYW_READ_MANY_MAX];
+	static unsigned char scratch[RUNS_BYTES];
+	static size_t at[PYW_READ_MANY_MAX]; /* block i's offset in scratch */
+	unsigned m = 0;
+	size_t total = 0;
+	for (unsigned i = 0; i < n; i++)
+		b[i] = (struct block){addr[i], i};
+	qsort(b, n, sizeof *b, cmp_block);
+	for (unsigned j = 0; j < n; j++) {
+		uintptr_t lo = b[j].addr, hi = lo + len;
+		struct iovec *r = m ? &remote[m - 1] : NULL;
+		uintptr_t r_end = r ? (uintptr_t)r->iov_base + r->iov_len : 0;
+		if (r && lo < r_end + PAGE) {
+			/* within this run, or less than a page past its end */
+			if (hi > r_end) {
+				total += hi - r_end;
+				r->iov_len += hi - r_end;
+			}
+			at[b[j].i] = total - ((uintptr_t)r->iov_base + r->iov_len - lo);
+		} else {
+			remote[m++] = (struct iovec){.iov_base = (void *)lo, .iov_len = len};
+			at[b[j].i] = total;
+			total += len;
+		}
+		if (total > RUNS_BYTES)
+			return -E2BIG;
+	}
+	struct iovec local = {.iov_base = scratch, .iov_len = total};
+	ssize_t got = process_vm_readv(atomic_load_explicit(&self_pid, memory_order_relaxed), &local, 1, remote,
+				       m, 0);
+	if (got != (ssize_t)total)
+		return -EFAULT;
+	for (unsigned i = 0; i < n; i++)
+		memcpy(dst + (size_t)i * len, scratch + at[i], len);
+	return 0;
+}
+
 int pyw_read_many(const uintptr_t *addr, unsigned n, size_t len, void *dst)
 {
 	struct iovec remote[PYW_READ_MANY_MAX];
@@ -109,6 +175,9 @@ int pyw_read_many(const uintptr_t *addr, unsigned n, size_t len, void *dst)
 			return -EFAULT;
 		remote[i] = (struct iovec){.iov_base = (void *)addr[i], .iov_len = len};
 	}
+	int r = len <= PAGE ? read_runs(addr, n, len, dst) : -E2BIG;
+	if (r != -E2BIG)
+		return r;
 	/* The kernel fills one local buffer from many remote ranges; it stops
 	 * at the first unreadable one, so a short count is a failure. */
 	struct iovec local = {.iov_base = dst, .iov_len = len * n};
@@ -229,13 +298,11 @@ bool pyw_maps_missed(void)
 	return atomic_load_explicit(&missed, memory_order_relaxed);
 }
 
-bool pyw_maps_has(struct pyw_span *hint, uintptr_t addr, size_t len)
+bool pyw_maps_search(struct pyw_span *hint, uintptr_t addr, size_t len)
 {
 	uintptr_t end = addr + len;
 	if (end < addr)
 		return false;
-	if (addr >= hint->lo && end <= hint->hi)
-		return true;
 	unsigned seq = atomic_load_explicit(&maps_seq, memory_order_acquire);
 	bool found = false;
 	if (!(seq & 1)) {
@@ -276,6 +343,13 @@ static struct {
 	uint32_t gen[PAGE_SLOTS];
 	uint32_t cur;
 	unsigned char data[PAGE_SLOTS][PAGE];
+	/* The pages views had to read one at a time (frames deeper than the
+	 * first page, code objects): this sample's, and those of the samples
+	 * before (until there are too many: then this sample's). A walk meets
+	 * the same ones sample after sample, so the next prefetch takes them
+	 * in its one call. */
+	uintptr_t learning[LEARN_MAX], learned[LEARN_MAX];
+	unsigned n_learning, n_learned;
 } pages;
 
 void pyw_pages_reset(void)
@@ -283,40 +357,108 @@ void pyw_pages_reset(void)
 	/* Generation 0 is never current: a zeroed slot is empty. */
 	if (++pages.cur == 0)
 		pages.cur = 1;
+	if (!pages.n_learning)
+		return;
+	/* Kept until a sample learns more than there is room for: a page
+	 * prefetched because it was learned is not missed again, and must
+	 * not be forgotten for it. */
+	if (pages.n_learned + pages.n_learning > LEARN_MAX)
+		pages.n_learned = 0;
+	for (unsigned i = 0; i < pages.n_learning; i++) {
+		unsigned j = 0;
+		while (j < pages.n_learned && pages.learned[j] != pages.learning[i])
+			j++;
+		if (j == pages.n_learned)
+			pages.learned[pages.n_learned++] = pages.learning[i];
+	}
+	pages.n_learning = 0;
 }
 
-static unsigned page_slot(uintptr_t page)
+/* Slots are taken in sets of PAGE_WAYS: a sample's pages in one
+ * direct-mapped table collide a few times, and each colliding pair is
+ * then read one by one every sample. */
+static unsigned page_set(uintptr_t page)
 {
-	return (unsigned)((page / PAGE) ^ (page / PAGE >> 6) ^ (page / PAGE >> 12)) % PAGE_SLOTS;
+	unsigned sets = PAGE_SLOTS / PAGE_WAYS;
+	return (unsigned)((page / PAGE) ^ (page / PAGE >> 6) ^ (page / PAGE >> 12)) % sets * PAGE_WAYS;
+}
+
+/* The slot holding @page this sample, or PAGE_SLOTS. */
+static unsigned page_find(uintptr_t page)
+{
+	unsigned s = page_set(page);
+	for (unsigned w = 0; w < PAGE_WAYS; w++)
+		if (pages.gen[s + w] == pages.cur && pages.page[s + w] == page)
+			return s + w;
+	return PAGE_SLOTS;
+}
+
+/* A slot of @page's set not taken this sample, or PAGE_SLOTS. */
+static unsigned page_free(uintptr_t page)
+{
+	unsigned s = page_set(page);
+	for (unsigned w = 0; w < PAGE_WAYS; w++)
+		if (pages.gen[s + w] != pages.cur)
+			return s + w;
+	return PAGE_SLOTS;
+}
+
+static atomic_uint one_by_one;
+
+unsigned pyw_pages_one_by_one(void)
+{
+	return atomic_load_explicit(&one_by_one, memory_order_relaxed);
+}
+
+static int cmp_uptr(const void *a, const void *b)
+{
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+	return x < y ? -1 : x > y;
 }
 
 void pyw_pages_prefetch(const uintptr_t *addr, unsigned n)
 {
+	static uintptr_t want[PYW_READ_MANY_MAX + LEARN_MAX];
 	struct iovec remote[PYW_READ_MANY_MAX], local[PYW_READ_MANY_MAX];
-	unsigned slot[PYW_READ_MANY_MAX], k = 0;
-	for (unsigned i = 0; i < n && k < PYW_READ_MANY_MAX; i++) {
-		uintptr_t page = addr[i] & ~(uintptr_t)(PAGE - 1);
-		unsigned s = page_slot(page);
-		/* Taken this sample already (this page or one that shares its
-		 * slot): left as it is. Claimed now so that two addresses on
-		 * one slot are not both read into it. */
-		if (page < 4096 || pages.gen[s] == pages.cur)
+	unsigned slot[PYW_READ_MANY_MAX], k = 0, m = 0, w = 0;
+	if (n == 0)
+		return; /* no walk this sample: nothing learned is wanted */
+	for (unsigned i = 0; i < n && i < PYW_READ_MANY_MAX; i++)
+		want[w++] = addr[i] & ~(uintptr_t)(PAGE - 1);
+	for (unsigned i = 0; i < pages.n_learned; i++)
+		want[w++] = pages.learned[i];
+	/* In address order, so that neighbouring pages (a thread's frames)
+	 * go as one remote range: the kernel pins each range on its own. */
+	qsort(want, w, sizeof *want, cmp_uptr);
+	for (unsigned i = 0; i < w && k < PYW_READ_MANY_MAX; i++) {
+		uintptr_t page = want[i];
+		unsigned s;
+		/* Taken this sample already, or its set full: left as it is.
+		 * Claimed now so that an address twice is read once. */
+		if (page < 4096 || page_find(page) < PAGE_SLOTS || (s = page_free(page)) == PAGE_SLOTS)
 			continue;
 		pages.page[s] = page;
 		pages.gen[s] = pages.cur;
 		slot[k] = s;
-		remote[k] = (struct iovec){.iov_base = (void *)page, .iov_len = PAGE};
 		local[k++] = (struct iovec){.iov_base = pages.data[s], .iov_len = PAGE};
+		if (m && (uintptr_t)remote[m - 1].iov_base + remote[m - 1].iov_len == page)
+			remote[m - 1].iov_len += PAGE;
+		else
+			remote[m++] = (struct iovec){.iov_base = (void *)page, .iov_len = PAGE};
 	}
 	if (k == 0)
 		return;
-	ssize_t got = process_vm_readv(atomic_load_explicit(&self_pid, memory_order_relaxed), local, k, remote, k,
+	ssize_t got = process_vm_readv(atomic_load_explicit(&self_pid, memory_order_relaxed), local, k, remote, m,
 				       0);
 	/* The kernel copies the ranges in order and stops at the first it
 	 * cannot read: the pages from there on are not taken. */
 	unsigned good = got > 0 ? (unsigned)((size_t)got / PAGE) : 0;
 	for (unsigned j = good; j < k; j++)
 		pages.gen[slot[j]] = 0;
+	/* A learned page unmapped since (a thread's freed data stack) would
+	 * stop every later prefetch there: learn anew. */
+	if (good < k)
+		pages.n_learned = 0;
 }
 
 const unsigned char *pyw_pages_view(uintptr_t addr, size_t len, unsigned char *buf)
@@ -324,13 +466,19 @@ const unsigned char *pyw_pages_view(uintptr_t addr, size_t len, unsigned char *b
 	uintptr_t page = addr & ~(uintptr_t)(PAGE - 1);
 	if (len > PAGE || addr - page + len > PAGE)
 		return pyw_read(addr, buf, len) == 0 ? buf : NULL; /* across pages: as is */
-	unsigned slot = page_slot(page);
-	if (pages.gen[slot] != pages.cur || pages.page[slot] != page) {
+	unsigned slot = page_find(page);
+	if (slot == PAGE_SLOTS) {
+		slot = page_free(page);
+		if (slot == PAGE_SLOTS) /* a full set: its first way goes */
+			slot = page_set(page);
 		pages.gen[slot] = 0;
 		if (pyw_read(page, pages.data[slot], PAGE) != 0)
 			return pyw_read(addr, buf, len) == 0 ? buf : NULL; /* a guard page beside it */
 		pages.page[slot] = page;
 		pages.gen[slot] = pages.cur;
+		if (pages.n_learning < LEARN_MAX)
+			pages.learning[pages.n_learning++] = page;
+		atomic_fetch_add_explicit(&one_by_one, 1, memory_order_relaxed);
 	}
 	return pages.data[slot] + (addr - page);
 }

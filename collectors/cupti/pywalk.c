@@ -119,18 +119,6 @@ void pyw_maintain(void)
 		pyw_maps_refresh(false);
 }
 
-uint32_t pyw_code_check(const unsigned char *code)
-{
-	const struct pyw_layout *l = &pyw_state.l;
-	uint64_t h = pyw_ld64(code, l->co_filename) * 0x9e3779b97f4a7c15ull;
-	h ^= pyw_ld64(code, l->co_name) ^ (pyw_ld64(code, l->co_linetable) << 7);
-	h ^= pyw_ld32(code, l->co_firstlineno);
-	h ^= h >> 29;
-	h *= 0xbf58476d1ce4e5b9ull;
-	h ^= h >> 32;
-	return (uint32_t)h;
-}
-
 /* How a walk reads. */
 enum mode {
 	PLAIN, /* the hot path: in place where the range cache vouches */
@@ -139,9 +127,10 @@ enum mode {
 };
 
 /* @len bytes at @addr, in place or copied into @buf (@hint: the range
- * the cache last vouched for); NULL when unreadable. */
-static const unsigned char *view(enum mode mode, struct pyw_span *hint, uintptr_t addr, size_t len,
-				 unsigned char *buf)
+ * the cache last vouched for); NULL when unreadable. Inline: on the hot
+ * path it is one compare per frame. */
+__attribute__((always_inline)) static inline const unsigned char *view(enum mode mode, struct pyw_span *hint,
+								       uintptr_t addr, size_t len, unsigned char *buf)
 {
 	if (mode == PAGED)
 		return pyw_pages_view(addr, len, buf);
@@ -150,9 +139,15 @@ static const unsigned char *view(enum mode mode, struct pyw_span *hint, uintptr_
 	return pyw_read(addr, buf, len) == 0 ? buf : NULL;
 }
 
+#define CO_HINTS 4u
+
 struct walk {
 	enum mode mode;
-	struct pyw_span fr_hint, co_hint;
+	struct pyw_span fr_hint;
+	/* Code objects live in many mappings (obmalloc arenas, the heap):
+	 * the last few ranges that held one, tried in turn before a search. */
+	struct pyw_span co_hint[CO_HINTS];
+	unsigned co_next;
 	unsigned char fbuf[FRAME_BUF], cbuf[CODE_BUF];
 	/* Off the cache, the last page of frames copied whole: 3.11+ frames
 	 * sit side by side in the thread's data stack, so one copy serves
@@ -166,7 +161,9 @@ struct walk {
 static void walk_init(struct walk *w, enum mode mode)
 {
 	w->mode = mode;
-	w->fr_hint = w->co_hint = (struct pyw_span){0, 0};
+	w->fr_hint = (struct pyw_span){0, 0};
+	memset(w->co_hint, 0, sizeof w->co_hint);
+	w->co_next = 0;
 	w->fpage = 0;
 }
 
@@ -174,8 +171,10 @@ static void walk_init(struct walk *w, enum mode mode)
  * copied alone when its page cannot be (it straddles one, a guard page). */
 static const unsigned char *view_frame(struct walk *w, uintptr_t addr, size_t len)
 {
-	if (w->mode == PAGED || (w->mode == PLAIN && pyw_maps_has(&w->fr_hint, addr, len)))
-		return view(w->mode, &w->fr_hint, addr, len, w->fbuf);
+	if (w->mode == PLAIN && pyw_maps_has(&w->fr_hint, addr, len))
+		return (const unsigned char *)addr; /* what view() would give, checked once */
+	if (w->mode == PAGED)
+		return pyw_pages_view(addr, len, w->fbuf);
 	uintptr_t page = addr & ~(uintptr_t)(sizeof w->fpage_data - 1);
 	if (addr - page + len > sizeof w->fpage_data)
 		return pyw_read(addr, w->fbuf, len) == 0 ? w->fbuf : NULL;
@@ -186,6 +185,25 @@ static const unsigned char *view_frame(struct walk *w, uintptr_t addr, size_t le
 		w->fpage = page;
 	}
 	return w->fpage_data + (addr - page);
+}
+
+/* A code object, as view() gives it; on the hot path any of the walk's
+ * code hints may vouch for it, and a range the cache finds replaces the
+ * oldest of them. */
+static const unsigned char *code_view(struct walk *w, uintptr_t addr, size_t len)
+{
+	if (w->mode != PLAIN)
+		return view(w->mode, &w->co_hint[0], addr, len, w->cbuf);
+	uintptr_t end = addr + len;
+	for (unsigned i = 0; i < CO_HINTS; i++)
+		if (end >= addr && addr >= w->co_hint[i].lo && end <= w->co_hint[i].hi)
+			return (const unsigned char *)addr;
+	struct pyw_span *h = &w->co_hint[w->co_next];
+	if (pyw_maps_search(h, addr, len)) {
+		w->co_next = (w->co_next + 1) % CO_HINTS;
+		return (const unsigned char *)addr;
+	}
+	return pyw_read(addr, w->cbuf, len) == 0 ? w->cbuf : NULL;
 }
 
 /* One frame: 1 kept in *raw, 0 stepped over, -EFAULT. */
@@ -209,7 +227,7 @@ static int one_frame(struct walk *w, const unsigned char *f, struct pyw_raw *raw
 	 * may take the page copy @f points into. */
 	uintptr_t ip = pyw_ld64(f, l->fr_instr);
 	int32_t lasti = (int32_t)pyw_ld32(f, l->fr_instr);
-	const unsigned char *c = view(w->mode, &w->co_hint, code, l->code_span, w->cbuf);
+	const unsigned char *c = code_view(w, code, l->code_span);
 	if (!c || pyw_ld64(c, l->ob_type) != pyw_state.code_type)
 		return -EFAULT;
 	int64_t idx;

@@ -29,6 +29,7 @@ EXPORT int probe_walk(char *buf, size_t cap, unsigned max, int *truncated);
 EXPORT int probe_sample(char *buf, size_t cap, unsigned max);
 EXPORT int probe_cthread_walk(void);
 EXPORT unsigned probe_fast_rounds(void);
+EXPORT unsigned probe_pages_one_by_one(void);
 EXPORT int probe_maintain(void);
 EXPORT int probe_layout(char *buf, size_t cap);
 EXPORT int probe_walk_from(uintptr_t tstate, int plain, unsigned max, char *buf, size_t cap, int *truncated);
@@ -114,6 +115,12 @@ EXPORT int probe_sample(char *buf, size_t cap, unsigned max)
 EXPORT unsigned probe_fast_rounds(void)
 {
 	return pyw_sample_fast_rounds();
+}
+
+/* Pages the sampler read one at a time, so far. */
+EXPORT unsigned probe_pages_one_by_one(void)
+{
+	return pyw_pages_one_by_one();
 }
 
 static void *no_python(void *arg)

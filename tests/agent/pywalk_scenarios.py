@@ -210,6 +210,28 @@ def churn():
     return out
 
 
+def deep_blocked(stop, depth=40):
+    if depth:
+        return deep_blocked(stop, depth - 1)
+    stop.wait()  # L:deep_blocked
+
+
+def prefetched():
+    """Once a sample has walked them, the next ones read every thread's
+    pages in one call: the pages the walk had to read one at a time (deep
+    frames past the newest one's page, code objects) are prefetched with
+    the newest frames. Pages read one by one per sample, six samples."""
+    group = start_parked(4, deep_blocked)
+    counts = []
+    for _ in range(6):
+        before = lib.probe_pages_one_by_one()
+        n, threads = sample()
+        counts.append(lib.probe_pages_one_by_one() - before)
+    deep = [t for t in threads.values() if [HERE, LINES["deep_blocked"], "deep_blocked"] in t["frames"]]
+    stop_all(group)
+    return {"counts": counts, "deep": len(deep), "deep_n": [t["n"] for t in deep]}
+
+
 def dated():
     """Each thread's sample is dated when its frames were read, not when
     the round began: a round slowed by 40 ms before its reads (a thread
@@ -276,6 +298,7 @@ def scenarios():
     res["sample_n"], res["sample"] = sample()
     res["maintain"] = maintained()
     res["dated"] = dated()
+    res["prefetched"] = prefetched()
     res["churn"] = churn()
     stop.set()
     for t in ths:

@@ -123,6 +123,16 @@ class Walker:
             for ms in r["after_ms"]:
                 self.assertTrue(40 <= ms <= r["round_ms"], (ms, r))
 
+    def check_prefetched(self):
+        p = self.r["prefetched"]
+        self.assertEqual(p["deep"], 4, p)
+        self.assertTrue(all(n >= 41 for n in p["deep_n"]), p)
+        # The first sample reads pages one by one (the list changed since
+        # the last); from the third on, only a page or two a sample that
+        # the other scenarios' threads, waking every 2 ms, touch anew.
+        self.assertGreaterEqual(p["counts"][0], 10, p)
+        self.assertLessEqual(max(p["counts"][-2:]), 2, p)
+
     def check_churn(self):
         c = self.r["churn"]
         parked, parked_b = self.at("parked", "parked"), self.at("parked_b", "parked_b")
@@ -168,6 +178,7 @@ class Walker:
         self.check_c_frame_between()
         self.check_threads()
         self.check_dated()
+        self.check_prefetched()
         self.check_churn()
         self.check_hostile()
 
