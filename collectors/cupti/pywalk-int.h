@@ -123,12 +123,17 @@ bool pyw_maps_missed(void);
  * unreadable. pyw_pages_reset() starts a sample. Sampler thread only. */
 const unsigned char *pyw_pages_view(uintptr_t addr, size_t len, unsigned char *buf);
 void pyw_pages_reset(void);
-/* The pages holding @addr[0..n) (at most PYW_READ_MANY_MAX of them) copied
- * for this sample in one system call, where their slots are free, with
- * the pages the last sample that walked had to read one by one (n > 0):
- * later views of them copy nothing. A page that cannot be read, and the
- * ones after it in address order, are left out (read when viewed). */
-void pyw_pages_prefetch(const uintptr_t *addr, unsigned n);
+/* The pages holding @addr[0..n) (at most PYW_READ_MANY_MAX of them; @addr
+ * is made pages and sorted in place) copied for this sample in one system
+ * call, where their slots are free: later views of them copy nothing.
+ * False when a page could not be read (it, and the ones after it in
+ * address order, are left out: read when viewed). */
+bool pyw_pages_prefetch(uintptr_t *addr, unsigned n);
+/* Until the next call, pages that views have to read one at a time are
+ * added to @into[0..*n) (at most @cap, each once): a walk's list of pages
+ * to prefetch next time (frames past the newest one's page, code
+ * objects). NULL: not kept. */
+void pyw_pages_learn(uintptr_t *into, uint8_t *n, unsigned cap);
 
 /* pywalk-lines.c: the line executing at code unit @instr of the code
  * object whose header copy is @code (-1 when the table gives none). */

@@ -56,8 +56,6 @@
 #define PAGE 4096u
 #define PAGE_SLOTS 512u
 #define PAGE_WAYS 4u
-/* Pages a sample read one by one, prefetched with the next one's. */
-#define LEARN_MAX 384u
 
 static struct pyw_span maps[MAPS_MAX];
 static atomic_uint maps_n;
@@ -343,35 +341,25 @@ static struct {
 	uint32_t gen[PAGE_SLOTS];
 	uint32_t cur;
 	unsigned char data[PAGE_SLOTS][PAGE];
-	/* The pages views had to read one at a time (frames deeper than the
-	 * first page, code objects): this sample's, and those of the samples
-	 * before (until there are too many: then this sample's). A walk meets
-	 * the same ones sample after sample, so the next prefetch takes them
-	 * in its one call. */
-	uintptr_t learning[LEARN_MAX], learned[LEARN_MAX];
-	unsigned n_learning, n_learned;
+	/* Where the pages views have to read one at a time go, for the
+	 * next prefetch (pyw_pages_learn()): NULL, or a thread's list. */
+	uintptr_t *learn;
+	uint8_t *n_learn;
+	unsigned learn_cap;
 } pages;
+
+void pyw_pages_learn(uintptr_t *into, uint8_t *n, unsigned cap)
+{
+	pages.learn = into;
+	pages.n_learn = n;
+	pages.learn_cap = cap;
+}
 
 void pyw_pages_reset(void)
 {
 	/* Generation 0 is never current: a zeroed slot is empty. */
 	if (++pages.cur == 0)
 		pages.cur = 1;
-	if (!pages.n_learning)
-		return;
-	/* Kept until a sample learns more than there is room for: a page
-	 * prefetched because it was learned is not missed again, and must
-	 * not be forgotten for it. */
-	if (pages.n_learned + pages.n_learning > LEARN_MAX)
-		pages.n_learned = 0;
-	for (unsigned i = 0; i < pages.n_learning; i++) {
-		unsigned j = 0;
-		while (j < pages.n_learned && pages.learned[j] != pages.learning[i])
-			j++;
-		if (j == pages.n_learned)
-			pages.learned[pages.n_learned++] = pages.learning[i];
-	}
-	pages.n_learning = 0;
 }
 
 /* Slots are taken in sets of PAGE_WAYS: a sample's pages in one
@@ -416,22 +404,17 @@ static int cmp_uptr(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-void pyw_pages_prefetch(const uintptr_t *addr, unsigned n)
+bool pyw_pages_prefetch(uintptr_t *addr, unsigned n)
 {
-	static uintptr_t want[PYW_READ_MANY_MAX + LEARN_MAX];
 	struct iovec remote[PYW_READ_MANY_MAX], local[PYW_READ_MANY_MAX];
-	unsigned slot[PYW_READ_MANY_MAX], k = 0, m = 0, w = 0;
-	if (n == 0)
-		return; /* no walk this sample: nothing learned is wanted */
-	for (unsigned i = 0; i < n && i < PYW_READ_MANY_MAX; i++)
-		want[w++] = addr[i] & ~(uintptr_t)(PAGE - 1);
-	for (unsigned i = 0; i < pages.n_learned; i++)
-		want[w++] = pages.learned[i];
+	unsigned slot[PYW_READ_MANY_MAX], k = 0, m = 0;
+	for (unsigned i = 0; i < n; i++)
+		addr[i] &= ~(uintptr_t)(PAGE - 1);
 	/* In address order, so that neighbouring pages (a thread's frames)
 	 * go as one remote range: the kernel pins each range on its own. */
-	qsort(want, w, sizeof *want, cmp_uptr);
-	for (unsigned i = 0; i < w && k < PYW_READ_MANY_MAX; i++) {
-		uintptr_t page = want[i];
+	qsort(addr, n, sizeof *addr, cmp_uptr);
+	for (unsigned i = 0; i < n && k < PYW_READ_MANY_MAX; i++) {
+		uintptr_t page = addr[i];
 		unsigned s;
 		/* Taken this sample already, or its set full: left as it is.
 		 * Claimed now so that an address twice is read once. */
@@ -447,7 +430,7 @@ void pyw_pages_prefetch(const uintptr_t *addr, unsigned n)
 			remote[m++] = (struct iovec){.iov_base = (void *)page, .iov_len = PAGE};
 	}
 	if (k == 0)
-		return;
+		return true;
 	ssize_t got = process_vm_readv(atomic_load_explicit(&self_pid, memory_order_relaxed), local, k, remote, m,
 				       0);
 	/* The kernel copies the ranges in order and stops at the first it
@@ -455,10 +438,7 @@ void pyw_pages_prefetch(const uintptr_t *addr, unsigned n)
 	unsigned good = got > 0 ? (unsigned)((size_t)got / PAGE) : 0;
 	for (unsigned j = good; j < k; j++)
 		pages.gen[slot[j]] = 0;
-	/* A learned page unmapped since (a thread's freed data stack) would
-	 * stop every later prefetch there: learn anew. */
-	if (good < k)
-		pages.n_learned = 0;
+	return good == k;
 }
 
 const unsigned char *pyw_pages_view(uintptr_t addr, size_t len, unsigned char *buf)
@@ -476,8 +456,13 @@ const unsigned char *pyw_pages_view(uintptr_t addr, size_t len, unsigned char *b
 			return pyw_read(addr, buf, len) == 0 ? buf : NULL; /* a guard page beside it */
 		pages.page[slot] = page;
 		pages.gen[slot] = pages.cur;
-		if (pages.n_learning < LEARN_MAX)
-			pages.learning[pages.n_learning++] = page;
+		if (pages.learn && *pages.n_learn < pages.learn_cap) {
+			unsigned j = 0;
+			while (j < *pages.n_learn && pages.learn[j] != page)
+				j++;
+			if (j == *pages.n_learn)
+				pages.learn[(*pages.n_learn)++] = page;
+		}
 		atomic_fetch_add_explicit(&one_by_one, 1, memory_order_relaxed);
 	}
 	return pages.data[slot] + (addr - page);

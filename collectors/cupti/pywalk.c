@@ -370,6 +370,8 @@ static uint64_t read_time(void) { return idle.clock ? idle.clock() : 0; }
  * that has not run since costs its header alone. Up to PYW_READ_MANY_MAX
  * threads; a longer list is walked one by one every time. Only a sampler
  * holding `sampling` touches it. */
+#define LEARN_PER_THREAD 32u
+
 static struct {
 	uintptr_t interp;
 	unsigned n;                  /* 0: none known */
@@ -381,7 +383,14 @@ static struct {
 	uintptr_t at[PYW_READ_MANY_MAX];
 	uint64_t top[PYW_READ_MANY_MAX], cf[PYW_READ_MANY_MAX];
 	bool ok[PYW_READ_MANY_MAX], cf_ok[PYW_READ_MANY_MAX];
-	unsigned idx[PYW_READ_MANY_MAX];
+	unsigned idx[PYW_READ_MANY_MAX], pos[PYW_READ_MANY_MAX];
+	/* Per thread of the list: the pages its walks had to read one at a
+	 * time (frames past the newest one's page, code objects). A thread
+	 * walked again meets the same ones, so they are prefetched with its
+	 * newest frame's page: those of the threads walked this sample only. */
+	uintptr_t learned[PYW_READ_MANY_MAX][LEARN_PER_THREAD];
+	uint8_t n_learned[PYW_READ_MANY_MAX];
+	uintptr_t want[PYW_READ_MANY_MAX * (1 + LEARN_PER_THREAD)];
 } chain;
 static atomic_uint fast_rounds;
 
@@ -403,22 +412,26 @@ static bool idle_thread(uint32_t tid, struct pyw_raw *scratch, pyw_thread_cb cb,
 }
 
 /* Walk from @frame, read at @ts (or report @err when it is negative), and
- * hand @cb the result. */
-static void walk_thread(uint32_t tid, uint64_t ts, int err, uintptr_t frame, struct pyw_raw *scratch,
-			unsigned max, pyw_thread_cb cb, void *ud)
+ * hand @cb the result; the pages read one at a time are learned for the
+ * thread at list position @pos (none past PYW_READ_MANY_MAX). */
+static void walk_thread(uint32_t tid, unsigned pos, uint64_t ts, int err, uintptr_t frame,
+			struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)
 {
 	struct walk w;
 	walk_init(&w, PAGED);
 	bool truncated = false;
+	if (pos < PYW_READ_MANY_MAX)
+		pyw_pages_learn(chain.learned[pos], &chain.n_learned[pos], LEARN_PER_THREAD);
 	int n = err < 0 ? err : walk_frames(&w, frame, scratch, max, &truncated);
+	pyw_pages_learn(NULL, NULL, 0);
 	cb(ud, tid, ts, scratch, n, truncated);
 }
 
 /* One thread, from @t (a copy of its thread state's first l.tstate_span
  * bytes; read everything from it before the walk's first view, which may
  * take the page copy it points into). */
-static void sample_thread(const unsigned char *t, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb,
-			  void *ud)
+static void sample_thread(const unsigned char *t, unsigned pos, struct pyw_raw *scratch, unsigned max,
+			  pyw_thread_cb cb, void *ud)
 {
 	struct walk w;
 	walk_init(&w, PAGED);
@@ -429,7 +442,7 @@ static void sample_thread(const unsigned char *t, struct pyw_raw *scratch, unsig
 	/* @t was copied just now; its newest frame's pages are read next. */
 	uint64_t ts = read_time();
 	int rc = newest_frame(&w, (uintptr_t)pyw_ld64(t, pyw_state.l.ts_frame), &frame);
-	walk_thread(tid, ts, rc, frame, scratch, max, cb, ud);
+	walk_thread(tid, pos, ts, rc, frame, scratch, max, cb, ud);
 }
 
 /* @n words at @addr[] into @out[]: one system call, or one each when
@@ -499,15 +512,27 @@ static int sample_known(uintptr_t interp, uint64_t head, struct pyw_raw *scratch
 		if (idle_thread(tid, scratch, cb, ud))
 			continue;
 		chain.tid[k] = tid;
+		chain.pos[k] = i;
 		chain.at[k++] = chain.ts[i] + l->ts_frame;
 	}
 	newest_frames(k);
 	uint64_t ts = read_time(); /* between the newest frames' read and their pages' */
+	unsigned w = 0;
+	for (unsigned j = 0; j < k; j++) {
+		unsigned p = chain.pos[j];
+		if (chain.ok[j])
+			chain.want[w++] = chain.top[j];
+		memcpy(&chain.want[w], chain.learned[p], chain.n_learned[p] * sizeof(uintptr_t));
+		w += chain.n_learned[p];
+	}
+	/* A learned page unmapped since (a freed data stack chunk) stops the
+	 * prefetch there: those threads learn anew. */
+	if (!pyw_pages_prefetch(chain.want, w))
+		for (unsigned j = 0; j < k; j++)
+			chain.n_learned[chain.pos[j]] = 0;
 	for (unsigned j = 0; j < k; j++)
-		chain.at[j] = chain.ok[j] ? chain.top[j] : 0;
-	pyw_pages_prefetch(chain.at, k);
-	for (unsigned j = 0; j < k; j++)
-		walk_thread(chain.tid[j], ts, chain.ok[j] ? 0 : -EFAULT, chain.top[j], scratch, max, cb, ud);
+		walk_thread(chain.tid[j], chain.pos[j], ts, chain.ok[j] ? 0 : -EFAULT, chain.top[j], scratch, max,
+			    cb, ud);
 	atomic_fetch_add_explicit(&fast_rounds, 1, memory_order_relaxed);
 	return (int)n;
 }
@@ -532,10 +557,12 @@ static int sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max
 		const unsigned char *t = (ts & 7) ? NULL : pyw_pages_view(ts, l->tstate_span, tbuf);
 		if (!t)
 			return (int)i; /* the list changed under us: the rest next time */
-		if (i < PYW_READ_MANY_MAX)
+		if (i < PYW_READ_MANY_MAX) {
 			chain.ts[i] = (uintptr_t)ts;
+			chain.n_learned[i] = 0; /* maybe another thread's now */
+		}
 		ts = pyw_ld64(t, l->ts_next);
-		sample_thread(t, scratch, max, cb, ud);
+		sample_thread(t, i, scratch, max, cb, ud);
 	}
 	if (!ts && i > 0 && i <= PYW_READ_MANY_MAX)
 		chain.n = i; /* the whole list, to its end */
