@@ -55,7 +55,7 @@
  * the slots a sample uses are ever touched. */
 #define PAGE 4096u
 #define PAGE_SLOTS 512u
-#define PAGE_WAYS 4u
+#define PAGE_WAYS 8u
 
 static struct pyw_span maps[MAPS_MAX];
 static atomic_uint maps_n;

@@ -128,10 +128,11 @@ class Walker:
         self.assertEqual(p["deep"], 4, p)
         self.assertTrue(all(n >= 41 for n in p["deep_n"]), p)
         # The first sample reads pages one by one (the list changed since
-        # the last); from the third on, only a page or two a sample that
-        # the other scenarios' threads, waking every 2 ms, touch anew.
+        # the last); from the third on, only the few pages that the other
+        # scenarios' threads, waking every 2 ms, touch anew, or that a full
+        # set of page slots leaves out. Without the prefetch: 16-47.
         self.assertGreaterEqual(p["counts"][0], 10, p)
-        self.assertLessEqual(max(p["counts"][-2:]), 2, p)
+        self.assertLessEqual(max(p["counts"][-2:]), 6, p)
 
     def check_churn(self):
         c = self.r["churn"]
