@@ -109,12 +109,15 @@ struct pyw_span {
 bool pyw_maps_search(struct pyw_span *hint, uintptr_t addr, size_t len);
 /* The hint's range first, inline: a walk's frames share one range, and a
  * call per check was a tenth of a walk's time. */
-static inline bool pyw_maps_has(struct pyw_span *hint, uintptr_t addr, size_t len)
+static inline bool pyw_span_has(const struct pyw_span *h, uintptr_t addr, size_t len)
 {
 	uintptr_t end = addr + len;
-	if (end >= addr && addr >= hint->lo && end <= hint->hi)
-		return true;
-	return pyw_maps_search(hint, addr, len);
+	return end >= addr && addr >= h->lo && end <= h->hi;
+}
+
+static inline bool pyw_maps_has(struct pyw_span *hint, uintptr_t addr, size_t len)
+{
+	return pyw_span_has(hint, addr, len) || pyw_maps_search(hint, addr, len);
 }
 /* Whether a lookup missed since the last refresh (for the tests). */
 bool pyw_maps_missed(void);

@@ -194,9 +194,8 @@ static const unsigned char *code_view(struct walk *w, uintptr_t addr, size_t len
 {
 	if (w->mode != PLAIN)
 		return view(w->mode, &w->co_hint[0], addr, len, w->cbuf);
-	uintptr_t end = addr + len;
 	for (unsigned i = 0; i < CO_HINTS; i++)
-		if (end >= addr && addr >= w->co_hint[i].lo && end <= w->co_hint[i].hi)
+		if (pyw_span_has(&w->co_hint[i], addr, len))
 			return (const unsigned char *)addr;
 	struct pyw_span *h = &w->co_hint[w->co_next];
 	if (pyw_maps_search(h, addr, len)) {
