@@ -334,13 +334,17 @@ static uint64_t thread_cpu_ns(uint32_t tid)
 	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-/* pyw_idle_cb: whether @tid has not run since its last walk. */
-static bool sample_idle(void *ud, uint32_t tid)
+/* pyw_idle_cb: whether @tid has not run since its last walk. @quiet: it
+ * has run no Python since the last round, when its answer held (the GIL
+ * says so): its CPU time is then not read. */
+static bool sample_idle(void *ud, uint32_t tid, bool quiet)
 {
 	struct idle_ent *e = idle_of(tid);
-	uint64_t cpu = thread_cpu_ns(tid);
 
 	(void)ud;
+	if (quiet && e->armed && e->tid == tid)
+		return true;
+	uint64_t cpu = thread_cpu_ns(tid);
 	if (cpu && e->armed && e->tid == tid && e->cpu == cpu)
 		return true;
 	/* Read before the walk: a thread running meanwhile shows a newer time

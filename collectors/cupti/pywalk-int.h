@@ -27,6 +27,11 @@
 #define PYW_NONE UINT32_MAX
 /* Bytes of a code object's header a walk copies, at most. */
 #define PYW_CODE_BUF 256u
+/* struct _gil_runtime_state, 3.10-3.13 (`interval` first, `locked` at 16):
+ * the thread state that took the GIL last, and how many times a thread
+ * took it from another. */
+#define PYW_GIL_HOLDER 8u
+#define PYW_GIL_SWITCHES 24u
 /* co_flags: generator, coroutine, iterable coroutine, async generator. */
 #define PYW_CO_GENERATOR_ANY (0x20u | 0x80u | 0x100u | 0x200u)
 
@@ -66,6 +71,11 @@ struct pyw_layout {
 	uint32_t bytes_sval;     /* PyBytesObject.ob_sval */
 	uint32_t str_length, str_state, str_ascii_size, str_compact_size;
 	bool linetable_310;      /* 3.10's (sdelta, ldelta) pairs, else the 3.11+ location table */
+	/* The GIL (struct _gil_runtime_state): in _PyRuntime (3.10/3.11, gil_rt)
+	 * or through the interpreter's pointer to it (3.12/3.13, gil_in);
+	 * PYW_NONE where its layout is not known (3.14). Its last_holder and
+	 * switch_number at PYW_GIL_HOLDER and PYW_GIL_SWITCHES in every one. */
+	uint32_t gil_rt, gil_in;
 	/* Bytes of each struct a walk reads, from offset 0. */
 	uint32_t frame_span, code_span, tstate_span;
 };
@@ -91,12 +101,19 @@ int pyw_layout_find(char *why, size_t why_len);
  * 0 or -EFAULT. Any thread. */
 int pyw_read_init(void);
 int pyw_read(uintptr_t addr, void *dst, size_t len);
-/* @n blocks of @len bytes, at @addr[0..n), side by side into @dst, in one
- * system call (the sampler reads every thread state's header so), blocks
- * less than a page apart read as one range: 0, -EFAULT when any is
- * unreadable, -EINVAL when n > PYW_READ_MANY_MAX (the kernel's limit on
- * ranges per call is 1024). The sampler thread only (one scratch). */
+/* @n blocks (each at most a page) side by side into @dst, in their order,
+ * in one system call; blocks less than a page apart read as one range:
+ * 0, -EFAULT when any is unreadable, -EINVAL beyond PYW_READ_BLOCKS_MAX
+ * blocks (the kernel's limit on ranges per call is 1024). The sampler
+ * thread only (one scratch, and the last call's plan kept for the next).
+ * pyw_read_many(): @n blocks of @len bytes at @addr[0..n). */
 #define PYW_READ_MANY_MAX 256u
+#define PYW_READ_BLOCKS_MAX (PYW_READ_MANY_MAX + 4u)
+struct pyw_block {
+	uintptr_t addr;
+	size_t len;
+};
+int pyw_read_blocks(const struct pyw_block *b, unsigned n, void *dst);
 int pyw_read_many(const uintptr_t *addr, unsigned n, size_t len, void *dst);
 /* Refresh the readable-range cache from /proc/self/maps: always (force) or
  * when a hot-path lookup missed since the last refresh, at most every
@@ -151,6 +168,11 @@ int pyw_sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, p
 /* Samples that found the thread list as the one before and read it in one
  * call (pyw_sample_interp's fast round), since the process started. */
 unsigned pyw_sample_fast_rounds(void);
+/* Fast rounds in which the GIL had not changed hands since the round
+ * before (only its holder's clock read), since the process started. */
+unsigned pyw_sample_quiet_rounds(void);
+/* The GIL struct the fast rounds read (0: none known). */
+uintptr_t pyw_sample_gil(void);
 /* Pages the sampler's views read one at a time (not prefetched), since
  * the process started. */
 unsigned pyw_pages_one_by_one(void);

@@ -40,6 +40,7 @@ static const struct pyw_layout table_310 = {
 	.fr_type = 8, .co_flags = 36, .co_firstlineno = 40, .co_filename = 104, .co_name = 112,
 	.co_qualname = PYW_NONE, .co_linetable = 120, .co_code = 48, .co_code_adaptive = PYW_NONE,
 	.co_firsttraceable = PYW_NONE, .str_ascii_size = 48, .str_compact_size = 72, .linetable_310 = true,
+	.gil_rt = 352, .gil_in = PYW_NONE,
 };
 static const struct pyw_layout table_311 = {
 	.minor = 11, .rt_interp = 48, .in_next = 0, .in_threads = 16, .ts_next = 8, .ts_interp = 16, .ts_frame = 56,
@@ -48,6 +49,7 @@ static const struct pyw_layout table_311 = {
 	.owner_skip = 3, .owner_max = 2, .co_flags = 48, .co_firstlineno = 72, .co_filename = 112,
 	.co_name = 120, .co_qualname = 128, .co_linetable = 136, .co_code = PYW_NONE, .co_code_adaptive = 184,
 	.co_firsttraceable = 168, .str_ascii_size = 48, .str_compact_size = 72,
+	.gil_rt = 360, .gil_in = PYW_NONE,
 };
 static const struct pyw_layout table_312 = {
 	.minor = 12, .rt_interp = 48, .in_next = 0, .in_threads = 72, .ts_next = 8, .ts_interp = 16, .ts_frame = 56,
@@ -56,6 +58,7 @@ static const struct pyw_layout table_312 = {
 	.owner_skip = 3, .owner_max = 3, .co_flags = 48, .co_firstlineno = 68, .co_filename = 112,
 	.co_name = 120, .co_qualname = 128, .co_linetable = 136, .co_code = PYW_NONE, .co_code_adaptive = 192,
 	.co_firsttraceable = 176, .str_ascii_size = 40, .str_compact_size = 56,
+	.gil_rt = PYW_NONE, .gil_in = 384,
 };
 
 /* _Py_DebugOffsets, as far as we read it. The groups both 3.13 and 3.14
@@ -250,7 +253,14 @@ static int from_debug_offsets(struct pyw_layout *l, unsigned minor, char *why, s
 		.str_compact_size = (uint32_t)v.str_ascii + 16,
 		.str_state = (uint32_t)v.str_state,
 		.str_length = (uint32_t)v.str_length,
+		.gil_rt = PYW_NONE,
+		.gil_in = PYW_NONE,
 	};
+	/* 3.13's GIL struct is 3.12's (its header): taken when the offsets
+	 * agree on where its holder and lock lie. 3.14's is not known here. */
+	if (minor == 13 && within(d.a.in.ceval_gil, 8, v.in_size) && d.a.in.gil_holder == d.a.in.gil + PYW_GIL_HOLDER &&
+	    d.a.in.gil_locked == d.a.in.gil + 16)
+		l->gil_in = (uint32_t)d.a.in.ceval_gil;
 	return 0;
 }
 

@@ -107,34 +107,81 @@ int pyw_read(uintptr_t addr, void *dst, size_t len)
  * holding them all (malloc places them close together). So blocks less
  * than a page apart are read as one run into @scratch and copied out: the
  * bytes between two such blocks lie on the pages holding them, so a run
- * reads no page the blocks do not. The sampler's alone (pywalk-int.h). */
+ * reads no page the blocks do not. The sampler's alone (pywalk-int.h).
+ *
+ * Working out the runs sorts the blocks; a sampler asks for the same
+ * blocks sample after sample (the thread list rarely changes), so the
+ * last plan is kept and reused while the blocks are the same. */
 #define RUNS_BYTES (128u << 10)
 
-struct block {
-	uintptr_t addr;
-	unsigned i;
-};
-
-static int cmp_block(const void *a, const void *b)
+/* Sorts @a[0..n) ascending, in place: glibc's qsort() mallocs past 1 KiB,
+ * once per sample here. Heapsort: no allocation, no recursion. */
+static void sift(uintptr_t *a, size_t i, size_t n)
 {
-	const struct block *x = a, *y = b;
-	return x->addr < y->addr ? -1 : x->addr > y->addr;
+	for (size_t c; (c = 2 * i + 1) < n; i = c) {
+		if (c + 1 < n && a[c + 1] > a[c])
+			c++;
+		if (a[i] >= a[c])
+			return;
+		uintptr_t t = a[i];
+		a[i] = a[c];
+		a[c] = t;
+	}
 }
 
-static int read_runs(const uintptr_t *addr, unsigned n, size_t len, unsigned char *dst)
+static void sort_words(uintptr_t *a, size_t n)
 {
-	static struct block b[PYW_READ_MANY_MAX];
-	static struct iovec remote[PYW_READ_MANY_MAX];
-	static unsigned char scratch[RUNS_BYTES];
-	static size_t at[PYW_READ_MANY_MAX]; /* block i's offset in scratch */
+	for (size_t i = n / 2; i-- > 0;)
+		sift(a, i, n);
+	for (size_t end = n; end-- > 1;) {
+		uintptr_t t = a[0];
+		a[0] = a[end];
+		a[end] = t;
+		sift(a, 0, end);
+	}
+}
+
+/* A block's sort key: its address above its index (9 bits: below
+ * PYW_READ_BLOCKS_MAX). Addresses past 2^55 (none a default mmap gives)
+ * are not planned: each block is then read as it is. */
+#define KEY_SHIFT 9u
+_Static_assert(PYW_READ_BLOCKS_MAX <= (1u << KEY_SHIFT), "block index fits its key");
+_Static_assert(sizeof(uintptr_t) == 8, "64-bit addresses");
+
+/* The last plans, for the block lists a sampler alternates between (the
+ * list's ends, the headers, the _PyCFrames): reused while the blocks are
+ * the same. */
+#define PLANS 3u
+
+struct plan {
+	struct pyw_block key[PYW_READ_BLOCKS_MAX]; /* the blocks it is for */
+	unsigned n, m;                              /* blocks (0: none), runs */
+	size_t total;                               /* bytes of all runs */
+	uint64_t used;                              /* when last used */
+	struct iovec remote[PYW_READ_BLOCKS_MAX];   /* the runs */
+	size_t at[PYW_READ_BLOCKS_MAX];             /* block i's offset in scratch */
+};
+static struct plan plans[PLANS];
+static uint64_t plan_clock;
+
+/* The runs for @b[0..n) into @p: 0, or -E2BIG past RUNS_BYTES or for an
+ * address too high to key (no plan kept). */
+static int plan_runs(struct plan *p, const struct pyw_block *b, unsigned n)
+{
+	static uintptr_t o[PYW_READ_BLOCKS_MAX];
 	unsigned m = 0;
 	size_t total = 0;
-	for (unsigned i = 0; i < n; i++)
-		b[i] = (struct block){addr[i], i};
-	qsort(b, n, sizeof *b, cmp_block);
+	p->n = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (b[i].addr >> (64 - KEY_SHIFT))
+			return -E2BIG;
+		o[i] = b[i].addr << KEY_SHIFT | i;
+	}
+	sort_words(o, n);
 	for (unsigned j = 0; j < n; j++) {
-		uintptr_t lo = b[j].addr, hi = lo + len;
-		struct iovec *r = m ? &remote[m - 1] : NULL;
+		unsigned i = (unsigned)(o[j] & ((1u << KEY_SHIFT) - 1));
+		uintptr_t lo = b[i].addr, hi = lo + b[i].len;
+		struct iovec *r = m ? &p->remote[m - 1] : NULL;
 		uintptr_t r_end = r ? (uintptr_t)r->iov_base + r->iov_len : 0;
 		if (r && lo < r_end + PAGE) {
 			/* within this run, or less than a page past its end */
@@ -142,46 +189,96 @@ static int read_runs(const uintptr_t *addr, unsigned n, size_t len, unsigned cha
 				total += hi - r_end;
 				r->iov_len += hi - r_end;
 			}
-			at[b[j].i] = total - ((uintptr_t)r->iov_base + r->iov_len - lo);
+			p->at[i] = total - ((uintptr_t)r->iov_base + r->iov_len - lo);
 		} else {
-			remote[m++] = (struct iovec){.iov_base = (void *)lo, .iov_len = len};
-			at[b[j].i] = total;
-			total += len;
+			p->remote[m++] = (struct iovec){.iov_base = (void *)lo, .iov_len = hi - lo};
+			p->at[i] = total;
+			total += hi - lo;
 		}
 		if (total > RUNS_BYTES)
 			return -E2BIG;
 	}
-	struct iovec local = {.iov_base = scratch, .iov_len = total};
-	ssize_t got = process_vm_readv(atomic_load_explicit(&self_pid, memory_order_relaxed), &local, 1, remote,
-				       m, 0);
-	if (got != (ssize_t)total)
-		return -EFAULT;
-	for (unsigned i = 0; i < n; i++)
-		memcpy(dst + (size_t)i * len, scratch + at[i], len);
+	memcpy(p->key, b, n * sizeof *b);
+	p->n = n;
+	p->m = m;
+	p->total = total;
 	return 0;
 }
 
-int pyw_read_many(const uintptr_t *addr, unsigned n, size_t len, void *dst)
+/* The plan for @b[0..n): a kept one, or one made in the least recently
+ * used slot. */
+static struct plan *plan_for(const struct pyw_block *b, unsigned n, int *err)
 {
-	struct iovec remote[PYW_READ_MANY_MAX];
-	if (n == 0 || len == 0)
+	struct plan *lru = &plans[0];
+	*err = 0;
+	for (unsigned k = 0; k < PLANS; k++) {
+		struct plan *p = &plans[k];
+		if (p->n == n && memcmp(p->key, b, n * sizeof *b) == 0) {
+			p->used = ++plan_clock;
+			return p;
+		}
+		if (p->used < lru->used)
+			lru = p;
+	}
+	*err = plan_runs(lru, b, n);
+	lru->used = ++plan_clock;
+	return *err ? NULL : lru;
+}
+
+static int read_runs(const struct pyw_block *b, unsigned n, unsigned char *dst)
+{
+	static unsigned char scratch[RUNS_BYTES];
+	int err;
+	struct plan *p = plan_for(b, n, &err);
+	if (!p)
+		return err;
+	struct iovec local = {.iov_base = scratch, .iov_len = p->total};
+	ssize_t got = process_vm_readv(atomic_load_explicit(&self_pid, memory_order_relaxed), &local, 1,
+				       p->remote, p->m, 0);
+	if (got != (ssize_t)p->total)
+		return -EFAULT;
+	for (unsigned i = 0; i < n; i++) {
+		memcpy(dst, scratch + p->at[i], b[i].len);
+		dst += b[i].len;
+	}
+	return 0;
+}
+
+int pyw_read_blocks(const struct pyw_block *b, unsigned n, void *dst)
+{
+	struct iovec remote[PYW_READ_BLOCKS_MAX];
+	size_t total = 0;
+	if (n == 0)
 		return 0;
-	if (n > PYW_READ_MANY_MAX || len > SIZE_MAX / n)
+	if (n > PYW_READ_BLOCKS_MAX)
 		return -EINVAL;
 	for (unsigned i = 0; i < n; i++) {
-		if (addr[i] < 4096 || addr[i] + len < addr[i])
+		if (b[i].addr < 4096 || b[i].addr + b[i].len < b[i].addr)
 			return -EFAULT;
-		remote[i] = (struct iovec){.iov_base = (void *)addr[i], .iov_len = len};
+		if (b[i].len > PAGE)
+			return -EINVAL;
+		remote[i] = (struct iovec){.iov_base = (void *)b[i].addr, .iov_len = b[i].len};
+		total += b[i].len; /* at most PYW_READ_BLOCKS_MAX pages: no overflow */
 	}
-	int r = len <= PAGE ? read_runs(addr, n, len, dst) : -E2BIG;
+	int r = read_runs(b, n, dst);
 	if (r != -E2BIG)
 		return r;
 	/* The kernel fills one local buffer from many remote ranges; it stops
 	 * at the first unreadable one, so a short count is a failure. */
-	struct iovec local = {.iov_base = dst, .iov_len = len * n};
+	struct iovec local = {.iov_base = dst, .iov_len = total};
 	ssize_t got = process_vm_readv(atomic_load_explicit(&self_pid, memory_order_relaxed), &local, 1, remote,
 				       n, 0);
-	return got == (ssize_t)(len * n) ? 0 : -EFAULT;
+	return got == (ssize_t)total ? 0 : -EFAULT;
+}
+
+int pyw_read_many(const uintptr_t *addr, unsigned n, size_t len, void *dst)
+{
+	struct pyw_block b[PYW_READ_MANY_MAX];
+	if (n > PYW_READ_MANY_MAX || len > PAGE)
+		return -EINVAL;
+	for (unsigned i = 0; i < n; i++)
+		b[i] = (struct pyw_block){addr[i], len};
+	return pyw_read_blocks(b, n, dst);
 }
 
 static uint64_t now_ns(void)
@@ -398,12 +495,6 @@ unsigned pyw_pages_one_by_one(void)
 	return atomic_load_explicit(&one_by_one, memory_order_relaxed);
 }
 
-static int cmp_uptr(const void *a, const void *b)
-{
-	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 bool pyw_pages_prefetch(uintptr_t *addr, unsigned n)
 {
 	struct iovec remote[PYW_READ_MANY_MAX], local[PYW_READ_MANY_MAX];
@@ -412,7 +503,7 @@ bool pyw_pages_prefetch(uintptr_t *addr, unsigned n)
 		addr[i] &= ~(uintptr_t)(PAGE - 1);
 	/* In address order, so that neighbouring pages (a thread's frames)
 	 * go as one remote range: the kernel pins each range on its own. */
-	qsort(addr, n, sizeof *addr, cmp_uptr);
+	sort_words(addr, n);
 	for (unsigned i = 0; i < n && k < PYW_READ_MANY_MAX; i++) {
 		uintptr_t page = addr[i];
 		unsigned s;

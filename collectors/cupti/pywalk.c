@@ -365,19 +365,32 @@ static uint64_t read_time(void) { return idle.clock ? idle.clock() : 0; }
 
 /* The thread list as the last sample walked it, for the next one: while
  * it stays the same (no thread started or ended), one system call reads
- * every thread state's header instead of a page copy each, and a thread
- * that has not run since costs its header alone. Up to PYW_READ_MANY_MAX
- * threads; a longer list is walked one by one every time. Only a sampler
- * holding `sampling` touches it. */
+ * every thread state's header, and a thread that has not run since its
+ * last walk costs a clock read and its header alone. Up to
+ * PYW_READ_MANY_MAX threads; a longer list is walked one by one every
+ * time. Only a sampler holding `sampling` touches it. */
 #define LEARN_PER_THREAD 32u
+/* The words read with the headers: the runtime's interpreter, 3.13+ its
+ * `next`, the newest thread state (sample_known). */
+#define KNOWN_WORDS 3u
 
 static struct {
 	uintptr_t interp;
 	unsigned n;                  /* 0: none known */
 	uintptr_t ts[PYW_READ_MANY_MAX]; /* newest first, as `next` runs */
-	unsigned char hdr[PYW_READ_MANY_MAX * TSTATE_BUF]; /* l.tstate_span apart */
-	/* A sample's threads to walk: their ids, the addresses read next,
-	 * their newest frames (ok: read), 3.11/3.12's _PyCFrame reads. */
+	uint32_t ts_tid[PYW_READ_MANY_MAX]; /* each one's thread, as last read */
+	bool idle[PYW_READ_MANY_MAX];  /* this sample: not run since its walk */
+	/* The GIL's struct (0: not known), its switch count at the start of
+	 * the last round, and whether that round ended as a fast one (each
+	 * thread then walked or found not run since its walk). */
+	uintptr_t gil;
+	uint64_t gil_switches;
+	bool gil_seen;
+	struct pyw_block blk[PYW_READ_BLOCKS_MAX];
+	/* The words, then the headers, l.tstate_span apart. */
+	unsigned char hdr[KNOWN_WORDS * 8 + PYW_READ_MANY_MAX * TSTATE_BUF];
+	/* A sample's threads to walk: their ids, their newest frames (ok:
+	 * read), 3.11/3.12's _PyCFrame reads. */
 	uint32_t tid[PYW_READ_MANY_MAX];
 	uintptr_t at[PYW_READ_MANY_MAX];
 	uint64_t top[PYW_READ_MANY_MAX], cf[PYW_READ_MANY_MAX];
@@ -391,18 +404,34 @@ static struct {
 	uint8_t n_learned[PYW_READ_MANY_MAX];
 	uintptr_t want[PYW_READ_MANY_MAX * (1 + LEARN_PER_THREAD)];
 } chain;
-static atomic_uint fast_rounds;
+static atomic_uint fast_rounds, quiet_rounds;
 
 unsigned pyw_sample_fast_rounds(void)
 {
 	return atomic_load_explicit(&fast_rounds, memory_order_relaxed);
 }
 
-/* Whether @tid has not run since its last sample (pyw_set_idle()); then
- * @cb has it, with no walk. */
+unsigned pyw_sample_quiet_rounds(void)
+{
+	return atomic_load_explicit(&quiet_rounds, memory_order_relaxed);
+}
+
+uintptr_t pyw_sample_gil(void)
+{
+	return chain.gil;
+}
+
+/* Whether @tid has not run since its last sample (pyw_set_idle()). */
+static bool not_run(uint32_t tid, bool quiet)
+{
+	return tid && idle.cb && idle.cb(idle.ud, tid, quiet);
+}
+
+/* Whether @tid has not run since its last sample; then @cb has it, with
+ * no walk. */
 static bool idle_thread(uint32_t tid, struct pyw_raw *scratch, pyw_thread_cb cb, void *ud)
 {
-	if (!tid || !idle.cb || !idle.cb(idle.ud, tid))
+	if (!not_run(tid, false))
 		return false;
 	/* Not run from its last walk to the question, asked after the round
 	 * began: its frames were the same at the round's start. */
@@ -436,6 +465,8 @@ static void sample_thread(const unsigned char *t, unsigned pos, struct pyw_raw *
 	walk_init(&w, PAGED);
 	uintptr_t frame = 0;
 	uint32_t tid = native_tid(t);
+	if (pos < PYW_READ_MANY_MAX)
+		chain.ts_tid[pos] = tid;
 	if (idle_thread(tid, scratch, cb, ud))
 		return;
 	/* @t was copied just now; its newest frame's pages are read next. */
@@ -453,73 +484,130 @@ static void read_words(const uintptr_t *addr, unsigned n, uint64_t *out, bool *o
 		ok[i] = all || pyw_read(addr[i], &out[i], sizeof *out) == 0;
 }
 
-/* chain.top[0..k): the newest frame of each thread state whose ts_frame
- * field is at chain.at[0..k), read now; chain.ok[j] false when it could
- * not be. Two calls for all at most: the fields, then in 3.11/3.12 each
- * _PyCFrame's current_frame (as newest_frame() reads one). */
-static void newest_frames(unsigned k)
+/* 3.11/3.12: chain.top[0..k) hold _PyCFrame pointers; make them the
+ * newest frames those point at, in one call for all (as newest_frame()
+ * reads one). Other versions hold the frames already. */
+static void through_cframes(unsigned k)
 {
 	const struct pyw_layout *l = &pyw_state.l;
-	read_words(chain.at, k, chain.top, chain.ok);
-	if (l->cf_current != PYW_NONE) {
-		unsigned m = 0;
-		for (unsigned j = 0; j < k; j++) {
-			uint64_t p = chain.top[j];
-			if (chain.ok[j] && p && ((p & 7) || p < 4096))
-				chain.ok[j] = false;
-			if (chain.ok[j] && p) {
-				chain.idx[m] = j;
-				chain.at[m++] = p + l->cf_current;
-			}
+	if (l->cf_current == PYW_NONE)
+		return;
+	unsigned m = 0;
+	for (unsigned j = 0; j < k; j++) {
+		uint64_t p = chain.top[j];
+		if (chain.ok[j] && p && ((p & 7) || p < 4096))
+			chain.ok[j] = false;
+		if (chain.ok[j] && p) {
+			chain.idx[m] = j;
+			chain.at[m++] = p + l->cf_current;
 		}
-		read_words(chain.at, m, chain.cf, chain.cf_ok);
-		for (unsigned q = 0; q < m; q++) {
-			chain.top[chain.idx[q]] = chain.cf[q];
-			chain.ok[chain.idx[q]] = chain.cf_ok[q];
-		}
+	}
+	read_words(chain.at, m, chain.cf, chain.cf_ok);
+	for (unsigned q = 0; q < m; q++) {
+		chain.top[chain.idx[q]] = chain.cf[q];
+		chain.ok[chain.idx[q]] = chain.cf_ok[q];
 	}
 }
 
-/* The fast round: the list as last time, checked link by link (@head and
- * each `next` as remembered, the last one NULL) in the copy taken by one
- * read before any thread is reported. -ESTALE: it changed (or is
- * unreadable), walk it one by one. A thread state freed and reused at the
- * same place in the list reads as the new thread, as the slow walk would
- * read it; anything else would break a link. */
-static int sample_known(uintptr_t interp, uint64_t head, struct pyw_raw *scratch, unsigned max,
-			pyw_thread_cb cb, void *ud)
+/* The fast round: the list as last time. One read first: the interpreter
+ * the runtime names (when @rt: it must still be @interp, the only one in
+ * 3.13+), the list's head and, when @rt, the GIL's last holder and switch
+ * count. Then each thread is asked whether it ran since its last walk
+ * (its clock, by the id it had last time); while the GIL has not changed
+ * hands since the last round, only its holder can have run Python, and
+ * the others are answered without a clock. One more read copies the
+ * header of each thread that ran, and its link is checked in that copy
+ * (`next` as remembered, the last one NULL). -ESTALE: the list changed (or
+ * is unreadable), walk it one by one.
+ *
+ * The header of a thread that has not run is not read: it cannot have
+ * changed its own frames, and the list does not change around it
+ * unnoticed. A new thread state goes in at the head; one leaves the list
+ * as its thread ends (its clock moves, or is gone), and is then read. A
+ * thread state freed and reused at the same place in the list reads as
+ * the new thread, as the slow walk would read it (its id differs: it is
+ * walked); anything else breaks a link. */
+static int sample_known(uintptr_t interp, bool rt, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb,
+			void *ud)
 {
 	const struct pyw_layout *l = &pyw_state.l;
 	size_t span = l->tstate_span;
-	unsigned n = chain.n;
-	if (n == 0 || chain.interp != interp || chain.ts[0] != head)
+	unsigned n = chain.n, b = 0;
+	uint64_t word[6];
+	if (n == 0 || chain.interp != interp)
 		return -ESTALE;
-	if (pyw_read_many(chain.ts, n, span, chain.hdr) != 0)
-		return -ESTALE;
-	for (unsigned i = 0; i < n; i++) {
-		uint64_t next = pyw_ld64(chain.hdr + i * span, l->ts_next);
-		if (next != (i + 1 < n ? chain.ts[i + 1] : 0))
-			return -ESTALE;
+	if (rt) {
+		chain.blk[b++] = (struct pyw_block){pyw_state.runtime + l->rt_interp, 8};
+		if (l->rt_interp_tail)
+			chain.blk[b++] = (struct pyw_block){interp + l->in_next, 8};
 	}
-	/* The threads not run since are done; the others' newest frames are
-	 * read again now (the copy is older than the clock reads), for all
-	 * of them in one call, in 3.11/3.12 one more through each _PyCFrame;
-	 * then the pages those frames are on, in one more. */
-	unsigned k = 0;
+	chain.blk[b++] = (struct pyw_block){interp + l->in_threads, 8};
+	unsigned words = b;
+	bool gil = rt && chain.gil;
+	if (gil) /* last_holder, locked, switch_number */
+		chain.blk[b++] = (struct pyw_block){chain.gil + PYW_GIL_HOLDER, PYW_GIL_SWITCHES + 8 - PYW_GIL_HOLDER};
+	if (pyw_read_blocks(chain.blk, b, word) != 0)
+		return -ESTALE;
+	if (rt && (word[0] != interp || (l->rt_interp_tail && word[1] != 0)))
+		return -ESTALE;
+	if (word[words - 1] != chain.ts[0])
+		return -ESTALE;
+	/* take_gil() counts a switch whenever the taker is not the last
+	 * holder: the same count as last round means no other thread took
+	 * it in between. A holder that is none of the list's is not trusted. */
+	unsigned holder = n;
+	bool quiet = false;
+	uint64_t switches = gil ? word[words + (PYW_GIL_SWITCHES - PYW_GIL_HOLDER) / 8] : 0;
+	for (unsigned i = 0; gil && i < n && holder == n; i++)
+		if (chain.ts[i] == word[words])
+			holder = i;
+	quiet = gil && chain.gil_seen && switches == chain.gil_switches && holder < n;
+	chain.gil_seen = false; /* until this round ends */
+	b = 0;
 	for (unsigned i = 0; i < n; i++) {
-		uint32_t tid = native_tid(chain.hdr + i * span);
-		if (idle_thread(tid, scratch, cb, ud))
+		chain.idle[i] = not_run(chain.ts_tid[i], quiet && i != holder);
+		if (!chain.idle[i])
+			chain.blk[b++] = (struct pyw_block){chain.ts[i], span};
+	}
+	if (pyw_read_blocks(chain.blk, b, chain.hdr) != 0)
+		return -ESTALE;
+	const unsigned char *t = chain.hdr;
+	for (unsigned i = 0; i < n; i++) {
+		if (chain.idle[i])
 			continue;
+		if (pyw_ld64(t, l->ts_next) != (i + 1 < n ? chain.ts[i + 1] : 0))
+			return -ESTALE;
+		t += span;
+	}
+	/* The threads not run since are done; the others' newest frames come
+	 * from the copy just taken (in 3.11/3.12 through each _PyCFrame, one
+	 * call for all); then the pages those frames are on, in one more. */
+	unsigned k = 0;
+	t = chain.hdr;
+	for (unsigned i = 0; i < n; i++) {
+		if (chain.idle[i]) {
+			cb(ud, chain.ts_tid[i], idle.round_ts, scratch, -EAGAIN, false);
+			continue;
+		}
+		uint32_t tid = native_tid(t);
+		if (tid != chain.ts_tid[i]) {
+			/* Another thread now: walked, its clock taken for next time. */
+			chain.ts_tid[i] = tid;
+			chain.n_learned[i] = 0;
+			(void)not_run(tid, false);
+		}
 		chain.tid[k] = tid;
 		chain.pos[k] = i;
-		chain.at[k++] = chain.ts[i] + l->ts_frame;
+		chain.top[k] = pyw_ld64(t, l->ts_frame);
+		chain.ok[k++] = true;
+		t += span;
 	}
-	newest_frames(k);
+	through_cframes(k);
 	uint64_t ts = read_time(); /* between the newest frames' read and their pages' */
 	unsigned w = 0;
 	for (unsigned j = 0; j < k; j++) {
 		unsigned p = chain.pos[j];
-		if (chain.ok[j])
+		if (chain.ok[j] && chain.top[j])
 			chain.want[w++] = chain.top[j];
 		memcpy(&chain.want[w], chain.learned[p], chain.n_learned[p] * sizeof(uintptr_t));
 		w += chain.n_learned[p];
@@ -532,24 +620,32 @@ static int sample_known(uintptr_t interp, uint64_t head, struct pyw_raw *scratch
 	for (unsigned j = 0; j < k; j++)
 		walk_thread(chain.tid[j], chain.pos[j], ts, chain.ok[j] ? 0 : -EFAULT, chain.top[j], scratch, max,
 			    cb, ud);
+	chain.gil_switches = switches;
+	chain.gil_seen = gil;
 	atomic_fetch_add_explicit(&fast_rounds, 1, memory_order_relaxed);
+	if (quiet)
+		atomic_fetch_add_explicit(&quiet_rounds, 1, memory_order_relaxed);
 	return (int)n;
 }
 
-static int sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)
+/* One by one from @interp's newest thread state, remembering the list for
+ * the next sample, and (when @rt: the runtime's interpreter) its GIL. */
+static int sample_slow(uintptr_t interp, bool rt, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb,
+		       void *ud)
 {
 	const struct pyw_layout *l = &pyw_state.l;
-	uint64_t ts = 0;
+	uint64_t ts = 0, gil = 0;
+	chain.n = 0;
+	chain.gil = 0;
+	chain.gil_seen = false;
 	if (!interp || (interp & 7) || pyw_read(interp + l->in_threads, &ts, 8) != 0)
 		return -EFAULT;
-	pyw_pages_reset();
-	idle.round_ts = read_time();
-	int seen = sample_known(interp, ts, scratch, max, cb, ud);
-	if (seen >= 0)
-		return seen;
-	/* One by one, remembering the list for the next sample. */
-	chain.n = 0;
 	chain.interp = interp;
+	if (rt && l->gil_rt != PYW_NONE)
+		chain.gil = pyw_state.runtime + l->gil_rt;
+	else if (rt && l->gil_in != PYW_NONE && pyw_read(interp + l->gil_in, &gil, 8) == 0 && gil >= 4096 &&
+		 !(gil & 7))
+		chain.gil = (uintptr_t)gil;
 	unsigned i = 0;
 	for (; ts && i < THREADS_MAX; i++) {
 		unsigned char tbuf[TSTATE_BUF];
@@ -568,35 +664,59 @@ static int sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max
 	return (int)i;
 }
 
-int pyw_sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)
+/* A sample of @interp (0: the runtime's, found by the slow round), which
+ * must be what the runtime names when @rt. */
+static int sample_round(uintptr_t interp, bool rt, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb,
+			void *ud)
+{
+	const struct pyw_layout *l = &pyw_state.l;
+	pyw_pages_reset();
+	idle.round_ts = read_time();
+	int seen = sample_known(interp ? interp : chain.interp, rt, scratch, max, cb, ud);
+	if (seen >= 0)
+		return seen;
+	if (rt) {
+		uint64_t in = 0;
+		if (pyw_read(pyw_state.runtime + l->rt_interp, &in, 8) != 0)
+			return -EFAULT;
+		/* 3.13+: the main interpreter is the oldest, the last of the list. */
+		for (unsigned i = 0; l->rt_interp_tail && in && i < THREADS_MAX; i++) {
+			uint64_t next = 0;
+			if ((in & 7) || pyw_read(in + l->in_next, &next, 8) != 0)
+				return -EFAULT;
+			if (!next)
+				break;
+			in = next;
+		}
+		if (!in)
+			return 0;
+		interp = in;
+	}
+	return sample_slow(interp, rt, scratch, max, cb, ud);
+}
+
+static int sample_locked(uintptr_t interp, bool rt, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb,
+			 void *ud)
 {
 	if (!pyw_ready())
 		return -ENOTSUP;
 	if (atomic_flag_test_and_set_explicit(&sampling, memory_order_acquire))
 		return -EBUSY;
-	int rc = sample_interp(interp, scratch, max, cb, ud);
+	int rc = sample_round(interp, rt, scratch, max, cb, ud);
 	atomic_flag_clear_explicit(&sampling, memory_order_release);
 	return rc;
 }
 
+int pyw_sample_interp(uintptr_t interp, struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)
+{
+	return interp ? sample_locked(interp, false, scratch, max, cb, ud) : -EFAULT;
+}
+
 int pyw_sample_all(struct pyw_raw *scratch, unsigned max, pyw_thread_cb cb, void *ud)
 {
-	const struct pyw_layout *l = &pyw_state.l;
-	uint64_t interp = 0;
 	if (!pyw_ready())
 		return -ENOTSUP;
 	/* Off the hot path: bring the range cache up to date for it. */
 	pyw_maps_refresh(false);
-	if (pyw_read(pyw_state.runtime + l->rt_interp, &interp, 8) != 0)
-		return -EFAULT;
-	/* 3.13+: the main interpreter is the oldest, the last of the list. */
-	for (unsigned i = 0; l->rt_interp_tail && interp && i < THREADS_MAX; i++) {
-		uint64_t next = 0;
-		if ((interp & 7) || pyw_read(interp + l->in_next, &next, 8) != 0)
-			return -EFAULT;
-		if (!next)
-			break;
-		interp = next;
-	}
-	return interp ? pyw_sample_interp(interp, scratch, max, cb, ud) : 0;
+	return sample_locked(0, true, scratch, max, cb, ud);
 }

@@ -92,9 +92,12 @@ void pyw_set_clock(pyw_clock_fn clock);
  * whether that thread has not run since the caller last had its stack
  * (its CPU time unchanged: it cannot have changed its frames). Then @cb
  * gets n = -EAGAIN and no frames (@ts: the round's start), and the caller
- * reuses what it had: a waiting thread costs no walk. NULL unsets it. Sampler thread, between
- * samples. */
-typedef bool (*pyw_idle_cb)(void *ud, uint32_t tid);
+ * reuses what it had: a waiting thread costs no walk. @quiet: the GIL has
+ * not passed to another thread since the previous round, so the thread
+ * (not its last holder) ran no Python since then: the answer is whether
+ * the caller still has its stack, no clock needed. NULL unsets it.
+ * Sampler thread, between samples. */
+typedef bool (*pyw_idle_cb)(void *ud, uint32_t tid, bool quiet);
 void pyw_set_idle(pyw_idle_cb idle, void *ud);
 
 /* @f's location. 0, -EFAULT (unreadable), -ESTALE (the code object at that

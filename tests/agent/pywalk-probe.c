@@ -29,6 +29,9 @@ EXPORT int probe_walk(char *buf, size_t cap, unsigned max, int *truncated);
 EXPORT int probe_sample(char *buf, size_t cap, unsigned max);
 EXPORT int probe_cthread_walk(void);
 EXPORT unsigned probe_fast_rounds(void);
+EXPORT unsigned probe_quiet_rounds(void);
+EXPORT uintptr_t probe_gil(void);
+EXPORT int probe_sample_quiet(char *buf, size_t cap, unsigned *asked, unsigned *quiet);
 EXPORT unsigned probe_pages_one_by_one(void);
 EXPORT int probe_maintain(void);
 EXPORT int probe_layout(char *buf, size_t cap);
@@ -115,6 +118,50 @@ EXPORT int probe_sample(char *buf, size_t cap, unsigned max)
 EXPORT unsigned probe_fast_rounds(void)
 {
 	return pyw_sample_fast_rounds();
+}
+
+/* Samples so far in which the GIL had not changed hands since the last. */
+EXPORT unsigned probe_quiet_rounds(void)
+{
+	return pyw_sample_quiet_rounds();
+}
+
+/* The GIL the sampler's fast rounds read, 0 when none. */
+EXPORT uintptr_t probe_gil(void)
+{
+	return pyw_sample_gil();
+}
+
+/* A sampler whose idle question stands in for the agent's: asked with
+ * @quiet (the GIL says the thread ran no Python since the last round) it
+ * answers "not run" (the stack it had is kept); asked otherwise (the
+ * clock's turn) it answers "ran", so the thread is walked. Counts both. */
+static unsigned asked_clock, asked_quiet;
+
+static bool quiet_cb(void *ud, uint32_t tid, bool quiet)
+{
+	(void)ud;
+	(void)tid;
+	if (quiet)
+		asked_quiet++;
+	else
+		asked_clock++;
+	return quiet;
+}
+
+/* probe_sample() with quiet_cb; *asked, *quiet: its two counts. */
+EXPORT int probe_sample_quiet(char *buf, size_t cap, unsigned *asked, unsigned *quiet)
+{
+	struct pyw_raw f[MAX_FRAMES];
+	struct out o = {buf, cap, 0};
+	buf[0] = '\0';
+	asked_clock = asked_quiet = 0;
+	pyw_set_idle(quiet_cb, NULL);
+	int n = pyw_sample_all(f, MAX_FRAMES, sample_cb, &o);
+	pyw_set_idle(NULL, NULL);
+	*asked = asked_clock;
+	*quiet = asked_quiet;
+	return n;
 }
 
 /* Pages the sampler read one at a time, so far. */
@@ -257,10 +304,11 @@ static void nop_cb(void *ud, uint32_t tid, uint64_t ts, const struct pyw_raw *fr
 	(void)truncated;
 }
 
-static bool always_idle(void *ud, uint32_t tid)
+static bool always_idle(void *ud, uint32_t tid, bool quiet)
 {
 	(void)ud;
 	(void)tid;
+	(void)quiet;
 	return true;
 }
 
@@ -293,10 +341,11 @@ EXPORT double probe_bench_sample(unsigned max, unsigned iters, int idle, int *th
  * around the round in *t0, *t1. Threads or -errno. */
 static unsigned slow_ms;
 
-static bool slow_once(void *ud, uint32_t tid)
+static bool slow_once(void *ud, uint32_t tid, bool quiet)
 {
 	(void)ud;
 	(void)tid;
+	(void)quiet;
 	if (slow_ms) {
 		struct timespec d = { .tv_sec = slow_ms / 1000, .tv_nsec = (long)(slow_ms % 1000) * 1000000L };
 		slow_ms = 0;

@@ -254,6 +254,75 @@ def dated():
     return out
 
 
+def two_step(go, moved, stop):
+    go.wait()  # L:two_step_a
+    moved.append(1)
+    stop.wait()  # L:two_step_b
+
+
+def quiet():
+    """While the GIL stays with one thread no other can run Python: the
+    sampler then asks the clock of that thread alone and keeps the others'
+    stacks (a quiet round). A thread that takes the GIL makes the next
+    round ask every clock again, and it is walked where it went. The
+    probe's idle answer stands in for the agent's clock: asked by clock,
+    "ran" (walk it); asked quietly, "not run" (keep its stack)."""
+    lib.probe_sample_quiet.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint),
+                                       ctypes.POINTER(ctypes.c_uint)]
+    lib.probe_gil.restype = ctypes.c_size_t
+    ctypes.pythonapi.PyThreadState_Get.restype = ctypes.c_void_p
+    go, stop, moved = threading.Event(), threading.Event(), []
+    blocked = start_parked(3, deep_blocked)
+    mover = threading.Thread(target=two_step, args=(go, moved, stop))
+    mover.start()
+    time.sleep(0.05)
+
+    def one():
+        buf = ctypes.create_string_buffer(1 << 20)
+        asked, asked_quiet = ctypes.c_uint(), ctypes.c_uint()
+        fast, quiet_n = lib.probe_fast_rounds(), lib.probe_quiet_rounds()
+        n = lib.probe_sample_quiet(buf, len(buf), ctypes.byref(asked), ctypes.byref(asked_quiet))
+        walked, cur = {}, None
+        for ln in buf.value.decode().splitlines():
+            if ln.startswith("T "):
+                _, tid, count, _ = ln.split()
+                cur = walked.setdefault(tid, []) if int(count) >= 0 else None
+            elif cur is not None:
+                cur.extend(frames(ln))
+        return {"n": n, "fast": lib.probe_fast_rounds() - fast, "quiet": lib.probe_quiet_rounds() - quiet_n,
+                "asked": asked.value, "asked_quiet": asked_quiet.value, "walked": walked}
+
+    def until_quiet(rounds):
+        # A thread still settling into its wait takes the GIL: a few rounds.
+        for _ in range(50):
+            rounds.append(one())
+            if len(rounds) >= 2 and rounds[-1]["quiet"] and rounds[-2]["quiet"]:
+                break
+            time.sleep(0.02)
+        return rounds
+
+    out = {"main": str(threading.get_native_id()), "mover": str(mover.native_id),
+           "nthreads": threading.active_count()}
+    out["before"] = until_quiet([])
+    gil = lib.probe_gil()
+    out["gil"] = bool(gil)
+    if gil:
+        out["holder_is_main"] = get64(gil + 8) == ctypes.pythonapi.PyThreadState_Get()
+        switches = get64(gil + 24)
+    go.set()
+    deadline = time.time() + 10
+    while not moved and time.time() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)
+    out["after"] = until_quiet([one()])
+    if gil:
+        out["switched"] = get64(gil + 24) > switches
+    stop.set()
+    mover.join()
+    stop_all(blocked)
+    return out
+
+
 def maintained():
     """A thread started now walks; after pyw_maintain() (50 ms apart) its
     walks stay inside the hot path's cache of readable ranges."""
@@ -303,6 +372,7 @@ def scenarios():
     stop.set()
     for t in ths:
         t.join()
+    res["quiet"] = quiet()  # the other threads gone: nothing else takes the GIL
     return res
 
 

@@ -151,6 +151,35 @@ class Walker:
                 self.assertEqual(r["top"][tid], [parked_b])
         self.assertNotIn(c["b"][0], c["ended"][0]["tids"])
 
+    def check_quiet(self):
+        q = self.r["quiet"]
+        b, a = q["before"], q["after"]
+        n = q["nthreads"]
+        self.assertEqual(b[0]["n"], n, q)
+        # The list changed since the last sample: one by one, every clock
+        # asked (the old list's too, when its head's address was reused).
+        self.assertEqual((b[0]["fast"], b[0]["asked_quiet"]), (0, 0), b[0])
+        self.assertGreaterEqual(b[0]["asked"], n, b[0])
+        self.assertTrue(all(r["fast"] for r in b[1:] + a), q)
+        if not q["gil"]:
+            self.assertGreaterEqual(self.minor, 14, "no GIL layout for 3.%d" % self.minor)
+            self.assertTrue(all(r["asked"] == n and not r["quiet"] for r in b + a), q)
+            return
+        self.assertTrue(q["holder_is_main"], q)
+        # The round after the slow one asks every clock (no round before it
+        # to compare the GIL with); then quiet rounds: the holder alone.
+        self.assertEqual((b[1]["quiet"], b[1]["asked"]), (0, n), b[1])
+        for r in b[-2:]:
+            self.assertEqual((r["quiet"], r["asked"], r["asked_quiet"]), (1, 1, n - 1), r)
+            self.assertEqual(list(r["walked"]), [q["main"]], r)
+        # The mover took the GIL: every clock again, and it is where it went.
+        self.assertTrue(q["switched"], q)
+        self.assertEqual((a[0]["quiet"], a[0]["asked"]), (0, n), a[0])
+        moved = a[0]["walked"][q["mover"]]
+        self.assertIn(self.at("two_step_b", "two_step"), moved)
+        self.assertNotIn(self.at("two_step_a", "two_step"), moved)
+        self.assertEqual((a[-1]["quiet"], a[-1]["asked"]), (1, 1), a)
+
     def check_hostile(self):
         h = self.r["hostile"]
         efault = -errno.EFAULT
@@ -181,6 +210,7 @@ class Walker:
         self.check_dated()
         self.check_prefetched()
         self.check_churn()
+        self.check_quiet()
         self.check_hostile()
 
 
