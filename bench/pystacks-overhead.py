@@ -27,8 +27,11 @@ median of the mode interleaved with it (stacks: paused; cProfile: off).
 Then the sampler: --seconds of a capture with PY_SAMPLE at 100 Hz while 8
 and then 32 Python threads (20 frames deep) wait; its CPU time is the
 sampler thread's own (/proc/PID/task/TID/schedstat), as % of one core.
+The threads wake together every 50 ms (as threads started together do);
+--staggered spreads their wake-ups over the 50 ms, so that most samples
+find some thread run since the last.
 
-  python3 bench/pystacks-overhead.py [--runs 9] [--launches 10000] [--calls 1] [--python PATH]
+  python3 bench/pystacks-overhead.py [--runs 9] [--launches 10000] [--calls 1] [--staggered] [--python PATH]
 Environment: PROFD_AGENT_SO, FAKE_CUDA_APP (default: the build's).
 """
 import argparse
@@ -102,6 +105,7 @@ def main():
     ap.add_argument("--calls", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--python", default="/usr/bin/python3")
+    ap.add_argument("--staggered", action="store_true")
     a = ap.parse_args()
 
     job = Job(a.python)
@@ -123,7 +127,7 @@ def main():
         stats = job.rx.cap.stats
         samp = {}
         for n in (8, 32):
-            job.app.ask(f"threads {n}")
+            job.app.ask(f"threads {n}" + (" staggered" if a.staggered else ""))
             job.capture(P.START_PY_SAMPLE, hz=100)
             tid = None
             P.T.wait_for(lambda: sampler_tid(job.app.pid) is not None, 5)
@@ -153,7 +157,7 @@ def main():
     if stack > 0:
         print(f"  cProfile adds {prof / stack:.1f}x what depth-50 stacks add")
     print(f"  launch stacks sent {stats[9]}, dropped {stats[10]} (last capture)")
-    print("sampler at 100 Hz:")
+    print("sampler at 100 Hz" + (", threads staggered:" if a.staggered else ":"))
     for n, (pct, rate) in samp.items():
         print(f"  {n:2d} threads: {pct:.3f} % of one core, {rate:.0f} thread samples/s")
 

@@ -15,12 +15,14 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -121,15 +123,15 @@ static struct {
 	uint32_t n_ws, cap_ws, next_sid;
 	uint64_t emit_failed_seen;
 
-	/* the sampler thread */
+	/* the sampler thread: it sleeps on s_word (a futex) until its next
+	 * tick; the agent thread bumps s_word and wakes it to change its rate
+	 * or stop it. */
 	pthread_t sampler;
-	pthread_mutex_t slock;
-	pthread_cond_t scond;     /* CLOCK_MONOTONIC */
-	bool s_run;
-	uint32_t s_hz;
+	atomic_uint s_word;
+	atomic_bool s_run;
+	atomic_uint s_hz;
 } P = {
 	.rlock = PTHREAD_MUTEX_INITIALIZER,
-	.slock = PTHREAD_MUTEX_INITIALIZER,
 };
 
 static uint64_t mono_ns(void)
@@ -374,6 +376,25 @@ static void sample_cb(void *ud, uint32_t tid, uint64_t ts, const struct pyw_raw 
 		atomic_fetch_add_explicit(&P.sample_full, 1, memory_order_relaxed);
 }
 
+/* Sleep until @deadline (CLOCK_MONOTONIC ns) or until s_word moves from
+ * @word. A futex, not a condition variable: the mutex a condition variable
+ * takes back on waking costs a wake-up system call of its own, each tick. */
+static void sampler_sleep(uint32_t word, uint64_t deadline)
+{
+	struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
+			       .tv_nsec = (long)(deadline % 1000000000ull) };
+
+	/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time. */
+	syscall(SYS_futex, &P.s_word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, word, &ts, NULL,
+		FUTEX_BITSET_MATCH_ANY);
+}
+
+static void sampler_poke(void)
+{
+	atomic_fetch_add_explicit(&P.s_word, 1, memory_order_acq_rel);
+	syscall(SYS_futex, &P.s_word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+}
+
 static void *sampler_main(void *arg)
 {
 	struct pyw_raw scratch[AGENT_PY_MAX_DEPTH];
@@ -382,57 +403,44 @@ static void *sampler_main(void *arg)
 	(void)arg;
 	pyw_set_idle(sample_idle, NULL);
 	pyw_set_clock(now);
-	pthread_mutex_lock(&P.slock);
-	while (P.s_run && !atomic_load(&g.too_late) && !atomic_load(&g.dead)) {
-		uint64_t period = 1000000000ull / P.s_hz, t = mono_ns();
+	for (;;) {
+		/* Read before the checks: a poke after them fails the sleep. */
+		uint32_t word = atomic_load_explicit(&P.s_word, memory_order_acquire);
+		uint64_t period = 1000000000ull / atomic_load(&P.s_hz), t = mono_ns();
 		uint32_t gen;
 
+		if (!atomic_load(&P.s_run) || atomic_load(&g.too_late) || atomic_load(&g.dead))
+			break;
 		if (t < next) {
-			struct timespec ts = { .tv_sec = (time_t)(next / 1000000000ull),
-					       .tv_nsec = (long)(next % 1000000000ull) };
-
-			pthread_cond_timedwait(&P.scond, &P.slock, &ts);
+			sampler_sleep(word, next);
 			continue;
 		}
-		pthread_mutex_unlock(&P.slock);
 		gen = atomic_load_explicit(&P.gen, memory_order_acquire);
 		pyw_sample_all(scratch, atomic_load_explicit(&P.depth, memory_order_relaxed), sample_cb, &gen);
-		pthread_mutex_lock(&P.slock);
 		/* A round that overran (or a stall) skips ticks rather than bursting. */
 		next += period;
 		if (next < t)
 			next = t + period;
 	}
-	pthread_mutex_unlock(&P.slock);
 	return NULL;
 }
 
 static void sampler_start(uint32_t hz)
 {
-	pthread_condattr_t ca;
 	sigset_t all, old;
 
+	atomic_store(&P.s_hz, hz);
 	if (P.sampling) {
-		pthread_mutex_lock(&P.slock);
-		P.s_hz = hz;
-		pthread_cond_signal(&P.scond); /* it takes the new rate at once */
-		pthread_mutex_unlock(&P.slock);
+		sampler_poke(); /* it takes the new rate at once */
 		return;
 	}
-	P.s_hz = hz;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&P.scond, &ca);
-	pthread_condattr_destroy(&ca);
-	P.s_run = true;
+	atomic_store(&P.s_run, true);
 	/* Like the agent thread, it takes no signals of the application's. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	if (pthread_create(&P.sampler, NULL, sampler_main, NULL) == 0) {
 		pthread_setname_np(P.sampler, "profd-pysample");
 		P.sampling = true;
-	} else {
-		pthread_cond_destroy(&P.scond);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -441,12 +449,9 @@ static void sampler_stop(void)
 {
 	if (!P.sampling)
 		return;
-	pthread_mutex_lock(&P.slock);
-	P.s_run = false;
-	pthread_cond_signal(&P.scond);
-	pthread_mutex_unlock(&P.slock);
+	atomic_store(&P.s_run, false);
+	sampler_poke();
 	pthread_join(P.sampler, NULL);
-	pthread_cond_destroy(&P.scond);
 	P.sampling = false;
 }
 

@@ -109,9 +109,9 @@ int pyw_read(uintptr_t addr, void *dst, size_t len)
  * bytes between two such blocks lie on the pages holding them, so a run
  * reads no page the blocks do not. The sampler's alone (pywalk-int.h).
  *
- * Working out the runs sorts the blocks; a sampler asks for the same
- * blocks sample after sample (the thread list rarely changes), so the
- * last plan is kept and reused while the blocks are the same. */
+ * Working out the runs sorts the blocks; a sampler asks for the same few
+ * lists of blocks sample after sample (the thread list rarely changes),
+ * so the last plans are kept and reused while the blocks are the same. */
 #define RUNS_BYTES (128u << 10)
 
 /* Sorts @a[0..n) ascending, in place: glibc's qsort() mallocs past 1 KiB,

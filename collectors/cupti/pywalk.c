@@ -16,9 +16,10 @@
  * range cache vouches for it, else copied through pyw_read(); the sampler
  * (PAGED) copies everything, a page at a time (other threads' frames
  * change under it), except where one call can read for every thread: in
- * a thread list unchanged since the last sample (sample_known) the thread
- * states' headers, then the newest frames of those that ran, then the
- * pages those frames are on.
+ * a thread list unchanged since the last sample (sample_known) the list's
+ * ends with the GIL's holder and switch count, then the states of the
+ * threads that ran (the GIL and their clocks say which), then the pages
+ * their newest frames are on.
  * Neither allocates, locks or calls into Python
  * (PyGILState_GetThisThreadState is a TLS read, documented as callable
  * without the GIL). The sampler holds an atomic flag, not a lock: a

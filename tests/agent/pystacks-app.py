@@ -18,7 +18,8 @@ Commands on stdin, one answer line each:
             (as a framework op is: module call, forward, functional), D
             frames deep in all (under cProfile: PyEval_SetProfile, as
             in-process tracers hook every call) -> "bench <CPU ns per launch>"
-  threads T T Python threads, 20 frames deep, waiting until "stop" -> "threads"
+  threads T [staggered]  T Python threads, 20 frames deep, waking every 50 ms
+            (staggered: each at its own phase) until "stop" -> "threads"
   stop      -> "stopped"
   state     the fake CUPTI's subscription -> "<subscribed> <domains on>"
   many N    one launch from each of N new functions many_0 .. many_<N-1>
@@ -175,9 +176,10 @@ def bench(n, depth, k, profile):
 spinning = []
 
 
-def spinner(stop, depth=20):
+def spinner(stop, depth=20, delay=0.0):
     if depth:
-        return spinner(stop, depth - 1)
+        return spinner(stop, depth - 1, delay)
+    stop.wait(delay)
     while not stop.wait(0.05): pass  # noqa: E701  @spinner
 
 
@@ -217,8 +219,11 @@ def serve():
         elif cmd[0] == "threads":
             stop = threading.Event()
             spinning.append(stop)
-            for _ in range(int(cmd[1])):
-                threading.Thread(target=spinner, args=(stop,), daemon=True).start()
+            n = int(cmd[1])
+            for i in range(n):
+                # staggered: each thread's 50 ms beat shifted by i/n of it
+                delay = 0.05 * i / n if cmd[2:] == ["staggered"] else 0.0
+                threading.Thread(target=spinner, args=(stop, 20, delay), daemon=True).start()
             out = "threads"
         elif cmd[0] == "stop":
             for s in spinning:
