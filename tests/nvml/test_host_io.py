@@ -3,6 +3,7 @@
 import os
 import re
 import shutil
+import statistics
 import tempfile
 import threading
 import time
@@ -70,7 +71,10 @@ class HostIo(unittest.TestCase):
                            ("disk_read_bytes_per_s", 512e3), ("disk_write_bytes_per_s", 1024e3)):
             v = N.values(cs, name)
             self.assertGreaterEqual(len(v), 15, (name, v))
-            self.assertAlmostEqual(sum(v) / len(v), rate, delta=rate * 0.2, msg=(name, v))
+            # The median: the fake's writer, stalled on a loaded machine, makes
+            # a flat interval and then a spike (CI saw one 10x the rate as the
+            # window's last point pull the mean 28 % high).
+            self.assertAlmostEqual(statistics.median(v), rate, delta=rate * 0.2, msg=(name, v))
         # Monitor prints the same rates (no stat/meminfo in this /proc: no CPU, memory).
         m = re.search(r"\nHost: net rx ([\d.]+) MB/s tx ([\d.]+) MB/s, disk read ([\d.]+) MB/s "
                       r"write ([\d.]+) MB/s\n", text)
