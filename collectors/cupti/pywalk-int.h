@@ -104,8 +104,9 @@ int pyw_read(uintptr_t addr, void *dst, size_t len);
 /* @n blocks (each at most a page) side by side into @dst, in their order,
  * in one system call; blocks less than a page apart read as one range:
  * 0, -EFAULT when any is unreadable, -EINVAL beyond PYW_READ_BLOCKS_MAX
- * blocks (the kernel's limit on ranges per call is 1024). The sampler
- * thread only (one scratch, and the last call's plan kept for the next).
+ * blocks (the kernel's limit on ranges per call is 1024) or for a block
+ * over a page. The sampler thread only (one scratch, and the plans of the
+ * last few block lists kept for the next calls).
  * pyw_read_many(): @n blocks of @len bytes at @addr[0..n). */
 #define PYW_READ_MANY_MAX 256u
 #define PYW_READ_BLOCKS_MAX (PYW_READ_MANY_MAX + 4u)

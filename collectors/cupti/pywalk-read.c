@@ -246,7 +246,6 @@ static int read_runs(const struct pyw_block *b, unsigned n, unsigned char *dst)
 
 int pyw_read_blocks(const struct pyw_block *b, unsigned n, void *dst)
 {
-	struct iovec remote[PYW_READ_BLOCKS_MAX];
 	size_t total = 0;
 	if (n == 0)
 		return 0;
@@ -257,14 +256,18 @@ int pyw_read_blocks(const struct pyw_block *b, unsigned n, void *dst)
 			return -EFAULT;
 		if (b[i].len > PAGE)
 			return -EINVAL;
-		remote[i] = (struct iovec){.iov_base = (void *)b[i].addr, .iov_len = b[i].len};
 		total += b[i].len; /* at most PYW_READ_BLOCKS_MAX pages: no overflow */
 	}
 	int r = read_runs(b, n, dst);
 	if (r != -E2BIG)
 		return r;
-	/* The kernel fills one local buffer from many remote ranges; it stops
-	 * at the first unreadable one, so a short count is a failure. */
+	/* Unplanned (too many bytes between them, or too high to key): each
+	 * block as a range of its own. The kernel fills one local buffer from
+	 * many remote ranges and stops at the first unreadable one, so a
+	 * short count is a failure. */
+	struct iovec remote[PYW_READ_BLOCKS_MAX];
+	for (unsigned i = 0; i < n; i++)
+		remote[i] = (struct iovec){.iov_base = (void *)b[i].addr, .iov_len = b[i].len};
 	struct iovec local = {.iov_base = dst, .iov_len = total};
 	ssize_t got = process_vm_readv(atomic_load_explicit(&self_pid, memory_order_relaxed), &local, 1, remote,
 				       n, 0);

@@ -365,15 +365,18 @@ void pyw_set_clock(pyw_clock_fn clock) { idle.clock = clock; }
 static uint64_t read_time(void) { return idle.clock ? idle.clock() : 0; }
 
 /* The thread list as the last sample walked it, for the next one: while
- * it stays the same (no thread started or ended), one system call reads
- * every thread state's header, and a thread that has not run since its
- * last walk costs a clock read and its header alone. Up to
- * PYW_READ_MANY_MAX threads; a longer list is walked one by one every
- * time. Only a sampler holding `sampling` touches it. */
+ * it stays the same (no thread started or ended), a thread that has not
+ * run since its last walk costs a clock read at most (none while the GIL
+ * stays with another thread), and one system call reads the states of
+ * those that ran. Up to PYW_READ_MANY_MAX threads; a longer list is
+ * walked one by one every time. Only a sampler holding `sampling` touches
+ * it. */
 #define LEARN_PER_THREAD 32u
-/* The words read with the headers: the runtime's interpreter, 3.13+ its
- * `next`, the newest thread state (sample_known). */
+/* The words a fast round reads first (sample_known): the runtime's
+ * interpreter, 3.13+ its `next`, the newest thread state; then the GIL's
+ * last_holder, locked and switch_number. */
 #define KNOWN_WORDS 3u
+#define GIL_WORDS ((PYW_GIL_SWITCHES + 8 - PYW_GIL_HOLDER) / 8)
 
 static struct {
 	uintptr_t interp;
@@ -388,8 +391,8 @@ static struct {
 	uint64_t gil_switches;
 	bool gil_seen;
 	struct pyw_block blk[PYW_READ_BLOCKS_MAX];
-	/* The words, then the headers, l.tstate_span apart. */
-	unsigned char hdr[KNOWN_WORDS * 8 + PYW_READ_MANY_MAX * TSTATE_BUF];
+	/* The states of a round's threads that ran, l.tstate_span apart. */
+	unsigned char hdr[PYW_READ_MANY_MAX * TSTATE_BUF];
 	/* A sample's threads to walk: their ids, their newest frames (ok:
 	 * read), 3.11/3.12's _PyCFrame reads. */
 	uint32_t tid[PYW_READ_MANY_MAX];
@@ -534,7 +537,7 @@ static int sample_known(uintptr_t interp, bool rt, struct pyw_raw *scratch, unsi
 	const struct pyw_layout *l = &pyw_state.l;
 	size_t span = l->tstate_span;
 	unsigned n = chain.n, b = 0;
-	uint64_t word[6];
+	uint64_t word[KNOWN_WORDS + GIL_WORDS];
 	if (n == 0 || chain.interp != interp)
 		return -ESTALE;
 	if (rt) {
@@ -545,8 +548,8 @@ static int sample_known(uintptr_t interp, bool rt, struct pyw_raw *scratch, unsi
 	chain.blk[b++] = (struct pyw_block){interp + l->in_threads, 8};
 	unsigned words = b;
 	bool gil = rt && chain.gil;
-	if (gil) /* last_holder, locked, switch_number */
-		chain.blk[b++] = (struct pyw_block){chain.gil + PYW_GIL_HOLDER, PYW_GIL_SWITCHES + 8 - PYW_GIL_HOLDER};
+	if (gil)
+		chain.blk[b++] = (struct pyw_block){chain.gil + PYW_GIL_HOLDER, GIL_WORDS * 8};
 	if (pyw_read_blocks(chain.blk, b, word) != 0)
 		return -ESTALE;
 	if (rt && (word[0] != interp || (l->rt_interp_tail && word[1] != 0)))
