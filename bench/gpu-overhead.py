@@ -72,11 +72,22 @@ class Job:
         self.q = queue.Queue()
         self.err = []
         threading.Thread(target=self._pump, args=(self.p.stdout, self.q.put), daemon=True).start()
-        threading.Thread(target=self._pump, args=(self.p.stderr, self.err.append), daemon=True).start()
+        self.err_pump = threading.Thread(target=self._pump, args=(self.p.stderr, self.err.append), daemon=True)
+        self.err_pump.start()
         self.stderr = lambda: "\n".join(e for e in self.err if e)[-2000:]
         line = self.q.get(timeout=timeout)
         if line != "ready":
-            raise RuntimeError(f"{cmd[0]}: {line!r} instead of ready; stderr: {self.stderr()}")
+            raise RuntimeError(f"{cmd[0]}: {line!r} instead of ready; {self.died()}")
+
+    def died(self):
+        """How the process ended, with all it wrote on stderr (the pump
+        is joined: a message printed just before dying is not lost)."""
+        try:
+            rc = self.p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            rc = "still running"
+        self.err_pump.join(timeout=5)
+        return f"exit status {rc}; stderr: {self.stderr()}"
 
     @staticmethod
     def _pump(f, put):
@@ -89,7 +100,7 @@ class Job:
         self.p.stdin.flush()
         line = self.q.get(timeout=timeout)
         if not line:
-            raise RuntimeError(f"job died on {cmd!r}: {self.stderr()}")
+            raise RuntimeError(f"job died on {cmd!r}: {self.died()}")
         return json.loads(line)
 
     def close(self):
@@ -191,6 +202,10 @@ class Bench:
         env.pop("CUDA_INJECTION64_PATH", None)
         if mode in ("idle", "traced"):
             env.update(CUDA_INJECTION64_PATH=self.agent, PROFD_AGENT_SOCKET=self.sock)
+            # A backtrace on stderr if the job faults (tests/gpu/abort-trace.c).
+            at = os.path.join(os.environ.get("GPU_BIN", "/nonexistent"), "libabort-trace.so")
+            if os.path.exists(at):
+                env["LD_PRELOAD"] = at
         if workload == "cuda-loop":
             cmd = [os.path.join(self.work, "launch-loop")]
         else:

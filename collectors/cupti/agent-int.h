@@ -27,6 +27,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -173,6 +174,9 @@ static inline bool agent_cupti_usable(void)
 
 /* agent.c: wake the agent thread (any thread); ERROR frames (agent thread). */
 void agent_wake(void);
+/* Before starting an agent thread: block the application's asynchronous
+ * signals, not faults (agent.c); *@old is restored after the create. */
+void agent_mask_signals(sigset_t *old);
 void agent_err(uint32_t code, int32_t detail, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 const char *agent_cupti_str(CUptiResult r);

@@ -60,6 +60,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "base/macro.h"
+
 #include "agent-int.h"
 #include "nvtx.h"
 #include "pmsample.h"
@@ -364,10 +366,27 @@ static void on_exit_hook(void)
 	atomic_store(&g.too_late, 1);
 }
 
+/* The agent's threads take no asynchronous signals: the application's
+ * handlers keep running on its own threads. Faults stay deliverable: a
+ * blocked SIGSEGV raised by a fault kills the process without running any
+ * handler, so the job's crash reporter (faulthandler, a backtrace hook)
+ * would say nothing of a fault in our threads or in the CUPTI threads
+ * they start, which inherit the mask (an H200 job died so, silently). */
+void agent_mask_signals(sigset_t *old)
+{
+	static const int faults[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS };
+	sigset_t mask;
+
+	sigfillset(&mask);
+	for (size_t i = 0; i < ARRAY_SIZE(faults); i++)
+		sigdelset(&mask, faults[i]);
+	pthread_sigmask(SIG_SETMASK, &mask, old);
+}
+
 static void init_once(void)
 {
 	pthread_attr_t a;
-	sigset_t all, old;
+	sigset_t old;
 	pthread_t t;
 
 	g.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -376,10 +395,7 @@ static void init_once(void)
 	pthread_atfork(NULL, NULL, on_fork_child);
 	agent_nvtx_on_attach(agent_wake);
 	atexit(on_exit_hook);
-	/* The agent thread takes no signals: the application's handlers keep
-	 * running on its own threads. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
+	agent_mask_signals(&old);
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	if (pthread_create(&t, &a, agent_main, NULL) == 0)

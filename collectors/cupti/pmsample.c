@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cupti-pm.h"
 #include "pmsample.h"
@@ -46,6 +47,9 @@ struct pm_dev {
 	uint32_t ordinal;
 	bool running;   /* Start succeeded: Stop at the end */
 	bool announced; /* PM_METRICS sent on this connection's string table */
+	uint64_t hw_bytes;       /* the hardware buffer asked for (SetConfig) */
+	uint64_t last_decode_ns; /* CLOCK_MONOTONIC of the last decode, 0 before */
+	uint32_t max_gap_ms;     /* the longest time between two decodes */
 	CUpti_Profiler_Host_Object *host;
 	CUpti_PmSampling_Object *obj;
 	uint8_t *avail, *config, *data, *data_init;
@@ -84,6 +88,14 @@ static struct {
 } P;
 
 #define PARAMS(type, var) type var = { .structSize = type##_STRUCT_SIZE }
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 unsigned pm_split_metrics(const char *csv, char *buf, size_t buf_size, const char *names[],
 			  unsigned *skipped)
@@ -390,6 +402,21 @@ static void dev_free(struct pm_dev *d)
 	memset(d, 0, sizeof(*d));
 }
 
+/* The device's sampling configuration, at start and again at a restart
+ * (a fresh hardware buffer). */
+static CUptiResult set_config(struct pm_dev *d)
+{
+	PARAMS(CUpti_PmSampling_SetConfig_Params, pcfg);
+
+	pcfg.pPmSamplingObject = d->obj;
+	pcfg.configSize = d->config_size;
+	pcfg.pConfig = d->config;
+	pcfg.hardwareBufferSize = d->hw_bytes;
+	pcfg.samplingInterval = (uint64_t)P.interval_us * 1000u;
+	pcfg.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+	return A.cuptiPmSamplingSetConfig(&pcfg);
+}
+
 /* Set up and start one device. CUPTI_SUCCESS, else the failing call's
  * result with *@call naming it. */
 static CUptiResult dev_start(struct pm_dev *d, const struct agent_device *ad, uint64_t buffer_bytes,
@@ -401,7 +428,6 @@ static CUptiResult dev_start(struct pm_dev *d, const struct agent_device *ad, ui
 	PARAMS(CUpti_PmSampling_Enable_Params, pe);
 	PARAMS(CUpti_PmSampling_GetCounterDataSize_Params, pd);
 	PARAMS(CUpti_PmSampling_CounterDataImage_Initialize_Params, pi);
-	PARAMS(CUpti_PmSampling_SetConfig_Params, pcfg);
 	PARAMS(CUpti_PmSampling_Start_Params, pst);
 	CUptiResult r;
 
@@ -471,13 +497,8 @@ static CUptiResult dev_start(struct pm_dev *d, const struct agent_device *ad, ui
 	/* Restoring this copy is cheaper than initialising again each round. */
 	memcpy(d->data_init, d->data, d->data_size);
 	*call = "cuptiPmSamplingSetConfig";
-	pcfg.pPmSamplingObject = d->obj;
-	pcfg.configSize = d->config_size;
-	pcfg.pConfig = d->config;
-	pcfg.hardwareBufferSize = buffer_bytes;
-	pcfg.samplingInterval = (uint64_t)P.interval_us * 1000u;
-	pcfg.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
-	if ((r = A.cuptiPmSamplingSetConfig(&pcfg)) != CUPTI_SUCCESS)
+	d->hw_bytes = buffer_bytes;
+	if ((r = set_config(d)) != CUPTI_SUCCESS)
 		return r;
 	*call = "cuptiPmSamplingStart";
 	pst.pPmSamplingObject = d->obj;
@@ -631,25 +652,46 @@ static void put_sample(struct pm_dev *d, size_t index)
 
 /* After an overflow CUPTI samples no more until sampling restarts (on an
  * H200 the last sample came 40 ms into a phase of saturating copies, and
- * none for the 3 s after): stop and start again, so the gap is only the
- * overflow's. */
-static void restart(struct pm_dev *d)
+ * none for the 3 s after): stop, configure again (a fresh hardware
+ * buffer) and start, so the gap is only the overflow's. A start CUPTI
+ * refuses (UNKNOWN, seen once on an H200 with a plain stop and start)
+ * ends sampling on that device for this capture, said as such: the
+ * samples before the overflow are in the trace. */
+static void restart(struct pm_dev *d, uint32_t gap_ms)
 {
 	PARAMS(CUpti_PmSampling_Start_Params, pst);
+	const char *call = "cuptiPmSamplingSetConfig";
+	char text[sizeof(((struct agent_error *)0)->text)];
 	CUptiResult r;
 
 	stop_sampling(d);
 	memcpy(d->data, d->data_init, d->data_size);
-	pst.pPmSamplingObject = d->obj;
-	r = A.cuptiPmSamplingStart(&pst);
-	if (r == CUPTI_SUCCESS)
+	r = set_config(d);
+	if (r == CUPTI_SUCCESS) {
+		call = "cuptiPmSamplingStart";
+		pst.pPmSamplingObject = d->obj;
+		r = A.cuptiPmSamplingStart(&pst);
+	}
+	if (r == CUPTI_SUCCESS) {
 		d->running = true;
-	else
-		tell_cupti(d->ordinal, "cuptiPmSamplingStart", r);
+		return;
+	}
+	snprintf(text, sizeof(text), "PM sampling on GPU %u stopped early: its hardware buffer overflowed "
+		 "(%u ms after the decode before) and CUPTI would not sample again (%s: %s, %d); the "
+		 "counters up to the overflow are in the trace", d->ordinal, gap_ms, call, res_str(r), (int)r);
+	P.error(AGENT_ERR_NOTICE, (int32_t)r, text);
 }
 
 static void decode_dev(struct pm_dev *d)
 {
+	uint64_t now = mono_ns(), gap = d->last_decode_ns ? now - d->last_decode_ns : 0;
+	uint32_t gap_ms = gap / 1000000u > UINT32_MAX ? UINT32_MAX : (uint32_t)(gap / 1000000u);
+
+	/* How far apart decodes ran tells a buffer too small for the rate
+	 * from a decode that came late (the overflow notice says both). */
+	d->last_decode_ns = now;
+	if (gap_ms > d->max_gap_ms)
+		d->max_gap_ms = gap_ms;
 	for (unsigned round = 0; round < PM_MAX_DECODE_ROUNDS; round++) {
 		PARAMS(CUpti_PmSampling_DecodeData_Params, pd);
 		PARAMS(CUpti_PmSampling_GetCounterDataInfo_Params, pi);
@@ -668,14 +710,16 @@ static void decode_dev(struct pm_dev *d)
 
 				/* A NOTICE: sampling goes on, with gaps. */
 				P.told_overflow = true;
-				snprintf(text, sizeof(text), "PM sampling: GPU %u's hardware buffer overflowed and "
-					 "samples were lost; raise gpu_pm_sample_buffer_size_per_gpu_mb "
-					 "(--pm-sample-buffer) or the interval", d->ordinal);
+				snprintf(text, sizeof(text), "PM sampling: GPU %u's hardware buffer (%llu MiB) "
+					 "overflowed and samples were lost (decodes %u ms apart, at most %u "
+					 "ms before); raise gpu_pm_sample_buffer_size_per_gpu_mb "
+					 "(--pm-sample-buffer) or the interval", d->ordinal,
+					 (unsigned long long)(d->hw_bytes >> 20), gap_ms, d->max_gap_ms);
 				P.error(AGENT_ERR_NOTICE, (int32_t)r, text);
 			}
 		}
 		if (r == CUPTI_ERROR_OUT_OF_MEMORY) {
-			restart(d);
+			restart(d, gap_ms);
 			return;
 		}
 		if (r != CUPTI_SUCCESS) {

@@ -427,7 +427,7 @@ static void *sampler_main(void *arg)
 
 static void sampler_start(uint32_t hz)
 {
-	sigset_t all, old;
+	sigset_t old;
 
 	atomic_store(&P.s_hz, hz);
 	if (P.sampling) {
@@ -435,9 +435,7 @@ static void sampler_start(uint32_t hz)
 		return;
 	}
 	atomic_store(&P.s_run, true);
-	/* Like the agent thread, it takes no signals of the application's. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
+	agent_mask_signals(&old); /* as the agent thread (agent.c) */
 	if (pthread_create(&P.sampler, NULL, sampler_main, NULL) == 0) {
 		pthread_setname_np(P.sampler, "profd-pysample");
 		P.sampling = true;

@@ -240,6 +240,27 @@ class AgentOnFakeCupti(unittest.TestCase):
         self.assertEqual((st["finalizes"], st["calls_after_finalize"]), (0, 0), st)
         self.assertEqual(a.finish(), 0)
 
+    def test_agent_threads_leave_faults_deliverable(self):
+        """The agent thread blocks the application's asynchronous signals
+        but not faults: a blocked SIGSEGV raised by a fault kills the job
+        without its crash handler, and an H200 job died so in silence
+        (its backtrace hook never ran). SigBlk of /proc's task status."""
+        a, _ = self.app()
+        blocked = {}
+        for tid in os.listdir(f"/proc/{a.pid}/task"):
+            with open(f"/proc/{a.pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{a.pid}/task/{tid}/status") as f:
+                blk = [int(l.split()[1], 16) for l in f if l.startswith("SigBlk:")][0]
+            blocked[name] = blk
+        self.assertIn("profd-agent", blocked, blocked)
+        mask = blocked["profd-agent"]
+        bit = lambda sig: 1 << (sig - 1)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGUSR1):
+            self.assertTrue(mask & bit(sig), f"{sig.name} not blocked: {mask:#x}")
+        for sig in (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT):
+            self.assertFalse(mask & bit(sig), f"{sig.name} blocked: {mask:#x}")
+
     def test_ranks_land_on_their_physical_gpu(self):
         # Two ranks, each pinned to one GPU that it calls "device 0".
         r0, i0 = self.app(CUDA_VISIBLE_DEVICES="0")

@@ -341,6 +341,26 @@ class PmSampling(unittest.TestCase):
         self.assertTrue(ts, list(x.warnings))
         self.assertGreater(ts[-1] - ts[0], 8 * 10**8, (ts[0], ts[-1]))  # one run alone spans 0.3 s
 
+    def test_a_refused_restart_keeps_what_was_sampled(self):
+        """An H200 once refused to start sampling again after an overflow
+        (cuptiPmSamplingStart: UNKNOWN). The capture keeps the counters
+        sampled before it and says sampling stopped early, not that there
+        were no counters; the job goes on and exits 0."""
+        a, _ = self.app(FAKE_CUPTI_PM="stall-refuse")
+        x, _, _, _ = self.capture(request(1500, gpu_pm_sample_counters="default",
+                                          gpu_pm_sample_interval_us=INTERVAL_US), lambda: time.sleep(1.1), a)
+        w = list(x.warnings)
+        self.assertEqual([s for s in w if "no hardware counters" in s], [], w)
+        early = [s for s in w if "stopped early" in s]
+        self.assertEqual(len([s for s in early if "GPU 0 " in s]), 1, w)  # once a GPU
+        self.assertIn("cuptiPmSamplingStart", early[0])
+        self.assertIn("CUPTI_ERROR_UNKNOWN", early[0])
+        self.assertEqual(len([s for s in w if "overflowed" in s and "MiB" in s]), 1, w)
+        ts = sorted(t for t, _ in counters(x, "/device:GPU:0", {SM}).get(SM, []))
+        self.assertTrue(ts, w)
+        self.assertLess(ts[-1] - ts[0], 4 * 10**8, (ts[0], ts[-1]))  # the first 0.3 s only
+        self.assertEqual(a.finish(), 0)
+
     def test_cupti_held_by_another_profiler(self):
         """Item 4: the job's CUPTI is taken (here by Nsight Systems): the
         warning names it; NVML counters and the other planes stay."""

@@ -28,6 +28,9 @@
 #      counts equal, median kernel durations within 1 %
 #   d  overhead: launch-bound loops plain / agent idle / traced by profd /
 #      traced in-process, lingering cost after the capture
+#   k  CUPTI's own cost on the same loop: a bare in-process tracer
+#      (bench/gpu/cupti-floor.c) with the agent's kinds and attributes
+#      one at a time, beside profd's capture (figures in log.txt)
 #   e  NVTX op names and steps from JAX with no flag (captures in a row),
 #      PyTorch memory peak vs max_memory_reserved
 #   f  CUDA graphs (per-node kernels; whole-graph trace)
@@ -158,6 +161,7 @@ step b 90 "upstream client and converter" $PYTHON tests/gpu/upstream-client.py -
 step c 120 "profd vs in-process tracers" $PYTHON tests/gpu/compare-tracers.py --json "$OUT/compare.json"
 step d 150 "overhead" env CAPTURE_S=4 $PYTHON bench/gpu-overhead.py --reps "${REPS:-2}" \
 	--workloads cuda-loop,jax-loop --json "$OUT/overhead.json"
+step k 150 "CUPTI's own floor vs profd (CUDA loop)" $PYTHON bench/gpu-cupti-floor.py --reps "${REPS:-2}"
 step e 90 "JAX NVTX names and steps, PyTorch memory" env GPU_CHECKS=jax,torch-memory JAX_CAPTURES=20 \
 	sh tests/gpu/run-gpu-tests.sh
 step f 60 "CUDA graphs" env GPU_CHECKS=graphs sh tests/gpu/run-gpu-tests.sh

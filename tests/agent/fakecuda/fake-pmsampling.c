@@ -31,7 +31,9 @@
  * (samples still decoded); FAKE_CUPTI_PM=stall: 300 ms after each Start
  * the hardware buffer is full, as an H200's was in saturating copies:
  * DecodeData says CUPTI_ERROR_OUT_OF_MEMORY and nothing is sampled until
- * sampling is stopped and started again.
+ * sampling is stopped and started again; FAKE_CUPTI_PM=stall-refuse: as
+ * stall, and a Start after a Stop says CUPTI_ERROR_UNKNOWN (an H200 once
+ * refused the restart so).
  * Calls out of order (Enable before cuptiProfilerInitialize, decode of a
  * sampler not started) fail as CUPTI's do. cuptiPmSamplingDisable
  * finalizes CUPTI (fakecupti_finalized_by_pm()); objects still enabled go
@@ -76,7 +78,7 @@ struct CUpti_Profiler_Host_Object {
 struct CUpti_PmSampling_Object {
 	uint32_t device;
 	uint64_t interval_ns;
-	bool configured, started;
+	bool configured, started, stopped; /* stopped: Stop was called once */
 	uint64_t next; /* start of the next sample not yet decoded */
 	uint64_t started_at;
 };
@@ -379,6 +381,8 @@ EXPORT CUptiResult cuptiPmSamplingStart(CUpti_PmSampling_Start_Params *p)
 
 	if (!o || !o->configured)
 		return CUPTI_ERROR_INVALID_OPERATION;
+	if (mode("stall-refuse") && o->stopped)
+		return CUPTI_ERROR_UNKNOWN;
 	o->started = true;
 	o->next = o->started_at = now_ns();
 	return CUPTI_SUCCESS;
@@ -391,6 +395,7 @@ EXPORT CUptiResult cuptiPmSamplingStop(CUpti_PmSampling_Stop_Params *p)
 	if (!o || !o->started)
 		return CUPTI_ERROR_INVALID_OPERATION;
 	o->started = false;
+	o->stopped = true;
 	return CUPTI_SUCCESS;
 }
 
@@ -423,7 +428,7 @@ EXPORT CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params 
 
 	if (!o || !o->started || !img(p->pCounterDataImage, p->counterDataImageSize))
 		return CUPTI_ERROR_INVALID_OPERATION;
-	if (mode("stall") && now >= o->started_at + 300000000ull) {
+	if ((mode("stall") || mode("stall-refuse")) && now >= o->started_at + 300000000ull) {
 		if (o->next < o->started_at + 300000000ull)
 			now = o->started_at + 300000000ull; /* what came before it fills */
 		else
