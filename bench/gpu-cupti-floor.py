@@ -18,6 +18,7 @@ Per-launch time = median batch time / 256 over a 2 s run once the tracer
 is on. Exit 0 when every mode ran, 1 otherwise, 77 without a GPU.
 
   python3 bench/gpu-cupti-floor.py [--reps 2] [--json FILE] [--floors "k;k,r;..."]
+  (tests/gpu/on-device.sh step k: FLOORS="..." REPS=N choose them there)
 Environment as bench/gpu-overhead.py, plus GPU_BIN/libcupti-floor.so (else
 built here with gcc) and PROFD_CUPTI_PATH (the directory of libcupti.so.13).
 """
@@ -105,7 +106,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--json")
-    ap.add_argument("--floors", help="';'-separated FLOOR specs (default: " + " ; ".join(FLOORS) + ")")
+    ap.add_argument("--floors", default=os.environ.get("FLOORS"),
+                    help="';'-separated FLOOR specs (default: $FLOORS, else " + " ; ".join(FLOORS) + ")")
     args = ap.parse_args()
     floors = args.floors.split(";") if args.floors else FLOORS
     b = GO.gpu_bench(args)
