@@ -42,7 +42,10 @@ AGENT_KINDS = "k,r,d,m,M,o"
 # CUPTI's defaults first, then the agent's settings one at a time, then all
 # of them (set_buffer_attributes(), cuptiSetThreadIdType(SYSTEM) and its
 # subscriber in collectors/cupti/agent-capture.c).
-FLOORS = ["k", "k,r", AGENT_KINDS] + [AGENT_KINDS + "," + a for a in ("sys", "pt0", "z1", "sub", "pt0,z1,sys,sub")]
+# "sub,cb": the API callbacks on, as launch stacks turn them on (on an H200
+# a torch loop launched faster with launch stacks on than off).
+FLOORS = ["k", "k,r", AGENT_KINDS] + [AGENT_KINDS + "," + a
+                                      for a in ("sys", "pt0", "z1", "sub", "sub,cb", "pt0,z1,sys,sub")]
 
 
 def cupti_dirs():

@@ -15,6 +15,8 @@
  *   z1         ZEROED_OUT_ACTIVITY_BUFFER = 1 (the tracer zeroes slabs itself)
  *   sys        cuptiSetThreadIdType(SYSTEM)
  *   sub        cuptiSubscribe with only the fatal-error callback, as the agent
+ *   cb         with sub: the driver and runtime API callback domains on (an
+ *              empty callback), as the agent's launch stacks turn them on
  * FLOOR_DELAY_MS (default 300): kinds go on this long after injection, from
  * a thread, as a capture arms them in a running job. Prints "floor: on"
  * then, and at exit the records seen per kind ("floor: records ...").
@@ -162,8 +164,13 @@ int InitializeInjection(void)
 	size_t n = sizeof(uint8_t);
 	uint8_t v;
 
-	if (has("sub") && cuptiSubscribe(&sub, (CUpti_CallbackFunc)on_api, NULL) == CUPTI_SUCCESS)
+	if (has("sub") && cuptiSubscribe(&sub, (CUpti_CallbackFunc)on_api, NULL) == CUPTI_SUCCESS) {
 		cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_STATE, CUPTI_CBID_STATE_FATAL_ERROR);
+		if (has("cb")) {
+			cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API);
+			cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+		}
+	}
 	if (has("sys"))
 		cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
 	if (has("pt0") || has("pt1")) {
