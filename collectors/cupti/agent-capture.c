@@ -433,6 +433,7 @@ void agent_capture_flush(uint64_t token)
 		bool settled;
 
 		pm_decode(); /* the window's counter samples up to now */
+		pm_tell_holes();
 		canary_send();
 		pthread_mutex_lock(&g.lock);
 		seq = g.hand_seq;

@@ -50,6 +50,10 @@ struct pm_dev {
 	uint64_t hw_bytes;       /* the hardware buffer asked for (SetConfig) */
 	uint64_t last_decode_ns; /* CLOCK_MONOTONIC of the last decode, 0 before */
 	uint32_t max_gap_ms;     /* the longest time between two decodes */
+	/* Where CUPTI gave no samples (its clock): the first sample's start,
+	 * the latest end, and the longest hole between two samples. */
+	uint64_t first_ts, last_end, hole_at, hole_ns;
+	bool told_hole;
 	CUpti_Profiler_Host_Object *host;
 	CUpti_PmSampling_Object *obj;
 	uint8_t *avail, *config, *data, *data_init;
@@ -614,6 +618,46 @@ static void announce(struct pm_dev *d)
 	d->announced = true;
 }
 
+/* Keeps the longest stretch without samples (CUPTI's values: compared
+ * before any subtraction). */
+static void note_hole(struct pm_dev *d, uint64_t start, uint64_t end)
+{
+	if (!d->first_ts) {
+		d->first_ts = start;
+	} else if (start > d->last_end && start - d->last_end > d->hole_ns) {
+		d->hole_ns = start - d->last_end;
+		d->hole_at = d->last_end;
+	}
+	if (end > d->last_end)
+		d->last_end = end;
+}
+
+/* At a window's flush and at the end: a stretch without samples far
+ * longer than the interval that no overflow explains is said (once a
+ * device and capture), so a flat counters line is not read as an idle GPU
+ * (an H200 gave none for ~0.6 s after its first sample). */
+void pm_tell_holes(void)
+{
+	uint64_t min_ns = (uint64_t)P.interval_us * 1000u * 20u;
+
+	if (min_ns < 50000000u)
+		min_ns = 50000000u;
+	for (unsigned i = 0; i < P.n_dev && !P.told_overflow; i++) {
+		struct pm_dev *d = &P.dev[i];
+		char text[sizeof(((struct agent_error *)0)->text)];
+
+		if (d->told_hole || d->hole_ns < min_ns || d->hole_at < d->first_ts)
+			continue;
+		d->told_hole = true;
+		snprintf(text, sizeof(text), "PM sampling: GPU %u gave no samples for %llu ms, from %llu ms "
+			 "after its first sample (no overflow was reported); the counters line is empty "
+			 "there, which does not mean the GPU was idle", d->ordinal,
+			 (unsigned long long)(d->hole_ns / 1000000u),
+			 (unsigned long long)((d->hole_at - d->first_ts) / 1000000u));
+		P.error(AGENT_ERR_NOTICE, 0, text);
+	}
+}
+
 /* One sample of @d's counter data image into a PM_SAMPLE record. */
 static void put_sample(struct pm_dev *d, size_t index)
 {
@@ -640,6 +684,7 @@ static void put_sample(struct pm_dev *d, size_t index)
 			v[i] = NAN; /* the interval happened; its values are unknown */
 	if (!d->announced)
 		announce(d);
+	note_hole(d, pi.startTimestamp, pi.endTimestamp);
 	s = agent_conv_rec(P.cv, AGENT_REC_PM_SAMPLE, sizeof(*s) + d->n_names * sizeof(double));
 	if (!s)
 		return;
@@ -750,8 +795,10 @@ void pm_decode(void)
 			decode_dev(&P.dev[i]);
 }
 
+/* After the last decode (the callers decode first). */
 static void stop_all(void)
 {
+	pm_tell_holes();
 	for (unsigned i = 0; i < P.n_dev; i++)
 		dev_free(&P.dev[i]);
 	P.n_dev = 0;

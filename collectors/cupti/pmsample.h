@@ -72,6 +72,9 @@ void pm_apply_options(const struct agent_start *opts, const struct agent_device 
 /* Decode what the hardware sampled so far into records (agent thread,
  * each flush period and at FLUSH). */
 void pm_decode(void);
+/* After a decode: the notices of stretches CUPTI gave no samples for
+ * (agent thread; at each window's flush, so that window says them). */
+void pm_tell_holes(void);
 /* The capture ends: a last decode, then stop and release everything. A new
  * capture may report errors again. */
 void pm_stop(void);

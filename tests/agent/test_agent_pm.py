@@ -13,6 +13,7 @@ that privileges, busy counters, an unsupported GPU and a CUPTI held by
 another profiler each give one warning while kernels and NVML data stay.
 """
 import os
+import re
 import statistics
 import subprocess
 import tempfile
@@ -360,6 +361,25 @@ class PmSampling(unittest.TestCase):
         self.assertTrue(ts, w)
         self.assertLess(ts[-1] - ts[0], 4 * 10**8, (ts[0], ts[-1]))  # the first 0.3 s only
         self.assertEqual(a.finish(), 0)
+
+    def test_a_stretch_without_samples_is_said(self):
+        """An H200 gave one sample, then none for ~0.6 s, with no overflow
+        said; a flat counters line there must not read as an idle GPU. The
+        fake gives two samples, then none until 300 ms after the start:
+        one notice a GPU names the hole, and the samples show it."""
+        a, _ = self.app(FAKE_CUPTI_PM="gap")
+        x, _, _, _ = self.capture(request(1500, gpu_pm_sample_counters="default",
+                                          gpu_pm_sample_interval_us=INTERVAL_US), lambda: time.sleep(1.1), a)
+        w = list(x.warnings)
+        ts = sorted(t for t, _ in counters(x, "/device:GPU:0", {SM}).get(SM, []))
+        gaps = [b - a for a, b in zip(ts, ts[1:])]
+        self.assertTrue(gaps and max(gaps) >= 270 * 10**6, gaps[:5])
+        holes = [s for s in w if "gave no samples" in s and "GPU 0 " in s]
+        self.assertEqual(len(holes), 1, (w, gaps[:5]))
+        ms = int(re.search(r"no samples for (\d+) ms, from (\d+) ms", holes[0]).group(1))
+        self.assertTrue(270 <= ms <= 290, holes[0])  # 300 ms less the two 10 ms samples
+        self.assertIn("from 20 ms after its first sample", holes[0])
+        self.assertFalse([s for s in w if "overflowed" in s or "no hardware counters" in s], w)
 
     def test_cupti_held_by_another_profiler(self):
         """Item 4: the job's CUPTI is taken (here by Nsight Systems): the
