@@ -756,8 +756,8 @@ static void decode_dev(struct pm_dev *d)
 				/* A NOTICE: sampling goes on, with gaps. */
 				P.told_overflow = true;
 				snprintf(text, sizeof(text), "PM sampling: GPU %u's hardware buffer (%llu MiB) "
-					 "overflowed and samples were lost (decodes %u ms apart, at most %u "
-					 "ms before); raise gpu_pm_sample_buffer_size_per_gpu_mb "
+					 "overflowed, samples lost (decode %u ms after the last, longest wait "
+					 "%u ms); raise gpu_pm_sample_buffer_size_per_gpu_mb "
 					 "(--pm-sample-buffer) or the interval", d->ordinal,
 					 (unsigned long long)(d->hw_bytes >> 20), gap_ms, d->max_gap_ms);
 				P.error(AGENT_ERR_NOTICE, (int32_t)r, text);
