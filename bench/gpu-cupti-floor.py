@@ -94,17 +94,6 @@ def floor_one(b, lib, floor):
     return out
 
 
-def plain_one(b):
-    env = dict(os.environ)
-    env.pop("CUDA_INJECTION64_PATH", None)
-    j = GO.Job([os.path.join(b.work, "launch-loop")], env)
-    try:
-        time.sleep(0.6)
-        return {"mode": "plain", "per_launch_us": GO.per_launch_us(j.ask("run 2", 60))}
-    finally:
-        j.close()
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=2)
@@ -128,11 +117,9 @@ def main():
                 modes.reverse()  # drift hits every mode alike
             for m in modes:
                 try:
-                    if m == "plain":
-                        r = plain_one(b)
-                    elif m == "profd":
-                        r = b.one("cuda-loop", "traced", rep)
-                        r["mode"] = "profd"
+                    if m in ("plain", "profd"):  # gpu-overhead.py's plain and traced modes
+                        r = b.one("cuda-loop", "plain" if m == "plain" else "traced", rep)
+                        r["mode"] = m
                     else:
                         r = floor_one(b, lib, m[len("floor:"):])
                 except (RuntimeError, OSError) as e:

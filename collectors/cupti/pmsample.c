@@ -21,7 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "base/timeutil.h"
 
 #include "cupti-pm.h"
 #include "pmsample.h"
@@ -92,14 +93,6 @@ static struct {
 } P;
 
 #define PARAMS(type, var) type var = { .structSize = type##_STRUCT_SIZE }
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 unsigned pm_split_metrics(const char *csv, char *buf, size_t buf_size, const char *names[],
 			  unsigned *skipped)
@@ -729,8 +722,8 @@ static void restart(struct pm_dev *d, uint32_t gap_ms)
 
 static void decode_dev(struct pm_dev *d)
 {
-	uint64_t now = mono_ns(), gap = d->last_decode_ns ? now - d->last_decode_ns : 0;
-	uint32_t gap_ms = gap / 1000000u > UINT32_MAX ? UINT32_MAX : (uint32_t)(gap / 1000000u);
+	uint64_t now = (uint64_t)mono_ns(), gap = d->last_decode_ns ? now - d->last_decode_ns : 0;
+	uint32_t gap_ms = gap / NSEC_PER_MSEC > UINT32_MAX ? UINT32_MAX : (uint32_t)(gap / NSEC_PER_MSEC);
 
 	/* How far apart decodes ran tells a buffer too small for the rate
 	 * from a decode that came late (the overflow notice says both). */
