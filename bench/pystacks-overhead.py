@@ -29,14 +29,19 @@ and then 32 Python threads (20 frames deep) wait; its CPU time is the
 sampler thread's own (/proc/PID/task/TID/schedstat), as % of one core.
 The threads wake together every 50 ms (as threads started together do);
 --staggered spreads their wake-ups over the 50 ms, so that most samples
-find some thread run since the last.
+find some thread run since the last. The peer beside it, over the same
+seconds: bench/wakeup-peer, a thread that sleeps as the sampler does at
+the same rate and does nothing else (what waking up alone costs this
+machine: on a VM, tens of microseconds each); "work" is the sampler's
+figure minus the peer's.
 
   python3 bench/pystacks-overhead.py [--runs 9] [--launches 10000] [--calls 1] [--staggered] [--python PATH]
-Environment: PROFD_AGENT_SO, FAKE_CUDA_APP (default: the build's).
+Environment: PROFD_AGENT_SO, FAKE_CUDA_APP, WAKEUP_PEER (default: the build's).
 """
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +51,7 @@ sys.path[:0] = [os.path.join(HERE, "..", "tests", "agent"), os.path.join(HERE, "
 BUILD = os.environ.get("PROFD_BUILD", os.path.join(HERE, "..", "build"))
 os.environ.setdefault("PROFD_AGENT_SO", os.path.join(BUILD, "collectors", "cupti", "libprofd-agent.so"))
 os.environ.setdefault("FAKE_CUDA_APP", os.path.join(BUILD, "tests", "agent", "fakecuda", "fake-cuda-app"))
+WAKEUP_PEER = os.environ.get("WAKEUP_PEER", os.path.join(BUILD, "bench", "wakeup-peer"))
 
 import test_pystacks as P  # noqa: E402  (after the path)
 
@@ -134,12 +140,16 @@ def main():
             tid = sampler_tid(job.app.pid)
             s0, c0 = len(job.rx.cap.samples), cpu_ns(job.app.pid, tid)
             t0 = time.monotonic()
+            peer = subprocess.Popen([WAKEUP_PEER, "100", str(a.seconds)], stdout=subprocess.PIPE, text=True)
             time.sleep(a.seconds)
             c1, t1 = cpu_ns(job.app.pid, tid), time.monotonic()
             s1 = len(job.rx.cap.samples)
+            out = peer.communicate(timeout=30)[0].split()
+            if peer.returncode != 0 or len(out) < 2:
+                raise SystemExit(f"{WAKEUP_PEER} failed ({peer.returncode}): {out}")
             job.stop()
             job.app.ask("stop")
-            samp[n] = (100.0 * (c1 - c0) / ((t1 - t0) * 1e9), (s1 - s0) / (t1 - t0))
+            samp[n] = (100.0 * (c1 - c0) / ((t1 - t0) * 1e9), (s1 - s0) / (t1 - t0), float(out[1]))
     finally:
         job.close()
 
@@ -158,8 +168,9 @@ def main():
         print(f"  cProfile adds {prof / stack:.1f}x what depth-50 stacks add")
     print(f"  launch stacks sent {stats[9]}, dropped {stats[10]} (last capture)")
     print("sampler at 100 Hz" + (", threads staggered:" if a.staggered else ":"))
-    for n, (pct, rate) in samp.items():
-        print(f"  {n:2d} threads: {pct:.3f} % of one core, {rate:.0f} thread samples/s")
+    for n, (pct, rate, peer) in samp.items():
+        print(f"  {n:2d} threads: {pct:.3f} % of one core, {rate:.0f} thread samples/s; "
+              f"wakeup-peer {peer:.3f} %, work {pct - peer:+.3f} %")
 
 
 if __name__ == "__main__":

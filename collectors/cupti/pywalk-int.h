@@ -83,6 +83,11 @@ struct pyw_layout {
 struct pyw_state {
 	struct pyw_layout l;
 	uintptr_t runtime;        /* &_PyRuntime */
+	/* The loaded segment holding _PyRuntime (the main interpreter too,
+	 * 3.11+): mapped for as long as the process lives (the executable's,
+	 * or libpython's made undeletable), so the sampler may load from it
+	 * in place. 0, 0: not known. */
+	uintptr_t static_lo, static_hi;
 	uintptr_t code_type;      /* &PyCode_Type */
 	uintptr_t frame_type;     /* &PyFrame_Type (3.10) */
 	uintptr_t unicode_type, bytes_type;
@@ -172,6 +177,9 @@ unsigned pyw_sample_fast_rounds(void);
 /* Fast rounds in which the GIL had not changed hands since the round
  * before (only its holder's clock read), since the process started. */
 unsigned pyw_sample_quiet_rounds(void);
+/* Fast rounds whose first read was plain loads in the interpreter's
+ * static segment (no system call), since the process started. */
+unsigned pyw_sample_plain_rounds(void);
 /* The GIL struct the fast rounds read (0: none known). */
 uintptr_t pyw_sample_gil(void);
 /* Pages the sampler's views read one at a time (not prefetched), since

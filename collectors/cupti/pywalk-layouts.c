@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -293,6 +294,45 @@ static void *sym(const char *name)
 	return dlsym(RTLD_DEFAULT, name);
 }
 
+struct segment {
+	uintptr_t addr, lo, hi;
+	const char *name;
+	unsigned index;
+};
+
+static int segment_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct segment *s = data;
+	(void)size;
+	for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_R) && s->addr >= lo && s->addr - lo < ph->p_memsz) {
+			s->lo = lo;
+			s->hi = lo + ph->p_memsz;
+			s->name = info->dlpi_name;
+			return 1;
+		}
+	}
+	s->index++;
+	return 0;
+}
+
+/* pyw_state.static_lo/hi: the segment holding _PyRuntime, where it stays
+ * mapped. The main program (listed first) is never unloaded; a libpython
+ * is made undeletable (RTLD_NODELETE: a dlclose() leaves it mapped), or
+ * nothing is trusted. */
+static void find_static(void)
+{
+	struct segment s = {.addr = pyw_state.runtime};
+	if (dl_iterate_phdr(segment_cb, &s) != 1 || !s.lo)
+		return;
+	if (s.index > 0 && (!s.name || !*s.name || !dlopen(s.name, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE)))
+		return;
+	pyw_state.static_lo = s.lo;
+	pyw_state.static_hi = s.hi;
+}
+
 /* The main interpreter and one of its thread states must agree. */
 static int check_threads(char *why, size_t why_len)
 {
@@ -416,5 +456,6 @@ int pyw_layout_find(char *why, size_t why_len)
 	l->tstate_span = ts + 8;
 	if (minor == 10)
 		find_pthread_tid();
+	find_static();
 	return check_threads(why, why_len);
 }

@@ -588,7 +588,9 @@ struct agent_rec_py_stack {
  * memset). */
 struct agent_rec_py_launch {
 	struct agent_rec h;
-	uint64_t ts; /* agent clock at the call's entry */
+	uint64_t ts; /* 0: not taken (the API record of @correlation dates the
+		      * call); agents before 2026-11-27 sent the agent clock at the
+		      * call's entry, which profd never read */
 	uint32_t tid;
 	uint32_t correlation;
 	uint32_t stack_id; /* 0 = no Python on this thread; AGENT_PY_STACK_DROPPED */

@@ -30,6 +30,7 @@ EXPORT int probe_sample(char *buf, size_t cap, unsigned max);
 EXPORT int probe_cthread_walk(void);
 EXPORT unsigned probe_fast_rounds(void);
 EXPORT unsigned probe_quiet_rounds(void);
+EXPORT unsigned probe_plain_rounds(void);
 EXPORT uintptr_t probe_gil(void);
 EXPORT int probe_sample_quiet(char *buf, size_t cap, unsigned *asked, unsigned *quiet);
 EXPORT unsigned probe_pages_one_by_one(void);
@@ -127,6 +128,11 @@ EXPORT unsigned probe_quiet_rounds(void)
 }
 
 /* The GIL the sampler's fast rounds read, 0 when none. */
+EXPORT unsigned probe_plain_rounds(void)
+{
+	return pyw_sample_plain_rounds();
+}
+
 EXPORT uintptr_t probe_gil(void)
 {
 	return pyw_sample_gil();

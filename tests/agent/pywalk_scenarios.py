@@ -280,7 +280,7 @@ def quiet():
     def one():
         buf = ctypes.create_string_buffer(1 << 20)
         asked, asked_quiet = ctypes.c_uint(), ctypes.c_uint()
-        fast, quiet_n = lib.probe_fast_rounds(), lib.probe_quiet_rounds()
+        fast, quiet_n, plain = lib.probe_fast_rounds(), lib.probe_quiet_rounds(), lib.probe_plain_rounds()
         n = lib.probe_sample_quiet(buf, len(buf), ctypes.byref(asked), ctypes.byref(asked_quiet))
         walked, cur = {}, None
         for ln in buf.value.decode().splitlines():
@@ -290,6 +290,7 @@ def quiet():
             elif cur is not None:
                 cur.extend(frames(ln))
         return {"n": n, "fast": lib.probe_fast_rounds() - fast, "quiet": lib.probe_quiet_rounds() - quiet_n,
+                "plain": lib.probe_plain_rounds() - plain,
                 "asked": asked.value, "asked_quiet": asked_quiet.value, "walked": walked}
 
     def until_quiet(rounds):

@@ -12,7 +12,9 @@ from outside the job.
   threads: expected "(thread without Python)") is printed; `profctl flame
   --folded` gives stacks ending in the training script's lines.
   Launch cost: a launch-bound torch loop, python_launch_stacks off vs on
-  in the same process, per-launch time of each (printed; JSON with --json).
+  in the same process, per-launch time of each (printed; JSON with --json);
+  then a small CPU-bound training step, per step: launch stacks against
+  cProfile and torch.profiler's with_stack (step_costs()).
   JAX: a jitted step in a loop; kernels' python_frame printed by GPU time,
   every kernel carries one.
 
@@ -72,14 +74,61 @@ for _ in range(30):                                          # line 26
 torch.cuda.synchronize()                                     # line 28
 print("done", flush=True)                                    # line 29
 t = torch.ones(1, device="cuda")                             # line 30
-for mode in sys.stdin:                                       # line 31
-    if mode.strip() == "exit":                               # line 32
-        break                                                # line 33
-    torch.cuda.synchronize(); b = []                         # line 34
-    for _ in range(40):                                      # line 35
+# A small training step, CPU-bound (the GPU keeps up): what launch stacks
+# cost against what in-process tracers pay, per step of the same script.
+small = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(4)]).cuda()
+sopt = torch.optim.SGD(small.parameters(), lr=1e-4)
+sx = torch.randn(64, 256, device="cuda")
+def small_step():
+    sopt.zero_grad()
+    loss = small(sx).square().mean()
+    loss.backward()
+    sopt.step()
+def per_step(blocks=20, steps=10):
+    # this thread's CPU time per step, the median block (no sync inside)
+    b = []
+    for _ in range(blocks):
+        torch.cuda.synchronize()
+        t0 = time.thread_time()
+        for _ in range(steps):
+            small_step()
+        b.append(time.thread_time() - t0)
+    torch.cuda.synchronize()
+    b.sort()
+    return b[len(b) // 2] / steps
+def calls_per_step():
+    n = [0]
+    def hook(frame, event, arg):
+        if event in ("call", "c_call"):
+            n[0] += 1
+    sys.setprofile(hook)
+    small_step()
+    sys.setprofile(None)
+    return n[0]
+for mode in sys.stdin:
+    mode = mode.split()
+    if not mode:
+        continue
+    if mode[0] == "exit":
+        break
+    if mode[0] == "step":
+        small_step(); torch.cuda.synchronize()
+        if mode[1] == "cprofile":
+            import cProfile
+            pr = cProfile.Profile(); pr.enable(); s = per_step(); pr.disable()
+        elif mode[1].startswith("torch"):
+            from torch.profiler import profile, ProfilerActivity
+            with profile(activities=[ProfilerActivity.CPU], with_stack=(mode[1] == "torch-stack")):
+                s = per_step()
+        else:
+            s = per_step()
+        print("step", s, calls_per_step(), flush=True)
+        continue
+    torch.cuda.synchronize(); b = []
+    for _ in range(40):
         t0 = time.perf_counter(); [t.add_(1) for _ in range(500)]; torch.cuda.synchronize(); b.append(time.perf_counter() - t0)
-    b.sort()                                                 # line 37
-    print("loop", b[len(b) // 2] * 40, flush=True)           # line 38: the median block, as 20,000 launches
+    b.sort()
+    print("loop", b[len(b) // 2] * 40, flush=True)  # the median block, as 20,000 launches
 '''
 FORWARD_LINES = {8, 9, 10}
 
@@ -271,10 +320,59 @@ def torch_check(d):
         per.setdefault(mode, []).append(secs / 20000 * 1e6)
     figures["torch_launch_us"] = per
     print(f"     launch-bound torch loop, us per launch: stacks off {per['off']}, on {per['on']}")
+    step_costs(d, p)
     p.stdin.write("exit\n")
     p.stdin.flush()
     check(p.wait(timeout=60) == 0, "torch: the job exited 0")
     return True
+
+
+def step_costs(d, p):
+    """A small training step (the job's small_step), CPU time per step:
+    profd capturing with launch stacks off and on, and with no capture
+    plain, under cProfile (a profile hook, what in-process Python tracers
+    install) and under torch.profiler (CPU activity) without and with
+    with_stack; two rounds, alternating. Issue 29's goal: launch stacks
+    >= 10x cheaper than profile-hook tracing on the same script."""
+    st, info = {}, {}
+    plan = (("plain", None), ("stacks-off", False), ("stacks-on", True), ("cprofile", None),
+            ("torch-nostack", None), ("torch-stack", None))
+    for _ in range(2):
+        for name, stacks in plan:
+            out = {}
+            th = None
+            if stacks is not None:
+                th = threading.Thread(target=lambda: out.setdefault(
+                    "x", capture(d, 3000, f"step-{name}", 0, python_launch_stacks=stacks)))
+                th.start()
+                time.sleep(1.5)
+            p.stdin.write(f"step {name if stacks is None else 'plain'}\n")
+            p.stdin.flush()
+            line = p.stdout.readline().split()
+            if th:
+                th.join()
+            if len(line) != 3 or line[0] != "step":
+                check(False, f"torch: step mode {name} answered {line}")
+                return
+            st.setdefault(name, []).append(float(line[1]) * 1e6)
+            info["python_calls_per_step"] = int(line[2])
+            if name == "stacks-on" and "x" in out:
+                # per_step's 200 steps, its warm-up and the counted one
+                info["gpu_events_per_step"] = len(device_events(T.decode_xspace(P, out["x"]))) / 202
+    med = {k: sorted(v)[len(v) // 2] for k, v in st.items()}
+    stack = med["stacks-on"] - med["stacks-off"]
+    hook = med["cprofile"] - med["plain"]
+    torch_stack = med["torch-stack"] - med["torch-nostack"]
+    figures["torch_step_us"] = st
+    figures["torch_step"] = dict(info, launch_stacks_us=stack, cprofile_us=hook, torch_with_stack_us=torch_stack,
+                                 cprofile_ratio=hook / stack if stack > 0 else None,
+                                 torch_with_stack_ratio=torch_stack / stack if stack > 0 else None)
+    print("     small training step, CPU us per step (2 rounds): " +
+          ", ".join(f"{k} {[round(x, 1) for x in v]}" for k, v in st.items()))
+    print(f"     added per step: launch stacks {stack:+.1f} us, cProfile {hook:+.1f} us, "
+          f"torch.profiler with_stack {torch_stack:+.1f} us; {info.get('python_calls_per_step')} Python calls "
+          f"and {info.get('gpu_events_per_step', 0):.1f} GPU events per step")
+    check(len(st.get("stacks-on", [])) == 2, "torch: the step cost modes all ran")
 
 
 def jax_check(d):
