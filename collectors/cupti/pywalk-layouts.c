@@ -307,7 +307,8 @@ static int segment_cb(struct dl_phdr_info *info, size_t size, void *data)
 	for (unsigned i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_R) && s->addr >= lo && s->addr - lo < ph->p_memsz) {
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_R) && s->addr >= lo &&
+		    s->addr - lo < ph->p_memsz) {
 			s->lo = lo;
 			s->hi = lo + ph->p_memsz;
 			s->name = info->dlpi_name;

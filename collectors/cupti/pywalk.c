@@ -531,7 +531,8 @@ __attribute__((no_sanitize_address)) static int read_known(const struct pyw_bloc
 	uintptr_t lo = pyw_state.static_lo, hi = pyw_state.static_hi;
 	unsigned o = 0;
 	for (unsigned i = 0; i < b; i++)
-		if (blk[i].addr < lo || blk[i].addr >= hi || blk[i].len > hi - blk[i].addr || ((blk[i].addr | blk[i].len) & 7))
+		if (blk[i].addr < lo || blk[i].addr >= hi || blk[i].len > hi - blk[i].addr ||
+		    ((blk[i].addr | blk[i].len) & 7))
 			return pyw_read_blocks(blk, b, word);
 	for (unsigned i = 0; i < b; i++)
 		for (size_t z = 0; z < blk[i].len; z += 8)
