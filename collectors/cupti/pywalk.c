@@ -384,11 +384,11 @@ static struct {
 	uintptr_t ts[PYW_READ_MANY_MAX]; /* newest first, as `next` runs */
 	uint32_t ts_tid[PYW_READ_MANY_MAX]; /* each one's thread, as last read */
 	bool idle[PYW_READ_MANY_MAX];  /* this sample: not run since its walk */
-	/* The GIL's struct (0: not known), its switch count at the start of
-	 * the last round, and whether that round ended as a fast one (each
-	 * thread then walked or found not run since its walk). */
+	/* The GIL's struct (0: not known), its holder and switch count at the
+	 * start of the last round, and whether that round ended as a fast one
+	 * (each thread then walked or found not run since its walk). */
 	uintptr_t gil;
-	uint64_t gil_switches;
+	uint64_t gil_holder, gil_switches;
 	bool gil_seen;
 	struct pyw_block blk[PYW_READ_BLOCKS_MAX];
 	/* The states of a round's threads that ran, l.tstate_span apart. */
@@ -585,15 +585,19 @@ static int sample_known(uintptr_t interp, bool rt, struct pyw_raw *scratch, unsi
 	if (word[words - 1] != chain.ts[0])
 		return -ESTALE;
 	/* take_gil() counts a switch whenever the taker is not the last
-	 * holder: the same count as last round means no other thread took
-	 * it in between. A holder that is none of the list's is not trusted. */
+	 * holder: the same count and the same holder as last round mean no
+	 * other thread took it in between. It stores the new holder before it
+	 * counts: a new holder with the old count is a switch half done, and
+	 * the old holder may have run since. A holder that is none of the
+	 * list's is not trusted. */
 	unsigned holder = n;
 	bool quiet = false;
 	uint64_t switches = gil ? word[words + (PYW_GIL_SWITCHES - PYW_GIL_HOLDER) / 8] : 0;
 	for (unsigned i = 0; gil && i < n && holder == n; i++)
 		if (chain.ts[i] == word[words])
 			holder = i;
-	quiet = gil && chain.gil_seen && switches == chain.gil_switches && holder < n;
+	quiet = gil && chain.gil_seen && switches == chain.gil_switches && word[words] == chain.gil_holder &&
+		holder < n;
 	chain.gil_seen = false; /* until this round ends */
 	b = 0;
 	for (unsigned i = 0; i < n; i++) {
@@ -653,6 +657,7 @@ static int sample_known(uintptr_t interp, bool rt, struct pyw_raw *scratch, unsi
 		walk_thread(chain.tid[j], chain.pos[j], ts, chain.ok[j] ? 0 : -EFAULT, chain.top[j], scratch, max,
 			    cb, ud);
 	chain.gil_switches = switches;
+	chain.gil_holder = gil ? word[words] : 0;
 	chain.gil_seen = gil;
 	atomic_fetch_add_explicit(&fast_rounds, 1, memory_order_relaxed);
 	if (quiet)

@@ -32,7 +32,8 @@ EXPORT unsigned probe_fast_rounds(void);
 EXPORT unsigned probe_quiet_rounds(void);
 EXPORT unsigned probe_plain_rounds(void);
 EXPORT uintptr_t probe_gil(void);
-EXPORT int probe_sample_quiet(char *buf, size_t cap, unsigned *asked, unsigned *quiet);
+EXPORT int probe_sample_quiet(char *buf, size_t cap, unsigned *asked, unsigned *quiet, uintptr_t put_at,
+			      uint64_t put);
 EXPORT unsigned probe_pages_one_by_one(void);
 EXPORT int probe_maintain(void);
 EXPORT int probe_layout(char *buf, size_t cap);
@@ -155,9 +156,14 @@ static bool quiet_cb(void *ud, uint32_t tid, bool quiet)
 	return quiet;
 }
 
-/* probe_sample() with quiet_cb; *asked, *quiet: its two counts. */
-EXPORT int probe_sample_quiet(char *buf, size_t cap, unsigned *asked, unsigned *quiet)
+/* probe_sample() with quiet_cb; *asked, *quiet: its two counts. With
+ * @put_at, @put is stored there for the sample (a word of the GIL), here
+ * where the caller's thread has dropped the GIL already (dropping it
+ * writes the holder), and the word put back after it unless it moved. */
+EXPORT int probe_sample_quiet(char *buf, size_t cap, unsigned *asked, unsigned *quiet, uintptr_t put_at,
+			      uint64_t put)
 {
+	uint64_t was = put_at ? __atomic_exchange_n((uint64_t *)put_at, put, __ATOMIC_SEQ_CST) : 0;
 	struct pyw_raw f[MAX_FRAMES];
 	struct out o = {buf, cap, 0};
 	buf[0] = '\0';
@@ -165,6 +171,8 @@ EXPORT int probe_sample_quiet(char *buf, size_t cap, unsigned *asked, unsigned *
 	pyw_set_idle(quiet_cb, NULL);
 	int n = pyw_sample_all(f, MAX_FRAMES, sample_cb, &o);
 	pyw_set_idle(NULL, NULL);
+	if (put_at)
+		__atomic_compare_exchange_n((uint64_t *)put_at, &put, was, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 	*asked = asked_clock;
 	*quiet = asked_quiet;
 	return n;

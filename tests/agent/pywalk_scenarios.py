@@ -268,7 +268,7 @@ def quiet():
     probe's idle answer stands in for the agent's clock: asked by clock,
     "ran" (walk it); asked quietly, "not run" (keep its stack)."""
     lib.probe_sample_quiet.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint),
-                                       ctypes.POINTER(ctypes.c_uint)]
+                                       ctypes.POINTER(ctypes.c_uint), ctypes.c_size_t, ctypes.c_uint64]
     lib.probe_gil.restype = ctypes.c_size_t
     ctypes.pythonapi.PyThreadState_Get.restype = ctypes.c_void_p
     go, stop, moved = threading.Event(), threading.Event(), []
@@ -277,11 +277,12 @@ def quiet():
     mover.start()
     time.sleep(0.05)
 
-    def one():
+    def one(holder_at=0, holder=0):
         buf = ctypes.create_string_buffer(1 << 20)
         asked, asked_quiet = ctypes.c_uint(), ctypes.c_uint()
         fast, quiet_n, plain = lib.probe_fast_rounds(), lib.probe_quiet_rounds(), lib.probe_plain_rounds()
-        n = lib.probe_sample_quiet(buf, len(buf), ctypes.byref(asked), ctypes.byref(asked_quiet))
+        # holder_at: the probe stores holder there before it samples.
+        n = lib.probe_sample_quiet(buf, len(buf), ctypes.byref(asked), ctypes.byref(asked_quiet), holder_at, holder)
         walked, cur = {}, None
         for ln in buf.value.decode().splitlines():
             if ln.startswith("T "):
@@ -318,6 +319,25 @@ def quiet():
     out["after"] = until_quiet([one()])
     if gil:
         out["switched"] = get64(gil + 24) > switches
+    if gil and sys.version_info < (3, 13):
+        # A switch caught half done: take_gil() stores the new holder, then
+        # counts the switch. A round reading between the two sees the count
+        # of the last round with another holder, and the last holder may
+        # have run Python since: not quiet. Made by hand: the probe stores
+        # another thread's state as the holder for one sample, the count
+        # left alone, and puts the old holder back (no thread takes the
+        # GIL meanwhile: the others are parked). Not on 3.13+:
+        # 3.13.0 crashed in its collector at exit after it (the sampler's
+        # code for this is the same on every version).
+        api = ctypes.pythonapi
+        for f in (api.PyInterpreterState_Main, api.PyInterpreterState_ThreadHead, api.PyThreadState_Next):
+            f.restype = ctypes.c_void_p
+        api.PyInterpreterState_ThreadHead.argtypes = [ctypes.c_void_p]
+        api.PyThreadState_Next.argtypes = [ctypes.c_void_p]
+        me, ts = api.PyThreadState_Get(), api.PyInterpreterState_ThreadHead(api.PyInterpreterState_Main())
+        while ts and ts == me:
+            ts = api.PyThreadState_Next(ts)
+        out["torn"] = one(gil + 8, ts)
     stop.set()
     mover.join()
     stop_all(blocked)
