@@ -22,13 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t ns(clockid_t c)
-{
-	struct timespec t;
+#include "base/timeutil.h"
 
-	clock_gettime(c, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
+static uint64_t ns(clockid_t c) { return (uint64_t)now_ns(c); }
 
 int main(int argc, char **argv)
 {
@@ -49,8 +45,8 @@ int main(int argc, char **argv)
 		struct timespec ts;
 
 		next += period;
-		ts.tv_sec = (time_t)(next / 1000000000ull);
-		ts.tv_nsec = (long)(next % 1000000000ull);
+		ts.tv_sec = (time_t)(next / NSEC_PER_SEC);
+		ts.tv_nsec = (long)(next % NSEC_PER_SEC);
 		syscall(SYS_futex, &word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0, &ts, NULL,
 			FUTEX_BITSET_MATCH_ANY);
 		wakeups++;

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "base/hash.h"
+#include "base/timeutil.h"
 
 #include "agent-int.h"
 #include "pystack.h"
@@ -133,14 +134,6 @@ static struct {
 } P = {
 	.rlock = PTHREAD_MUTEX_INITIALIZER,
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
 
 static uint64_t now(void)
 {
@@ -400,7 +393,7 @@ static void sampler_poke(void)
 static void *sampler_main(void *arg)
 {
 	struct pyw_raw scratch[AGENT_PY_MAX_DEPTH];
-	uint64_t next = mono_ns();
+	uint64_t next = (uint64_t)mono_ns();
 
 	(void)arg;
 	pyw_set_idle(sample_idle, NULL);
@@ -408,7 +401,7 @@ static void *sampler_main(void *arg)
 	for (;;) {
 		/* Read before the checks: a poke after them fails the sleep. */
 		uint32_t word = atomic_load_explicit(&P.s_word, memory_order_acquire);
-		uint64_t period = 1000000000ull / atomic_load(&P.s_hz), t = mono_ns();
+		uint64_t period = NSEC_PER_SEC / atomic_load(&P.s_hz), t = (uint64_t)mono_ns();
 		uint32_t gen;
 
 		if (!atomic_load(&P.s_run) || atomic_load(&g.too_late) || atomic_load(&g.dead))
