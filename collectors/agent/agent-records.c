@@ -325,8 +325,11 @@ static void put_memory(struct agent_src *s, const struct agent_rec_memory2 *r)
 	trace_stat_str_ref(p, &m->sb, alloc ? XN_STAT_MEMALLOC_DETAILS : XN_STAT_MEMFREE_DETAILS, details);
 	if (r->context != UINT32_MAX)
 		context_stat(p, &m->sb, r->context);
+	/* The allocating call's Python stack, when the agent took one (its
+	 * NVTX ranges stay off this event: XProf would count it as an op). */
 	append(s, p, l, alloc ? XN_EVENT_MEMORY_ALLOC : XN_EVENT_MEMORY_FREE, ts, 0,
-	       trace_plane_statset(p, &m->sb), corr(s, r->correlation));
+	       agent_py_statset(s, p, &m->sb, trace_plane_statset(p, &m->sb), r->correlation),
+	       corr(s, r->correlation));
 }
 
 /* MEMORY (v1, v2) as MEMORY2 without a pool. */

@@ -139,6 +139,7 @@ struct agent {
 	unsigned told_foreign, told_graph, told_nvtx, told_rec_cut; /* notices of this capture already sent */
 	bool nvtx_domains;        /* API callbacks on for NVTX launch stacks (agent_follow_nvtx()) */
 	bool api_domains;         /* the driver and runtime API callbacks are on this capture */
+	bool py_callbacks;        /* those of launch stacks' calls only (agent_py_callbacks_on()) */
 	bool api_filter_known;
 	bool graph_trace;         /* CUPTI_ACTIVITY_KIND_GRAPH_TRACE is on (agent_graphs_apply_options()) */
 	bool graph_told;          /* the graph-trace refusal was reported this capture */

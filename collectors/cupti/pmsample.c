@@ -3,15 +3,19 @@
  * pmsample.c - PM sampling in the agent (pmsample.h). [agent thread]
  *
  * Ownership: the file-level state P belongs to the agent thread; the
- * images (counter availability, config, counter data and its initialised
- * copy) are malloc'd per device at start and freed at stop.
+ * images (config, counter data and its initialised copy) are malloc'd per
+ * device at start and freed at stop; each device's counter availability
+ * image is P's, kept for the process (availability()).
  *
  * A device's PM sampling object is stopped at the end, never disabled:
  * disabling one finalizes all of CUPTI (XLA's PM sampler says so), and a
  * job whose agent did that and went on with its capture's CUPTI calls
  * aborted at exit on an H200 ("double free or corruption"). The stopped
- * object is kept (P.parked) for the device's next start and goes with
- * CUPTI when the agent finalizes it (pm_cupti_gone()).
+ * object is kept (P.parked) for the device's next start. CUPTI is then
+ * not finalized after the capture (pm_holds_objects()): on an H200 an
+ * object that went with a cuptiFinalize left its device unable to sample
+ * again in the process (the next Enable: INVALID_OPERATION; after one
+ * more finalize, SetConfig: UNKNOWN).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -51,13 +55,17 @@ struct pm_dev {
 	uint64_t hw_bytes;       /* the hardware buffer asked for (SetConfig) */
 	uint64_t last_decode_ns; /* CLOCK_MONOTONIC of the last decode, 0 before */
 	uint32_t max_gap_ms;     /* the longest time between two decodes */
+	uint32_t max_call_ms;    /* the longest cuptiPmSamplingDecodeData call */
+	uint64_t started_ns;     /* CLOCK_MONOTONIC of the Start */
+	bool stalled;            /* the hardware buffer filled: no more decodes (stall()) */
 	/* Where CUPTI gave no samples (its clock): the first sample's start,
 	 * the latest end, and the longest hole between two samples. */
 	uint64_t first_ts, last_end, hole_at, hole_ns;
 	bool told_hole;
 	CUpti_Profiler_Host_Object *host;
 	CUpti_PmSampling_Object *obj;
-	uint8_t *avail, *config, *data, *data_init;
+	const uint8_t *avail; /* P.avail's, not owned */
+	uint8_t *config, *data, *data_init;
 	size_t avail_size, config_size, data_size;
 	const char *names[AGENT_PM_MAX_METRICS];
 	unsigned n_names;
@@ -90,6 +98,13 @@ static struct {
 		uint32_t ordinal;
 	} parked[AGENT_MAX_DEVICES];
 	unsigned n_parked;
+	struct {
+		uint8_t *img; /* the counter availability image, kept for the process */
+		size_t size;
+	} avail[AGENT_MAX_DEVICES]; /* by local ordinal */
+	/* By local ordinal: how sampling last failed there mid-capture ("" =
+	 * never), for a later start CUPTI refuses (spoil()). */
+	char failed[AGENT_MAX_DEVICES][64];
 } P;
 
 #define PARAMS(type, var) type var = { .structSize = type##_STRUCT_SIZE }
@@ -392,15 +407,13 @@ static void dev_free(struct pm_dev *d)
 		P.parked[P.n_parked++] = (__typeof__(P.parked[0])){ .obj = d->obj, .ordinal = d->ordinal };
 	d->obj = NULL;
 	host_free(d);
-	free(d->avail);
 	free(d->config);
 	free(d->data);
 	free(d->data_init);
 	memset(d, 0, sizeof(*d));
 }
 
-/* The device's sampling configuration, at start and again at a restart
- * (a fresh hardware buffer). */
+/* The device's sampling configuration: interval, hardware buffer. */
 static CUptiResult set_config(struct pm_dev *d)
 {
 	PARAMS(CUpti_PmSampling_SetConfig_Params, pcfg);
@@ -414,6 +427,38 @@ static CUptiResult set_config(struct pm_dev *d)
 	return A.cuptiPmSamplingSetConfig(&pcfg);
 }
 
+/* The device's counter availability image into P.avail, once a process:
+ * it describes the chip, and while a sampling object is enabled on the
+ * device (a stopped one kept for the next capture) an H200's CUPTI 13.0
+ * answers the query with UNKNOWN. */
+static CUptiResult availability(uint32_t ordinal)
+{
+	PARAMS(CUpti_PmSampling_GetCounterAvailability_Params, pa);
+	CUptiResult r;
+	uint8_t *img;
+
+	if (ordinal >= AGENT_MAX_DEVICES)
+		return CUPTI_ERROR_NOT_SUPPORTED;
+	if (P.avail[ordinal].img)
+		return CUPTI_SUCCESS;
+	pa.deviceIndex = ordinal;
+	if ((r = A.cuptiPmSamplingGetCounterAvailability(&pa)) != CUPTI_SUCCESS)
+		return r;
+	if (!pa.counterAvailabilityImageSize || pa.counterAvailabilityImageSize > (64u << 20))
+		return CUPTI_ERROR_UNKNOWN;
+	img = calloc(1, pa.counterAvailabilityImageSize);
+	if (!img)
+		return CUPTI_ERROR_OUT_OF_MEMORY;
+	pa.pCounterAvailabilityImage = img;
+	if ((r = A.cuptiPmSamplingGetCounterAvailability(&pa)) != CUPTI_SUCCESS) {
+		free(img);
+		return r;
+	}
+	P.avail[ordinal].img = img;
+	P.avail[ordinal].size = pa.counterAvailabilityImageSize;
+	return CUPTI_SUCCESS;
+}
+
 /* Set up and start one device. CUPTI_SUCCESS, else the failing call's
  * result with *@call naming it. */
 static CUptiResult dev_start(struct pm_dev *d, const struct agent_device *ad, uint64_t buffer_bytes,
@@ -421,7 +466,6 @@ static CUptiResult dev_start(struct pm_dev *d, const struct agent_device *ad, ui
 {
 	PARAMS(CUpti_Device_GetChipName_Params, pc);
 	PARAMS(CUpti_Profiler_DeviceSupported_Params, ps);
-	PARAMS(CUpti_PmSampling_GetCounterAvailability_Params, pa);
 	PARAMS(CUpti_PmSampling_Enable_Params, pe);
 	PARAMS(CUpti_PmSampling_GetCounterDataSize_Params, pd);
 	PARAMS(CUpti_PmSampling_CounterDataImage_Initialize_Params, pi);
@@ -443,18 +487,10 @@ static CUptiResult dev_start(struct pm_dev *d, const struct agent_device *ad, ui
 	if (!pc.pChipName)
 		return CUPTI_ERROR_UNKNOWN;
 	*call = "cuptiPmSamplingGetCounterAvailability";
-	pa.deviceIndex = ad->local_ordinal;
-	if ((r = A.cuptiPmSamplingGetCounterAvailability(&pa)) != CUPTI_SUCCESS)
+	if ((r = availability(ad->local_ordinal)) != CUPTI_SUCCESS)
 		return r;
-	if (!pa.counterAvailabilityImageSize || pa.counterAvailabilityImageSize > (64u << 20))
-		return CUPTI_ERROR_UNKNOWN;
-	d->avail = calloc(1, pa.counterAvailabilityImageSize);
-	if (!d->avail)
-		return CUPTI_ERROR_OUT_OF_MEMORY;
-	d->avail_size = pa.counterAvailabilityImageSize;
-	pa.pCounterAvailabilityImage = d->avail;
-	if ((r = A.cuptiPmSamplingGetCounterAvailability(&pa)) != CUPTI_SUCCESS)
-		return r;
+	d->avail = P.avail[ad->local_ordinal].img;
+	d->avail_size = P.avail[ad->local_ordinal].size;
 	*call = "cuptiProfilerHostConfigAddMetrics";
 	if ((r = configure(d, pc.pChipName, dropped, dropped_size)) != CUPTI_SUCCESS)
 		return r;
@@ -502,6 +538,7 @@ static CUptiResult dev_start(struct pm_dev *d, const struct agent_device *ad, ui
 	if ((r = A.cuptiPmSamplingStart(&pst)) != CUPTI_SUCCESS)
 		return r;
 	d->running = true;
+	d->started_ns = (uint64_t)mono_ns();
 	return CUPTI_SUCCESS;
 }
 
@@ -561,9 +598,15 @@ static void start(const struct agent_start *opts, const struct agent_device *dev
 		memset(d, 0, sizeof(*d));
 		r = dev_start(d, &devs[i], mb << 20, dropped, sizeof(dropped), &call);
 		if (r != CUPTI_SUCCESS) {
+			uint32_t o = devs[i].local_ordinal;
+
 			if (r == CUPTI_ERROR_INVALID_METRIC_NAME)
 				tell((int32_t)r, "PM sampling: GPU %u offers none of the metrics asked for (%.300s)",
-				     devs[i].local_ordinal, dropped);
+				     o, dropped);
+			else if (o < AGENT_MAX_DEVICES && P.failed[o][0])
+				tell((int32_t)r, "PM sampling: CUPTI would not sample GPU %u again in this process "
+				     "(%s: %s) after an earlier capture's sampling there failed (%s); the counters "
+				     "come back when the job restarts", o, call, res_str(r), P.failed[o]);
 			else
 				tell_cupti(devs[i].local_ordinal, call, r);
 			dev_free(d);
@@ -689,35 +732,40 @@ static void put_sample(struct pm_dev *d, size_t index)
 }
 
 /* After an overflow CUPTI samples no more until sampling restarts (on an
- * H200 the last sample came 40 ms into a phase of saturating copies, and
- * none for the 3 s after): stop, configure again (a fresh hardware
- * buffer) and start, so the gap is only the overflow's. A start CUPTI
- * refuses (UNKNOWN, seen once on an H200 with a plain stop and start)
- * ends sampling on that device for this capture, said as such: the
- * samples before the overflow are in the trace. */
-static void restart(struct pm_dev *d, uint32_t gap_ms)
+ * H200 the last sample came 40 ms into a phase of saturating copies). The
+ * agent does not restart it mid-capture: on an H200 a restart there (stop,
+ * configure, start) was refused twice out of three (cuptiPmSamplingStart:
+ * UNKNOWN), and both times the job then died of SIGSEGV inside CUPTI at
+ * the capture's cuptiActivityDisable. XLA's PM sampler does not restart
+ * either. The device stays stalled (no more decodes) until the capture's
+ * stop; the next capture starts it again. Said once, with what tells a
+ * late decode from a small buffer. */
+/* Remembers that sampling on @d failed mid-capture (@how): on an H200 a
+ * decode that failed (UNKNOWN, at a 10 us interval) left the device's
+ * object refusing every later start in the process. */
+static void spoil(struct pm_dev *d, const char *how)
 {
-	PARAMS(CUpti_PmSampling_Start_Params, pst);
-	const char *call = "cuptiPmSamplingSetConfig";
-	char text[sizeof(((struct agent_error *)0)->text)];
-	CUptiResult r;
+	if (d->ordinal < AGENT_MAX_DEVICES)
+		snprintf(P.failed[d->ordinal], sizeof(P.failed[0]), "%s", how);
+}
 
-	stop_sampling(d);
-	memcpy(d->data, d->data_init, d->data_size);
-	r = set_config(d);
-	if (r == CUPTI_SUCCESS) {
-		call = "cuptiPmSamplingStart";
-		pst.pPmSamplingObject = d->obj;
-		r = A.cuptiPmSamplingStart(&pst);
-	}
-	if (r == CUPTI_SUCCESS) {
-		d->running = true;
-		return;
-	}
-	snprintf(text, sizeof(text), "PM sampling on GPU %u stopped early: its hardware buffer overflowed "
-		 "(%u ms after the decode before) and CUPTI would not sample again (%s: %s, %d); the "
-		 "counters up to the overflow are in the trace", d->ordinal, gap_ms, call, res_str(r), (int)r);
-	P.error(AGENT_ERR_NOTICE, (int32_t)r, text);
+static void stall(struct pm_dev *d, uint32_t gap_ms)
+{
+	/* Room for the widest numbers; the ERROR frame keeps 247 characters,
+	 * which realistic ones fit (gpu_pm_sample_buffer_size_per_gpu_mb is
+	 * the same option as --pm-sample-buffer, docs/agent.md). */
+	char text[320];
+	uint64_t ran = d->started_ns ? ((uint64_t)mono_ns() - d->started_ns) / NSEC_PER_MSEC : 0;
+
+	d->stalled = true;
+	P.told_overflow = true;
+	spoil(d, "its hardware buffer overflowed");
+	snprintf(text, sizeof(text), "PM sampling on GPU %u stopped early, %llu ms in: its %llu MiB hardware "
+		 "buffer overflowed (decode %u ms after the last, longest call %u ms); samples to then kept, "
+		 "the next capture tries again; raise --pm-sample-buffer or the interval",
+		 d->ordinal, (unsigned long long)ran, (unsigned long long)(d->hw_bytes >> 20), gap_ms,
+		 d->max_call_ms);
+	P.error(AGENT_ERR_NOTICE, CUPTI_ERROR_OUT_OF_MEMORY, text);
 }
 
 static void decode_dev(struct pm_dev *d)
@@ -734,33 +782,44 @@ static void decode_dev(struct pm_dev *d)
 		PARAMS(CUpti_PmSampling_DecodeData_Params, pd);
 		PARAMS(CUpti_PmSampling_GetCounterDataInfo_Params, pi);
 		CUptiResult r;
+		uint64_t t0, call_ms;
 		size_t n;
 
 		pd.pPmSamplingObject = d->obj;
 		pd.pCounterDataImage = d->data;
 		pd.counterDataImageSize = d->data_size;
+		t0 = (uint64_t)mono_ns();
 		r = A.cuptiPmSamplingDecodeData(&pd);
-		if (r == CUPTI_ERROR_OUT_OF_MEMORY || (r == CUPTI_SUCCESS && pd.overflow)) {
-			/* The hardware buffer filled up between two decodes: samples
-			 * are lost (OUT_OF_MEMORY: until sampling restarts). Said once. */
+		call_ms = ((uint64_t)mono_ns() - t0) / NSEC_PER_MSEC;
+		if (call_ms > d->max_call_ms)
+			d->max_call_ms = call_ms > UINT32_MAX ? UINT32_MAX : (uint32_t)call_ms;
+		if (r == CUPTI_ERROR_OUT_OF_MEMORY) {
+			stall(d, gap_ms);
+			return;
+		}
+		if (r == CUPTI_SUCCESS && pd.overflow) {
+			/* The hardware buffer filled up between two decodes:
+			 * samples lost, sampling goes on (a NOTICE, once). */
 			if (!P.told_overflow) {
 				char text[sizeof(((struct agent_error *)0)->text)];
 
-				/* A NOTICE: sampling goes on, with gaps. */
 				P.told_overflow = true;
 				snprintf(text, sizeof(text), "PM sampling: GPU %u's hardware buffer (%llu MiB) "
 					 "overflowed, samples lost (decode %u ms after the last, longest wait "
-					 "%u ms); raise gpu_pm_sample_buffer_size_per_gpu_mb "
-					 "(--pm-sample-buffer) or the interval", d->ordinal,
-					 (unsigned long long)(d->hw_bytes >> 20), gap_ms, d->max_gap_ms);
+					 "%u ms, longest decode call %u ms); raise "
+					 "gpu_pm_sample_buffer_size_per_gpu_mb (--pm-sample-buffer) or the interval",
+					 d->ordinal, (unsigned long long)(d->hw_bytes >> 20), gap_ms, d->max_gap_ms,
+					 d->max_call_ms);
 				P.error(AGENT_ERR_NOTICE, (int32_t)r, text);
 			}
 		}
-		if (r == CUPTI_ERROR_OUT_OF_MEMORY) {
-			restart(d, gap_ms);
-			return;
-		}
 		if (r != CUPTI_SUCCESS) {
+			char how[64];
+
+			/* No decode again this capture: one failed call is enough. */
+			snprintf(how, sizeof(how), "cuptiPmSamplingDecodeData: %s", res_str(r));
+			d->stalled = true;
+			spoil(d, how);
 			tell_cupti(d->ordinal, "cuptiPmSamplingDecodeData", r);
 			return;
 		}
@@ -775,7 +834,7 @@ static void decode_dev(struct pm_dev *d)
 		/* Go on until CUPTI says the hardware buffer is drained: a stop
 		 * for another reason (OTHER) with samples decoded may leave some
 		 * behind (a guess made on an H200; the samples it lost there
-		 * were OUT_OF_MEMORY's, restart() above). */
+		 * were OUT_OF_MEMORY's, stall() above). */
 		if (pd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS || !n)
 			return;
 	}
@@ -784,7 +843,7 @@ static void decode_dev(struct pm_dev *d)
 void pm_decode(void)
 {
 	for (unsigned i = 0; i < P.n_dev; i++)
-		if (P.dev[i].running)
+		if (P.dev[i].running && !P.dev[i].stalled)
 			decode_dev(&P.dev[i]);
 }
 
@@ -828,6 +887,11 @@ void pm_apply_options(const struct agent_start *opts, const struct agent_device 
 	}
 	if (want && !P.n_dev && !P.told)
 		start(opts, devs, n_devs);
+}
+
+bool pm_holds_objects(void)
+{
+	return P.n_parked || P.n_dev;
 }
 
 void pm_stop(void)

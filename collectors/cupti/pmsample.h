@@ -78,6 +78,10 @@ void pm_tell_holes(void);
 /* The capture ends: a last decode, then stop and release everything. A new
  * capture may report errors again. */
 void pm_stop(void);
+/* Whether a stopped sampling object is kept for the next capture (agent
+ * thread): CUPTI must then not be finalized, or the device samples no
+ * more in this process (an H200, CUPTI 13.0). */
+bool pm_holds_objects(void);
 /* CUPTI was finalized: the devices' PM sampling objects and the profiler
  * API went with it; forget them without a CUPTI call. */
 void pm_cupti_gone(void);

@@ -451,11 +451,13 @@ static void sampler_stop(void)
 /* ---- setup and options (agent thread) ------------------------------------- */
 
 /* Whether CUPTI's API call @name puts work on a stream (a kernel or graph
- * launch, a copy, a memset): the calls whose Python stack is taken. */
+ * launch, a copy, a memset) or allocates or frees device memory (MEMORY2
+ * records: which line allocated): the calls whose Python stack is taken. */
 static bool launch_like(const char *name)
 {
-	static const char *const pre[] = { "cuLaunch", "cudaLaunch", "cuGraphLaunch", "cudaGraphLaunch",
-					   "cuMemcpy", "cudaMemcpy", "cuMemset", "cudaMemset" };
+	static const char *const pre[] = { "cuLaunch",  "cudaLaunch", "cuGraphLaunch", "cudaGraphLaunch",
+					   "cuMemcpy",  "cudaMemcpy", "cuMemset",      "cudaMemset",
+					   "cuMemAlloc", "cudaMalloc", "cuMemFree",    "cudaFree" };
 
 	for (size_t i = 0; name && i < sizeof(pre) / sizeof(pre[0]); i++)
 		if (strncmp(name, pre[i], strlen(pre[i])) == 0)
@@ -486,6 +488,16 @@ static void compute_want(void)
 		}
 	}
 	P.want_known = true;
+}
+
+void agent_py_callbacks_on(CUpti_SubscriberHandle sub)
+{
+	static const CUpti_CallbackDomain dom[2] = { CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_CB_DOMAIN_RUNTIME_API };
+
+	for (int d = 0; d < 2; d++)
+		for (uint32_t cbid = 1; cbid < API_CBID_MAX; cbid++)
+			if (P.want[d][cbid / 8] & (1u << (cbid % 8)))
+				g.C.cuptiEnableCallback(1, sub, dom[d], cbid);
 }
 
 /* pyw_init() once a process; the queue and the raw table when there is a

@@ -64,8 +64,14 @@ struct agent_py_counts {
  * stacks on or off, the depth, and the sampler started, re-timed or
  * stopped. @fresh: a new capture (tables and counters start over).
  * @clock stamps records in CUPTI's clock. Returns whether launch stacks are
- * on: the caller then switches the API-enter callbacks on. */
+ * on: the caller then switches their API callbacks on
+ * (agent_py_callbacks_on(), or whole domains when NVTX needs them). */
 bool agent_py_apply(const struct agent_start *opts, bool fresh, CUptiResult (*clock)(uint64_t *ts));
+/* Agent thread, after agent_py_apply() said launch stacks are on: the
+ * API callbacks of the calls whose stack is taken switched on one by one
+ * on @sub, so a job's other CUDA calls (cudaGetDevice, stream queries,
+ * ...) reach no callback. */
+void agent_py_callbacks_on(CUpti_SubscriberHandle sub);
 /* Agent thread: the capture ends: launch stacks off, the sampler stopped
  * and joined (before CUPTI may be finalized: it stamps with CUPTI's clock). */
 void agent_py_stop(void);

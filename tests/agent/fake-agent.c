@@ -46,7 +46,8 @@
  *
  * --python (v5) adds the Python records of a scripted job (py_script()):
  * frames and stacks of /src/train.py, the stack of each launch on device
- * 0 (kernels, the copy, the memset) by its correlation, the sampler's
+ * 0 (kernels, the copy, the memset, the allocation; not the free) by its
+ * correlation, the sampler's
  * points on the launching thread and on a second thread without CUDA
  * calls (tid + 1). test_agent_pystacks.py knows every value.
  * --python-hostile adds definitions profd must refuse (a redefined frame
@@ -523,6 +524,8 @@ static void burst(void)
 		s->async = 1;
 		t += 10000;
 		for (int op = AGENT_MEMOP_ALLOC; op <= AGENT_MEMOP_FREE; op++, t += 10000) {
+			if (py_dev && op == AGENT_MEMOP_ALLOC)
+				put_py_launch(t, corr, ST_STEP); /* the free's call had no stack */
 			a = put(AGENT_REC_MEMORY, sizeof(*a), 0);
 			a->ts = t;
 			a->bytes = 1 << 20;

@@ -21,7 +21,9 @@ Commands on stdin, one answer line each:
   threads T [staggered]  T Python threads, 20 frames deep, waking every 50 ms
             (staggered: each at its own phase) until "stop" -> "threads"
   stop      -> "stopped"
-  state     the fake CUPTI's subscription -> "<subscribed> <domains on>"
+  state     the fake CUPTI's subscription -> "<subscribed> <domains on>
+            <cuLaunchKernel's callback on> <cuCtxGetCurrent's> <API callbacks so far>"
+  other N   N calls of cuCtxGetCurrent (launches nothing) -> "other"
   many N    one launch from each of N new functions many_0 .. many_<N-1>
             (one code object each: N frames and stacks to define) -> "many"
   fork      fork; the child launches from Python and exits -> "child <its exit status>"
@@ -41,6 +43,8 @@ launch = cuda.cuLaunchKernel
 launch.argtypes = [ctypes.c_char_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
 copy = cuda.cuMemcpyHtoDAsync_v2
 copy.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+alloc = cuda.cuMemAlloc_v2
+alloc.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
 native = cuda.fakecuda_native_launches
 native.argtypes = [ctypes.c_char_p, ctypes.c_uint]
 native.restype = ctypes.c_uint32
@@ -61,6 +65,7 @@ DEEP = 80
 def step(i):
     launch(b"k_step", *G, 7, None, None)  # @step-launch
     copy(0, None, 4096, 7)  # @step-copy
+    alloc(ctypes.byref(ctypes.c_uint64()), 4096)  # @step-alloc
 
 
 def train(n):
@@ -189,11 +194,16 @@ class State(ctypes.Structure):
                 ("rest", ctypes.c_byte * 512)]
 
 
+CUPTI_CB_DOMAIN_DRIVER_API, CBID_cuLaunchKernel, CBID_cuCtxGetCurrent = 1, 307, 304
+
+
 def state():
     cupti = ctypes.CDLL("libcupti.so.13", mode=os.RTLD_NOLOAD)
     s = State()
     cupti.fakecupti_get_state(ctypes.byref(s))
-    return f"{int(s.subscribed)} {s.domains}"
+    cupti.fakecupti_api_callbacks.restype = ctypes.c_uint64
+    on = [cupti.fakecupti_callback_on(CUPTI_CB_DOMAIN_DRIVER_API, c) for c in (CBID_cuLaunchKernel, CBID_cuCtxGetCurrent)]
+    return f"{int(s.subscribed)} {s.domains} {on[0]} {on[1]} {cupti.fakecupti_api_callbacks()}"
 
 
 def serve():
@@ -229,6 +239,10 @@ def serve():
             for s in spinning:
                 s.set()
             out = "stopped"
+        elif cmd[0] == "other":
+            for _ in range(int(cmd[1])):
+                cuda.cuCtxGetCurrent(ctypes.byref(ctypes.c_void_p()))  # @other-call
+            out = "other"
         elif cmd[0] == "state":
             out = state()
         elif cmd[0] == "fork":

@@ -192,8 +192,10 @@ class PmSampling(unittest.TestCase):
         """Disabling a PM sampling object takes all of CUPTI with it (XLA's PM
         sampler says so; a job profd sampled aborted at exit on an H200 after
         the agent disabled one and went on using CUPTI). The agent stops
-        sampling and keeps the object: no CUPTI call lands on a finalized
-        CUPTI, and the next capture samples again with it."""
+        sampling and keeps the object, and then does not finalize CUPTI
+        either: on an H200 a device whose object went with a cuptiFinalize
+        sampled no more in that process (the fake does the same). The next
+        capture samples again with the kept object."""
         a, _ = self.app()
         req = lambda: request(800, gpu_pm_sample_counters="default", gpu_pm_sample_interval_us=INTERVAL_US)
         for round in range(2):
@@ -202,8 +204,10 @@ class PmSampling(unittest.TestCase):
                                (round, list(x.warnings)))
             st = a.state()
             self.assertEqual(st["calls_after_finalize"], 0, (round, st))
-            a.ask("launch 1 _Z6vecAddPKfS0_Pfi 0 7")  # the detach finalizes CUPTI here
-            self.assertTrue(T.wait_for(lambda: a.state()["finalizes"] == round + 1, 5), a.state())
+            a.ask("launch 1 _Z6vecAddPKfS0_Pfi 0 7")  # a detach would finalize CUPTI here
+            self.assertTrue(T.wait_for(lambda: a.state()["unsubscribes"] == round + 1, 5), a.state())
+            self.assertEqual(a.state()["finalizes"], 0)
+            self.assertFalse([w for w in x.warnings if "not finalized" in w], list(x.warnings))
         self.assertEqual(a.finish(), 0)
 
     def test_turned_on_and_off_mid_capture(self):
@@ -329,37 +333,83 @@ class PmSampling(unittest.TestCase):
         self.assertFalse([s for s in x.warnings if "no hardware counters" in s], list(x.warnings))
         self.assertTrue(counters(x, "/device:GPU:0", {SM}))  # what was decoded is kept
 
-    def test_sampling_restarts_after_the_buffer_filled(self):
-        """CUPTI samples nothing more once its hardware buffer filled
-        (decode: OUT_OF_MEMORY) until sampling restarts; on an H200 the
-        counters stopped 40 ms into saturating copies and never came back.
-        The agent restarts it: the gaps are the overflows', said once."""
-        a, _ = self.app(FAKE_CUPTI_PM="stall")
-        x, _, _, _ = self.capture(request(1500, gpu_pm_sample_counters="default",
-                                          gpu_pm_sample_interval_us=INTERVAL_US), lambda: time.sleep(1.1), a)
-        self.assertEqual(len([s for s in x.warnings if "overflowed" in s]), 1, list(x.warnings))
+    def sm_span(self, x):
         ts = sorted(t for t, _ in counters(x, "/device:GPU:0", {SM}).get(SM, []))
-        self.assertTrue(ts, list(x.warnings))
-        self.assertGreater(ts[-1] - ts[0], 8 * 10**8, (ts[0], ts[-1]))  # one run alone spans 0.3 s
+        return ts[-1] - ts[0] if ts else None
 
-    def test_a_refused_restart_keeps_what_was_sampled(self):
-        """An H200 once refused to start sampling again after an overflow
-        (cuptiPmSamplingStart: UNKNOWN). The capture keeps the counters
-        sampled before it and says sampling stopped early, not that there
-        were no counters; the job goes on and exits 0."""
-        a, _ = self.app(FAKE_CUPTI_PM="stall-refuse")
+    def stall_capture(self, again=False):
+        """1.5 s with counters; @again: after the last capture's detach
+        (2 s without a CUDA call: unsubscribed, not finalized, so the
+        stopped sampling object is started again)."""
+        if again:
+            time.sleep(2.5)
         x, _, _, _ = self.capture(request(1500, gpu_pm_sample_counters="default",
-                                          gpu_pm_sample_interval_us=INTERVAL_US), lambda: time.sleep(1.1), a)
-        w = list(x.warnings)
-        self.assertEqual([s for s in w if "no hardware counters" in s], [], w)
-        early = [s for s in w if "stopped early" in s]
-        self.assertEqual(len([s for s in early if "GPU 0 " in s]), 1, w)  # once a GPU
-        self.assertIn("cuptiPmSamplingStart", early[0])
-        self.assertIn("CUPTI_ERROR_UNKNOWN", early[0])
-        self.assertEqual(len([s for s in w if "overflowed" in s and "MiB" in s]), 1, w)
-        ts = sorted(t for t, _ in counters(x, "/device:GPU:0", {SM}).get(SM, []))
-        self.assertTrue(ts, w)
-        self.assertLess(ts[-1] - ts[0], 4 * 10**8, (ts[0], ts[-1]))  # the first 0.3 s only
+                                          gpu_pm_sample_interval_us=INTERVAL_US), lambda: time.sleep(1.1))
+        return x, list(x.warnings)
+
+    def test_a_full_buffer_stops_sampling_until_the_next_capture(self):
+        """CUPTI samples nothing more once its hardware buffer filled
+        (decode: OUT_OF_MEMORY) until sampling restarts. On an H200 a
+        restart within the capture was refused twice in three tries and the
+        job then died in CUPTI at the capture's end, so the agent leaves
+        the device alone until the capture stops: the counters up to the
+        overflow are kept, "stopped early" is said once, and the next
+        capture samples again. The fake fills the buffer 300 ms after each
+        Start."""
+        a, _ = self.app(FAKE_CUPTI_PM="stall")
+        for again in (False, True):
+            x, w = self.stall_capture(again)
+            self.assertEqual([s for s in w if "no hardware counters" in s], [], w)
+            early = [s for s in w if "stopped early" in s and "GPU 0 " in s]
+            self.assertEqual(len(early), 1, w)
+            self.assertIn("its 64 MiB hardware buffer overflowed", early[0])
+            self.assertIn("the next capture tries again", early[0])
+            self.assertIn("longest call", early[0])
+            self.assertTrue(early[0].endswith("raise --pm-sample-buffer or the interval"), early[0])
+            ms = int(re.search(r"stopped early, (\d+) ms in", early[0]).group(1))
+            self.assertTrue(300 <= ms <= 700, early[0])  # found at a decode (every 100 ms)
+            span = self.sm_span(x)
+            self.assertIsNotNone(span, w)
+            self.assertLess(span, 4 * 10**8)  # the first 0.3 s only: no restart
+        self.assertEqual(a.finish(), 0)
+
+    def test_a_refused_start_after_a_full_buffer_is_said(self):
+        """An H200 refused to start sampling again after an overflow
+        (cuptiPmSamplingStart: UNKNOWN). The fake refuses every Start after
+        a Stop: the first capture keeps its counters up to the overflow,
+        the next one says the start was refused and has none, and the job
+        goes on and exits 0."""
+        a, _ = self.app(FAKE_CUPTI_PM="stall-refuse")
+        x, w = self.stall_capture()
+        self.assertEqual(len([s for s in w if "stopped early" in s and "GPU 0 " in s]), 1, w)
+        self.assertIsNotNone(self.sm_span(x), w)
+        x, w = self.stall_capture(again=True)
+        refused = [s for s in w if "cuptiPmSamplingStart" in s and "GPU 0" in s]
+        self.assertEqual(len(refused), 1, w)
+        self.assertIn("CUPTI would not sample GPU 0 again in this process (cuptiPmSamplingStart: "
+                      "CUPTI_ERROR_UNKNOWN) after an earlier capture's sampling there failed (its hardware "
+                      "buffer overflowed)", refused[0])
+        self.assertIsNone(self.sm_span(x), w)
+        self.assertEqual(a.finish(), 0)
+
+    def test_a_failed_decode_ends_sampling_and_is_named_later(self):
+        """On an H200, decoding at a 10 us interval failed (DecodeData:
+        UNKNOWN) and the device's object refused every later start in the
+        process. The fake fails decodes from 300 ms and refuses later
+        starts: the counters before are kept, the failure is said once,
+        no decode is tried again that capture, and the next capture names
+        the earlier failure."""
+        a, _ = self.app(FAKE_CUPTI_PM="decode-fail")
+        x, w = self.stall_capture()
+        failed = [s for s in w if "cuptiPmSamplingDecodeData" in s and "GPU 0" in s]
+        self.assertEqual(len(failed), 1, w)
+        self.assertIn("CUPTI_ERROR_UNKNOWN", failed[0])
+        span = self.sm_span(x)
+        self.assertTrue(span is not None and span < 4 * 10**8, (span, w))
+        x, w = self.stall_capture(again=True)
+        refused = [s for s in w if "cuptiPmSamplingStart" in s and "GPU 0" in s]
+        self.assertEqual(len(refused), 1, w)
+        self.assertIn("failed (cuptiPmSamplingDecodeData: CUPTI_ERROR_UNKNOWN)", refused[0])
         self.assertEqual(a.finish(), 0)
 
     def test_a_stretch_without_samples_is_said(self):

@@ -26,7 +26,8 @@ DROPPED = "(Python stack unavailable)"
 FWD = ("train.py:22 forward", "train.py:10 main;train.py:22 forward")
 FWD25 = ("train.py:25 forward", "train.py:10 main;train.py:25 forward")
 STEP = ("train.py:31 Model.step;inner", "train.py:10 main;train.py:22 forward;train.py:31 Model.step,inner")
-# Kernels 0..4 of device 0, in launch order; then the copy and the memset.
+# Kernels 0..4 of device 0, in launch order; then the copy and the memset
+# (the allocation after them has STEP's stack, the free none).
 KERNELS = [FWD, FWD, FWD25, STEP, (NO_PY, NO_PY)]
 COPY, MEMSET = (DROPPED, DROPPED), FWD
 
@@ -102,6 +103,9 @@ class PyStacks(T.AgentDaemonCase):
         other = [(n, s) for n, s in gpu if not n.startswith("fake_gemm")]
         self.assertIn(("MemcpyH2D", COPY), other)
         self.assertIn(("Memset", MEMSET), other)
+        # An allocation names the line that allocated; the free's call had none.
+        self.assertIn(("MemoryAlloc", STEP), other)
+        self.assertIn(("MemoryFree", None), other)
         api = [(e[2], py_stats(e[3])) for e in self.events(x, self.thread_line(x, TID)) if e[2].startswith("cu")]
         self.assertEqual(api, [("cuLaunchKernel", s) for s in kernels] + [("cuMemcpyHtoDAsync_v2", COPY)])
 

@@ -49,7 +49,7 @@ HDR = struct.Struct("<IHHII")
 F_HELLO, F_DEVICE, F_CLOCK, F_RECORDS, F_ERROR, F_FLUSHED, F_STATS = 1, 2, 3, 4, 5, 6, 7
 F_START, F_STOP = 16, 17
 START_PY_STACKS, START_PY_SAMPLE = 1 << 3, 1 << 4
-R_STRING, R_KERNEL, R_MEMCPY, R_API = 1, 2, 3, 7
+R_STRING, R_KERNEL, R_MEMCPY, R_API, R_MEMORY2 = 1, 2, 3, 7, 10
 R_PY_FRAME, R_PY_STACK, R_PY_LAUNCH, R_PY_SAMPLE = 14, 15, 16, 17
 STACK_DROPPED = 0xFFFFFFFF
 STACK_TRUNCATED = 1
@@ -97,6 +97,7 @@ class Capture:
     def __init__(self):
         self.strings, self.frames, self.stacks = {}, {}, {}
         self.launches, self.samples, self.apis, self.kernels, self.copies = [], [], {}, {}, {}
+        self.allocs = {}
         self.stats, self.errors, self.order_ok = None, [], True
 
     def record(self, t, aux, b):
@@ -119,7 +120,7 @@ class Capture:
             # Before the API record and the GPU work of its correlation:
             # profd joins them as they come.
             if sid not in self.stacks and sid not in (0, STACK_DROPPED) or corr in self.apis or \
-                    corr in self.kernels or corr in self.copies:
+                    corr in self.kernels or corr in self.copies or corr in self.allocs:
                 self.order_ok = False
             self.launches.append((ts, tid, corr, sid))
         elif t == R_PY_SAMPLE:
@@ -136,6 +137,9 @@ class Capture:
         elif t == R_MEMCPY:
             corr = struct.unpack_from("<I", b, 44)[0]
             self.copies[corr] = True
+        elif t == R_MEMORY2:
+            corr = struct.unpack_from("<I", b, 68)[0]
+            self.allocs[corr] = True
 
     def stack(self, sid):
         """(flags, [(file basename, function, first line, line, flags)])"""
@@ -226,8 +230,8 @@ class App(FakeCudaApp):
     def tracing(self, callbacks=True):
         """Whether the agent subscribed and (@callbacks) switched its API
         callbacks on (then launch stacks are on), in one look."""
-        sub, domains = self.ask("state")
-        return sub == "1" and (domains != "0") == callbacks
+        sub, _, launch_cb, _, _ = self.ask("state")
+        return sub == "1" and (launch_cb == "1") == callbacks
 
     def ask(self, cmd):
         out = super().ask(cmd)
@@ -323,6 +327,10 @@ class PyStacksWire(WireCase):
         copies = [sid for _, _, corr, sid in c.launches if corr in c.copies]
         self.assertEqual(len(copies), 2)
         self.assertEqual(c.stack(copies[0])[1][-1], self.frame("step", "step-copy"))
+        # So has the allocation (cuMemAlloc_v2 and its MEMORY2 record).
+        allocs = [sid for _, _, corr, sid in c.launches if corr in c.allocs]
+        self.assertEqual(len(allocs), 2)
+        self.assertEqual(c.stack(allocs[0])[1][-1], self.frame("step", "step-alloc"))
         for t in range(3):
             flags, st = one_stack(f"k_thread{t}")
             self.assertEqual(st[-1], self.frame("worker", "worker-launch"))
@@ -353,7 +361,30 @@ class PyStacksWire(WireCase):
         # STATS: one stack per launch and copy, none dropped, no sampler.
         records, _, _, _, _, _, _, _, _, py_stacks, py_dropped, py_samples, py_sample_drops = c.stats
         self.assertEqual((py_stacks, py_dropped, py_samples, py_sample_drops), (len(c.launches), 0, 0, 0))
-        self.assertEqual(len(c.launches), sum(len(v) for v in by.values()) + 2)
+        self.assertEqual(len(c.launches), sum(len(v) for v in by.values()) + 2 + 2)  # + copies, allocations
+
+    def test_only_the_calls_whose_stack_is_taken_reach_the_agent(self):
+        """On an H200 a torch loop launched 1.4 us slower with launch stacks
+        on, and a framework makes several CUDA calls per launch that launch
+        nothing. The agent switches on the callbacks of the calls whose
+        stack it takes, one by one: 50 cuCtxGetCurrent calls reach no
+        callback, a launch does, and its stack is taken."""
+        seen = {}
+
+        def work():
+            _, _, launch_cb, other_cb, n0 = self.app.ask("state")
+            self.assertEqual(self.app.ask("other 50"), ["other"])
+            n1 = self.app.ask("state")[4]
+            self.assertEqual(self.app.ask("deep 3"), ["deep"])
+            n2 = self.app.ask("state")[4]
+            seen.update(launch=launch_cb, other=other_cb, calls=(int(n0), int(n1), int(n2)))
+
+        c = self.capture(START_PY_STACKS, work)
+        self.assertEqual((seen["launch"], seen["other"]), ("1", "0"), seen)
+        n0, n1, n2 = seen["calls"]
+        self.assertEqual(n1, n0, "cuCtxGetCurrent reached the agent's callback")
+        self.assertEqual(n2, n1 + 1, "the launch did not")  # cuLaunchKernel, its one API call
+        self.assertEqual(len(c.launches), 1)
 
     def test_depth_and_sampler(self):
         def work():
@@ -571,13 +602,17 @@ class PyStacksXSpace(JobCase):
             count[name] = count.get(name, 0) + 1
         # Both works, whole (a callback's count is qsort's business).
         self.assertEqual({k: v for k, v in count.items() if k != "k_callback"},
-                         {"k_step": 4, "MemcpyH2D": 4, "k_thread0": 8, "k_thread1": 8, "k_thread2": 8, "k_gen": 4,
+                         {"k_step": 4, "MemcpyH2D": 4, "MemoryAlloc": 4, "k_thread0": 8, "k_thread1": 8, "k_thread2": 8, "k_gen": 4,
                           "k_coro": 2, "k_deep": 2, "k_native": 4, "k_lib": 2})
         step = self.main_stack(self.leaf("work", "work-train"), self.leaf("train", "train-call"))
         self.assertEqual(by["k_step"], {(self.leaf("step", "step-launch"),
                                          step + ";" + self.leaf("step", "step-launch"))})
         self.assertEqual(by["MemcpyH2D"], {(self.leaf("step", "step-copy"),
                                             step + ";" + self.leaf("step", "step-copy"))})
+        # An allocation names the line that allocated (the GPU showed one
+        # without: the agent took no stack at cudaMalloc).
+        self.assertEqual(by["MemoryAlloc"], {(self.leaf("step", "step-alloc"),
+                                              step + ";" + self.leaf("step", "step-alloc"))})
         for t in range(3):
             (frame, stack), = by[f"k_thread{t}"]
             self.assertEqual(frame, self.leaf("worker", "worker-launch"))

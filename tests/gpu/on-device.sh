@@ -172,7 +172,7 @@ step g 90 "PM sampling and NVML counters" sh -c 'sh tests/gpu/test_pm_real.sh; a
 	for r in $a $b; do case $r in 0|77) ;; *) exit 1 ;; esac; done
 	[ $a = 77 ] && [ $b = 77 ] && exit 77; exit 0'
 step h 90 "PyTorch beside its own profiler" env GPU_CHECKS=torch,torch-profiler sh tests/gpu/run-gpu-tests.sh
-step i 120 "Python stacks (PyTorch, JAX)" $PYTHON tests/gpu/python-stacks.py --json "$OUT/pystacks.json"
+step i 150 "Python stacks (PyTorch, JAX)" $PYTHON tests/gpu/python-stacks.py --json "$OUT/pystacks.json"
 step j 90 "flight recorder overhead" $PYTHON tests/gpu/recorder-overhead.py --reps "${REPS:-2}" \
 	--json "$OUT/recorder.json"
 echo "total $(($(date +%s) - START)) s; summary in $OUT/summary.json"

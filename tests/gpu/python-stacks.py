@@ -85,7 +85,7 @@ def small_step():
     loss = small(sx).square().mean()
     loss.backward()
     sopt.step()
-def per_step(blocks=20, steps=10):
+def per_step(blocks=40, steps=10):
     # this thread's CPU time per step, the median block (no sync inside)
     b = []
     for _ in range(blocks):
@@ -132,6 +132,7 @@ for mode in sys.stdin:
     print("loop", b[len(b) // 2] * 40, flush=True)  # the median block, as 20,000 launches
 '''
 FORWARD_LINES = {8, 9, 10}
+STEPS = 400  # per_step()'s: 40 blocks of 10
 
 JAXSTEP = '''import sys, jax, jax.numpy as jnp
 if not any(d.platform == "gpu" for d in jax.devices()):
@@ -307,7 +308,7 @@ def torch_check(d):
     # each capture's figure is the median of 40 blocks of 500 launches (one
     # slow block, a GC or a preempted thread, moved a whole 20,000-launch
     # figure by 40 % on an H200), three captures a mode, alternating.
-    per = {}
+    per, loop_evs = {}, {}
     for mode in ("off", "on") * 3:
         out = {}
         th = threading.Thread(target=lambda: out.setdefault(
@@ -319,8 +320,10 @@ def torch_check(d):
         secs = float(p.stdout.readline().split()[1])
         th.join()
         per.setdefault(mode, []).append(secs / 20000 * 1e6)
+        loop_evs.setdefault(mode, []).append(len(device_events(T.decode_xspace(P, out["x"]))) if "x" in out else None)
     figures["torch_launch_us"] = per
-    print(f"     launch-bound torch loop, us per launch: stacks off {per['off']}, on {per['on']}")
+    print(f"     launch-bound torch loop, us per launch: stacks off {per['off']}, on {per['on']}; "
+          f"GPU events captured {loop_evs}")
     step_costs(d, p)
     try:
         p.stdin.write("exit\n")
@@ -332,52 +335,73 @@ def torch_check(d):
     return True
 
 
-def step_costs(d, p):
+def step_mode(d, p, name, stacks, st, info, seen):
+    """One step_costs() mode: the job's per_step() under @name, inside a
+    profd capture when @stacks is not None (launch stacks on or off)."""
+    out = {}
+    th = None
+    if stacks is not None:
+        th = threading.Thread(target=lambda: out.setdefault(
+            "x", capture(d, 3000, f"step-{name}", 0, python_launch_stacks=stacks)))
+        th.start()
+        time.sleep(1.5)
+    p.stdin.write(f"step {'plain' if stacks is not None or name.startswith('plain') else name}\n")
+    p.stdin.flush()
+    line = p.stdout.readline().split()
+    if th:
+        th.join()
+    if len(line) != 3 or line[0] != "step":
+        check(False, f"torch: step mode {name} answered {line}")
+        return False
+    st.setdefault(name, []).append(float(line[1]) * 1e6)
+    info["python_calls_per_step"] = int(line[2])
+    if "x" in out:
+        x = T.decode_xspace(P, out["x"])
+        n = len(device_events(x))
+        seen.setdefault(name, []).append(n)
+        if name == "stacks-on":
+            info["gpu_events_per_step"] = n / (STEPS + 2)  # per_step's, its warm-up and the counted one
+        if not n:
+            print(f"     step {name}: a capture without GPU events; warnings:",
+                  [w[:200] for w in x.warnings][:4])
+    return True
+
+
+def step_costs(d, p, rounds=4):
     """A small training step (the job's small_step), CPU time per step:
     profd capturing with launch stacks off and on, and with no capture
     plain, under cProfile (a profile hook, what in-process Python tracers
     install) and under torch.profiler (CPU activity) without and with
-    with_stack; two rounds, alternating. Issue 29's goal: launch stacks
+    with_stack; @rounds rounds of profd's modes and cProfile, alternating, then
+    two of torch.profiler's beside plain. Issue 29's goal: launch stacks
     >= 10x cheaper than profile-hook tracing on the same script."""
-    st, info = {}, {}
-    plan = (("plain", None), ("stacks-off", False), ("stacks-on", True), ("cprofile", None),
-            ("torch-nostack", None), ("torch-stack", None))
-    for _ in range(2):
-        for name, stacks in plan:
-            out = {}
-            th = None
-            if stacks is not None:
-                th = threading.Thread(target=lambda: out.setdefault(
-                    "x", capture(d, 3000, f"step-{name}", 0, python_launch_stacks=stacks)))
-                th.start()
-                time.sleep(1.5)
-            p.stdin.write(f"step {name if stacks is None else 'plain'}\n")
-            p.stdin.flush()
-            line = p.stdout.readline().split()
-            if th:
-                th.join()
-            if len(line) != 3 or line[0] != "step":
-                check(False, f"torch: step mode {name} answered {line}")
-                return
-            st.setdefault(name, []).append(float(line[1]) * 1e6)
-            info["python_calls_per_step"] = int(line[2])
-            if name == "stacks-on" and "x" in out:
-                # per_step's 200 steps, its warm-up and the counted one
-                info["gpu_events_per_step"] = len(device_events(T.decode_xspace(P, out["x"]))) / 202
+    st, info, seen = {}, {}, {}
+    # torch.profiler's modes last: Kineto keeps CUPTI once it ran, and
+    # profd's captures after it hold no GPU data (said as such).
+    profd_plan = (("plain", None), ("stacks-off", False), ("stacks-on", True), ("cprofile", None))
+    torch_plan = (("plain-torch", None), ("torch-nostack", None), ("torch-stack", None))
+    for plan, n_rounds in ((profd_plan, rounds), (torch_plan, 2)):
+        for r in range(n_rounds):
+            for name, stacks in (plan if r % 2 == 0 else plan[::-1]):
+                if not step_mode(d, p, name, stacks, st, info, seen):
+                    return
     med = {k: statistics.median(v) for k, v in st.items()}
     stack = med["stacks-on"] - med["stacks-off"]
     hook = med["cprofile"] - med["plain"]
     torch_stack = med["torch-stack"] - med["torch-nostack"]
+    info["torch_profiler_us"] = med["torch-nostack"] - med["plain-torch"]
     figures["torch_step_us"] = st
     figures["torch_step"] = dict(info, launch_stacks_us=stack, cprofile_us=hook, torch_with_stack_us=torch_stack,
                                  cprofile_ratio=hook / stack if stack > 0 else None,
                                  torch_with_stack_ratio=torch_stack / stack if stack > 0 else None)
-    print("     small training step, CPU us per step (2 rounds): " +
+    print(f"     small training step, CPU us per step ({rounds} rounds): " +
           ", ".join(f"{k} {[round(x, 1) for x in v]}" for k, v in st.items()))
     print(f"     added per step: launch stacks {stack:+.1f} us, cProfile {hook:+.1f} us, "
           f"torch.profiler with_stack {torch_stack:+.1f} us; {info.get('python_calls_per_step')} Python calls "
           f"and {info.get('gpu_events_per_step', 0):.1f} GPU events per step")
-    check(len(st.get("stacks-on", [])) == 2, "torch: the step cost modes all ran")
+    check(len(st.get("stacks-on", [])) == rounds, "torch: the step cost modes all ran")
+    check(all(n > 0 for v in seen.values() for n in v) and len(seen) == 2,
+          f"torch: the step captures hold GPU events ({seen})")
 
 
 def jax_check(d):

@@ -5,11 +5,14 @@
 # (meson suite "gpu"; on-device.sh runs it too).
 #
 # Builds tests/gpu/pm-phases.cu, starts profd, and captures 5 s with
-# gpu_pm_sample_counters=default (1 ms interval) while the job is idle,
-# copies device to device, idles, and runs an FMA kernel. Checks on
+# gpu_pm_sample_counters=default (1 ms interval, 512 MiB hardware buffer)
+# while the job is idle, copies device to device, idles, and runs an FMA
+# kernel; captures again (sampled with the kept object); makes sampling fail
+# on purpose (10 us into 64 MiB during copies: said, the job unharmed) and
+# captures once more (sampled, or the refusal said). Checks on
 # /device:GPU:0's `_counters_` line:
 #   - each metric of the default set the GPU accepted has samples, 1 ms apart,
-#     inside the window; percentages are within 0..100 (+1 for rounding);
+#     inside the window; percentages are within 0..100 (+20: CUPTI gave up to 110);
 #   - DRAM throughput during the copies is above 20 % and at least twice
 #     its idle level; SM throughput during the FMA loop is above its idle
 #     level;
@@ -76,19 +79,63 @@ with T.Daemon("--agent-socket", SOCK, "--flush-timeout", "5s") as d:
     assert job.stdout.readline().strip() == "ready"
     time.sleep(1.0)  # HELLO reached profd
     ask = lambda c: (job.stdin.write(c + "\n"), job.stdin.flush(), job.stdout.readline().strip())[2]
-    req = T.profile_request(P, 5000, f"localhost:{d.port}")
-    req.opts.advanced_configuration["gpu_pm_sample_counters"].string_value = "default"
-    req.opts.advanced_configuration["gpu_pm_sample_interval_us"].int64_value = 1000
-    out = {}
-    th = threading.Thread(target=lambda: out.setdefault("r", T.stub(
-        T.channel(d.addr), "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)(req, timeout=120)))
-    th.start()
-    time.sleep(1.5)  # START reached the agent; sampling runs
-    print(ask("idle 500"), ask("copy 1000"), ask("idle 500"), ask("compute 1000"), flush=True)
-    th.join()
-    ask("exit")
+
+    def cap(ms, interval_us, buffer_mb, *cmds):
+        """Capture @ms with counters while the job runs @cmds (from 1.5 s in)."""
+        req = T.profile_request(P, ms, f"localhost:{d.port}")
+        adv = req.opts.advanced_configuration
+        adv["gpu_pm_sample_counters"].string_value = "default"
+        adv["gpu_pm_sample_interval_us"].int64_value = interval_us
+        if buffer_mb:
+            adv["gpu_pm_sample_buffer_size_per_gpu_mb"].int64_value = buffer_mb
+        out = {}
+        th = threading.Thread(target=lambda: out.setdefault("r", T.stub(
+            T.channel(d.addr), "Profile", P.ps.ProfileRequest, P.ps.ProfileResponse)(req, timeout=120)))
+        th.start()
+        time.sleep(1.5)  # START reached the agent; sampling runs
+        print([ask(c) for c in cmds], flush=True)
+        th.join()
+        return T.decode_xspace(P, out["r"].tool_data[0].data)
+
+    # 1: the phases, with a hardware buffer (512 MiB) that a late decode
+    # does not fill (64 MiB at 1 ms overflowed once in three H200 runs).
+    x = cap(5000, 1000, 512, "idle 500", "copy 1000", "idle 500", "compute 1000")
+    def samples(x):
+        g = [p for p in x.planes if p.name == "/device:GPU:0"]
+        return sum(1 for l in (g[0].lines if g else []) if l.name == "_counters_" for e in l.events
+                   if g[0].event_metadata[e.metadata_id].name == SM)
+
+    try:
+        # 2: a second capture samples again: the agent kept the stopped
+        # sampling object and did not finalize CUPTI (an H200 sampled no
+        # more once the object went with a cuptiFinalize).
+        x2 = cap(2500, 1000, 0, "compute 500")
+        w2 = list(x2.warnings)
+        check(samples(x2) > 100 and not [s for s in w2 if "no hardware counters" in s],
+              f"a second capture samples again ({samples(x2)} samples; {[s[:200] for s in w2]})")
+        # 3: sampling that fails on purpose (10 us into 64 MiB, during
+        # copies; an H200 answered DecodeData with UNKNOWN): said, and the
+        # job unharmed (a restart within the capture, once done, was
+        # refused and the job then died in CUPTI at the capture's end).
+        x3 = cap(2500, 10, 64, "copy 800")
+        w3 = list(x3.warnings)
+        for s in w3:
+            print("10 us capture warning:", s)
+        time.sleep(0.5)  # a fault at the capture's end has had time to land
+        check(job.poll() is None, f"the job lives after a capture whose sampling failed (rc {job.poll()})")
+        check(any("PM sampling" in s and "GPU 0" in s for s in w3), "the failure is said")
+        # 4: after it, counters again, or the refusal said with its cause.
+        if job.poll() is None:
+            x4 = cap(2500, 1000, 0, "compute 500")
+            w4 = [s for s in x4.warnings if "PM sampling" in s]
+            print(f"after the failure: {samples(x4)} samples; {[s[:240] for s in w4]}", flush=True)
+            check(samples(x4) > 100 or any("an earlier capture's sampling there failed" in s for s in w4),
+                  "the capture after the failure samples, or says why not")
+    except Exception as e:  # noqa: BLE001 -- the job died under a command, or the RPC failed: said, then its exit status
+        check(False, f"captures 2-4: {e!r}")
+    if job.poll() is None:
+        ask("exit")
     rc = job.wait(timeout=30)
-x = T.decode_xspace(P, out["r"].tool_data[0].data)
 w = list(x.warnings)
 for s in w:
     print("warning:", s)
@@ -96,8 +143,9 @@ refused = [s for s in w if "no hardware counters" in s]
 if refused and ("ERR_NVGPUCTRPERM" in refused[0] or "held by another" in refused[0]):
     print("skip: " + refused[0])
     sys.exit(77)
+check(not [s for s in w if "overflowed" in s], "no overflow with a 512 MiB buffer at 1 ms")
 check(not refused, "PM sampling ran (no 'no hardware counters' warning)")
-check(rc == 0, f"the job exited 0 after a PM sampling capture (rc {rc})")
+check(rc == 0, f"the job exited 0 after four PM sampling captures (rc {rc})")
 g0 = [p for p in x.planes if p.name == "/device:GPU:0"][0]
 ctr, spans = {}, {"copy": [], "fma": []}
 for l in g0.lines:
@@ -134,7 +182,10 @@ for name, pts in ctr.items():
     check(0 <= ts[0] and ts[-1] <= 5 * 10**9 + 50 * 10**6,
           f"{name}: samples inside the window (first {ts[0]} ns, last {ts[-1]} ns)")
     if ".pct" in name:
-        check(all(-0.001 <= v <= 101 for _, v in pts), f"{name}: values within 0..100 "
+        # CUPTI's own values: an H200 gave sm__cycles_active up to 101.26 %
+        # and 109.84 % in two runs (a sample's window and the counter's are
+        # not the same): 20 % of slack, printed.
+        check(all(-0.001 <= v <= 120 for _, v in pts), f"{name}: values within 0..100 "
               f"(min {min(v for _, v in pts):.2f}, max {max(v for _, v in pts):.2f})")
 
 

@@ -293,6 +293,8 @@ static struct {
 	uint32_t (*api)(CUpti_CallbackDomain, CUpti_CallbackId, const char *);
 	void (*kernel)(uint32_t, uint32_t, uint32_t, const char *, uint64_t, uint32_t);
 	void (*copy)(uint32_t, uint32_t, uint32_t, uint64_t, uint64_t);
+	void (*memory)(uint32_t, uint32_t, uint32_t, bool, uint64_t, uint64_t, uint64_t, uint64_t);
+	uint64_t next_ptr; /* the addresses cuMemAlloc_v2 hands out */
 	const char *names[64]; /* kernel names live as long as the process, like a module's */
 	unsigned n_names;
 } scr = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -306,8 +308,9 @@ static bool script_cupti(void)
 		*(void **)&scr.api = dlsym(scr.h, "fakecupti_api");
 		*(void **)&scr.kernel = dlsym(scr.h, "fakecupti_kernel");
 		*(void **)&scr.copy = dlsym(scr.h, "fakecupti_memcpy");
+		*(void **)&scr.memory = dlsym(scr.h, "fakecupti_memory");
 	}
-	ok = scr.api && scr.kernel && scr.copy;
+	ok = scr.api && scr.kernel && scr.copy && scr.memory;
 	pthread_mutex_unlock(&scr.lock);
 	return ok;
 }
@@ -384,6 +387,36 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(uint64_t dst, const void *src, size_t bytes
 	c = scr.api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
 		    "cuMemcpyHtoDAsync_v2");
 	scr.copy(c, 0, (uint32_t)(uintptr_t)stream, bytes, 3000);
+	return CUDA_SUCCESS;
+}
+
+/* A call that launches nothing (frameworks make several per launch): its
+ * API callback only. */
+EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx);
+EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx)
+{
+	if (ctx)
+		*ctx = (CUcontext)(uintptr_t)1;
+	if (script_cupti())
+		scr.api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, "cuCtxGetCurrent");
+	return CUDA_SUCCESS;
+}
+
+/* An allocation on device 0: its API callback, then its MEMORY2 record. */
+EXPORT CUresult cuMemAlloc_v2(uint64_t *ptr, size_t bytes);
+EXPORT CUresult cuMemAlloc_v2(uint64_t *ptr, size_t bytes)
+{
+	uint32_t c;
+
+	if (!ptr)
+		return (CUresult)1; /* CUDA_ERROR_INVALID_VALUE */
+	pthread_mutex_lock(&scr.lock);
+	*ptr = 0x7f0000000000ull + (scr.next_ptr += 1u << 20);
+	pthread_mutex_unlock(&scr.lock);
+	if (!script_cupti())
+		return CUDA_SUCCESS;
+	c = scr.api(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, "cuMemAlloc_v2");
+	scr.memory(c, 0, 0, true, *ptr, bytes, 0, 0);
 	return CUDA_SUCCESS;
 }
 

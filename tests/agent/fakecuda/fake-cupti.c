@@ -75,6 +75,7 @@ static struct {
 	bool domain_on[CUPTI_CB_DOMAIN_SIZE];
 	/* cuptiEnableCallback of single API calls (graph launches) */
 	uint8_t drv_cb[CUPTI_DRIVER_TRACE_CBID_SIZE], rt_cb[CUPTI_RUNTIME_TRACE_CBID_SIZE];
+	uint64_t api_callbacks; /* API-enter callbacks delivered */
 	uint64_t kinds; /* 1 << CUpti_ActivityKind */
 	uint8_t drv_off[CUPTI_DRIVER_TRACE_CBID_SIZE], rt_off[CUPTI_RUNTIME_TRACE_CBID_SIZE];
 	CUpti_BuffersCallbackRequestFunc req;
@@ -670,6 +671,8 @@ static void callback(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const char *
 	pthread_mutex_lock(&f.lock);
 	cb = f.subscribed && (f.domain_on[d] || cbid_on(d, cbid)) ? f.cb : NULL;
 	ud = f.cb_ud;
+	if (cb && site == CUPTI_API_ENTER)
+		f.api_callbacks++;
 	pthread_mutex_unlock(&f.lock);
 	if (cb)
 		cb(ud, d, cbid, &data);
@@ -716,6 +719,30 @@ static uint32_t api_call(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const ch
 	pthread_mutex_unlock(&f.lock);
 	callback(d, cbid, fname, corr, CUPTI_API_EXIT, params);
 	return corr;
+}
+
+/* What a test asks of the subscription: whether API call @cbid of @d
+ * reaches the subscriber now, and how many API calls have reached it. */
+EXPORT unsigned fakecupti_callback_on(CUpti_CallbackDomain d, CUpti_CallbackId cbid);
+EXPORT unsigned fakecupti_callback_on(CUpti_CallbackDomain d, CUpti_CallbackId cbid)
+{
+	unsigned on;
+
+	pthread_mutex_lock(&f.lock);
+	on = f.subscribed && (((unsigned)d < CUPTI_CB_DOMAIN_SIZE && f.domain_on[d]) || cbid_on(d, cbid));
+	pthread_mutex_unlock(&f.lock);
+	return on;
+}
+
+EXPORT uint64_t fakecupti_api_callbacks(void);
+EXPORT uint64_t fakecupti_api_callbacks(void)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&f.lock);
+	n = f.api_callbacks;
+	pthread_mutex_unlock(&f.lock);
+	return n;
 }
 
 EXPORT uint32_t fakecupti_api(CUpti_CallbackDomain d, CUpti_CallbackId cbid, const char *fname)

@@ -33,13 +33,16 @@
  * DecodeData says CUPTI_ERROR_OUT_OF_MEMORY and nothing is sampled until
  * sampling is stopped and started again; FAKE_CUPTI_PM=stall-refuse: as
  * stall, and a Start after a Stop says CUPTI_ERROR_UNKNOWN (an H200 once
- * refused the restart so); FAKE_CUPTI_PM=gap: after each Start's first two
+ * refused the restart so); FAKE_CUPTI_PM=decode-fail: as stall-refuse,
+ * but DecodeData says CUPTI_ERROR_UNKNOWN (an H200 at a 10 us interval);
+ * FAKE_CUPTI_PM=gap: after each Start's first two
  * samples none until 300 ms in, with no overflow said (an H200's first
  * ~0.6 s looked so).
  * Calls out of order (Enable before cuptiProfilerInitialize, decode of a
  * sampler not started) fail as CUPTI's do. cuptiPmSamplingDisable
  * finalizes CUPTI (fakecupti_finalized_by_pm()); objects still enabled go
- * with cuptiFinalize (fakepm_finalize()).
+ * with cuptiFinalize and leave their device unable to sample again
+ * (fakepm_finalize()).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -104,6 +107,7 @@ static struct {
 	unsigned n_copies, next_copy;
 	CUpti_PmSampling_Object *objs[64]; /* enabled, not yet disabled */
 	unsigned n_objs;
+	uint64_t spoiled; /* devices whose object went with a cuptiFinalize */
 } pm = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static uint64_t now_ns(void)
@@ -301,8 +305,18 @@ EXPORT CUptiResult cuptiProfilerHostEvaluateToGpuValues(CUpti_Profiler_Host_Eval
 
 /* ---- PM sampling --------------------------------------------------------- */
 
+/* While a sampling object is enabled on the device, an H200's CUPTI 13.0
+ * answered this with UNKNOWN (a second capture in one job). */
 EXPORT CUptiResult cuptiPmSamplingGetCounterAvailability(CUpti_PmSampling_GetCounterAvailability_Params *p)
 {
+	bool held = false;
+
+	pthread_mutex_lock(&pm.lock);
+	for (unsigned i = 0; i < pm.n_objs; i++)
+		held |= pm.objs[i]->device == (uint32_t)p->deviceIndex;
+	pthread_mutex_unlock(&pm.lock);
+	if (held)
+		return CUPTI_ERROR_UNKNOWN;
 	if (p->pCounterAvailabilityImage)
 		memset(p->pCounterAvailabilityImage, 0xa5, p->counterAvailabilityImageSize);
 	else
@@ -319,6 +333,10 @@ EXPORT CUptiResult cuptiPmSamplingEnable(CUpti_PmSampling_Enable_Params *p)
 	if (mode("busy"))
 		return CUPTI_ERROR_HARDWARE_BUSY;
 	pthread_mutex_lock(&pm.lock);
+	if (pm.spoiled & (1ull << ((uint32_t)p->deviceIndex & 63u))) {
+		pthread_mutex_unlock(&pm.lock);
+		return CUPTI_ERROR_INVALID_OPERATION;
+	}
 	for (unsigned i = 0; i < pm.n_objs; i++) {
 		if (pm.objs[i]->device == (uint32_t)p->deviceIndex) {
 			pthread_mutex_unlock(&pm.lock);
@@ -355,11 +373,17 @@ EXPORT CUptiResult cuptiPmSamplingDisable(CUpti_PmSampling_Disable_Params *p)
 	return CUPTI_SUCCESS;
 }
 
+/* An object still enabled at cuptiFinalize leaves its device unable to
+ * sample again in this process, as on an H200 (CUPTI 13.0): a later
+ * Enable there said INVALID_OPERATION (and SetConfig UNKNOWN once it did
+ * not). */
 void fakepm_finalize(void)
 {
 	pthread_mutex_lock(&pm.lock);
-	for (unsigned i = 0; i < pm.n_objs; i++)
+	for (unsigned i = 0; i < pm.n_objs; i++) {
+		pm.spoiled |= 1ull << (pm.objs[i]->device & 63u);
 		free(pm.objs[i]);
+	}
 	pm.n_objs = 0;
 	pm.initialized = false;
 	pthread_mutex_unlock(&pm.lock);
@@ -383,7 +407,7 @@ EXPORT CUptiResult cuptiPmSamplingStart(CUpti_PmSampling_Start_Params *p)
 
 	if (!o || !o->configured)
 		return CUPTI_ERROR_INVALID_OPERATION;
-	if (mode("stall-refuse") && o->stopped)
+	if ((mode("stall-refuse") || mode("decode-fail")) && o->stopped)
 		return CUPTI_ERROR_UNKNOWN;
 	o->started = true;
 	o->next = o->started_at = now_ns();
@@ -430,11 +454,12 @@ EXPORT CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params 
 
 	if (!o || !o->started || !img(p->pCounterDataImage, p->counterDataImageSize))
 		return CUPTI_ERROR_INVALID_OPERATION;
-	if ((mode("stall") || mode("stall-refuse")) && now >= o->started_at + 300000000ull) {
+	if ((mode("stall") || mode("stall-refuse") || mode("decode-fail")) &&
+	    now >= o->started_at + 300000000ull) {
 		if (o->next < o->started_at + 300000000ull)
 			now = o->started_at + 300000000ull; /* what came before it fills */
 		else
-			return CUPTI_ERROR_OUT_OF_MEMORY;
+			return mode("decode-fail") ? CUPTI_ERROR_UNKNOWN : CUPTI_ERROR_OUT_OF_MEMORY;
 	}
 	while (o->next + o->interval_ns <= now && h->n < h->max) {
 		struct img_sample *s;
