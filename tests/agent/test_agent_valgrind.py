@@ -5,8 +5,9 @@ the job's exit (suite "valgrind": tools/run-tests runs it as the leak gate).
 
 The job is the fake CUDA program on the fake CUPTI (tests/agent/fakecuda),
 wrapped in valgrind; profd runs plain. Two captures: the first ends with a
-CUDA call that finalizes CUPTI (slabs unmapped), the second in an idle job
-that is unsubscribed without finalize; then the job exits with the agent
+CUDA call that finalizes CUPTI (slabs unmapped), the second samples
+counters in an idle job, which is unsubscribed without finalize (a finalize
+would take the stopped sampling object); then the job exits with the agent
 connected.
 """
 import os
@@ -69,16 +70,23 @@ class AgentUnderValgrind(unittest.TestCase):
 
             # NVTX too: the agent as the job's NVTX tool (nvtx.c) under the same gate.
             # CUDA graph launches: the launch callback's exec id handed to the converter.
+            def state():
+                return {k: int(v) for k, v in (w.split("=") for w in ask("state"))}
+
             x = capture(3000, lambda: (ask("nvtx push train_step"), ask("launch 20 _Z6vecAddPKfS0_Pfi 0 7"),
                                        ask("graphn 3 2 vecAdd_graph_node 0 7"),
-                                       ask("nvtx pop"), ask("busy 4000")), pm=True)
+                                       ask("nvtx pop"), ask("busy 4000")))
             self.assertEqual(kernels(x), 26, list(x.warnings))
+            self.assertTrue(T.wait_for(lambda: state()["finalizes"] == 1, 20), state())
+            # Counters in the idle job: unsubscribed, not finalized (a
+            # finalize would take the stopped sampling object with it).
+            x = capture(3000, lambda: ask("launch 5 _Z6vecAddPKfS0_Pfi 1 7"), pm=True)
+            self.assertEqual(kernels(x), 5, list(x.warnings))
             self.assertTrue([e for p in x.planes for line in p.lines if line.name == "_counters_"
                              for e in line.events if "__" in p.event_metadata[e.metadata_id].name],
                             list(x.warnings))
-            x = capture(3000, lambda: ask("launch 5 _Z6vecAddPKfS0_Pfi 1 7"))
-            self.assertEqual(kernels(x), 5, list(x.warnings))
-            self.assertTrue(T.wait_for(lambda: "not finalized" in d.log(), 20), d.log())
+            self.assertTrue(T.wait_for(lambda: state()["unsubscribes"] == 2, 20), state())
+            self.assertEqual(state()["finalizes"], 1)
             app.stdin.write("exit\n")
             app.stdin.flush()
             rc = app.wait(timeout=120)
