@@ -57,16 +57,15 @@ struct pm_dev {
 	uint32_t max_gap_ms;     /* the longest time between two decodes */
 	uint32_t max_call_ms;    /* the longest cuptiPmSamplingDecodeData call */
 	uint64_t started_ns;     /* CLOCK_MONOTONIC of the Start */
-	bool stalled;            /* the hardware buffer filled: no more decodes (stall()) */
+	bool stalled;            /* sampling ended for this capture: no more decodes (give_up()) */
 	/* Where CUPTI gave no samples (its clock): the first sample's start,
 	 * the latest end, and the longest hole between two samples. */
 	uint64_t first_ts, last_end, hole_at, hole_ns;
 	bool told_hole;
 	CUpti_Profiler_Host_Object *host;
 	CUpti_PmSampling_Object *obj;
-	const uint8_t *avail; /* P.avail's, not owned */
 	uint8_t *config, *data, *data_init;
-	size_t avail_size, config_size, data_size;
+	size_t config_size, data_size;
 	const char *names[AGENT_PM_MAX_METRICS];
 	unsigned n_names;
 };
@@ -103,7 +102,7 @@ static struct {
 		size_t size;
 	} avail[AGENT_MAX_DEVICES]; /* by local ordinal */
 	/* By local ordinal: how sampling last failed there mid-capture ("" =
-	 * never), for a later start CUPTI refuses (spoil()). */
+	 * never), for a later start CUPTI refuses (give_up()). */
 	char failed[AGENT_MAX_DEVICES][64];
 } P;
 
@@ -239,7 +238,7 @@ static CUptiResult host_new(struct pm_dev *d, const char *chip)
 	host_free(d);
 	p.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
 	p.pChipName = chip;
-	p.pCounterAvailabilityImage = d->avail;
+	p.pCounterAvailabilityImage = P.avail[d->ordinal].img; /* availability() ran */
 	r = A.cuptiProfilerHostInitialize(&p);
 	if (r == CUPTI_SUCCESS)
 		d->host = p.pHostObject;
@@ -489,8 +488,6 @@ static CUptiResult dev_start(struct pm_dev *d, const struct agent_device *ad, ui
 	*call = "cuptiPmSamplingGetCounterAvailability";
 	if ((r = availability(ad->local_ordinal)) != CUPTI_SUCCESS)
 		return r;
-	d->avail = P.avail[ad->local_ordinal].img;
-	d->avail_size = P.avail[ad->local_ordinal].size;
 	*call = "cuptiProfilerHostConfigAddMetrics";
 	if ((r = configure(d, pc.pChipName, dropped, dropped_size)) != CUPTI_SUCCESS)
 		return r;
@@ -731,6 +728,17 @@ static void put_sample(struct pm_dev *d, size_t index)
 	memcpy(s + 1, v, d->n_names * sizeof(double));
 }
 
+/* Ends sampling on @d for this capture (no more decodes; stopped at the
+ * capture's stop) and remembers why (@how): on an H200 a decode that
+ * failed (UNKNOWN, at a 10 us interval) left the device's object refusing
+ * every later start in the process, which start() then explains. */
+static void give_up(struct pm_dev *d, const char *how)
+{
+	d->stalled = true;
+	if (d->ordinal < AGENT_MAX_DEVICES)
+		snprintf(P.failed[d->ordinal], sizeof(P.failed[0]), "%s", how);
+}
+
 /* After an overflow CUPTI samples no more until sampling restarts (on an
  * H200 the last sample came 40 ms into a phase of saturating copies). The
  * agent does not restart it mid-capture: on an H200 a restart there (stop,
@@ -738,17 +746,8 @@ static void put_sample(struct pm_dev *d, size_t index)
  * UNKNOWN), and both times the job then died of SIGSEGV inside CUPTI at
  * the capture's cuptiActivityDisable. XLA's PM sampler does not restart
  * either. The device stays stalled (no more decodes) until the capture's
- * stop; the next capture starts it again. Said once, with what tells a
+ * stop; the next capture tries again. Said once, with what tells a
  * late decode from a small buffer. */
-/* Remembers that sampling on @d failed mid-capture (@how): on an H200 a
- * decode that failed (UNKNOWN, at a 10 us interval) left the device's
- * object refusing every later start in the process. */
-static void spoil(struct pm_dev *d, const char *how)
-{
-	if (d->ordinal < AGENT_MAX_DEVICES)
-		snprintf(P.failed[d->ordinal], sizeof(P.failed[0]), "%s", how);
-}
-
 static void stall(struct pm_dev *d, uint32_t gap_ms)
 {
 	/* Room for the widest numbers; the ERROR frame keeps 247 characters,
@@ -757,9 +756,8 @@ static void stall(struct pm_dev *d, uint32_t gap_ms)
 	char text[320];
 	uint64_t ran = d->started_ns ? ((uint64_t)mono_ns() - d->started_ns) / NSEC_PER_MSEC : 0;
 
-	d->stalled = true;
+	give_up(d, "its hardware buffer overflowed");
 	P.told_overflow = true;
-	spoil(d, "its hardware buffer overflowed");
 	snprintf(text, sizeof(text), "PM sampling on GPU %u stopped early, %llu ms in: its %llu MiB hardware "
 		 "buffer overflowed (decode %u ms after the last, longest call %u ms); samples to then kept, "
 		 "the next capture tries again; raise --pm-sample-buffer or the interval",
@@ -818,8 +816,7 @@ static void decode_dev(struct pm_dev *d)
 
 			/* No decode again this capture: one failed call is enough. */
 			snprintf(how, sizeof(how), "cuptiPmSamplingDecodeData: %s", res_str(r));
-			d->stalled = true;
-			spoil(d, how);
+			give_up(d, how);
 			tell_cupti(d->ordinal, "cuptiPmSamplingDecodeData", r);
 			return;
 		}
