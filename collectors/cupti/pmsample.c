@@ -62,6 +62,9 @@ struct pm_dev {
 	 * the latest end, and the longest hole between two samples. */
 	uint64_t first_ts, last_end, hole_at, hole_ns;
 	bool told_hole;
+	/* This capture's one overflow notice for the device was sent: another
+	 * GPU's overflow says nothing of this one (its own notice, its holes). */
+	bool told_overflow;
 	CUpti_Profiler_Host_Object *host;
 	CUpti_PmSampling_Object *obj;
 	uint8_t *config, *data, *data_init;
@@ -83,7 +86,6 @@ static struct {
 	struct agent_conv *cv;
 	pm_error_fn error;
 	bool told;            /* the capture's one COUNTERS error was sent */
-	bool told_overflow;   /* the capture's one overflow notice was sent */
 	bool profiler_init;   /* cuptiProfilerInitialize succeeded */
 	struct agent_start cur; /* the options sampling runs with */
 	char buf[AGENT_PM_METRICS_MAX];
@@ -675,11 +677,12 @@ void pm_tell_holes(void)
 
 	if (min_ns < 50000000u)
 		min_ns = 50000000u;
-	for (unsigned i = 0; i < P.n_dev && !P.told_overflow; i++) {
+	for (unsigned i = 0; i < P.n_dev; i++) {
 		struct pm_dev *d = &P.dev[i];
 		char text[sizeof(((struct agent_error *)0)->text)];
 
-		if (d->told_hole || d->hole_ns < min_ns || d->hole_at < d->first_ts)
+		/* An overflow explains the device's own holes. */
+		if (d->told_overflow || d->told_hole || d->hole_ns < min_ns || d->hole_at < d->first_ts)
 			continue;
 		d->told_hole = true;
 		snprintf(text, sizeof(text), "PM sampling: GPU %u gave no samples for %llu ms, from %llu ms "
@@ -757,7 +760,7 @@ static void stall(struct pm_dev *d, uint32_t gap_ms)
 	uint64_t ran = d->started_ns ? ((uint64_t)mono_ns() - d->started_ns) / NSEC_PER_MSEC : 0;
 
 	give_up(d, "its hardware buffer overflowed");
-	P.told_overflow = true;
+	d->told_overflow = true;
 	snprintf(text, sizeof(text), "PM sampling on GPU %u stopped early, %llu ms in: its %llu MiB hardware "
 		 "buffer overflowed (decode %u ms after the last, longest call %u ms); samples to then kept, "
 		 "the next capture tries again; raise --pm-sample-buffer or the interval",
@@ -798,10 +801,10 @@ static void decode_dev(struct pm_dev *d)
 		if (r == CUPTI_SUCCESS && pd.overflow) {
 			/* The hardware buffer filled up between two decodes:
 			 * samples lost, sampling goes on (a NOTICE, once). */
-			if (!P.told_overflow) {
+			if (!d->told_overflow) {
 				char text[sizeof(((struct agent_error *)0)->text)];
 
-				P.told_overflow = true;
+				d->told_overflow = true;
 				snprintf(text, sizeof(text), "PM sampling: GPU %u's hardware buffer (%llu MiB) "
 					 "overflowed, samples lost (decode %u ms after the last, longest wait "
 					 "%u ms, longest decode call %u ms); raise "
@@ -897,5 +900,5 @@ void pm_stop(void)
 		pm_decode();
 		stop_all();
 	}
-	P.told = P.told_overflow = false; /* a new capture may say again what is wrong */
+	P.told = false; /* a new capture may say again what is wrong (a device's own flags go with it) */
 }

@@ -322,14 +322,16 @@ class PmSampling(unittest.TestCase):
     def test_unsupported_gpu(self):
         self.failing("unsupported", "not supported on GPU 0")
 
-    def test_buffer_overflow_said_once(self):
+    def test_buffer_overflow_said_once_a_gpu(self):
         a, _ = self.app(FAKE_CUPTI_PM="overflow")
         x, _, _, _ = self.capture(request(1000, gpu_pm_sample_counters="default",
                                           gpu_pm_sample_interval_us=INTERVAL_US), lambda: time.sleep(0.6), a)
         w = [s for s in x.warnings if "overflowed" in s]
-        self.assertEqual(len(w), 1, list(x.warnings))
-        self.assertIn("gpu_pm_sample_buffer_size_per_gpu_mb", w[0])
-        self.assertIn(f"pid {a.pid}", w[0])
+        # Once a GPU (every decode on both reports one).
+        self.assertEqual(sorted(s.split("PM sampling: ")[1][:6] for s in w), ["GPU 0'", "GPU 1'"], w)
+        for s in w:
+            self.assertIn("gpu_pm_sample_buffer_size_per_gpu_mb", s)
+            self.assertIn(f"pid {a.pid}", s)
         self.assertFalse([s for s in x.warnings if "no hardware counters" in s], list(x.warnings))
         self.assertTrue(counters(x, "/device:GPU:0", {SM}))  # what was decoded is kept
 
@@ -430,6 +432,25 @@ class PmSampling(unittest.TestCase):
         self.assertTrue(270 <= ms <= 290, holes[0])  # 300 ms less the two 10 ms samples
         self.assertIn("from 20 ms after its first sample", holes[0])
         self.assertFalse([s for s in w if "overflowed" in s or "no hardware counters" in s], w)
+
+    def test_each_gpu_says_its_own_trouble(self):
+        """One GPU's full buffer says nothing of another's: GPU 0's buffer
+        fills 300 ms in, GPU 1 gives no samples from 20 ms to 300 ms. Each
+        gets its own notice; GPU 0's stop is not also said as a hole
+        (the overflow explains it), and GPU 1 keeps sampling to the end."""
+        a, _ = self.app(FAKE_CUPTI_PM="stall:0,gap:1")
+        x, w = self.stall_capture()
+        early = [s for s in w if "stopped early" in s]
+        self.assertEqual(len(early), 1, w)
+        self.assertIn("on GPU 0 ", early[0])
+        holes = [s for s in w if "gave no samples" in s]
+        self.assertEqual(len(holes), 1, w)
+        self.assertIn("GPU 1 ", holes[0])
+        self.assertFalse([s for s in w if "overflowed" in s and "GPU 1" in s], w)
+        ts = sorted(t for t, _ in counters(x, "/device:GPU:1", {SM}).get(SM, []))
+        self.assertTrue(ts and ts[-1] - ts[0] > 8 * 10**8, w)  # no stop on GPU 1
+        self.assertLess(self.sm_span(x), 4 * 10**8)
+        self.assertEqual(a.finish(), 0)
 
     def test_cupti_held_by_another_profiler(self):
         """Item 4: the job's CUPTI is taken (here by Nsight Systems): the

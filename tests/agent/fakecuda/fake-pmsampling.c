@@ -37,7 +37,8 @@
  * but DecodeData says CUPTI_ERROR_UNKNOWN (an H200 at a 10 us interval);
  * FAKE_CUPTI_PM=gap: after each Start's first two
  * samples none until 300 ms in, with no overflow said (an H200's first
- * ~0.6 s looked so).
+ * ~0.6 s looked so). A mode may name the one device it is for, and modes
+ * for several devices are comma-separated: FAKE_CUPTI_PM=stall:0,gap:1.
  * Calls out of order (Enable before cuptiProfilerInitialize, decode of a
  * sampler not started) fail as CUPTI's do. cuptiPmSamplingDisable
  * finalizes CUPTI (fakecupti_finalized_by_pm()); objects still enabled go
@@ -118,11 +119,29 @@ static uint64_t now_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-static bool mode(const char *m)
+/* Whether FAKE_CUPTI_PM holds mode @m for device @dev (-1: any): each
+ * comma-separated entry is "mode" (every device) or "mode:ordinal". */
+static bool dev_mode(const char *m, int dev)
 {
 	const char *v = getenv("FAKE_CUPTI_PM");
+	size_t n = strlen(m);
 
-	return v && strcmp(v, m) == 0;
+	for (const char *p = v; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+		if (strncmp(p, m, n) != 0)
+			continue;
+		if (p[n] == ',' || p[n] == 0)
+			return true;
+		if (p[n] == ':' && (dev < 0 || atoi(p + n + 1) == dev))
+			return true;
+	}
+	return false;
+}
+
+static bool mode(const char *m) { return dev_mode(m, -1); }
+
+static bool obj_mode(const CUpti_PmSampling_Object *o, const char *m)
+{
+	return dev_mode(m, (int)o->device);
 }
 
 void fakepm_copy(uint32_t device, uint64_t bytes)
@@ -407,7 +426,7 @@ EXPORT CUptiResult cuptiPmSamplingStart(CUpti_PmSampling_Start_Params *p)
 
 	if (!o || !o->configured)
 		return CUPTI_ERROR_INVALID_OPERATION;
-	if ((mode("stall-refuse") || mode("decode-fail")) && o->stopped)
+	if ((obj_mode(o, "stall-refuse") || obj_mode(o, "decode-fail")) && o->stopped)
 		return CUPTI_ERROR_UNKNOWN;
 	o->started = true;
 	o->next = o->started_at = now_ns();
@@ -454,17 +473,17 @@ EXPORT CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params 
 
 	if (!o || !o->started || !img(p->pCounterDataImage, p->counterDataImageSize))
 		return CUPTI_ERROR_INVALID_OPERATION;
-	if ((mode("stall") || mode("stall-refuse") || mode("decode-fail")) &&
+	if ((obj_mode(o, "stall") || obj_mode(o, "stall-refuse") || obj_mode(o, "decode-fail")) &&
 	    now >= o->started_at + 300000000ull) {
 		if (o->next < o->started_at + 300000000ull)
 			now = o->started_at + 300000000ull; /* what came before it fills */
 		else
-			return mode("decode-fail") ? CUPTI_ERROR_UNKNOWN : CUPTI_ERROR_OUT_OF_MEMORY;
+			return obj_mode(o, "decode-fail") ? CUPTI_ERROR_UNKNOWN : CUPTI_ERROR_OUT_OF_MEMORY;
 	}
 	while (o->next + o->interval_ns <= now && h->n < h->max) {
 		struct img_sample *s;
 
-		if (mode("gap") && o->next >= o->started_at + 2 * o->interval_ns &&
+		if (obj_mode(o, "gap") && o->next >= o->started_at + 2 * o->interval_ns &&
 		    o->next < o->started_at + 300000000ull) {
 			o->next += o->interval_ns; /* not sampled, no overflow said */
 			continue;
@@ -479,7 +498,7 @@ EXPORT CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params 
 	}
 	p->decodeStopReason = o->next + o->interval_ns <= now ? CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL
 							       : CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS;
-	p->overflow = mode("overflow");
+	p->overflow = obj_mode(o, "overflow");
 	return CUPTI_SUCCESS;
 }
 
