@@ -149,7 +149,11 @@ def main():
                 raise SystemExit(f"{WAKEUP_PEER} failed ({peer.returncode}): {out}")
             job.stop()
             job.app.ask("stop")
-            samp[n] = (100.0 * (c1 - c0) / ((t1 - t0) * 1e9), (s1 - s0) / (t1 - t0), float(out[1]))
+            # The agent's own figure (STATS v6): its sampler's CPU over
+            # the whole capture, start and stop included.
+            st = job.rx.cap.stats
+            own = 100.0 * st[16] / st[17] if st[17] else float("nan")
+            samp[n] = (100.0 * (c1 - c0) / ((t1 - t0) * 1e9), (s1 - s0) / (t1 - t0), float(out[1]), own)
     finally:
         job.close()
 
@@ -166,11 +170,12 @@ def main():
     stack, prof = med["depth50"] - med["paused"], med["cprofile"] - med["off"]
     if stack > 0:
         print(f"  cProfile adds {prof / stack:.1f}x what depth-50 stacks add")
-    print(f"  launch stacks sent {stats[9]}, dropped {stats[10]} (last capture)")
+    print(f"  launch stacks sent {stats[9]}, dropped {stats[10]} (last capture); the agent's own timing of "
+          f"them (depths 10 and 50 together): median {stats[14]} ns, p90 {stats[15]} ns, {stats[13]} timed")
     print("sampler at 100 Hz" + (", threads staggered:" if a.staggered else ":"))
-    for n, (pct, rate, peer) in samp.items():
+    for n, (pct, rate, peer, own) in samp.items():
         print(f"  {n:2d} threads: {pct:.3f} % of one core, {rate:.0f} thread samples/s; "
-              f"wakeup-peer {peer:.3f} %, work {pct - peer:+.3f} %")
+              f"wakeup-peer {peer:.3f} %, work {pct - peer:+.3f} %; the agent says {own:.3f} %")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
  * offset is ever dereferenced unaligned.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "agent-parse.h"
@@ -20,11 +21,13 @@ uint32_t agent_stats_size(uint16_t version)
 	case 2:
 	case 3:
 	case 4: return AGENT_STATS_V4_SIZE;
-	case 5: return sizeof(struct agent_stats);
+	case 5: return AGENT_STATS_V5_SIZE;
+	case 6: return sizeof(struct agent_stats);
 	default: return 0;
 	}
 }
-_Static_assert(AGENT_PROTO_VERSION == 5, "agent_stats_size() names every version this profd speaks");
+_Static_assert(AGENT_STATS_V5_SIZE == offsetof(struct agent_stats, py_timed), "v5's STATS ends at py_timed");
+_Static_assert(AGENT_PROTO_VERSION == 6, "agent_stats_size() names every version this profd speaks");
 
 static bool version_known(uint16_t v) { return v >= AGENT_PROTO_VERSION_MIN && v <= AGENT_PROTO_VERSION; }
 

@@ -214,6 +214,16 @@ static void handle_stats(struct conn *k, const struct agent_stats *st)
 			       (unsigned long long)(st->py_stacks + st->py_dropped),
 			       (unsigned long long)st->py_sample_drops,
 			       (unsigned long long)(st->py_samples + st->py_sample_drops));
+	/* What the Python stacks cost the job (v6), as the agent timed it:
+	 * information, not a warning. */
+	if (st->py_timed)
+		agent_map_info(m, "pid %u (%s): Python launch stacks cost %.2f us a launch (median of %llu timed, "
+				  "90 %% under %.2f us)", k->src.pid, k->src.name, st->py_launch_p50_ns / 1e3,
+			       (unsigned long long)st->py_timed, st->py_launch_p90_ns / 1e3);
+	if (st->py_sampler_wall_ns >= 100000000u) /* a tenth of a second: a share worth saying */
+		agent_map_info(m, "pid %u (%s): the Python sampler used %.2f %% of one core over %.1f s",
+			       k->src.pid, k->src.name, 100.0 * (double)st->py_sampler_cpu_ns / (double)st->py_sampler_wall_ns,
+			       (double)st->py_sampler_wall_ns / 1e9);
 	if (st->flags & AGENT_STATS_SLABS_LEAKED)
 		agent_map_note(m, "pid %u (%s): CUPTI took longer than the agent's wait to finalize; its activity "
 				  "buffers were left to it, not freed", k->src.pid, k->src.name);

@@ -425,6 +425,11 @@ static void send_stats(void)
 	g.stats.py_dropped = pc.dropped;
 	g.stats.py_samples = pc.samples;
 	g.stats.py_sample_drops = pc.sample_drops;
+	g.stats.py_timed = pc.timed;
+	g.stats.py_launch_p50_ns = pc.launch_p50_ns;
+	g.stats.py_launch_p90_ns = pc.launch_p90_ns;
+	g.stats.py_sampler_cpu_ns = pc.sampler_cpu_ns;
+	g.stats.py_sampler_wall_ns = pc.sampler_wall_ns;
 	agent_client_send(&g.cl, AGENT_FRAME_STATS, &g.stats, sizeof(g.stats));
 }
 

@@ -36,6 +36,11 @@
 _Static_assert((AGENT_PY_QUEUE & (AGENT_PY_QUEUE - 1)) == 0, "the queue masks by it");
 #define RAW_SLOTS (AGENT_PY_RAW_STACKS * 2) /* at most half full: a probe ends at an empty slot */
 #define SAMPLE_HZ_DEFAULT 100u
+/* Each launching thread times one launch in TIME_EVERY (two clock reads
+ * there: ~1 % of a launch stack's cost spread over the others). */
+#define TIME_EVERY 64u
+#define COST_STEP_NS 16u
+#define COST_BUCKETS 512u /* 16 ns steps to ~8 us */
 #define UNKNOWN "<unknown>"
 
 enum { Q_LAUNCH = 1, Q_SAMPLE = 2 };
@@ -107,6 +112,9 @@ static struct {
 	struct raw_table *R;
 	pthread_mutex_t rlock;    /* adding to R; emptying it */
 	atomic_ullong launch_full, sample_full; /* not queued (queue full) */
+	/* What timed launches took (agent_py_launch()): COST_STEP_NS buckets,
+	 * the last one all beyond. */
+	atomic_uint cost[COST_BUCKETS];
 	/* the API-enter callbacks read it; written once, before stacks go on */
 	uint8_t want[2][API_CBID_MAX / 8 + 1];
 
@@ -131,6 +139,12 @@ static struct {
 	atomic_uint s_word;
 	atomic_bool s_run;
 	atomic_uint s_hz;
+	/* What the sampler cost (agent thread; s_cpu_last written by the
+	 * sampler as it exits, read after the join): the CPU and wall time of
+	 * the sampler threads of this capture that ended, and when the
+	 * running one started. */
+	uint64_t s_cpu_ns, s_wall_ns, s_started;
+	uint64_t s_cpu_last;
 } P = {
 	.rlock = PTHREAD_MUTEX_INITIALIZER,
 };
@@ -155,6 +169,9 @@ static uint32_t my_tid(void)
 		tid_cache = (uint32_t)gettid();
 	return tid_cache;
 }
+
+/* This thread's launch stacks so far: which to time (TIME_EVERY). */
+static __thread uint32_t launch_n;
 
 /* ---- the queue (any thread pushes, the agent thread pops) ---------------- */
 
@@ -276,6 +293,9 @@ void agent_py_launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, uint32_
 	if (!atomic_load_explicit(&P.on, memory_order_relaxed) || cbid >= API_CBID_MAX ||
 	    !(P.want[d][cbid / 8] & (1u << (cbid % 8))))
 		return;
+	/* Its 64th, 128th, ... launch: not a thread's first (cold caches, a
+	 * new stack's table insert), which would weigh a short capture. */
+	int64_t t0 = ++launch_n % TIME_EVERY ? 0 : mono_ns();
 	gen = atomic_load_explicit(&P.gen, memory_order_acquire);
 	depth = atomic_load_explicit(&P.depth, memory_order_relaxed);
 	n = pyw_walk_current(f, depth, &truncated);
@@ -285,6 +305,11 @@ void agent_py_launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, uint32_
 			   .raw = walk_id(f, n, truncated), .gen = gen };
 	if (!q_push(&r))
 		atomic_fetch_add_explicit(&P.launch_full, 1, memory_order_relaxed);
+	if (t0) {
+		uint64_t b = (uint64_t)(mono_ns() - t0) / COST_STEP_NS;
+
+		atomic_fetch_add_explicit(&P.cost[b < COST_BUCKETS ? b : COST_BUCKETS - 1], 1, memory_order_relaxed);
+	}
 }
 
 /* ---- the sampler thread ------------------------------------------------------ */
@@ -417,6 +442,7 @@ static void *sampler_main(void *arg)
 		if (next < t)
 			next = t + period;
 	}
+	P.s_cpu_last = (uint64_t)now_ns(CLOCK_THREAD_CPUTIME_ID); /* read after the join */
 	return NULL;
 }
 
@@ -434,6 +460,7 @@ static void sampler_start(uint32_t hz)
 	if (pthread_create(&P.sampler, NULL, sampler_main, NULL) == 0) {
 		pthread_setname_np(P.sampler, "profd-pysample");
 		P.sampling = true;
+		P.s_started = (uint64_t)mono_ns();
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -446,6 +473,8 @@ static void sampler_stop(void)
 	sampler_poke();
 	pthread_join(P.sampler, NULL);
 	P.sampling = false;
+	P.s_cpu_ns += P.s_cpu_last;
+	P.s_wall_ns += (uint64_t)mono_ns() - P.s_started;
 }
 
 /* ---- setup and options (agent thread) ------------------------------------- */
@@ -568,6 +597,10 @@ bool agent_py_apply(const struct agent_start *o, bool fresh, CUptiResult (*clock
 		P.stacks = P.dropped = P.samples = P.sample_drops = 0;
 		atomic_store(&P.launch_full, 0);
 		atomic_store(&P.sample_full, 0);
+		for (unsigned i = 0; i < COST_BUCKETS; i++)
+			atomic_store_explicit(&P.cost[i], 0, memory_order_relaxed);
+		sampler_stop(); /* (the last capture's STOP did) before its cost starts over */
+		P.s_cpu_ns = P.s_wall_ns = 0;
 	}
 	if ((!stacks && !sample) || !setup()) {
 		atomic_store(&P.on, 0);
@@ -923,10 +956,42 @@ void agent_py_drain(struct agent_conv *cv)
 	}
 }
 
+/* The time under which @share (of 1000) of the timed launches fell: the
+ * top of its bucket. */
+static uint32_t cost_at(const uint32_t *hist, uint64_t n, unsigned share)
+{
+	uint64_t want = (n * share + 999) / 1000, seen = 0;
+
+	for (unsigned i = 0; i < COST_BUCKETS; i++) {
+		seen += hist[i];
+		if (seen >= want && want)
+			return (i + 1) * COST_STEP_NS;
+	}
+	return 0;
+}
+
 void agent_py_counts(struct agent_py_counts *ret)
 {
+	uint32_t hist[COST_BUCKETS];
+	uint64_t n = 0;
+
 	ret->stacks = P.stacks;
 	ret->samples = P.samples;
 	ret->dropped = P.dropped + atomic_load(&P.launch_full);
 	ret->sample_drops = P.sample_drops + atomic_load(&P.sample_full);
+	for (unsigned i = 0; i < COST_BUCKETS; i++)
+		n += hist[i] = atomic_load_explicit(&P.cost[i], memory_order_relaxed);
+	ret->timed = n;
+	ret->launch_p50_ns = cost_at(hist, n, 500);
+	ret->launch_p90_ns = cost_at(hist, n, 900);
+	ret->sampler_cpu_ns = P.s_cpu_ns;
+	ret->sampler_wall_ns = P.s_wall_ns;
+	if (P.sampling) { /* the running sampler so far */
+		clockid_t c;
+		struct timespec t;
+
+		if (pthread_getcpuclockid(P.sampler, &c) == 0 && clock_gettime(c, &t) == 0)
+			ret->sampler_cpu_ns += (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+		ret->sampler_wall_ns += (uint64_t)mono_ns() - P.s_started;
+	}
 }

@@ -53,9 +53,14 @@
 /* The counters of this capture (STATS v5). py_stacks and py_samples count
  * the records sent with a stack (or "no Python", id 0); the drops count
  * walks abandoned (sent as AGENT_PY_STACK_DROPPED) plus those never
- * queued (queue or table full). */
+ * queued (queue or table full). What they cost (STATS v6): the launches
+ * timed and their median and 90th percentile, the sampler's CPU and wall
+ * time (agent-proto.h's struct agent_stats says how each is taken). */
 struct agent_py_counts {
 	uint64_t stacks, dropped, samples, sample_drops;
+	uint64_t timed;
+	uint32_t launch_p50_ns, launch_p90_ns;
+	uint64_t sampler_cpu_ns, sampler_wall_ns;
 };
 
 /* Agent thread, at a capture's START and at each START that changes its

@@ -63,6 +63,9 @@
  *       correlation like an NVTX LAUNCH) and PY_SAMPLE (the sampler);
  *       STATS grew the Python counters; START flag RECORDING (the flight
  *       recorder alone: its minimum kinds, buffers out within ~1 s)
+ *   v6  STATS grew what Python stacks cost the job: the launch-site walks
+ *       timed (1 in 64 of each thread's) with their median and 90th
+ *       percentile, and the sampler thread's CPU and wall time
  *
  * Growth rule for records: a record type may grow at its end in a new
  * version. The receiver accepts any size from the type's first size up
@@ -74,7 +77,7 @@
 #include <stdint.h>
 
 #define AGENT_PROTO_MAGIC 0x41444650u /* "PFDA" little-endian */
-#define AGENT_PROTO_VERSION 5u
+#define AGENT_PROTO_VERSION 6u
 /* The oldest agent protocol this profd still serves. */
 #define AGENT_PROTO_VERSION_MIN 1u
 /* Largest payload of one frame; the agent splits record batches below it. */
@@ -256,9 +259,19 @@ struct agent_stats {
 	uint64_t py_dropped;       /* launch-site walks abandoned (odd state) or not queued (full) */
 	uint64_t py_samples;       /* thread samples taken (PY_SAMPLE records) */
 	uint64_t py_sample_drops;  /* samples abandoned: torn or unreadable frames, queue full */
+	/* v6: what the Python stacks cost the job in this capture. A timed
+	 * launch is from the launch callback's check that stacks are on to
+	 * its record queued (one clock read included); each launching thread
+	 * times its 64th, 128th, ... The percentiles are 0 with none timed. */
+	uint64_t py_timed;           /* launch-site walks timed */
+	uint32_t py_launch_p50_ns;   /* their median, ns (16 ns steps) */
+	uint32_t py_launch_p90_ns;   /* their 90th percentile, ns */
+	uint64_t py_sampler_cpu_ns;  /* the sampler thread's CPU time */
+	uint64_t py_sampler_wall_ns; /* how long it ran */
 };
 #define AGENT_STATS_V1_SIZE 40u
 #define AGENT_STATS_V4_SIZE 64u
+#define AGENT_STATS_V5_SIZE 96u
 
 enum agent_stats_flag {
 	AGENT_STATS_SLABS_LEAKED = 1u << 0, /* finalize outlasted the wait: buffers left to CUPTI */
@@ -611,7 +624,7 @@ AGENT_STATIC_SIZE(struct agent_hello, 608);
 AGENT_STATIC_SIZE(struct agent_device, 264);
 AGENT_STATIC_SIZE(struct agent_clock, 24);
 AGENT_STATIC_SIZE(struct agent_error, 256);
-AGENT_STATIC_SIZE(struct agent_stats, 96);
+AGENT_STATIC_SIZE(struct agent_stats, 128);
 AGENT_STATIC_SIZE(struct agent_rec, 8);
 AGENT_STATIC_SIZE(struct agent_rec_string, 16);
 AGENT_STATIC_SIZE(struct agent_start, 480);

@@ -634,9 +634,19 @@ static void send_stats(void)
 		st.py_dropped = 1;
 		st.py_samples = 5;
 		st.py_sample_drops = 1;
+		/* v6: what they cost: 3 launches timed, median 0.48 us, 90 %
+		 * under 0.90 us; the sampler 8 ms of CPU in 1.5 s. */
+		st.py_timed = 3;
+		st.py_launch_p50_ns = 480;
+		st.py_launch_p90_ns = 900;
+		st.py_sampler_cpu_ns = 8000000;
+		st.py_sampler_wall_ns = 1500000000;
 	}
 	agent_client_send(&cl, AGENT_FRAME_STATS, &st,
-			  cl.version == 1 ? AGENT_STATS_V1_SIZE : cl.version <= 4 ? AGENT_STATS_V4_SIZE : sizeof(st));
+			  cl.version == 1   ? AGENT_STATS_V1_SIZE
+			  : cl.version <= 4 ? AGENT_STATS_V4_SIZE
+			  : cl.version == 5 ? AGENT_STATS_V5_SIZE
+					    : sizeof(st));
 }
 
 static void send_hello(void)

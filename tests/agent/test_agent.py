@@ -28,7 +28,7 @@ HDR = struct.Struct("<IHHII")
 # proto/agent/agent-proto.h: profd serves PROTO_VERSION_MIN..PROTO_VERSION; the
 # real agent and the fake one (by default) speak PROTO_VERSION.
 PROTO_VERSION_MIN = 1
-PROTO_VERSION = 5
+PROTO_VERSION = 6
 
 
 class Agent:

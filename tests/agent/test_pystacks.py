@@ -9,7 +9,7 @@ libprofd-agent.so, loaded by the fake cuInit from CUDA_INJECTION64_PATH,
 walks the launching thread's frames in each launch's API-enter callback.
 
 The agent's side is checked on the wire, against a receiver in this file
-speaking agent-proto.h v5 (START with the Python flags, STOP, STATS): the
+speaking agent-proto.h v6 (START with the Python flags, STOP, STATS): the
 exact frames (file, function, first line, line) of every launch by
 correlation id, the stacks of threads without Python, the truncation, the
 sampler's records, the counters. Then end to end: a real profd captures the
@@ -44,7 +44,7 @@ FAKECUDA = os.path.dirname(os.environ.get("FAKE_CUDA_APP", os.path.join(T.BUILD,
                                                                        "fake-cuda-app")))
 
 # proto/agent/agent-proto.h
-MAGIC, VERSION = 0x41444650, 5
+MAGIC, VERSION = 0x41444650, 6
 HDR = struct.Struct("<IHHII")
 F_HELLO, F_DEVICE, F_CLOCK, F_RECORDS, F_ERROR, F_FLUSHED, F_STATS = 1, 2, 3, 4, 5, 6, 7
 F_START, F_STOP = 16, 17
@@ -55,7 +55,7 @@ STACK_DROPPED = 0xFFFFFFFF
 STACK_TRUNCATED = 1
 FRAME_GENERATOR = 1
 ERR_NOTICE = 8
-STATS = struct.Struct("<7QII4Q")
+STATS = struct.Struct("<7QII4QQIIQQ")  # v6
 
 
 def markers():
@@ -359,8 +359,9 @@ class PyStacksWire(WireCase):
         for ts, tid, corr, sid in c.launches:
             self.assertEqual(c.apis[corr][0], tid)
         # STATS: one stack per launch and copy, none dropped, no sampler.
-        records, _, _, _, _, _, _, _, _, py_stacks, py_dropped, py_samples, py_sample_drops = c.stats
+        records, _, _, _, _, _, _, _, _, py_stacks, py_dropped, py_samples, py_sample_drops = c.stats[:13]
         self.assertEqual((py_stacks, py_dropped, py_samples, py_sample_drops), (len(c.launches), 0, 0, 0))
+        self.assertEqual(c.stats[16:18], (0, 0))  # no sampler: no cost of one
         self.assertEqual(len(c.launches), sum(len(v) for v in by.values()) + 2 + 2)  # + copies, allocations
 
     def test_only_the_calls_whose_stack_is_taken_reach_the_agent(self):
@@ -401,9 +402,31 @@ class PyStacksWire(WireCase):
         self.assertGreaterEqual(len(spin), 10, c.samples[:20])
         self.assertEqual(c.stack(next(sid for ts, tid, sid in c.samples if ts == spin[0] and tid == self.app.main_tid)),
                          (0, self.main_outer()[:1] + [self.frame("serve", "serve-spin"), self.frame("spin", "spin")]))
-        _, _, _, _, _, _, _, _, _, py_stacks, py_dropped, py_samples, py_sample_drops = c.stats
+        _, _, _, _, _, _, _, _, _, py_stacks, py_dropped, py_samples, py_sample_drops = c.stats[:13]
         self.assertEqual(py_samples, sum(1 for s in c.samples if s[2] != STACK_DROPPED))
         self.assertEqual(py_stacks, 1)
+        # What the sampler cost: its thread's CPU over the time it ran
+        # (the capture's ~0.4 s of work and more), some but not all of it.
+        timed, p50, p90, cpu, wall = c.stats[13:]
+        self.assertEqual((timed, p50, p90), (0, 0, 0))  # one launch: none timed
+        self.assertTrue(3 * 10**8 < wall < 60 * 10**9 and 0 < cpu < wall, (cpu, wall))
+
+    def test_what_launch_stacks_cost_is_timed(self):
+        """STATS v6: each launching thread times its 64th, 128th, ...
+        launch stack (not its first: cold caches and new stacks would
+        weigh a short capture); 330 launches on the main thread give 5
+        timed, with their median and 90th percentile from the callback's
+        check to the record queued."""
+        def work():
+            self.assertEqual(self.app.ask("bench 200 10 1")[0], "bench")
+            self.assertEqual(self.app.ask("bench 130 10 1")[0], "bench")
+        c = self.capture(START_PY_STACKS, work)
+        self.assertEqual({tid for _, tid, _, _ in c.launches}, {self.app.main_tid})
+        self.assertEqual(len(c.launches), 330)
+        timed, p50, p90, cpu, wall = c.stats[13:]
+        self.assertEqual(timed, 5)
+        self.assertTrue(0 < p50 <= p90 < 10**6 and p50 % 16 == 0 and p90 % 16 == 0, (p50, p90))
+        self.assertEqual((cpu, wall), (0, 0))  # no sampler asked
 
     def test_many_frames_and_stacks(self):
         """Past the first sizes of every table: 3000 functions, each its own
@@ -527,7 +550,7 @@ class PyStacksOldPython(WireCase):
         self.assertEqual(len(notes), 1, c.errors)
         self.assertRegex(notes[0], r"^Python stacks off: Python 3\.9\.\d+")
         self.assertEqual((c.frames, c.stacks, c.launches, c.samples), ({}, {}, [], []))
-        self.assertEqual(c.stats[9:], (0, 0, 0, 0))
+        self.assertEqual(c.stats[9:], (0,) * 9)
         self.assertTrue(c.kernels)
 
 

@@ -81,6 +81,8 @@ static int frame(struct agent_parse *ps, const struct agent_frame_hdr *h, const 
 	case AGENT_FRAME_STATS:
 		if (h->version == 1)
 			PROMISE(f.u.stats.cut_records == 0 && f.u.stats.foreign_buffers == 0 && f.u.stats.flags == 0);
+		if (h->version < 6)
+			PROMISE(f.u.stats.py_timed == 0 && f.u.stats.py_sampler_wall_ns == 0);
 		break;
 	case AGENT_FRAME_RECORDS:
 		agent_rec_iter_init(&it, h->version, f.records, f.records_len);

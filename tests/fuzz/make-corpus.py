@@ -59,7 +59,8 @@ def connection(version, n_records):
         recs += nvtx_rec(2, [(1, 3), (2, 4)], 9) + nvtx_rec(1, [(1, 3), (2, 4)], 0) + nvtx_rec(1, [(1, 3)], 0)
     if version >= 5:
         recs += py_recs()
-    stats = struct.pack("<7QII4Q", 100, 2, 0, 0, 0, 3, 1, 1, 0, 1, 0, 1, 0)[:{1: 40, 5: 96}.get(version, 64)]
+    stats = struct.pack("<7QII4QQIIQQ", 100, 2, 0, 0, 0, 3, 1, 1, 0, 1, 0, 1, 0, 1, 480, 900, 8000000, 1000000000)
+    stats = stats[:{1: 40, 5: 96, 6: 128}.get(version, 64)]
     return b"".join([
         frame(version, HELLO, hello),
         frame(version, DEVICE, device),
@@ -176,7 +177,7 @@ def main():
                 with open(os.path.join(out, f"store-{n}-{int(hostile)}"), "wb") as f:
                     f.write(xspace_seed(n, hostile))
         return
-    for version in (1, 2, 3, 5):
+    for version in (1, 2, 3, 5, 6):
         for n in (0, 6, 60):
             with open(os.path.join(out, f"v{version}-{n}"), "wb") as f:
                 f.write(connection(version, n))

@@ -25,6 +25,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -308,7 +309,7 @@ def torch_check(d):
     # each capture's figure is the median of 40 blocks of 500 launches (one
     # slow block, a GC or a preempted thread, moved a whole 20,000-launch
     # figure by 40 % on an H200), four captures a mode, in ABBA order.
-    per, loop_evs = {}, {}
+    per, loop_evs, loop_cost = {}, {}, []
     for mode in ("off", "on", "on", "off") * 2:
         out = {}
         th = threading.Thread(target=lambda: out.setdefault(
@@ -320,10 +321,14 @@ def torch_check(d):
         secs = float(p.stdout.readline().split()[1])
         th.join()
         per.setdefault(mode, []).append(secs / 20000 * 1e6)
-        loop_evs.setdefault(mode, []).append(len(device_events(T.decode_xspace(P, out["x"]))) if "x" in out else None)
+        lx = T.decode_xspace(P, out["x"]) if "x" in out else None
+        loop_evs.setdefault(mode, []).append(len(device_events(lx)) if lx else None)
+        if lx and mode == "on":
+            loop_cost.append(agent_cost(lx))
     figures["torch_launch_us"] = per
+    figures["torch_launch_agent_timed"] = loop_cost
     print(f"     launch-bound torch loop, us per launch: stacks off {per['off']}, on {per['on']}; "
-          f"GPU events captured {loop_evs}")
+          f"GPU events captured {loop_evs}; the agent's own timing (median, p90 us, timed) {loop_cost}")
     step_costs(d, p)
     try:
         p.stdin.write("exit\n")
@@ -333,6 +338,24 @@ def torch_check(d):
     rc = p.wait(timeout=60)
     check(rc == 0, f"torch: the job exited 0 ({rc}) {p.stderr.read()[-300:] if rc else ''}")
     return True
+
+
+def agent_cost(x):
+    """What the agent timed of its own launch stacks (profd's information
+    line, STATS v6): (median us, 90th percentile us, launches timed), or
+    None."""
+    for pl in x.planes:
+        if pl.name != "Task Environment":
+            continue
+        for s in pl.stats:
+            if pl.stat_metadata[s.metadata_id].name != "profd_info":
+                continue
+            for line in s.str_value.split("\n"):
+                m = re.search(r"Python launch stacks cost ([\d.]+) us a launch \(median of (\d+) timed, "
+                              r"90 % under ([\d.]+) us\)", line)
+                if m:
+                    return float(m.group(1)), float(m.group(3)), int(m.group(2))
+    return None
 
 
 def step_mode(d, p, name, stacks, st, info, seen):
@@ -361,6 +384,9 @@ def step_mode(d, p, name, stacks, st, info, seen):
         seen.setdefault(name, []).append(n)
         if name == "stacks-on":
             info["gpu_events_per_step"] = n / (STEPS + 2)  # per_step's, its warm-up and the counted one
+            # The agent's own timing of its launch stacks (no noise of
+            # another round in it): the figure beside the CPU-time one.
+            info.setdefault("agent_timed", []).append(agent_cost(x))
         if not n:
             print(f"     step {name}: a capture without GPU events; warnings:",
                   [w[:200] for w in x.warnings][:4])
@@ -407,6 +433,9 @@ def step_costs(d, p, rounds=6):
         print(f"     added per step ({how} rounds): launch stacks {stack:+.1f} us, cProfile {hook:+.1f} us, "
               f"torch.profiler with_stack {torch_stack:+.1f} us; {info.get('python_calls_per_step')} Python calls "
               f"and {info.get('gpu_events_per_step', 0):.1f} GPU events per step")
+    timed = [c for c in info.get("agent_timed", []) if c]
+    print(f"     the agent's own timing of a launch stack (median, p90 us, launches timed) per capture: {timed}")
+    check(len(timed) == rounds, f"torch: every stacks-on capture says what its launch stacks cost ({len(timed)})")
     spread = {k: round(100 * (max(v) - min(v)) / min(v)) for k, v in st.items() if min(v) > 0}
     figures["torch_step_spread_pct"] = spread
     print(f"     spread of each mode's rounds, % of its fastest: {spread}")

@@ -214,6 +214,9 @@ TEST(agent_parse_every_kind_in_both_versions)
 		/* v1 has no cut_records / foreign_buffers / flags: they read 0. */
 		ASSERT_U64_EQ(w.last[AGENT_FRAME_STATS].u.stats.cut_records, v == 1 ? 0 : 0x2222222222222222ull);
 		ASSERT_EQ(w.last[AGENT_FRAME_STATS].u.stats.flags, v == 1 ? 0 : 0x22222222);
+		/* Before v6 there is no cost of the Python stacks: it reads 0. */
+		ASSERT_U64_EQ(w.last[AGENT_FRAME_STATS].u.stats.py_sampler_wall_ns, v < 6 ? 0 : 0x2222222222222222ull);
+		ASSERT_U64_EQ(w.last[AGENT_FRAME_STATS].u.stats.py_sample_drops, v < 5 ? 0 : 0x2222222222222222ull);
 		free(s);
 	}
 }
@@ -224,9 +227,10 @@ TEST(agent_parse_stats_size_per_version)
 	ASSERT_EQ(agent_stats_size(2), AGENT_STATS_V4_SIZE);
 	ASSERT_EQ(agent_stats_size(3), AGENT_STATS_V4_SIZE);
 	ASSERT_EQ(agent_stats_size(4), AGENT_STATS_V4_SIZE);
-	ASSERT_EQ(agent_stats_size(5), sizeof(struct agent_stats));
+	ASSERT_EQ(agent_stats_size(5), AGENT_STATS_V5_SIZE);
+	ASSERT_EQ(agent_stats_size(6), sizeof(struct agent_stats));
 	ASSERT_EQ(agent_stats_size(0), 0);
-	ASSERT_EQ(agent_stats_size(6), 0);
+	ASSERT_EQ(agent_stats_size(7), 0);
 }
 
 /* ---- headers ------------------------------------------------------------------- */

@@ -187,7 +187,10 @@ EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle h)
 	f.st.unsubscribe_calls++;
 	f.subscribed = false;
 	f.cb = NULL;
+	/* Enabled callbacks are the subscriber's: a new one starts with none. */
 	memset(f.domain_on, 0, sizeof(f.domain_on));
+	memset(f.drv_cb, 0, sizeof(f.drv_cb));
+	memset(f.rt_cb, 0, sizeof(f.rt_cb));
 	pthread_mutex_unlock(&f.lock);
 	return CUPTI_SUCCESS;
 }
