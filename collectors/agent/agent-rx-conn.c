@@ -185,6 +185,16 @@ static void handle_flushed(struct conn *k, const struct agent_flush *f)
 		collector_flushed(rx->c);
 }
 
+/* A STATS launch-stack time as text: @pre "0.46 us", or @beyond for
+ * AGENT_PY_COST_BEYOND (the agent's histogram ends at 8 us). */
+static void cost_text(char *buf, size_t size, uint32_t ns, const char *pre, const char *beyond)
+{
+	if (ns == AGENT_PY_COST_BEYOND)
+		snprintf(buf, size, "%s", beyond);
+	else
+		snprintf(buf, size, "%s%.2f us", pre, ns / 1e3);
+}
+
 /* Counters of the capture: what the user should know of goes to the
  * capture's warnings (only while it runs: after STOP they would land in
  * the next one). A v1 STATS has its v2 fields 0, so they say nothing. */
@@ -216,10 +226,14 @@ static void handle_stats(struct conn *k, const struct agent_stats *st)
 			       (unsigned long long)(st->py_samples + st->py_sample_drops));
 	/* What the Python stacks cost the job (v6), as the agent timed it:
 	 * information, not a warning. */
-	if (st->py_timed)
-		agent_map_info(m, "pid %u (%s): Python launch stacks cost %.2f us a launch (median of %llu timed, "
-				  "90 %% under %.2f us)", k->src.pid, k->src.name, st->py_launch_p50_ns / 1e3,
-			       (unsigned long long)st->py_timed, st->py_launch_p90_ns / 1e3);
+	if (st->py_timed) {
+		char p50[32], p90[48];
+
+		cost_text(p50, sizeof(p50), st->py_launch_p50_ns, "", "over 8 us");
+		cost_text(p90, sizeof(p90), st->py_launch_p90_ns, "90 % under ", "a tenth or more over 8 us");
+		agent_map_info(m, "pid %u (%s): Python launch stacks cost %s a launch (median of %llu timed, %s)",
+			       k->src.pid, k->src.name, p50, (unsigned long long)st->py_timed, p90);
+	}
 	if (st->py_sampler_wall_ns >= 100000000u) /* a tenth of a second: a share worth saying */
 		agent_map_info(m, "pid %u (%s): the Python sampler used %.2f %% of one core over %.1f s",
 			       k->src.pid, k->src.name, 100.0 * (double)st->py_sampler_cpu_ns / (double)st->py_sampler_wall_ns,

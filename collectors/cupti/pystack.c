@@ -40,7 +40,7 @@ _Static_assert((AGENT_PY_QUEUE & (AGENT_PY_QUEUE - 1)) == 0, "the queue masks by
  * there: ~1 % of a launch stack's cost spread over the others). */
 #define TIME_EVERY 64u
 #define COST_STEP_NS 16u
-#define COST_BUCKETS 512u /* 16 ns steps to ~8 us */
+#define COST_BUCKETS 512u /* 16 ns steps to 8176 ns, then beyond */
 #define UNKNOWN "<unknown>"
 
 enum { Q_LAUNCH = 1, Q_SAMPLE = 2 };
@@ -957,15 +957,16 @@ void agent_py_drain(struct agent_conv *cv)
 }
 
 /* The time under which @share (of 1000) of the timed launches fell: the
- * top of its bucket. */
+ * top of its bucket; AGENT_PY_COST_BEYOND in the last one (everything
+ * beyond the histogram); 0 with none timed. */
 static uint32_t cost_at(const uint32_t *hist, uint64_t n, unsigned share)
 {
 	uint64_t want = (n * share + 999) / 1000, seen = 0;
 
-	for (unsigned i = 0; i < COST_BUCKETS; i++) {
+	for (unsigned i = 0; i < COST_BUCKETS && want; i++) {
 		seen += hist[i];
-		if (seen >= want && want)
-			return (i + 1) * COST_STEP_NS;
+		if (seen >= want)
+			return i == COST_BUCKETS - 1 ? AGENT_PY_COST_BEYOND : (i + 1) * COST_STEP_NS;
 	}
 	return 0;
 }

@@ -264,7 +264,7 @@ struct agent_stats {
 	 * its record queued (one clock read included); each launching thread
 	 * times its 64th, 128th, ... The percentiles are 0 with none timed. */
 	uint64_t py_timed;           /* launch-site walks timed */
-	uint32_t py_launch_p50_ns;   /* their median, ns (16 ns steps) */
+	uint32_t py_launch_p50_ns;   /* their median, ns (16 ns steps; AGENT_PY_COST_BEYOND) */
 	uint32_t py_launch_p90_ns;   /* their 90th percentile, ns */
 	uint64_t py_sampler_cpu_ns;  /* the sampler thread's CPU time */
 	uint64_t py_sampler_wall_ns; /* how long it ran */
@@ -272,6 +272,8 @@ struct agent_stats {
 #define AGENT_STATS_V1_SIZE 40u
 #define AGENT_STATS_V4_SIZE 64u
 #define AGENT_STATS_V5_SIZE 96u
+/* py_launch_p50_ns / p90_ns: beyond what the agent's histogram holds (8 us). */
+#define AGENT_PY_COST_BEYOND 0xFFFFFFFFu
 
 enum agent_stats_flag {
 	AGENT_STATS_SLABS_LEAKED = 1u << 0, /* finalize outlasted the wait: buffers left to CUPTI */

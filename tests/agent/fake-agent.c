@@ -10,7 +10,7 @@
  *              [--proto-version N] [--stats-v2 CUT,FOREIGN,FLAGS]
  *              [--hostile-times N] [--fake-uuids N] [--tid N] [--print-options]
  *              [--pm-hostile] [--name-bytes N]
- *              [--python] [--python-hostile] [--python-flood N] [--late-kernels]
+ *              [--python] [--python-slow] [--python-hostile] [--python-flood N] [--late-kernels]
  *              [--stream-log FILE] [--step-ms LIST] [--api-error CODE]
  *
  * On START it sends a clock anchor (its clock is CLOCK_MONOTONIC, as an
@@ -49,7 +49,9 @@
  * 0 (kernels, the copy, the memset, the allocation; not the free) by its
  * correlation, the sampler's
  * points on the launching thread and on a second thread without CUDA
- * calls (tid + 1). test_agent_pystacks.py knows every value.
+ * calls (tid + 1). test_agent_pystacks.py knows every value. From v6 its
+ * STATS say what the stacks cost; --python-slow makes the 90th percentile
+ * beyond the agent's histogram and the sampler's time too short to say.
  * --python-hostile adds definitions profd must refuse (a redefined frame
  * and stack, an absurd line, a stack naming an undefined frame) and makes
  * kernel 1's launch name the refused stack.
@@ -117,7 +119,7 @@ static unsigned long arg_hostile;
 static unsigned arg_fake_uuids;
 static int arg_pm_hostile;
 static unsigned arg_name_bytes;
-static int arg_python, arg_python_hostile;
+static int arg_python, arg_python_hostile, arg_python_slow;
 static unsigned arg_python_flood;
 static int arg_late_kernels;
 
@@ -641,6 +643,10 @@ static void send_stats(void)
 		st.py_launch_p90_ns = 900;
 		st.py_sampler_cpu_ns = 8000000;
 		st.py_sampler_wall_ns = 1500000000;
+		if (arg_python_slow) { /* --python-slow: past the agent's histogram */
+			st.py_launch_p90_ns = AGENT_PY_COST_BEYOND;
+			st.py_sampler_wall_ns = 99000000; /* under 0.1 s: no share said */
+		}
 	}
 	agent_client_send(&cl, AGENT_FRAME_STATS, &st,
 			  cl.version == 1   ? AGENT_STATS_V1_SIZE
@@ -711,6 +717,7 @@ int main(int argc, char **argv)
 		{ "pm-hostile", no_argument, &arg_pm_hostile, 1 },
 		{ "name-bytes", required_argument, NULL, 'B' },
 		{ "python", no_argument, &arg_python, 1 },
+		{ "python-slow", no_argument, &arg_python_slow, 1 },
 		{ "python-hostile", no_argument, &arg_python_hostile, 1 },
 		{ "python-flood", required_argument, NULL, 'F' },
 		{ "late-kernels", no_argument, &arg_late_kernels, 1 },
