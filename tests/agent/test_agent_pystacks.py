@@ -10,6 +10,7 @@ colliding modulo 8192, across the uint32 wrap). docs/python-stacks.md is
 what is checked."""
 import os
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -138,6 +139,19 @@ class PyStacks(T.AgentDaemonCase):
         x = self.capture(a)
         self.check_stacks(x)
         self.assertEqual([s for s in info_lines(x) if "Python" in s], [])
+        # profctl capture prints them.
+        if os.environ.get("PROFCTL"):
+            a = self.agent("--python")
+            logdir = tempfile.mkdtemp(prefix="profd-pycost-")
+            r = subprocess.run([os.environ["PROFCTL"], "capture", f"localhost:{self.d.port}", "--logdir", logdir,
+                                "--duration-ms", "400", "--session-id", "cost", "--no-progress"],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn(f"  localhost:{self.d.port}: pid {a.pid} (pyjob): Python launch stacks cost 0.48 us a "
+                          "launch (median of 3 timed, 90 % under 0.90 us)\n", r.stdout)
+            self.assertIn(f"  localhost:{self.d.port}: pid {a.pid} (pyjob): the Python sampler used 0.53 % of one "
+                          "core over 1.5 s\n", r.stdout)
+            self.assertEqual(a.wait(timeout=10), 0, a.stderr.read())
         # Past the agent's 8 us histogram: not a made-up figure; a sampler
         # that ran under 0.1 s gives no share.
         a = self.agent("--python", "--python-slow")

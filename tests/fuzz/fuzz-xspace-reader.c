@@ -40,6 +40,14 @@ static void on_string(struct xs_str s, void *ud)
 	check_str(s);
 }
 
+/* One line of profd_info: inside the input, not empty, one line. */
+static void on_info(struct xs_str s, void *ud)
+{
+	(void)ud;
+	check_str(s);
+	PROMISE(s.len > 0 && !memchr(s.p, '\n', s.len));
+}
+
 static void stat_values(const struct xs_plane *pl, const struct xs_stat *st)
 {
 	struct xs_str s;
@@ -131,6 +139,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	PROMISE(r == 0 || r == -EBADMSG);
 	for (int w = XS_SPACE_ERRORS; w <= XS_SPACE_HOSTNAMES; w++)
 		(void)xs_space_strings(f, (enum xs_space_field)w, on_string, NULL);
+	r = xs_space_info(f, on_info, NULL);
+	PROMISE(r >= 0 || r == -EBADMSG || r == -ENOMEM);
 	xs_file_close(f);
 	free(copy);
 	return 0;

@@ -157,7 +157,11 @@ def reader_seeds():
     plane = pb_int(1, 1) + pb_str(2, "/device:GPU:0") + pb_str(3, line) + \
         pb_str(4, pb_int(1, 1) + pb_str(2, ev_md)) + pb_str(5, pb_int(1, 1) + pb_str(2, stat_md)) + \
         pb_str(5, pb_int(1, 2) + pb_str(2, stat_md2)) + pb_str(6, pb_int(1, 1) + pb_int(4, 9))
-    yield "space", pb_str(1, plane) + pb_str(1, pb_str(2, "/host:CPU")) + pb_str(2, "an error") + \
+    # profd's information lines (xs_space_info): two, and an empty one between.
+    env = pb_int(1, 2) + pb_str(2, "Task Environment") + pb_str(5, pb_int(1, 3) + pb_str(2, pb_int(1, 3) + pb_str(
+        2, "profd_info"))) + pb_str(6, pb_int(1, 3) + pb_str(5, "pid 1 (a): 3 steps\n\npid 1 (a): Python launch "
+                                                          "stacks cost 0.48 us a launch"))
+    yield "space", pb_str(1, plane) + pb_str(1, pb_str(2, "/host:CPU")) + pb_str(1, env) + pb_str(2, "an error") + \
         pb_str(3, "a warning") + pb_str(4, "worker-0")
     yield "empty", b""
 

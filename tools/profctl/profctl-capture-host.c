@@ -65,47 +65,52 @@ void profctl_file_stem(const char *name, char *out, size_t size)
 }
 
 struct note_walk {
-	struct host *h;
-	char kind;      /* 'E' or 'W' */
-	size_t *count;
+	char kind;      /* 'E', 'W' or 'I' */
+	size_t *count;  /* in the capture */
+	char ***list;   /* kept */
+	size_t *n_kept, max_kept;
 };
 
-/* One XSpace error or warning: counted; kept (control bytes made '?',
- * cut at NOTE_MAX) while fewer than notes_kept are. [host thread, lock held] */
+/* One XSpace error, warning or information line: counted; kept (control
+ * bytes made '?', cut at NOTE_MAX) while fewer than @max_kept are.
+ * [host thread, lock held] */
 static void keep_note(struct xs_str s, void *ud)
 {
 	struct note_walk *w = ud;
-	struct host *h = w->h;
 	size_t n = s.len < NOTE_MAX ? s.len : NOTE_MAX;
 	char *t, **v;
 
 	(*w->count)++;
-	if (h->n_notes >= h->cap->notes_kept || !(t = malloc(n + 2)))
+	if (*w->n_kept >= w->max_kept || !(t = malloc(n + 2)))
 		return;
-	v = realloc(h->notes, (h->n_notes + 1) * sizeof(*v));
+	v = realloc(*w->list, (*w->n_kept + 1) * sizeof(*v));
 	if (!v) {
 		free(t);
 		return;
 	}
-	h->notes = v;
+	*w->list = v;
 	t[0] = w->kind;
 	for (size_t i = 0; i < n; i++)
 		t[i + 1] = (unsigned char)s.p[i] < 0x20 || s.p[i] == 0x7f ? '?' : s.p[i];
 	t[n + 1] = 0;
-	h->notes[h->n_notes++] = t;
+	v[(*w->n_kept)++] = t;
 }
 
-/* XSpace.errors and .warnings of a saved xplane.pb entry. [host thread] */
+/* XSpace.errors and .warnings of a saved xplane.pb entry, and profd's
+ * information lines. [host thread] */
 static void read_notes(struct host *h, const uint8_t *data, size_t len)
 {
 	struct xs_file *f;
-	struct note_walk e = {h, 'E', &h->n_errors}, w = {h, 'W', &h->n_warnings};
+	struct note_walk e = {'E', &h->n_errors, &h->notes, &h->n_notes, h->cap->notes_kept},
+			 w = {'W', &h->n_warnings, &h->notes, &h->n_notes, h->cap->notes_kept},
+			 i = {'I', &h->n_infos, &h->infos, &h->n_infos_kept, INFOS_KEPT};
 
 	if (xs_file_from_bytes(data, len, &f) < 0)
 		return;
 	pthread_mutex_lock(&h->cap->lock);
 	(void)xs_space_strings(f, XS_SPACE_ERRORS, keep_note, &e);
 	(void)xs_space_strings(f, XS_SPACE_WARNINGS, keep_note, &w);
+	(void)xs_space_info(f, keep_note, &i);
 	pthread_mutex_unlock(&h->cap->lock);
 	xs_file_close(f);
 }
@@ -218,6 +223,11 @@ void capture_host_free_notes(struct host *h)
 	free(h->notes);
 	h->notes = NULL;
 	h->n_notes = h->n_errors = h->n_warnings = 0;
+	for (size_t i = 0; i < h->n_infos_kept; i++)
+		free(h->infos[i]);
+	free(h->infos);
+	h->infos = NULL;
+	h->n_infos_kept = h->n_infos = 0;
 }
 
 /* One host's Profile call, start to saved files. [host thread, one per host] */

@@ -228,6 +228,13 @@ static void print_notes(const struct capture *cap, const struct host *h)
 {
 	size_t total = h->n_errors + h->n_warnings;
 
+	/* profd's information: not about anything missing (steps found, what
+	 * Python stacks cost the job). */
+	for (size_t i = 0; i < h->n_infos_kept; i++)
+		printf("  %s: %s\n", h->name, h->infos[i] + 1);
+	if (h->n_infos > h->n_infos_kept)
+		printf("  %s: ... %zu more lines of information (the file's profd_info stat)\n", h->name,
+		       h->n_infos - h->n_infos_kept);
 	if (!total)
 		return;
 	printf("  %s: %zu error%s, %zu warning%s in the capture\n", h->name, h->n_errors,
@@ -326,9 +333,10 @@ static void help(FILE *f)
 		"(Terminate) and still saves what they return; a second Ctrl-C aborts.\n"
 		"\n"
 		"Output: a progress line on stderr when it is a terminal; then a summary on\n"
-		"stdout: the files written, each host's XSpace errors and warnings (what the\n"
-		"capture says is missing, e.g. \"no GPU data: ...\"), and each host that failed\n"
-		"or was empty and why.\n"
+		"stdout: the files written, profd's information lines (e.g. the steps it\n"
+		"found, what Python stacks cost a job), each host's XSpace errors and warnings\n"
+		"(what the capture says is missing, e.g. \"no GPU data: ...\"), and each host\n"
+		"that failed or was empty and why.\n"
 		"\n"
 		"Exit status: 0 if at least one host returned data (also when its capture\n"
 		"carries errors or warnings); 1 if none did; 2 bad usage.\n"

@@ -19,6 +19,7 @@
 #define NOTES_SHOWN 3       /* XSpace errors + warnings printed per host without -v */
 #define NOTES_KEPT_MAX 4096 /* with -v: a hostile server's list is still bounded */
 #define NOTE_MAX 1024       /* bytes of one line kept */
+#define INFOS_KEPT 32       /* profd's information lines printed per host */
 
 enum host_state {
 	HOST_WAITING = 0,
@@ -44,6 +45,10 @@ struct host {
 	size_t n_errors, n_warnings;
 	char **notes;          /* errors first; at most cap->notes_kept; "E"/"W" + text */
 	size_t n_notes;
+	/* profd's information lines (steps found, what Python stacks cost) */
+	size_t n_infos;        /* in the capture */
+	char **infos;          /* at most INFOS_KEPT; "I" + text */
+	size_t n_infos_kept;
 };
 
 /* --option KEY=VALUE: ProfileOptions.advanced_configuration (docs/options.md). */

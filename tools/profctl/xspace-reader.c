@@ -166,36 +166,80 @@ int xs_space_strings(const struct xs_file *f, enum xs_space_field which,
 	return r;
 }
 
-int xs_space_window(const struct xs_file *f, uint64_t *ret_start_ns, uint64_t *ret_stop_ns)
+/* @fn on each plane-level stat of the Task Environment plane, indexed. 1
+ * found, 0 no such plane, -ENOMEM, -EBADMSG; a malformed stat ends the
+ * walk, what was read stands. */
+static int task_env_stats(const struct xs_file *f, void (*fn)(struct xs_plane *pl, const struct xs_stat *st, void *ud),
+			  void *ud)
 {
 	struct xs_space_iter si = XS_SPACE_ITER_INIT;
 	struct xs_plane pl;
 	int r;
 
-	*ret_start_ns = *ret_stop_ns = 0;
 	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
 		if (!xs_str_eq(pl.name, XN_PLANE_TASK_ENV))
 			continue;
 		if ((r = xs_plane_index(&pl)) < 0)
 			return r;
-		int64_t a = xs_plane_stat_id(&pl, XN_STAT_PROFILE_START), b = xs_plane_stat_id(&pl, XN_STAT_PROFILE_STOP);
 		struct pb_cursor it = pl.raw;
 		struct xs_stat st;
-		uint64_t v;
 
-		/* A malformed stat ends the walk; what was read stands. */
-		while (xs_plane_next_stat(&pl, &it, &st) > 0) {
-			if (!xs_stat_u64(&st, &v))
-				continue;
-			if (st.metadata_id == a)
-				*ret_start_ns = v;
-			else if (st.metadata_id == b)
-				*ret_stop_ns = v;
-		}
+		while (xs_plane_next_stat(&pl, &it, &st) > 0)
+			fn(&pl, &st, ud);
 		xs_plane_release(&pl);
 		return 1;
 	}
 	return r;
+}
+
+struct window_ud {
+	uint64_t *start, *stop;
+};
+
+static void window_stat(struct xs_plane *pl, const struct xs_stat *st, void *ud)
+{
+	struct window_ud *w = ud;
+	uint64_t v;
+
+	if (!xs_stat_u64(st, &v))
+		return;
+	if (st->metadata_id == xs_plane_stat_id(pl, XN_STAT_PROFILE_START))
+		*w->start = v;
+	else if (st->metadata_id == xs_plane_stat_id(pl, XN_STAT_PROFILE_STOP))
+		*w->stop = v;
+}
+
+int xs_space_window(const struct xs_file *f, uint64_t *ret_start_ns, uint64_t *ret_stop_ns)
+{
+	*ret_start_ns = *ret_stop_ns = 0;
+	return task_env_stats(f, window_stat, &(struct window_ud){ ret_start_ns, ret_stop_ns });
+}
+
+struct info_ud {
+	void (*cb)(struct xs_str line, void *ud);
+	void *ud;
+};
+
+static void info_stat(struct xs_plane *pl, const struct xs_stat *st, void *ud)
+{
+	struct info_ud *u = ud;
+	struct xs_str s;
+
+	if (st->metadata_id != xs_plane_stat_id(pl, XN_STAT_PROFD_INFO) || !xs_stat_str(pl, st, &s))
+		return;
+	for (size_t i = 0; i < s.len;) {
+		const char *nl = memchr(s.p + i, '\n', s.len - i);
+		size_t end = nl ? (size_t)(nl - s.p) : s.len;
+
+		if (end > i)
+			u->cb((struct xs_str){ .p = s.p + i, .len = end - i }, u->ud);
+		i = end + 1;
+	}
+}
+
+int xs_space_info(const struct xs_file *f, void (*cb)(struct xs_str line, void *ud), void *ud)
+{
+	return task_env_stats(f, info_stat, &(struct info_ud){ cb, ud });
 }
 
 static int meta_cmp(const void *a, const void *b)

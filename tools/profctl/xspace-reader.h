@@ -110,6 +110,10 @@ int xs_space_strings(const struct xs_file *f, enum xs_space_field which,
  * its stat is absent), 0 no such plane, -ENOMEM, -EBADMSG.
  */
 int xs_space_window(const struct xs_file *f, uint64_t *ret_start_ns, uint64_t *ret_stop_ns);
+/* Each line of profd's information (the Task Environment plane's
+ * profd_info stat: steps found, what Python stacks cost), empty lines
+ * skipped. 1, 0 no such plane, -ENOMEM, -EBADMSG. */
+int xs_space_info(const struct xs_file *f, void (*cb)(struct xs_str line, void *ud), void *ud);
 
 /* Build @pl's metadata index. 0, -ENOMEM, -EBADMSG. Idempotent. */
 int xs_plane_index(struct xs_plane *pl);
