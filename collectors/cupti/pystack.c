@@ -594,12 +594,15 @@ bool agent_py_apply(const struct agent_start *o, bool fresh, CUptiResult (*clock
 	uint32_t hz = o->py_sample_hz ? o->py_sample_hz : SAMPLE_HZ_DEFAULT;
 
 	if (fresh) {
+		/* Off first (the last capture's STOP did): then its counters and
+		 * costs start over. */
+		atomic_store(&P.on, 0);
+		sampler_stop();
 		P.stacks = P.dropped = P.samples = P.sample_drops = 0;
 		atomic_store(&P.launch_full, 0);
 		atomic_store(&P.sample_full, 0);
 		for (unsigned i = 0; i < COST_BUCKETS; i++)
 			atomic_store_explicit(&P.cost[i], 0, memory_order_relaxed);
-		sampler_stop(); /* (the last capture's STOP did) before its cost starts over */
 		P.s_cpu_ns = P.s_wall_ns = 0;
 	}
 	if ((!stacks && !sample) || !setup()) {
@@ -607,11 +610,8 @@ bool agent_py_apply(const struct agent_start *o, bool fresh, CUptiResult (*clock
 		sampler_stop();
 		return false;
 	}
-	if (fresh) {
-		atomic_store(&P.on, 0);
-		sampler_stop();
+	if (fresh)
 		reset_raw();
-	}
 	compute_want();
 	atomic_store_explicit(&P.clock, clock, memory_order_release);
 	atomic_store(&P.depth, depth > AGENT_PY_MAX_DEPTH ? AGENT_PY_MAX_DEPTH : depth);

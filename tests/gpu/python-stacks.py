@@ -420,6 +420,7 @@ def step_costs(d, p, rounds=6):
     print(f"     small training step, CPU us per step ({rounds} rounds): " +
           ", ".join(f"{k} {[round(x, 1) for x in v]}" for k, v in st.items()))
     figures["torch_step_us"] = st
+    agent_timed = info.pop("agent_timed", [])  # its own figure, not in each summary below
     for how, pick in (("median", statistics.median), ("fastest", min)):
         m = {k: pick(v) for k, v in st.items()}
         stack = m["stacks-on"] - m["stacks-off"]
@@ -433,7 +434,8 @@ def step_costs(d, p, rounds=6):
         print(f"     added per step ({how} rounds): launch stacks {stack:+.1f} us, cProfile {hook:+.1f} us, "
               f"torch.profiler with_stack {torch_stack:+.1f} us; {info.get('python_calls_per_step')} Python calls "
               f"and {info.get('gpu_events_per_step', 0):.1f} GPU events per step")
-    timed = [c for c in info.get("agent_timed", []) if c]
+    timed = [c for c in agent_timed if c]
+    figures["torch_step_agent_timed"] = agent_timed
     print(f"     the agent's own timing of a launch stack (median, p90 us, launches timed) per capture: {timed}")
     check(len(timed) == rounds, f"torch: every stacks-on capture says what its launch stacks cost ({len(timed)})")
     spread = {k: round(100 * (max(v) - min(v)) / min(v)) for k, v in st.items() if min(v) > 0}
