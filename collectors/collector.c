@@ -208,6 +208,16 @@ void collector_set_describe(struct collector_set *s, struct trace *snap, int64_t
 	}
 }
 
+void collector_set_window(struct collector_set *s, int64_t start_ns, bool open)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		struct collector *c = s->v[i];
+
+		if ((c->state == COLLECTOR_READY || c->state == COLLECTOR_RUNNING) && c->ops->window)
+			c->ops->window(c, start_ns, open);
+	}
+}
+
 /* One thing collector_set_close() waits for is done. */
 static void close_step(struct collector_set *s)
 {

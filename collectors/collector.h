@@ -141,6 +141,10 @@ struct collector_ops {
 	int (*start)(struct collector *c);
 	void (*flush)(struct collector *c, int64_t until_ns);
 	void (*describe)(struct collector *c, struct trace *snap, int64_t start_ns, int64_t stop_ns);
+	/* A window stamped @start_ns opens (@open) or leaves, described or
+	 * aborted: what a collector counts across overlapping windows is
+	 * reported per window against what it was at the opening. */
+	void (*window)(struct collector *c, int64_t start_ns, bool open);
 	void (*options)(struct collector *c, const struct agent_opts *o);
 	void (*stop)(struct collector *c);
 	void (*close)(struct collector *c);
@@ -207,6 +211,9 @@ void collector_set_flush(struct collector_set *s, int64_t until_ns, uint64_t tim
 			 collector_set_cb cb, void *userdata);
 void collector_set_describe(struct collector_set *s, struct trace *snap, int64_t start_ns,
 			    int64_t stop_ns);
+/* A window stamped @start_ns opens or leaves (collector_ops.window); every
+ * opening is matched by one leaving, the same @start_ns. */
+void collector_set_window(struct collector_set *s, int64_t start_ns, bool open);
 /* Close every collector; @cb runs once all are closed; then free. */
 void collector_set_close(struct collector_set *s, collector_set_cb cb, void *userdata);
 struct collector_set *collector_set_free(struct collector_set *s);

@@ -31,6 +31,8 @@ struct session {
 	char *id;
 	int64_t start_ns, stop_ns; /* the window, wall ns; WAITING: the asked start */
 	uint64_t dropped_at_open;  /* hub->dropped when the window opened */
+	bool marked;               /* collectors hold a mark at mark_ns (window_mark()) */
+	int64_t mark_ns;
 	int64_t start_mono;        /* OPEN: when the window opened, CLOCK_MONOTONIC */
 	int64_t delay_ns;          /* WAITING: the delay asked for */
 	uint64_t duration_ms;

@@ -71,8 +71,25 @@ static void windows_gone(struct session_mgr *m)
 }
 
 /* @gone is leaving (it may still be linked); it no longer holds data back. */
-static void window_leaves(struct session_mgr *m, const struct session *gone)
+/*
+ * What collectors count across overlapping windows (an agent's dropped
+ * records, say) each window reports from its own mark (@on: taken at
+ * @at_ns), one per opened window, given back when it leaves. A recorder
+ * snapshot shares its recorder period's mark.
+ */
+static void window_mark(struct session_mgr *m, struct session *s, int64_t at_ns, bool on)
 {
+	if (s->marked == on)
+		return;
+	s->marked = on;
+	if (on)
+		s->mark_ns = at_ns;
+	collector_set_window(m->collectors, s->mark_ns, on);
+}
+
+static void window_leaves(struct session_mgr *m, struct session *gone)
+{
+	window_mark(m, gone, 0, false);
 	if (--m->n_windows == 0) {
 		windows_gone(m);
 	} else {
@@ -218,6 +235,7 @@ static void open_window(struct session *s)
 	s->start_ns = wall_ns();
 	s->start_mono = mono_ns();
 	s->dropped_at_open = m->hub->dropped;
+	window_mark(m, s, s->start_ns, true);
 	/* Agents learn the options in START: they must be set before it. */
 	update_gpu_options(m, NULL);
 	if (m->n_windows++ == 0) {
@@ -670,12 +688,16 @@ int session_mgr_record_snapshot(struct session_mgr *m, uint64_t last_ms, int64_t
 	s->dropped_at_open = r->dropped_at_open;
 	s->ring_evicted_at_open = r->ring_evicted_at_open;
 	m->n_windows++; /* left in on_flushed(), as a capture's window */
+	if (r && r->marked)
+		window_mark(m, s, r->mark_ns, true);
 	m->recorder_snapshots++;
 	/* The next period starts where this snapshot ends (upstream starts a
 	 * new session); what only the old one held is freed once the snapshot
 	 * is taken (window_leaves() trims to the oldest window's start). */
 	if (nid) {
 		r->start_ns = s->stop_ns;
+		window_mark(m, r, 0, false); /* @s holds the old period's */
+		window_mark(m, r, r->start_ns, true);
 		r->dropped_at_open = m->hub->dropped;
 		r->ring_evicted_at_open = m->hub->ring_dropped;
 		free(r->id);

@@ -6,12 +6,14 @@
  * steps, the memory profile and the derived lines, then the window's
  * notes and information lines. [loop thread]
  *
- * It owns nothing: it reads struct agent_map and struct agent_src and
- * writes into the snapshot it is given; the notes it flushes are
- * agent-lines.c's.
+ * It owns each struct agent_src's marks (what its tallies were when each
+ * open window opened; agent_map_src_free() frees them); otherwise it
+ * reads struct agent_map and struct agent_src and writes into the
+ * snapshot it is given; the notes it flushes are agent-lines.c's.
  */
 #define LOG_TOPIC "collector.agent"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,33 +78,101 @@ void agent_map_describe_metadata(struct agent_map *m, struct trace *snap, const 
 	trace_plane_set_stats(p, &m->sb);
 }
 
-void agent_map_describe_src(struct agent_src *s)
+/* ---- the windows' marks (agent-map.h) ------------------------------------ */
+
+int agent_src_mark(struct agent_src *s, int64_t start_ns)
 {
-	if (s->bad_device)
+	struct agent_mark *k;
+
+	/* A second window at the same instant, or a recorder snapshot
+	 * sharing its period's mark. */
+	for (uint32_t i = s->n_marks; i-- > 0;)
+		if (s->marks[i].at_ns == start_ns) {
+			s->marks[i].refs++;
+			return 0;
+		}
+	if (s->n_marks == AGENT_MAX_MARKS) {
+		/* Unreachable within --max-sessions; the oldest window, if
+		 * still open, then reports from 0 or an older mark. */
+		memmove(s->marks, s->marks + 1, (s->n_marks - 1) * sizeof(*s->marks));
+		s->n_marks--;
+	}
+	if (s->n_marks == s->marks_cap) {
+		uint32_t cap = MIN(s->marks_cap ? s->marks_cap * 2 : 4, AGENT_MAX_MARKS);
+
+		k = realloc(s->marks, cap * sizeof(*k));
+		if (!k)
+			return -ENOMEM;
+		s->marks = k;
+		s->marks_cap = cap;
+	}
+	/* Windows open in time order, so appending keeps the array sorted; a
+	 * wall clock stepped back only makes a lookup pick an older mark. */
+	k = &s->marks[s->n_marks++];
+	k->at_ns = start_ns;
+	k->refs = 1;
+	memcpy(k->n, s->tally, sizeof(k->n));
+	return 0;
+}
+
+void agent_src_unmark(struct agent_src *s, int64_t start_ns)
+{
+	for (uint32_t i = s->n_marks; i-- > 0;) {
+		if (s->marks[i].at_ns != start_ns)
+			continue;
+		if (--s->marks[i].refs == 0) {
+			memmove(s->marks + i, s->marks + i + 1, (s->n_marks - i - 1) * sizeof(*s->marks));
+			s->n_marks--;
+		}
+		return;
+	}
+}
+
+void agent_src_window(const struct agent_src *s, int64_t start_ns, uint64_t n[AT_N])
+{
+	const struct agent_mark *k = NULL;
+
+	for (uint32_t i = s->n_marks; i-- > 0;)
+		if (s->marks[i].at_ns <= start_ns) {
+			k = &s->marks[i];
+			break;
+		}
+	for (unsigned i = 0; i < AT_N; i++) {
+		uint64_t base = k ? k->n[i] : 0;
+
+		n[i] = s->tally[i] > base ? s->tally[i] - base : 0;
+	}
+}
+
+/* ---- notes ---------------------------------------------------------------- */
+
+void agent_map_describe_src(struct agent_src *s, const uint64_t *n)
+{
+	if (n[AT_BAD_DEVICE])
 		agent_map_note(s->m, "pid %u (%s): %llu GPU records named a device the agent did not describe",
-			       s->pid, s->name, (unsigned long long)s->bad_device);
-	if (s->bad_time || s->long_dur)
+			       s->pid, s->name, (unsigned long long)n[AT_BAD_DEVICE]);
+	if (n[AT_BAD_TIME] || n[AT_LONG_DUR])
 		agent_map_note(s->m, "pid %u (%s): %llu records had impossible times (no wall time, ending "
 				     "before they start, before the capture's clock anchor or in the future) and "
 				     "were dropped; %llu durations reaching into the future were shortened",
-			       s->pid, s->name, (unsigned long long)s->bad_time,
-			       (unsigned long long)s->long_dur);
-	if (s->over_share)
+			       s->pid, s->name, (unsigned long long)n[AT_BAD_TIME],
+			       (unsigned long long)n[AT_LONG_DUR]);
+	if (n[AT_OVER_SHARE])
 		agent_map_note(s->m, "pid %u (%s): %llu GPU records beyond its fair share of the event "
 				     "budget (--max-events shared by %u capturing processes) were dropped",
-			       s->pid, s->name, (unsigned long long)s->over_share, s->share_n);
-	if (s->over_budget)
+			       s->pid, s->name, (unsigned long long)n[AT_OVER_SHARE], s->share_n);
+	if (n[AT_OVER_BUDGET])
 		agent_map_note(s->m, "pid %u (%s): %llu GPU records were dropped: the daemon's budget for "
 				     "open captures (--max-events, --max-bytes) was full",
-			       s->pid, s->name, (unsigned long long)s->over_budget);
-	agent_pm_describe(s); /* before the counts below start over */
-	s->bad_device = s->bad_time = s->long_dur = s->over_share = s->over_budget = 0;
-	agent_nvtx_describe(s);
+			       s->pid, s->name, (unsigned long long)n[AT_OVER_BUDGET]);
+	agent_pm_describe(s, n);
+	agent_nvtx_describe(s, n);
 }
 
-void agent_map_describe_python(struct agent_src *s, struct trace *snap, int64_t start_ns, int64_t stop_ns)
+void agent_map_describe_python(struct agent_src *s, struct trace *snap, int64_t start_ns, int64_t stop_ns,
+			       const uint64_t *n)
 {
-	agent_py_describe(s, snap, start_ns, stop_ns);
+	agent_py_describe(s, snap, start_ns, stop_ns, n);
 }
 
 static void memory_note(void *ud, const char *text) { agent_map_note(ud, "%s", text); }

@@ -311,14 +311,14 @@ bool agent_map_place_times(struct agent_src *s, uint64_t start, uint64_t end, in
 	if (start == 0)
 		return false;
 	if (end < start || !to_wall(s, start, &w) || w < s->earliest || w > s->horizon) {
-		s->bad_time++;
+		s->tally[AT_BAD_TIME]++;
 		return false;
 	}
 	d = end - start;
 	max_dur = s->horizon - w; /* 0 <= w <= horizon: no overflow */
 	if (d > (uint64_t)max_dur) {
 		d = (uint64_t)max_dur;
-		s->long_dur++;
+		s->tally[AT_LONG_DUR]++;
 	}
 	*ret_start = w;
 	*ret_dur = (int64_t)d;
@@ -333,7 +333,7 @@ const char *agent_map_str(const struct agent_src *s, uint32_t id, const char *df
 struct agent_map_dev *agent_lines_dev(struct agent_src *s, uint32_t d)
 {
 	if (d >= AGENT_MAX_DEVICES || !s->dev[d].known) {
-		s->bad_device++;
+		s->tally[AT_BAD_DEVICE]++;
 		return NULL;
 	}
 	return &s->dev[d];

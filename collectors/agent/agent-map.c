@@ -88,6 +88,9 @@ void agent_map_src_free(struct agent_src *s)
 	agent_nvtx_src_free(s);
 	agent_pm_src_free(s);
 	agent_py_src_free(s);
+	free(s->marks);
+	s->marks = NULL;
+	s->n_marks = s->marks_cap = 0;
 	for (uint32_t i = 0; i <= s->n_strings && s->strings; i++)
 		free(s->strings[i]);
 	free(s->strings);

@@ -45,14 +45,26 @@ void agent_map_describe_derived(struct agent_map *m, struct trace *snap, int64_t
 void agent_map_describe_memory(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns);
 /* describe: /host:metadata from @s's versions. */
 void agent_map_describe_metadata(struct agent_map *m, struct trace *snap, const struct agent_src *s);
+/*
+ * A window opening at @start_ns leaves a mark of @s's tallies (a second
+ * window at the same instant shares it); its closing (or abort) takes it
+ * away. 0 or -ENOMEM (the window then reports from an older mark).
+ */
+int agent_src_mark(struct agent_src *s, int64_t start_ns);
+void agent_src_unmark(struct agent_src *s, int64_t start_ns);
+/* The growth of @s's tallies in the window that opened at @start_ns: from
+ * the newest mark at or before it, else from 0 (the process connected
+ * after the window opened). */
+void agent_src_window(const struct agent_src *s, int64_t start_ns, uint64_t n[AT_N]);
 /* describe: @s's notes of the window (records naming unknown devices, with
- * impossible times or durations, beyond its fair share); the counts start
- * over. */
-void agent_map_describe_src(struct agent_src *s);
+ * impossible times or durations, beyond its fair share; PM and NVTX) from
+ * @n, agent_src_window()'s. */
+void agent_map_describe_src(struct agent_src *s, const uint64_t *n);
 /* describe: @s's Python frame spans of [@start_ns, @stop_ns) on its
  * threads' lines of @snap (python_tracer_level >= 1) and its Python
- * notes (agent-py.h). */
-void agent_map_describe_python(struct agent_src *s, struct trace *snap, int64_t start_ns, int64_t stop_ns);
+ * notes (agent-py.h) from @n. */
+void agent_map_describe_python(struct agent_src *s, struct trace *snap, int64_t start_ns, int64_t stop_ns,
+			       const uint64_t *n);
 /* describe: the window's step numbers (agent-steps.h), before the derived
  * lines and the sources' notes, which use them. */
 void agent_map_describe_steps(struct agent_map *m, struct trace *snap, int64_t start_ns, int64_t stop_ns);

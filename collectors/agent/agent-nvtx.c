@@ -74,8 +74,8 @@ struct agent_nvtx_src {
 	uint64_t ranges; /* put in the current hub */
 	uint64_t gen;    /* the map's resets when ranges was counted */
 	bool any;        /* NVTX records ever came from this process */
-	/* this window */
-	uint64_t gpu, annotated, in_step, dropped, module_steps;
+	uint64_t module_steps; /* since a window last closed */
+	/* the hints' counts: agent_src's tally (AT_NVTX_*) */
 };
 
 /* Every process's launch stacks together (loop thread): see
@@ -604,15 +604,15 @@ int64_t agent_nvtx_statset(struct agent_src *s, struct trace_plane *p, struct bu
 	if (!ns || base < 0)
 		return base;
 	if (!host)
-		ns->gpu++;
+		s->tally[AT_NVTX_GPU]++;
 	if (!(e = launch_of(s, corr)))
 		return base;
 	nkv = launch_pairs(s, e, kv, 16, &outer, &inner);
 	if (!outer || !inner)
 		return base;
 	if (!host) {
-		ns->annotated++;
-		ns->in_step += e->step != 0;
+		s->tally[AT_NVTX_ANNOTATED]++;
+		s->tally[AT_NVTX_IN_STEP] += e->step != 0;
 	}
 	if (base > 0) {
 		size_t len;
@@ -667,7 +667,7 @@ static void put_range(struct agent_nvtx_src *ns, struct agent_src *s, const stru
 		ns->gen = m->resets;
 	}
 	if (ns->ranges >= AGENT_NVTX_MAX_RANGES) {
-		ns->dropped++;
+		s->tally[AT_NVTX_DROPPED]++;
 		return;
 	}
 	if (!agent_map_place_times(s, r->start, r->end, &ev.start_ns, &ev.dur_ns))
@@ -731,40 +731,40 @@ void agent_nvtx_record(struct agent_src *s, const struct agent_rec_view *v, bool
 		put_range(ns, s, v);
 }
 
-void agent_nvtx_describe(struct agent_src *s)
+void agent_nvtx_describe(struct agent_src *s, const uint64_t *n)
 {
 	struct agent_nvtx_src *ns = s->nvtx;
 
 	if (!ns)
 		return;
-	if (ns->dropped)
+	if (n[AT_NVTX_DROPPED])
 		agent_map_note(s->m, "pid %u (%s): %llu NVTX ranges beyond the budget of %u a capture were dropped",
-			       s->pid, s->name, (unsigned long long)ns->dropped, AGENT_NVTX_MAX_RANGES);
+			       s->pid, s->name, (unsigned long long)n[AT_NVTX_DROPPED], AGENT_NVTX_MAX_RANGES);
 	if (!(s->hello_flags & AGENT_HELLO_NVTX) || s->m->nvtx_off) {
 		/* An agent that cannot collect NVTX, or was asked for none
 		 * (docs/options.md): the hints would mislead. */
-		ns->gpu = ns->annotated = ns->in_step = ns->dropped = 0;
+		ns->module_steps = 0;
 		return;
 	}
-	if (ns->gpu && !ns->annotated)
+	if (n[AT_NVTX_GPU] && !n[AT_NVTX_ANNOTATED])
 		agent_map_note(s->m, "pid %u (%s): no op names: its GPU work ran outside any NVTX range, so "
 				     "XProf's overview, framework op stats and op profile stay empty; wrap ops and "
 				     "steps in NVTX ranges (PyTorch: torch.cuda.nvtx.range or "
 				     "torch.autograd.profiler.emit_nvtx(); docs/agent.md, NVTX)",
 			       s->pid, s->name);
-	if (ns->gpu && !ns->in_step)
+	if (n[AT_NVTX_GPU] && !n[AT_NVTX_IN_STEP])
 		agent_map_note(s->m, "pid %u (%s): no steps found: no NVTX range named like a training step "
 				     "(--step-pattern) enclosed its GPU work; wrap each step in one, e.g. "
 				     "torch.cuda.nvtx.range(\"train_step\")",
 			       s->pid, s->name);
-	else if (ns->in_step && ns->pattern_seen)
+	else if (n[AT_NVTX_IN_STEP] && ns->pattern_seen)
 		agent_map_info(s->m, "pid %u (%s): %u steps in this window, from NVTX ranges matching the step "
 				     "pattern; host and GPU events inside carry group_id",
 			       s->pid, s->name, agent_steps_of(&s->m->steps, s->pid));
-	else if (ns->in_step)
+	else if (n[AT_NVTX_IN_STEP])
 		agent_map_info(s->m, "pid %u (%s): %u steps in this window, from the executions of XLA module %s "
 				     "(the first module it ran twice; no NVTX range matched the step pattern); "
 				     "host and GPU events inside carry group_id",
 			       s->pid, s->name, agent_steps_of(&s->m->steps, s->pid), ns->step_module_name);
-	ns->gpu = ns->annotated = ns->in_step = ns->dropped = ns->module_steps = 0;
+	ns->module_steps = 0;
 }

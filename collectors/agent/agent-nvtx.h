@@ -53,8 +53,8 @@ bool agent_nvtx_op_of(struct agent_src *s, uint32_t corr, char *tf_op, size_t si
  * XLA Ops entries for the derived lines (agent-derived.h). */
 void agent_nvtx_derive(struct agent_src *s, uint32_t plane, int64_t start, int64_t dur, uint32_t corr);
 /* describe: this window's NVTX warnings of @s (drops, no op names, no
- * steps); counts start over. */
-void agent_nvtx_describe(struct agent_src *s);
+ * steps) from @n, its tallies' growth in the window (agent_src_window()). */
+void agent_nvtx_describe(struct agent_src *s, const uint64_t *n);
 void agent_nvtx_src_free(struct agent_src *s);
 /*
  * The tf_op of GPU work launched inside the ranges @texts (@n, outermost

@@ -21,11 +21,8 @@ struct agent_pm_src {
 		uint32_t n; /* 0: no PM_METRICS yet */
 		uint32_t name_id[AGENT_PM_MAX_METRICS];
 	} dev[AGENT_MAX_DEVICES];
-	uint64_t samples;     /* samples written this window */
-	uint64_t over;        /* samples beyond AGENT_PM_MAX_SAMPLES: dropped */
-	uint64_t bad_values;  /* infinite, negative or too large: dropped */
-	uint64_t unannounced; /* samples of a device without (matching) PM_METRICS */
-	uint64_t unnamed;     /* values whose metric id named no string */
+	uint64_t samples; /* samples written since a window last closed */
+	/* what was dropped: agent_src's tally (AT_PM_*) */
 };
 
 static struct agent_pm_src *state(struct agent_src *s)
@@ -46,7 +43,7 @@ static void put_metrics(struct agent_pm_src *ps, struct agent_src *s, const stru
 	uint32_t d = v->r.pm_metrics.device;
 
 	if (d >= AGENT_MAX_DEVICES || !s->dev[d].known) {
-		s->bad_device++;
+		s->tally[AT_BAD_DEVICE]++;
 		return;
 	}
 	/* The parser bounded n_pm to 1..AGENT_PM_MAX_METRICS. */
@@ -81,15 +78,15 @@ static void put_sample(struct agent_pm_src *ps, struct agent_src *s, const struc
 	int64_t start, dur, statset, vsid;
 
 	if (r->device >= AGENT_MAX_DEVICES || !s->dev[r->device].known) {
-		s->bad_device++;
+		s->tally[AT_BAD_DEVICE]++;
 		return;
 	}
 	if (!ps->dev[r->device].n || ps->dev[r->device].n != v->n_pm) {
-		ps->unannounced++;
+		s->tally[AT_PM_UNANNOUNCED]++;
 		return;
 	}
 	if (ps->samples >= AGENT_PM_MAX_SAMPLES) {
-		ps->over++;
+		s->tally[AT_PM_OVER]++;
 		return;
 	}
 	if (!agent_map_place_times(s, r->start, r->end, &start, &dur))
@@ -114,11 +111,11 @@ static void put_sample(struct agent_pm_src *ps, struct agent_src *s, const struc
 		if (isnan(x))
 			continue; /* not measured in this interval */
 		if (!isfinite(x) || x < 0 || x > AGENT_PM_MAX_VALUE) {
-			ps->bad_values++;
+			s->tally[AT_PM_BAD_VALUES]++;
 			continue;
 		}
 		if (!name) {
-			ps->unnamed++;
+			s->tally[AT_PM_UNNAMED]++;
 			continue;
 		}
 		if (trace_counter_append(cl, NULL, name, start, x) == -ENOBUFS)
@@ -147,21 +144,21 @@ void agent_pm_record(struct agent_src *s, const struct agent_rec_view *v, bool t
 		put_sample(ps, s, v);
 }
 
-void agent_pm_describe(struct agent_src *s)
+void agent_pm_describe(struct agent_src *s, const uint64_t *n)
 {
 	struct agent_pm_src *ps = s->pm;
 
 	if (!ps)
 		return;
-	if (ps->bad_values || ps->unannounced || ps->unnamed)
+	if (n[AT_PM_BAD_VALUES] || n[AT_PM_UNANNOUNCED] || n[AT_PM_UNNAMED])
 		agent_map_note(s->m, "pid %u (%s): hardware counter samples dropped: %llu values infinite, "
 				     "negative or above %g, %llu samples of a device whose metrics were not "
 				     "announced, %llu values of unnamed metrics",
-			       s->pid, s->name, (unsigned long long)ps->bad_values, AGENT_PM_MAX_VALUE,
-			       (unsigned long long)ps->unannounced, (unsigned long long)ps->unnamed);
-	if (ps->over)
+			       s->pid, s->name, (unsigned long long)n[AT_PM_BAD_VALUES], AGENT_PM_MAX_VALUE,
+			       (unsigned long long)n[AT_PM_UNANNOUNCED], (unsigned long long)n[AT_PM_UNNAMED]);
+	if (n[AT_PM_OVER])
 		agent_map_note(s->m, "pid %u (%s): %llu hardware counter samples beyond the budget of %u a "
 				     "window were dropped; sample less often (gpu_pm_sample_interval_us)",
-			       s->pid, s->name, (unsigned long long)ps->over, AGENT_PM_MAX_SAMPLES);
-	ps->samples = ps->over = ps->bad_values = ps->unannounced = ps->unnamed = 0;
+			       s->pid, s->name, (unsigned long long)n[AT_PM_OVER], AGENT_PM_MAX_SAMPLES);
+	ps->samples = 0;
 }

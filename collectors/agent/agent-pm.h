@@ -48,6 +48,7 @@
  * capture; a PM_METRICS is kept either way). */
 void agent_pm_record(struct agent_src *s, const struct agent_rec_view *v, bool take);
 /* describe: this window's PM warnings of @s (values dropped, samples
- * without metrics); counts start over. */
-void agent_pm_describe(struct agent_src *s);
+ * without metrics) from @n, its tallies' growth in the window
+ * (agent_src_window()); the per-window sample budget starts over. */
+void agent_pm_describe(struct agent_src *s, const uint64_t *n);
 void agent_pm_src_free(struct agent_src *s);

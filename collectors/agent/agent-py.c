@@ -101,10 +101,7 @@ struct agent_py_src {
 	uint32_t n_threads;
 	uint32_t n_points, seq;
 	struct py_set_ent cache[PY_SET_CACHE];
-	/* this window: definitions refused (undefined, redefined, absurd,
-	 * over budget), events whose stack could not be resolved, points
-	 * beyond the budget */
-	uint64_t bad_defs, over_budget, unresolved, points_dropped;
+	/* what was refused or dropped: agent_src's tally (AT_PY_*) */
 };
 
 static uint64_t points_all; /* every source's points together (loop thread) */
@@ -229,7 +226,7 @@ static bool take_bytes(struct agent_src *s, struct agent_py_src *ps, size_t byte
 	bytes += 2 * (sizeof(uint32_t) + sizeof(void *));
 	if (s->string_bytes + bytes > AGENT_MAP_MAX_STRING_BYTES ||
 	    m->string_bytes + bytes > AGENT_MAP_MAX_STRING_BYTES_ALL) {
-		ps->over_budget++;
+		s->tally[AT_PY_OVER_BUDGET]++;
 		return false;
 	}
 	s->string_bytes += bytes;
@@ -247,7 +244,7 @@ static void put_frame(struct agent_src *s, struct agent_py_src *ps, const struct
 	struct py_frame *f;
 
 	if (tab_get(&ps->frames, r->id) || r->line > AGENT_PY_MAX_LINE || r->firstlineno > AGENT_PY_MAX_LINE) {
-		ps->bad_defs++;
+		s->tally[AT_PY_BAD_DEFS]++;
 		return;
 	}
 	if (tab_reserve(&ps->frames) < 0 || !take_bytes(s, ps, sizeof(*f)))
@@ -270,12 +267,12 @@ static void put_stack(struct agent_src *s, struct agent_py_src *ps, const struct
 	struct py_stack *st;
 
 	if (tab_get(&ps->stacks, r->id)) {
-		ps->bad_defs++;
+		s->tally[AT_PY_BAD_DEFS]++;
 		return;
 	}
 	for (uint32_t i = 0; i < v->n_py_frames; i++)
 		if (!tab_get(&ps->frames, v->py_frames[i])) {
-			ps->bad_defs++;
+			s->tally[AT_PY_BAD_DEFS]++;
 			return;
 		}
 	if (tab_reserve(&ps->stacks) < 0 || !take_bytes(s, ps, size))
@@ -355,7 +352,7 @@ static void add_point(struct agent_src *s, uint32_t tid, uint32_t stack, int64_t
 		return;
 	if (ps->n_points >= AGENT_PY_MAX_POINTS || points_all >= AGENT_PY_MAX_POINTS_ALL ||
 	    !(t = thread_of(s, ps, tid))) {
-		ps->points_dropped++;
+		s->tally[AT_PY_POINTS_DROPPED]++;
 		return;
 	}
 	if (t->n == t->cap) {
@@ -363,7 +360,7 @@ static void add_point(struct agent_src *s, uint32_t tid, uint32_t stack, int64_t
 		struct py_point *v = realloc(t->pts, cap * sizeof(*v));
 
 		if (!v) {
-			ps->points_dropped++;
+			s->tally[AT_PY_POINTS_DROPPED]++;
 			return;
 		}
 		t->pts = v;
@@ -456,12 +453,12 @@ static const struct py_frame *user_leaf(const struct agent_src *s, struct agent_
 }
 
 /* The stack @id of @s, NULL when it cannot be resolved (counted). */
-static const struct py_stack *stack_of(struct agent_py_src *ps, uint32_t id)
+static const struct py_stack *stack_of(struct agent_src *s, struct agent_py_src *ps, uint32_t id)
 {
 	const struct py_stack *st = tab_get(&ps->stacks, id);
 
 	if (!st)
-		ps->unresolved++;
+		s->tally[AT_PY_UNRESOLVED]++;
 	return st;
 }
 
@@ -477,7 +474,7 @@ static void put_stack_stats(struct agent_src *s, struct agent_py_src *ps, struct
 		said = XN_PYTHON_NO_PYTHON;
 	else if (id == AGENT_PY_STACK_DROPPED)
 		said = XN_PYTHON_DROPPED; /* the agent counts its abandoned walks (STATS) */
-	else if (!(st = stack_of(ps, id)))
+	else if (!(st = stack_of(s, ps, id)))
 		said = XN_PYTHON_DROPPED;
 	if (said) {
 		trace_stat_str_ref(p, b, XN_STAT_PYTHON_FRAME, said);
@@ -689,7 +686,8 @@ static void describe_spans(struct agent_src *s, struct agent_py_src *ps, struct 
 	buf_free(&b);
 }
 
-void agent_py_describe(struct agent_src *s, struct trace *snap, int64_t start_ns, int64_t stop_ns)
+void agent_py_describe(struct agent_src *s, struct trace *snap, int64_t start_ns, int64_t stop_ns,
+		       const uint64_t *n)
 {
 	struct agent_py_src *ps = s->py;
 
@@ -697,20 +695,19 @@ void agent_py_describe(struct agent_src *s, struct trace *snap, int64_t start_ns
 		return;
 	if (s->m->py_spans)
 		describe_spans(s, ps, snap, start_ns, stop_ns);
-	if (ps->bad_defs || ps->unresolved)
+	if (n[AT_PY_BAD_DEFS] || n[AT_PY_UNRESOLVED])
 		agent_map_note(s->m, "pid %u (%s): %llu Python frame or stack definitions were refused (undefined, "
 				     "redefined or impossible); %llu events name a stack that could not be resolved "
 				     "and say \"" XN_PYTHON_DROPPED "\"",
-			       s->pid, s->name, (unsigned long long)ps->bad_defs, (unsigned long long)ps->unresolved);
-	if (ps->over_budget)
+			       s->pid, s->name, (unsigned long long)n[AT_PY_BAD_DEFS], (unsigned long long)n[AT_PY_UNRESOLVED]);
+	if (n[AT_PY_OVER_BUDGET])
 		agent_map_note(s->m, "pid %u (%s): %llu Python frame or stack definitions beyond the connection's "
 				     "string budget (%u bytes) were dropped; events naming them say \"" XN_PYTHON_DROPPED
 				     "\"",
-			       s->pid, s->name, (unsigned long long)ps->over_budget, AGENT_MAP_MAX_STRING_BYTES);
-	if (ps->points_dropped)
+			       s->pid, s->name, (unsigned long long)n[AT_PY_OVER_BUDGET], AGENT_MAP_MAX_STRING_BYTES);
+	if (n[AT_PY_POINTS_DROPPED])
 		agent_map_note(s->m, "pid %u (%s): %llu Python launch and sample points beyond the budget (%u a "
 				     "process, %u threads) were left out of its frame spans",
-			       s->pid, s->name, (unsigned long long)ps->points_dropped, AGENT_PY_MAX_POINTS,
+			       s->pid, s->name, (unsigned long long)n[AT_PY_POINTS_DROPPED], AGENT_PY_MAX_POINTS,
 			       AGENT_PY_MAX_THREADS);
-	ps->bad_defs = ps->over_budget = ps->unresolved = ps->points_dropped = 0;
 }

@@ -49,8 +49,10 @@ int64_t agent_py_statset(struct agent_src *s, struct trace_plane *p, struct buf 
 void agent_py_api(struct agent_src *s, uint32_t tid, uint32_t corr, int64_t start, int64_t end);
 /* describe: @s's frame spans of points in [@start_ns, @stop_ns) onto its
  * threads' lines of @snap (when asked for), then this window's notes of
- * @s's Python records; the counts start over. */
-void agent_py_describe(struct agent_src *s, struct trace *snap, int64_t start_ns, int64_t stop_ns);
+ * @s's Python records from @n, its tallies' growth in the window
+ * (agent_src_window()). */
+void agent_py_describe(struct agent_src *s, struct trace *snap, int64_t start_ns, int64_t stop_ns,
+		       const uint64_t *n);
 /* A new capture for @s: its points start over (the tables stay: the
  * agent defines each id once per connection). */
 void agent_py_src_restart(struct agent_src *s);

@@ -409,10 +409,26 @@ static void agent_describe(struct collector *c, struct trace *snap, int64_t star
 	if (enabled)
 		warn_no_agent(rx, snap, start_ns, stop_ns);
 	for (struct conn *k = rx->conns; k; k = k->next) {
-		agent_map_describe_python(&k->src, snap, start_ns, stop_ns);
-		agent_map_describe_src(&k->src);
+		uint64_t n[AT_N];
+
+		agent_src_window(&k->src, start_ns, n);
+		agent_map_describe_python(&k->src, snap, start_ns, stop_ns, n);
+		agent_map_describe_src(&k->src, n);
 	}
 	agent_map_flush_notes(&rx->map, snap, start_ns);
+}
+
+/* A connection made after a window opened has no mark of it: all it
+ * counted is that window's (agent_src_window()). */
+static void agent_window(struct collector *c, int64_t start_ns, bool open)
+{
+	for (struct conn *k = to_rx(c)->conns; k; k = k->next) {
+		if (!open)
+			agent_src_unmark(&k->src, start_ns);
+		else if (agent_src_mark(&k->src, start_ns) < 0)
+			log_warn("pid %u (%s): no memory to mark a window's start: its notes may count "
+				 "from an earlier window", k->src.pid, k->src.name);
+	}
 }
 
 static void agent_stop(struct collector *c)
@@ -480,6 +496,7 @@ const struct collector_ops agent_receiver_collector_ops = {
 	.options = agent_options,
 	.flush = agent_flush,
 	.describe = agent_describe,
+	.window = agent_window,
 	.stop = agent_stop,
 	.close = agent_close,
 	.status = agent_status,

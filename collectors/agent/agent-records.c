@@ -91,7 +91,7 @@ static bool within_share(struct agent_src *s)
 	share = MAX(hub->max_events / n, MIN((uint64_t)AGENT_MAP_SHARE_FLOOR, hub->max_events));
 	if (s->held < share)
 		return true;
-	s->over_share++;
+	s->tally[AT_OVER_SHARE]++;
 	s->share_n = n;
 	return false;
 }
@@ -116,7 +116,7 @@ static void append_id(struct agent_src *s, struct trace_plane *p, struct trace_l
 	if (r == 0)
 		s->held++;
 	else if (r == -ENOBUFS)
-		s->over_budget++; /* the hub's own budget (--max-events, --max-bytes) is spent */
+		s->tally[AT_OVER_BUDGET]++; /* the hub's own budget (--max-events, --max-bytes) is spent */
 }
 
 static void append(struct agent_src *s, struct trace_plane *p, struct trace_line *l, const char *name,

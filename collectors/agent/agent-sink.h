@@ -61,6 +61,45 @@ struct agent_nvtx_src;
 struct agent_pm_src;
 struct agent_py_src;
 
+/*
+ * What a process's records had wrong (or, for the NVTX hints, had at all):
+ * running totals for as long as it is connected, never reset. Captures
+ * overlap, so a window cannot own them: it reports what grew while it was
+ * open, against the mark its opening left (agent_src_mark()).
+ */
+enum agent_tally {
+	AT_BAD_DEVICE,     /* records naming an unknown device */
+	AT_BAD_TIME,       /* records dropped for impossible times (place_times()) */
+	AT_LONG_DUR,       /* records whose duration was cut at the horizon */
+	AT_OVER_SHARE,     /* records dropped beyond the fair share */
+	AT_OVER_BUDGET,    /* records the hub's budget refused */
+	AT_PM_OVER,        /* PM samples beyond AGENT_PM_MAX_SAMPLES */
+	AT_PM_BAD_VALUES,  /* PM values infinite, negative or too large */
+	AT_PM_UNANNOUNCED, /* PM samples of a device with no METRICS */
+	AT_PM_UNNAMED,     /* PM values past the announced names */
+	AT_NVTX_DROPPED,   /* NVTX ranges beyond AGENT_NVTX_MAX_RANGES */
+	AT_NVTX_GPU,       /* GPU records mapped (the NVTX hints' base) */
+	AT_NVTX_ANNOTATED, /* ...of which inside an NVTX range */
+	AT_NVTX_IN_STEP,   /* ...of which inside a step */
+	AT_PY_BAD_DEFS,    /* Python definitions refused */
+	AT_PY_OVER_BUDGET, /* Python definitions beyond the string budget */
+	AT_PY_UNRESOLVED,  /* events naming a stack that could not be resolved */
+	AT_PY_POINTS_DROPPED, /* launch and sample points beyond the span budget */
+	AT_N
+};
+
+/* The tallies as a window opening at @at_ns found them; @refs windows
+ * opened at that instant. */
+struct agent_mark {
+	int64_t at_ns;
+	uint32_t refs;
+	uint64_t n[AT_N];
+};
+/* Marks one process keeps: one per distinct open window's start (at most
+ * --max-sessions, 1024, and the flight recorder's period); past it the
+ * oldest goes, and a window that lost its mark reports from an older one. */
+#define AGENT_MAX_MARKS 1100u
+
 struct agent_map_dev {
 	bool known;
 	uint32_t plane; /* n of /device:GPU:<n> */
@@ -97,13 +136,11 @@ struct agent_src {
 	uint32_t n_lines;   /* lines this process created in the current hub */
 	uint64_t lines_gen; /* the map's resets when n_lines was counted */
 	uint64_t lines_refused;
-	uint64_t bad_device; /* records naming an unknown device */
-	uint64_t bad_time;   /* records dropped for impossible times (place_times()) */
-	uint64_t long_dur;   /* records whose duration was cut at the horizon */
+	uint64_t tally[AT_N]; /* enum agent_tally's running totals */
+	struct agent_mark *marks; /* by @at_ns, oldest first */
+	uint32_t n_marks, marks_cap;
 	uint64_t held;       /* records of this process in the hub (its fair share) */
 	uint64_t held_gen, held_trims; /* the hub's generation and trims when held was right */
-	uint64_t over_share; /* records dropped beyond the fair share, this window */
-	uint64_t over_budget; /* records the hub's budget refused, this window */
 	unsigned share_n;    /* capturing connections when the last one was dropped */
 	uint32_t new_gpus;   /* UUIDs this connection added to the GPU map */
 	uint32_t uid;        /* the peer's uid (SO_PEERCRED; agent-receiver.c sets it), else 0 */

@@ -8,6 +8,7 @@ clamped and counted in a warning."""
 import os
 import re
 import subprocess
+import threading
 import time
 
 import profdtest as T
@@ -107,6 +108,39 @@ class Hostile(T.AgentDaemonCase):
             x = self.capture("hostile2")
             self.check(x, a.pid, ROUNDS)
             self.assertEqual(a.wait(timeout=10), 0)
+        finally:
+            reap(a)
+
+    def test_3_overlapping_windows_each_count_their_own(self):
+        # A long window opens and the agent sends its hostile burst at once;
+        # a short window opens after the burst and closes first. The burst
+        # is the long window's alone, whichever closes first.
+        a = self.agent("--hostile-times", str(ROUNDS), "--captures", "1")
+        got = {}
+
+        def long_capture():
+            req = T.profile_request(P, 2500, f"localhost:{self.d.port}", session_id="long")
+            got["long"] = self.profile(req, timeout=60)
+
+        try:
+            t = threading.Thread(target=long_capture)
+            t.start()
+            self.assertEqual(a.stdout.readline().strip(), "started")
+            time.sleep(0.8)  # the burst, mapped before the short window opens
+            short = self.capture("short")
+            t.join(timeout=60)
+            self.assertIn("long", got)
+            long = T.decode_xspace(P, got["long"].tool_data[0].data)
+
+            def said(x):
+                w = [w for w in x.warnings if f"pid {a.pid} (hostile)" in w and "impossible times" in w]
+                self.assertLessEqual(len(w), 1, list(x.warnings))
+                m = w and re.search(r"(\d+) records .* dropped; (\d+) durations", w[0])
+                return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+            self.assertEqual(said(short), (0, 0), list(short.warnings))
+            self.assertEqual(said(long), (DROPPED_PER_ROUND * ROUNDS, CLAMPED_PER_ROUND * ROUNDS),
+                             list(long.warnings))
         finally:
             reap(a)
 

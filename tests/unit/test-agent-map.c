@@ -253,9 +253,54 @@ TEST(agent_map_counts_records_of_an_unknown_device)
 	put_kernel(3, AGENT_T0, 1); /* device 3 was never described */
 	put_kernel(0, AGENT_T0, 2);
 	ASSERT_OK(map_payload(true));
-	ASSERT_U64_EQ(src.bad_device, 1);
+	ASSERT_U64_EQ(src.tally[AT_BAD_DEVICE], 1);
 	ASSERT_U64_EQ(coll.hub->n_events, 1);
 	only_line("/device:GPU:0", 1);
+	teardown();
+}
+
+/* Two windows overlap: each reports what its process's records had wrong
+ * while it was open, whichever closes first (one counter reset by the first
+ * close gave the longer window nothing). */
+TEST(agent_map_overlapping_windows_each_count_their_own)
+{
+	uint64_t n[AT_N];
+
+	setup();
+	put_string(S_GEMM, "k()");
+	put_kernel(3, AGENT_T0, 1);
+	ASSERT_OK(map_payload(true)); /* before any window: counted in none */
+	ASSERT_OK(agent_src_mark(&src, 100));
+	put_kernel(3, AGENT_T0, 2);
+	put_kernel(3, AGENT_T0, 3);
+	ASSERT_OK(map_payload(true));
+	ASSERT_OK(agent_src_mark(&src, 200));
+	ASSERT_OK(agent_src_mark(&src, 200)); /* a second window at that instant shares it */
+	put_kernel(3, AGENT_T0, 4);
+	ASSERT_OK(map_payload(true));
+	ASSERT_U64_EQ(src.n_marks, 2);
+	/* The later windows close first. */
+	agent_src_window(&src, 200, n);
+	ASSERT_U64_EQ(n[AT_BAD_DEVICE], 1);
+	agent_src_unmark(&src, 200);
+	agent_src_window(&src, 200, n);
+	ASSERT_U64_EQ(n[AT_BAD_DEVICE], 1);
+	agent_src_unmark(&src, 200);
+	ASSERT_U64_EQ(src.n_marks, 1);
+	agent_src_window(&src, 100, n);
+	ASSERT_U64_EQ(n[AT_BAD_DEVICE], 3);
+	ASSERT_U64_EQ(n[AT_BAD_TIME], 0);
+	/* A recorder snapshot reaching back past its period's start: from the
+	 * newest mark at or before it. */
+	agent_src_window(&src, 150, n);
+	ASSERT_U64_EQ(n[AT_BAD_DEVICE], 3);
+	agent_src_unmark(&src, 100);
+	ASSERT_U64_EQ(src.n_marks, 0);
+	agent_src_unmark(&src, 100); /* one too many: nothing to give back */
+	/* No mark at or before a window: the process connected after it
+	 * opened, and everything it counted is that window's. */
+	agent_src_window(&src, 300, n);
+	ASSERT_U64_EQ(n[AT_BAD_DEVICE], 4);
 	teardown();
 }
 
@@ -295,8 +340,8 @@ TEST(agent_map_drops_records_outside_the_process_times)
 	put_kernel_at(0, AGENT_T0 - slack + 1000, AGENT_T0 - slack + 3000, 7); /* within the slack */
 	put_kernel_at(0, AGENT_T0 + 1000, UINT64_MAX, 8);      /* endless */
 	ASSERT_OK(map_payload(true));
-	ASSERT_U64_EQ(src.bad_time, 5);
-	ASSERT_U64_EQ(src.long_dur, 1);
+	ASSERT_U64_EQ(src.tally[AT_BAD_TIME], 5);
+	ASSERT_U64_EQ(src.tally[AT_LONG_DUR], 1);
 	ASSERT_U64_EQ(src.held, 2);
 
 	gl = only_line("/device:GPU:0", 2);
@@ -344,8 +389,8 @@ TEST(agent_map_bounds_hostile_kinds_devices_and_names)
 	k->grid[0] = -1;
 	k->occ_pct_e4 = UINT32_MAX; /* unknown */
 	ASSERT_OK(map_payload(true));
-	ASSERT_U64_EQ(src.bad_device, 2);
-	ASSERT_U64_EQ(src.bad_time, 0);
+	ASSERT_U64_EQ(src.tally[AT_BAD_DEVICE], 2);
+	ASSERT_U64_EQ(src.tally[AT_BAD_TIME], 0);
 
 	gl = only_line("/device:GPU:0", 2);
 	trace_iter_init(&it, gl);
@@ -378,7 +423,7 @@ TEST(agent_map_holds_a_process_to_its_fair_share)
 	}
 	ASSERT_OK(map_payload(true));
 	ASSERT_U64_EQ(src.held, 1000);
-	ASSERT_U64_EQ(src.over_share, 200);
+	ASSERT_U64_EQ(src.tally[AT_OVER_SHARE], 200);
 	ASSERT_EQ(src.share_n, 3);
 	ASSERT_U64_EQ(coll.hub->n_events, 1000);
 	ASSERT_U64_EQ(coll.hub->dropped, 0); /* the hub's own budget was never reached */
@@ -560,7 +605,12 @@ TEST(agent_map_python_records_from_a_hostile_agent)
 		ASSERT_OK(map_payload(true));
 	}
 	ASSERT_OK(trace_new(0, &snap));
-	agent_map_describe_python(&src, snap, INT64_MIN, INT64_MAX);
+	{
+		uint64_t n[AT_N];
+
+		agent_src_window(&src, INT64_MIN, n);
+		agent_map_describe_python(&src, snap, INT64_MIN, INT64_MAX, n);
+	}
 	{
 		const struct trace_plane *p = trace_find_plane(snap, XN_PLANE_HOST);
 
