@@ -208,13 +208,13 @@ void collector_set_describe(struct collector_set *s, struct trace *snap, int64_t
 	}
 }
 
-void collector_set_window(struct collector_set *s, int64_t start_ns, bool open)
+void collector_set_window(struct collector_set *s, int64_t start_ns, enum collector_window w)
 {
 	for (size_t i = 0; i < s->n; i++) {
 		struct collector *c = s->v[i];
 
 		if ((c->state == COLLECTOR_READY || c->state == COLLECTOR_RUNNING) && c->ops->window)
-			c->ops->window(c, start_ns, open);
+			c->ops->window(c, start_ns, w);
 	}
 }
 

@@ -133,6 +133,12 @@ uint64_t collector_counter_period_ms(const struct collector *c, bool slow);
  */
 void collector_counter_rate(const struct collector *c, uv_timer_t *t, bool *slow, bool want);
 
+enum collector_window {
+	COLLECTOR_WINDOW_OPEN,  /* a window opens now */
+	COLLECTOR_WINDOW_SHARE, /* a recorder snapshot takes its period's mark too */
+	COLLECTOR_WINDOW_LEAVE, /* one of the above is done with its mark */
+};
+
 struct collector_ops {
 	const char *name;
 	size_t priv_size;
@@ -141,10 +147,11 @@ struct collector_ops {
 	int (*start)(struct collector *c);
 	void (*flush)(struct collector *c, int64_t until_ns);
 	void (*describe)(struct collector *c, struct trace *snap, int64_t start_ns, int64_t stop_ns);
-	/* A window stamped @start_ns opens (@open) or leaves, described or
-	 * aborted: what a collector counts across overlapping windows is
-	 * reported per window against what it was at the opening. */
-	void (*window)(struct collector *c, int64_t start_ns, bool open);
+	/* A window stamped @start_ns opens, shares an open one's mark or
+	 * leaves, described or aborted: what a collector counts across
+	 * overlapping windows is reported per window against what it was at
+	 * the opening. */
+	void (*window)(struct collector *c, int64_t start_ns, enum collector_window w);
 	void (*options)(struct collector *c, const struct agent_opts *o);
 	void (*stop)(struct collector *c);
 	void (*close)(struct collector *c);
@@ -211,9 +218,9 @@ void collector_set_flush(struct collector_set *s, int64_t until_ns, uint64_t tim
 			 collector_set_cb cb, void *userdata);
 void collector_set_describe(struct collector_set *s, struct trace *snap, int64_t start_ns,
 			    int64_t stop_ns);
-/* A window stamped @start_ns opens or leaves (collector_ops.window); every
- * opening is matched by one leaving, the same @start_ns. */
-void collector_set_window(struct collector_set *s, int64_t start_ns, bool open);
+/* A window stamped @start_ns opens, shares or leaves (collector_ops.window);
+ * every opening or share is matched by one leaving, the same @start_ns. */
+void collector_set_window(struct collector_set *s, int64_t start_ns, enum collector_window w);
 /* Close every collector; @cb runs once all are closed; then free. */
 void collector_set_close(struct collector_set *s, collector_set_cb cb, void *userdata);
 struct collector_set *collector_set_free(struct collector_set *s);

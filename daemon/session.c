@@ -77,19 +77,21 @@ static void windows_gone(struct session_mgr *m)
  * @at_ns), one per opened window, given back when it leaves. A recorder
  * snapshot shares its recorder period's mark.
  */
-static void window_mark(struct session_mgr *m, struct session *s, int64_t at_ns, bool on)
+static void window_mark(struct session_mgr *m, struct session *s, int64_t at_ns, enum collector_window w)
 {
+	bool on = w != COLLECTOR_WINDOW_LEAVE;
+
 	if (s->marked == on)
 		return;
 	s->marked = on;
 	if (on)
 		s->mark_ns = at_ns;
-	collector_set_window(m->collectors, s->mark_ns, on);
+	collector_set_window(m->collectors, s->mark_ns, w);
 }
 
 static void window_leaves(struct session_mgr *m, struct session *gone)
 {
-	window_mark(m, gone, 0, false);
+	window_mark(m, gone, 0, COLLECTOR_WINDOW_LEAVE);
 	if (--m->n_windows == 0) {
 		windows_gone(m);
 	} else {
@@ -235,7 +237,7 @@ static void open_window(struct session *s)
 	s->start_ns = wall_ns();
 	s->start_mono = mono_ns();
 	s->dropped_at_open = m->hub->dropped;
-	window_mark(m, s, s->start_ns, true);
+	window_mark(m, s, s->start_ns, COLLECTOR_WINDOW_OPEN);
 	/* Agents learn the options in START: they must be set before it. */
 	update_gpu_options(m, NULL);
 	if (m->n_windows++ == 0) {
@@ -689,15 +691,15 @@ int session_mgr_record_snapshot(struct session_mgr *m, uint64_t last_ms, int64_t
 	s->ring_evicted_at_open = r->ring_evicted_at_open;
 	m->n_windows++; /* left in on_flushed(), as a capture's window */
 	if (r && r->marked)
-		window_mark(m, s, r->mark_ns, true);
+		window_mark(m, s, r->mark_ns, COLLECTOR_WINDOW_SHARE);
 	m->recorder_snapshots++;
 	/* The next period starts where this snapshot ends (upstream starts a
 	 * new session); what only the old one held is freed once the snapshot
 	 * is taken (window_leaves() trims to the oldest window's start). */
 	if (nid) {
 		r->start_ns = s->stop_ns;
-		window_mark(m, r, 0, false); /* @s holds the old period's */
-		window_mark(m, r, r->start_ns, true);
+		window_mark(m, r, 0, COLLECTOR_WINDOW_LEAVE); /* @s holds the old period's */
+		window_mark(m, r, r->start_ns, COLLECTOR_WINDOW_OPEN);
 		r->dropped_at_open = m->hub->dropped;
 		r->ring_evicted_at_open = m->hub->ring_dropped;
 		free(r->id);

@@ -80,17 +80,17 @@ void agent_map_describe_metadata(struct agent_map *m, struct trace *snap, const 
 
 /* ---- the windows' marks (agent-map.h) ------------------------------------ */
 
-int agent_src_mark(struct agent_src *s, int64_t start_ns)
+int agent_src_mark(struct agent_src *s, int64_t start_ns, bool fresh)
 {
 	struct agent_mark *k;
 
-	/* A second window at the same instant, or a recorder snapshot
-	 * sharing its period's mark. */
 	for (uint32_t i = s->n_marks; i-- > 0;)
 		if (s->marks[i].at_ns == start_ns) {
 			s->marks[i].refs++;
 			return 0;
 		}
+	if (!fresh)
+		return 0;
 	if (s->n_marks == AGENT_MAX_MARKS) {
 		/* Unreachable within --max-sessions; the oldest window, if
 		 * still open, then reports from 0 or an older mark. */
@@ -106,8 +106,8 @@ int agent_src_mark(struct agent_src *s, int64_t start_ns)
 		s->marks = k;
 		s->marks_cap = cap;
 	}
-	/* Windows open in time order, so appending keeps the array sorted; a
-	 * wall clock stepped back only makes a lookup pick an older mark. */
+	/* Mostly in time order (a recorder's next period may start before a
+	 * capture opened since); agent_src_window() searches them all. */
 	k = &s->marks[s->n_marks++];
 	k->at_ns = start_ns;
 	k->refs = 1;
@@ -132,11 +132,9 @@ void agent_src_window(const struct agent_src *s, int64_t start_ns, uint64_t n[AT
 {
 	const struct agent_mark *k = NULL;
 
-	for (uint32_t i = s->n_marks; i-- > 0;)
-		if (s->marks[i].at_ns <= start_ns) {
+	for (uint32_t i = 0; i < s->n_marks; i++)
+		if (s->marks[i].at_ns <= start_ns && (!k || s->marks[i].at_ns > k->at_ns))
 			k = &s->marks[i];
-			break;
-		}
 	for (unsigned i = 0; i < AT_N; i++) {
 		uint64_t base = k ? k->n[i] : 0;
 

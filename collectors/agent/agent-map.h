@@ -46,14 +46,16 @@ void agent_map_describe_memory(struct agent_map *m, struct trace *snap, int64_t 
 /* describe: /host:metadata from @s's versions. */
 void agent_map_describe_metadata(struct agent_map *m, struct trace *snap, const struct agent_src *s);
 /*
- * A window opening at @start_ns leaves a mark of @s's tallies (a second
- * window at the same instant shares it); its closing (or abort) takes it
- * away. 0 or -ENOMEM (the window then reports from an older mark).
+ * A window opening at @start_ns (@fresh) leaves a mark of @s's tallies; a
+ * second window at that instant, or a recorder snapshot sharing its
+ * period's mark (!@fresh), holds the mark there is (none: @s connected
+ * since, and reports from 0). Each is given back by its closing (or
+ * abort). 0 or -ENOMEM (the window then reports from an older mark).
  */
-int agent_src_mark(struct agent_src *s, int64_t start_ns);
+int agent_src_mark(struct agent_src *s, int64_t start_ns, bool fresh);
 void agent_src_unmark(struct agent_src *s, int64_t start_ns);
 /* The growth of @s's tallies in the window that opened at @start_ns: from
- * the newest mark at or before it, else from 0 (the process connected
+ * the latest mark at or before it, else from 0 (the process connected
  * after the window opened). */
 void agent_src_window(const struct agent_src *s, int64_t start_ns, uint64_t n[AT_N]);
 /* describe: @s's notes of the window (records naming unknown devices, with

@@ -420,12 +420,12 @@ static void agent_describe(struct collector *c, struct trace *snap, int64_t star
 
 /* A connection made after a window opened has no mark of it: all it
  * counted is that window's (agent_src_window()). */
-static void agent_window(struct collector *c, int64_t start_ns, bool open)
+static void agent_window(struct collector *c, int64_t start_ns, enum collector_window w)
 {
 	for (struct conn *k = to_rx(c)->conns; k; k = k->next) {
-		if (!open)
+		if (w == COLLECTOR_WINDOW_LEAVE)
 			agent_src_unmark(&k->src, start_ns);
-		else if (agent_src_mark(&k->src, start_ns) < 0)
+		else if (agent_src_mark(&k->src, start_ns, w == COLLECTOR_WINDOW_OPEN) < 0)
 			log_warn("pid %u (%s): no memory to mark a window's start: its notes may count "
 				 "from an earlier window", k->src.pid, k->src.name);
 	}

@@ -12,6 +12,7 @@ import threading
 import time
 
 import profdtest as T
+import tfclient
 
 P = T.protos()
 FAKE = os.environ["FAKE_AGENT"]
@@ -131,18 +132,44 @@ class Hostile(T.AgentDaemonCase):
             t.join(timeout=60)
             self.assertIn("long", got)
             long = T.decode_xspace(P, got["long"].tool_data[0].data)
-
-            def said(x):
-                w = [w for w in x.warnings if f"pid {a.pid} (hostile)" in w and "impossible times" in w]
-                self.assertLessEqual(len(w), 1, list(x.warnings))
-                m = w and re.search(r"(\d+) records .* dropped; (\d+) durations", w[0])
-                return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
-
-            self.assertEqual(said(short), (0, 0), list(short.warnings))
-            self.assertEqual(said(long), (DROPPED_PER_ROUND * ROUNDS, CLAMPED_PER_ROUND * ROUNDS),
+            self.assertEqual(self.said(short, a.pid), (0, 0), list(short.warnings))
+            self.assertEqual(self.said(long, a.pid), (DROPPED_PER_ROUND * ROUNDS, CLAMPED_PER_ROUND * ROUNDS),
                              list(long.warnings))
         finally:
             reap(a)
+
+    def test_4_recorder_snapshots_each_count_their_own_period(self):
+        # A capture has the agent's first burst; the flight recorder's first
+        # period its second: the snapshot that ends the period says what
+        # came since the period began (not since the process connected),
+        # the next period's snapshot says nothing.
+        start = T.stub(self.ch, "StartContinuousProfiling", P.ps.ProfileRequest,
+                       P.ps.ContinuousProfilingResponse)
+        snap = T.stub(self.ch, "GetSnapshot", P.ps.GetSnapshotRequest, P.ps.ProfileResponse)
+        stop = T.stub(self.ch, "StopContinuousProfiling", P.ps.StopContinuousProfilingRequest,
+                      P.ps.StopContinuousProfilingResponse)
+        a = self.agent("--hostile-times", str(ROUNDS), "--captures", "2")
+        try:
+            self.assertEqual(self.said(self.capture("before"), a.pid),
+                             (DROPPED_PER_ROUND * ROUNDS, CLAMPED_PER_ROUND * ROUNDS))
+            start(tfclient.continuous_profiling_request(P), timeout=10)
+            self.assertEqual([a.stdout.readline().strip() for _ in range(3)], ["started", "stopped", "started"])
+            time.sleep(0.8)  # the burst, mapped
+            first = snap(P.ps.GetSnapshotRequest(), timeout=30).xspace
+            second = snap(P.ps.GetSnapshotRequest(), timeout=30).xspace
+            self.assertEqual(self.said(first, a.pid), (DROPPED_PER_ROUND * ROUNDS, CLAMPED_PER_ROUND * ROUNDS),
+                             list(first.warnings))
+            self.assertEqual(self.said(second, a.pid), (0, 0), list(second.warnings))
+        finally:
+            stop(P.ps.StopContinuousProfilingRequest(), timeout=10)
+            reap(a)
+
+    def said(self, x, pid):
+        """(dropped, shortened) in @x's warning of impossible times from @pid."""
+        w = [w for w in x.warnings if f"pid {pid} (hostile)" in w and "impossible times" in w]
+        self.assertLessEqual(len(w), 1, list(x.warnings))
+        m = w and re.search(r"(\d+) records .* dropped; (\d+) durations", w[0])
+        return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
     def test_2_normal_agent_has_no_warning(self):
         a = self.agent()

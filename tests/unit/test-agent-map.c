@@ -270,12 +270,13 @@ TEST(agent_map_overlapping_windows_each_count_their_own)
 	put_string(S_GEMM, "k()");
 	put_kernel(3, AGENT_T0, 1);
 	ASSERT_OK(map_payload(true)); /* before any window: counted in none */
-	ASSERT_OK(agent_src_mark(&src, 100));
+	ASSERT_OK(agent_src_mark(&src, 100, true));
 	put_kernel(3, AGENT_T0, 2);
 	put_kernel(3, AGENT_T0, 3);
 	ASSERT_OK(map_payload(true));
-	ASSERT_OK(agent_src_mark(&src, 200));
-	ASSERT_OK(agent_src_mark(&src, 200)); /* a second window at that instant shares it */
+	ASSERT_OK(agent_src_mark(&src, 200, true));
+	ASSERT_OK(agent_src_mark(&src, 200, true)); /* a second window at that instant shares it */
+	ASSERT_OK(agent_src_mark(&src, 50, false)); /* a snapshot of a period the process missed */
 	put_kernel(3, AGENT_T0, 4);
 	ASSERT_OK(map_payload(true));
 	ASSERT_U64_EQ(src.n_marks, 2);
@@ -297,10 +298,23 @@ TEST(agent_map_overlapping_windows_each_count_their_own)
 	agent_src_unmark(&src, 100);
 	ASSERT_U64_EQ(src.n_marks, 0);
 	agent_src_unmark(&src, 100); /* one too many: nothing to give back */
-	/* No mark at or before a window: the process connected after it
-	 * opened, and everything it counted is that window's. */
-	agent_src_window(&src, 300, n);
+	/* No mark at or before a window (the snapshot above): the process
+	 * connected after it opened, and everything it counted is that
+	 * window's. */
+	agent_src_window(&src, 50, n);
 	ASSERT_U64_EQ(n[AT_BAD_DEVICE], 4);
+	/* A recorder's next period may start before a capture opened since:
+	 * the latest mark at or before a window's start counts, not the last. */
+	ASSERT_OK(agent_src_mark(&src, 500, true));
+	put_kernel(3, AGENT_T0, 5);
+	ASSERT_OK(map_payload(true));
+	ASSERT_OK(agent_src_mark(&src, 400, true));
+	put_kernel(3, AGENT_T0, 6);
+	ASSERT_OK(map_payload(true));
+	agent_src_window(&src, 450, n);
+	ASSERT_U64_EQ(n[AT_BAD_DEVICE], 1);
+	agent_src_window(&src, 600, n);
+	ASSERT_U64_EQ(n[AT_BAD_DEVICE], 2);
 	teardown();
 }
 
