@@ -70,7 +70,6 @@ static void windows_gone(struct session_mgr *m)
 	footprint_windows_gone(m);
 }
 
-/* @gone is leaving (it may still be linked); it no longer holds data back. */
 /*
  * What collectors count across overlapping windows (an agent's dropped
  * records, say) each window reports from its own mark (@on: taken at
@@ -89,6 +88,7 @@ static void window_mark(struct session_mgr *m, struct session *s, int64_t at_ns,
 	collector_set_window(m->collectors, s->mark_ns, w);
 }
 
+/* @gone is leaving (it may still be linked); it no longer holds data back. */
 static void window_leaves(struct session_mgr *m, struct session *gone)
 {
 	window_mark(m, gone, 0, COLLECTOR_WINDOW_LEAVE);
@@ -690,7 +690,7 @@ int session_mgr_record_snapshot(struct session_mgr *m, uint64_t last_ms, int64_t
 	s->dropped_at_open = r->dropped_at_open;
 	s->ring_evicted_at_open = r->ring_evicted_at_open;
 	m->n_windows++; /* left in on_flushed(), as a capture's window */
-	if (r && r->marked)
+	if (r->marked)
 		window_mark(m, s, r->mark_ns, COLLECTOR_WINDOW_SHARE);
 	m->recorder_snapshots++;
 	/* The next period starts where this snapshot ends (upstream starts a

@@ -166,16 +166,21 @@ int xs_space_strings(const struct xs_file *f, enum xs_space_field which,
 	return r;
 }
 
-/* @fn on each plane-level stat of the Task Environment plane, indexed. 1
- * found, 0 no such plane, -ENOMEM, -EBADMSG; a malformed stat ends the
- * walk, what was read stands. */
-static int task_env_stats(const struct xs_file *f, void (*fn)(struct xs_plane *pl, const struct xs_stat *st, void *ud),
-			  void *ud)
+/* @fn on each plane-level stat of the Task Environment plane named
+ * @names[k] (looked up once; a name the plane lacks matches nothing), with
+ * that k. 1 found, 0 no such plane, -ENOMEM, -EBADMSG, -EINVAL (more
+ * names than TASK_ENV_NAMES); a malformed stat ends the walk, what was
+ * read stands. */
+#define TASK_ENV_NAMES 2
+static int task_env_stats(const struct xs_file *f, const char *const *names, unsigned n_names,
+			  void (*fn)(struct xs_plane *pl, const struct xs_stat *st, unsigned k, void *ud), void *ud)
 {
 	struct xs_space_iter si = XS_SPACE_ITER_INIT;
 	struct xs_plane pl;
 	int r;
 
+	if (n_names > TASK_ENV_NAMES)
+		return -EINVAL;
 	while ((r = xs_next_plane(f, &si, &pl)) > 0) {
 		if (!xs_str_eq(pl.name, XN_PLANE_TASK_ENV))
 			continue;
@@ -183,9 +188,14 @@ static int task_env_stats(const struct xs_file *f, void (*fn)(struct xs_plane *p
 			return r;
 		struct pb_cursor it = pl.raw;
 		struct xs_stat st;
+		int64_t id[TASK_ENV_NAMES];
 
+		for (unsigned k = 0; k < n_names; k++)
+			id[k] = xs_plane_stat_id(&pl, names[k]);
 		while (xs_plane_next_stat(&pl, &it, &st) > 0)
-			fn(&pl, &st, ud);
+			for (unsigned k = 0; k < n_names; k++)
+				if (id[k] >= 0 && st.metadata_id == id[k])
+					fn(&pl, &st, k, ud);
 		xs_plane_release(&pl);
 		return 1;
 	}
@@ -196,23 +206,22 @@ struct window_ud {
 	uint64_t *start, *stop;
 };
 
-static void window_stat(struct xs_plane *pl, const struct xs_stat *st, void *ud)
+static void window_stat(struct xs_plane *pl, const struct xs_stat *st, unsigned k, void *ud)
 {
 	struct window_ud *w = ud;
 	uint64_t v;
 
-	if (!xs_stat_u64(st, &v))
-		return;
-	if (st->metadata_id == xs_plane_stat_id(pl, XN_STAT_PROFILE_START))
-		*w->start = v;
-	else if (st->metadata_id == xs_plane_stat_id(pl, XN_STAT_PROFILE_STOP))
-		*w->stop = v;
+	(void)pl;
+	if (xs_stat_u64(st, &v))
+		*(k == 0 ? w->start : w->stop) = v;
 }
 
 int xs_space_window(const struct xs_file *f, uint64_t *ret_start_ns, uint64_t *ret_stop_ns)
 {
+	static const char *const names[] = {XN_STAT_PROFILE_START, XN_STAT_PROFILE_STOP};
+
 	*ret_start_ns = *ret_stop_ns = 0;
-	return task_env_stats(f, window_stat, &(struct window_ud){ ret_start_ns, ret_stop_ns });
+	return task_env_stats(f, names, 2, window_stat, &(struct window_ud){ ret_start_ns, ret_stop_ns });
 }
 
 struct info_ud {
@@ -220,12 +229,13 @@ struct info_ud {
 	void *ud;
 };
 
-static void info_stat(struct xs_plane *pl, const struct xs_stat *st, void *ud)
+static void info_stat(struct xs_plane *pl, const struct xs_stat *st, unsigned k, void *ud)
 {
 	struct info_ud *u = ud;
 	struct xs_str s;
 
-	if (st->metadata_id != xs_plane_stat_id(pl, XN_STAT_PROFD_INFO) || !xs_stat_str(pl, st, &s))
+	(void)k;
+	if (!xs_stat_str(pl, st, &s))
 		return;
 	for (size_t i = 0; i < s.len;) {
 		const char *nl = memchr(s.p + i, '\n', s.len - i);
@@ -239,7 +249,9 @@ static void info_stat(struct xs_plane *pl, const struct xs_stat *st, void *ud)
 
 int xs_space_info(const struct xs_file *f, void (*cb)(struct xs_str line, void *ud), void *ud)
 {
-	return task_env_stats(f, info_stat, &(struct info_ud){ cb, ud });
+	static const char *const names[] = {XN_STAT_PROFD_INFO};
+
+	return task_env_stats(f, names, 1, info_stat, &(struct info_ud){ cb, ud });
 }
 
 static int meta_cmp(const void *a, const void *b)
