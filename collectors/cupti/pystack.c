@@ -139,12 +139,15 @@ static struct {
 	atomic_uint s_word;
 	atomic_bool s_run;
 	atomic_uint s_hz;
-	/* What the sampler cost (agent thread; s_cpu_last written by the
-	 * sampler as it exits, read after the join): the CPU and wall time of
-	 * the sampler threads of this capture that ended, and when the
-	 * running one started. */
+	/* What the sampler cost (agent thread): the CPU and wall time of the
+	 * sampler threads of this capture that ended, and when the running
+	 * one started. s_cpu_last and s_end are written by the sampler as it
+	 * exits, then s_done (release): a sampler that ended on its own (the
+	 * process exiting, the agent dead) before the agent thread joins it
+	 * has no clock left to read, and its figures are these. */
 	uint64_t s_cpu_ns, s_wall_ns, s_started;
-	uint64_t s_cpu_last;
+	uint64_t s_cpu_last, s_end;
+	atomic_bool s_done;
 } P = {
 	.rlock = PTHREAD_MUTEX_INITIALIZER,
 };
@@ -442,7 +445,9 @@ static void *sampler_main(void *arg)
 		if (next < t)
 			next = t + period;
 	}
-	P.s_cpu_last = (uint64_t)now_ns(CLOCK_THREAD_CPUTIME_ID); /* read after the join */
+	P.s_cpu_last = (uint64_t)now_ns(CLOCK_THREAD_CPUTIME_ID);
+	P.s_end = (uint64_t)mono_ns();
+	atomic_store_explicit(&P.s_done, true, memory_order_release);
 	return NULL;
 }
 
@@ -456,6 +461,7 @@ static void sampler_start(uint32_t hz)
 		return;
 	}
 	atomic_store(&P.s_run, true);
+	atomic_store(&P.s_done, false);
 	agent_mask_signals(&old); /* as the agent thread (agent.c) */
 	if (pthread_create(&P.sampler, NULL, sampler_main, NULL) == 0) {
 		pthread_setname_np(P.sampler, "profd-pysample");
@@ -474,7 +480,30 @@ static void sampler_stop(void)
 	pthread_join(P.sampler, NULL);
 	P.sampling = false;
 	P.s_cpu_ns += P.s_cpu_last;
-	P.s_wall_ns += (uint64_t)mono_ns() - P.s_started;
+	P.s_wall_ns += P.s_end - P.s_started;
+}
+
+/* The running sampler's CPU and wall time so far (agent thread, while
+ * P.sampling): its clock while it runs, what it left once it ended. */
+static void sampler_so_far(uint64_t *cpu, uint64_t *wall)
+{
+	clockid_t c;
+	struct timespec t;
+
+	if (!atomic_load_explicit(&P.s_done, memory_order_acquire) &&
+	    pthread_getcpuclockid(P.sampler, &c) == 0 && clock_gettime(c, &t) == 0) {
+		*cpu = (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+		*wall = (uint64_t)mono_ns() - P.s_started;
+		return;
+	}
+	/* Ended, or ending between the two checks: its exit wrote these. */
+	if (atomic_load_explicit(&P.s_done, memory_order_acquire)) {
+		*cpu = P.s_cpu_last;
+		*wall = P.s_end - P.s_started;
+	} else {
+		*cpu = 0;
+		*wall = (uint64_t)mono_ns() - P.s_started;
+	}
 }
 
 /* ---- setup and options (agent thread) ------------------------------------- */
@@ -987,12 +1016,11 @@ void agent_py_counts(struct agent_py_counts *ret)
 	ret->launch_p90_ns = cost_at(hist, n, 900);
 	ret->sampler_cpu_ns = P.s_cpu_ns;
 	ret->sampler_wall_ns = P.s_wall_ns;
-	if (P.sampling) { /* the running sampler so far */
-		clockid_t c;
-		struct timespec t;
+	if (P.sampling) {
+		uint64_t cpu, wall;
 
-		if (pthread_getcpuclockid(P.sampler, &c) == 0 && clock_gettime(c, &t) == 0)
-			ret->sampler_cpu_ns += (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-		ret->sampler_wall_ns += (uint64_t)mono_ns() - P.s_started;
+		sampler_so_far(&cpu, &wall);
+		ret->sampler_cpu_ns += cpu;
+		ret->sampler_wall_ns += wall;
 	}
 }
