@@ -353,6 +353,22 @@ struct trace_line *agent_map_aux_line(struct agent_src *s, uint64_t kind, uint32
 	return agent_lines_host_plane(m) ? src_line(s, slot, m->host_plane, 0, name) : NULL;
 }
 
+uint64_t agent_map_held(const struct agent_src *s, uint64_t kind)
+{
+	const struct agent_map *m = s->m;
+	uint64_t n = 0;
+
+	if (m->lines_gen != m->c->hub->generation)
+		return 0; /* the index describes an older hub: none of its lines */
+	for (uint32_t i = 0; i < m->lines_cap; i++) {
+		const struct line_slot *l = &m->lines[i];
+
+		if (l->line && l->pid == s->pid && (!kind || l->k1 == (kind | s->pid)))
+			n += l->line->count;
+	}
+	return n;
+}
+
 struct trace_plane *agent_map_gpu_plane(struct agent_src *s, uint32_t device, uint32_t *plane_no)
 {
 	struct agent_map_dev *d = agent_lines_dev(s, device);

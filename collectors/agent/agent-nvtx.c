@@ -71,8 +71,13 @@ struct agent_nvtx_src {
 	uint64_t step_module; /* its hash, 0 = none chosen */
 	char step_module_name[64];
 	bool pattern_seen; /* step-pattern ranges: module steps stay off */
-	uint64_t ranges; /* put in the current hub */
+	/* Ranges this process holds in the hub, within AGENT_NVTX_MAX_RANGES:
+	 * counted as they are put, recounted when the hub's trims move (a
+	 * window's end, the flight recorder's ring, which never empties the
+	 * hub while it records), zero in a new hub. */
+	uint64_t ranges;
 	uint64_t gen;    /* the map's resets when ranges was counted */
+	uint64_t trims;  /* the hub's trims then */
 	bool any;        /* NVTX records ever came from this process */
 	uint64_t module_steps; /* since a window last closed */
 	/* the hints' counts: agent_src's tally (AT_NVTX_*) */
@@ -665,6 +670,10 @@ static void put_range(struct agent_nvtx_src *ns, struct agent_src *s, const stru
 	if (ns->gen != m->resets) {
 		ns->ranges = 0;
 		ns->gen = m->resets;
+		ns->trims = m->c->hub->trims;
+	} else if (ns->trims != m->c->hub->trims) {
+		ns->ranges = agent_map_held(s, AGENT_MAP_LINE_NVTX);
+		ns->trims = m->c->hub->trims;
 	}
 	if (ns->ranges >= AGENT_NVTX_MAX_RANGES) {
 		s->tally[AT_NVTX_DROPPED]++;
@@ -738,7 +747,7 @@ void agent_nvtx_describe(struct agent_src *s, const uint64_t *n)
 	if (!ns)
 		return;
 	if (n[AT_NVTX_DROPPED])
-		agent_map_note(s->m, "pid %u (%s): %llu NVTX ranges beyond the budget of %u a capture were dropped",
+		agent_map_note(s->m, "pid %u (%s): %llu NVTX ranges beyond the budget of %u held at once were dropped",
 			       s->pid, s->name, (unsigned long long)n[AT_NVTX_DROPPED], AGENT_NVTX_MAX_RANGES);
 	if (!(s->hello_flags & AGENT_HELLO_NVTX) || s->m->nvtx_off) {
 		/* An agent that cannot collect NVTX, or was asked for none

@@ -54,21 +54,6 @@ static int64_t corr_sid(struct agent_map *m, struct trace_plane *p)
 	return m->sid_cache[i].sid;
 }
 
-/* Recount what @s holds in the hub: trace_trim() freed records of
- * unknown owners. Its lines are the index entries it owns. */
-static uint64_t recount_held(const struct agent_src *s, const struct trace *hub)
-{
-	const struct agent_map *m = s->m;
-	uint64_t n = 0;
-
-	if (m->lines_gen != hub->generation)
-		return 0; /* the index describes an older hub: none of its lines */
-	for (uint32_t i = 0; i < m->lines_cap; i++)
-		if (m->lines[i].line && m->lines[i].pid == s->pid)
-			n += m->lines[i].line->count;
-	return n;
-}
-
 /* Whether @s may add one more record: its fair share of the hub's budget
  * (AGENT_MAP_SHARE_FLOOR). Without this one process's flood takes the
  * whole budget and another's 100 kernels are all dropped. */
@@ -83,7 +68,7 @@ static bool within_share(struct agent_src *s)
 		s->held_gen = hub->generation;
 		s->held_trims = hub->trims;
 	} else if (s->held_trims != hub->trims) {
-		s->held = recount_held(s, hub);
+		s->held = agent_map_held(s, 0);
 		s->held_trims = hub->trims;
 	}
 	if (!hub->max_events || n <= 1)

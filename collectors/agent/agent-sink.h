@@ -248,6 +248,11 @@ bool agent_map_place_times(struct agent_src *s, uint64_t start, uint64_t end, in
  * the plane's next small id. NULL when refused or out of memory. */
 #define AGENT_MAP_LINE_NVTX (UINT64_C(1) << 61)
 struct trace_line *agent_map_aux_line(struct agent_src *s, uint64_t kind, uint32_t key, const char *name);
+/* The records @s's lines hold in the hub now: all of them (@kind 0) or
+ * those of its aux lines of @kind. What a budget of records held counts
+ * after trace_trim() freed some (the hub's trims moved): a capture's end,
+ * the flight recorder's ring. */
+uint64_t agent_map_held(const struct agent_src *s, uint64_t kind);
 const char *agent_map_str(const struct agent_src *s, uint32_t id, const char *dflt);
 /* The line of @s's thread @tid on the hub's /host:CPU (its CUDA API
  * events; agent-py.c's frame spans go on it too). NULL when refused (a

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "agent-map.h"
+#include "agent-nvtx.h"
 #include "agent-records.h"
 #include "base/timeutil.h"
 #include "harness.h"
@@ -23,7 +24,7 @@
 #define TID 77u
 #define AGENT_T0 1000000000000ull /* the agent's clock at the CLOCK anchor (1000 s) */
 
-enum { S_GEMM = 1, S_LAUNCH = 2 };
+enum { S_GEMM = 1, S_LAUNCH = 2, S_RANGE = 3 };
 
 static struct gpu_map gpus;
 static struct collector_cfg cfg = { .gpus = &gpus };
@@ -441,6 +442,65 @@ TEST(agent_map_holds_a_process_to_its_fair_share)
 	ASSERT_EQ(src.share_n, 3);
 	ASSERT_U64_EQ(coll.hub->n_events, 1000);
 	ASSERT_U64_EQ(coll.hub->dropped, 0); /* the hub's own budget was never reached */
+	teardown();
+}
+
+/* A finished NVTX range "op" on thread TID over [@start, @end] of the agent's clock. */
+static void put_range(uint64_t start, uint64_t end)
+{
+	struct agent_rec_nvtx *r = put(AGENT_REC_NVTX, sizeof(*r) + sizeof(struct agent_nvtx_level), 1);
+	struct agent_nvtx_level l = { .serial = 1, .text_id = S_RANGE };
+
+	r->start = start;
+	r->end = end;
+	r->tid = TID;
+	r->kind = AGENT_NVTX_RANGE;
+	memcpy(r + 1, &l, sizeof(l));
+}
+
+/* The NVTX range budget bounds the ranges a process holds in the hub now,
+ * not all it ever sent: while the flight recorder runs the hub is never
+ * emptied, only trimmed (its ring, a period's end), and a budget counted
+ * per hub ran out after 2^20 ranges for the rest of the recording. */
+TEST(agent_map_nvtx_budget_counts_what_the_hub_holds)
+{
+	const uint64_t over = 10, more = 1000;
+	const struct trace_line *l = NULL;
+	uint64_t i, held;
+	int64_t cut;
+
+	setup();
+	put_string(S_RANGE, "op");
+	for (i = 0; i < AGENT_NVTX_MAX_RANGES + over; i++) {
+		put_range(AGENT_T0 + 10 * i, AGENT_T0 + 10 * i + 5);
+		if (plen + 128 > sizeof(payload))
+			ASSERT_OK(map_payload(true));
+	}
+	ASSERT_OK(map_payload(true));
+	ASSERT_U64_EQ(src.tally[AT_NVTX_DROPPED], over);
+	{
+		const struct trace_plane *p = trace_find_plane(coll.hub, XN_PLANE_HOST);
+
+		ASSERT_TRUE(p != NULL);
+		for (uint32_t j = 0; j < p->n_lines; j++)
+			if (p->lines[j]->count == AGENT_NVTX_MAX_RANGES)
+				l = p->lines[j];
+	}
+	ASSERT_TRUE(l != NULL);
+	/* The ring (or a window's end) frees the older half. */
+	cut = wall0 + 10 * (int64_t)(AGENT_NVTX_MAX_RANGES / 2);
+	trace_trim(coll.hub, cut);
+	held = l->count;
+	ASSERT_TRUE(held < AGENT_NVTX_MAX_RANGES && held >= AGENT_NVTX_MAX_RANGES / 2);
+	for (i = AGENT_NVTX_MAX_RANGES + over; i < AGENT_NVTX_MAX_RANGES + over + more; i++) {
+		put_range(AGENT_T0 + 10 * i, AGENT_T0 + 10 * i + 5);
+		if (plen + 128 > sizeof(payload))
+			ASSERT_OK(map_payload(true));
+	}
+	ASSERT_OK(map_payload(true));
+	ASSERT_U64_EQ(src.tally[AT_NVTX_DROPPED], over); /* none dropped since the trim */
+	ASSERT_U64_EQ(l->count, held + more);
+	ASSERT_U64_EQ(agent_map_held(&src, AGENT_MAP_LINE_NVTX), held + more);
 	teardown();
 }
 
