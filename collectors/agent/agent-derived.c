@@ -26,6 +26,7 @@ static const struct {
 void agent_derived_init(struct agent_derived *ad)
 {
 	memset(ad, 0, sizeof(*ad));
+	ad->aged_before = INT64_MIN;
 	strtab_init(&ad->names, AGENT_DERIVED_MAX_NAMES);
 }
 
@@ -33,6 +34,7 @@ void agent_derived_start(struct agent_derived *ad)
 {
 	ad->n = 0;
 	ad->dropped = 0;
+	ad->aged_before = INT64_MIN;
 	strtab_free(&ad->names);
 	strtab_init(&ad->names, AGENT_DERIVED_MAX_NAMES);
 }
@@ -45,6 +47,25 @@ void agent_derived_free(struct agent_derived *ad)
 	memset(ad, 0, sizeof(*ad));
 }
 
+static int by_start(const void *a, const void *b)
+{
+	const struct agent_derived_rec *x = a, *y = b;
+
+	return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
+}
+
+/* Full: let the older half go (agent-derived.h). A sort per half of the
+ * budget added: a few comparisons a record. */
+static void age_out(struct agent_derived *ad)
+{
+	uint32_t drop = ad->n / 2;
+
+	qsort(ad->recs, ad->n, sizeof(ad->recs[0]), by_start);
+	ad->aged_before = MAX(ad->aged_before, ad->recs[drop].start_ns);
+	memmove(ad->recs, ad->recs + drop, (size_t)(ad->n - drop) * sizeof(ad->recs[0]));
+	ad->n -= drop;
+}
+
 void agent_derived_add(struct agent_derived *ad, uint32_t plane, enum agent_derived_line line,
 		       const char *name, int64_t start_ns, int64_t dur_ns, int64_t group_id)
 {
@@ -52,11 +73,13 @@ void agent_derived_add(struct agent_derived *ad, uint32_t plane, enum agent_deri
 
 	if (!name || !*name || plane > UINT16_MAX || group_id < 1)
 		return;
+	if (ad->n >= AGENT_DERIVED_MAX_RECORDS)
+		age_out(ad);
 	if (ad->n == ad->cap) {
 		uint32_t cap = ad->cap ? ad->cap * 2 : 1024;
 		struct agent_derived_rec *v;
 
-		if (ad->cap >= AGENT_DERIVED_MAX_RECORDS || !(v = realloc(ad->recs, cap * sizeof(*v)))) {
+		if (!(v = realloc(ad->recs, cap * sizeof(*v)))) {
 			ad->dropped++;
 			return;
 		}
@@ -143,10 +166,18 @@ void agent_derived_describe(struct agent_derived *ad, struct trace *snap, int64_
 	}
 	if (ad->dropped) {
 		snprintf(text, sizeof(text),
-			 "%llu derived-line records (Steps, Framework Ops, XLA Modules, XLA Ops) beyond the "
-			 "budget (%u a capture) were dropped; those lines end early",
-			 (unsigned long long)ad->dropped, AGENT_DERIVED_MAX_RECORDS);
+			 "%llu derived-line records (Steps, Framework Ops, XLA Modules, XLA Ops) could not be "
+			 "kept (more than %u distinct names, or no memory); those lines miss them",
+			 (unsigned long long)ad->dropped, AGENT_DERIVED_MAX_NAMES);
 		note(ud, text);
 		ad->dropped = 0;
+	}
+	if (ad->aged_before > start_ns) {
+		snprintf(text, sizeof(text),
+			 "derived lines (Steps, Framework Ops, XLA Modules, XLA Ops) keep their last %u records: "
+			 "this window's first %.3f s of them were let go for newer ones",
+			 AGENT_DERIVED_MAX_RECORDS,
+			 (double)trace_sat_sub(MIN(ad->aged_before, stop_ns), start_ns) / 1e9);
+		note(ud, text);
 	}
 }

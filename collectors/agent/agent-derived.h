@@ -26,7 +26,9 @@
 #include "base/strtab.h"
 #include "xspace/trace.h"
 
-/* Derived records kept per capture; more are dropped and counted. */
+/* Derived records kept at once. A hub that is never emptied (the flight
+ * recorder's) reaches it: then the older half (by start) is let go for
+ * newer ones, and a window reaching back before them is told so. */
 #define AGENT_DERIVED_MAX_RECORDS (1u << 18)
 /* Distinct names (ops, modules) per capture. */
 #define AGENT_DERIVED_MAX_NAMES 65536u
@@ -51,7 +53,8 @@ struct agent_derived_rec {
 struct agent_derived {
 	struct agent_derived_rec *recs;
 	uint32_t n, cap;
-	uint64_t dropped;
+	uint64_t dropped;    /* refused: names over budget, no memory */
+	int64_t aged_before; /* records starting before this were let go (INT64_MIN: none) */
 	struct strtab names;
 	struct buf sb; /* stat-set scratch */
 };

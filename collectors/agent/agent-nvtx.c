@@ -233,7 +233,8 @@ static uint64_t hash_n(const char *t, size_t n) { return hash_bytes64(t, n) | 1;
 static uint64_t hash_str(const char *t) { return hash_n(t, strlen(t)); }
 
 /* The step (hub id, agent-steps.h) of range @serial named @t, a new one if
- * not seen yet (0: over the budget). Per capture. */
+ * not seen yet among the process's last AGENT_NVTX_MAX_STEPS (0: out of
+ * memory or ids). Per hub. */
 static uint32_t step_no(struct agent_src *s, struct agent_nvtx_src *ns, uint32_t serial, const char *t)
 {
 	uint32_t id;
@@ -245,8 +246,14 @@ static uint32_t step_no(struct agent_src *s, struct agent_nvtx_src *ns, uint32_t
 	for (uint32_t j = ns->n_steps; j-- > 0;)
 		if (ns->steps[j].serial == serial)
 			return ns->steps[j].no;
-	if (ns->n_steps >= AGENT_NVTX_MAX_STEPS)
-		return 0;
+	if (ns->n_steps >= AGENT_NVTX_MAX_STEPS) {
+		/* A hub never emptied (the flight recorder's): the oldest half
+		 * goes, as the hub's own step table does (agent-steps.h). */
+		uint32_t drop = ns->n_steps / 2;
+
+		memmove(ns->steps, ns->steps + drop, (ns->n_steps - drop) * sizeof(ns->steps[0]));
+		ns->n_steps -= drop;
+	}
 	id = agent_steps_new(&s->m->steps, s->pid, (uint32_t)hash_n(t, name_len(t)));
 	if (!id)
 		return 0;

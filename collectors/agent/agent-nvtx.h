@@ -25,11 +25,12 @@
 #define AGENT_NVTX_LAUNCHES (1u << 17)
 #define AGENT_NVTX_LAUNCHES_ALL (1u << 20)
 #define AGENT_NVTX_LAUNCHES_MIN 8192u
-/* Step ranges a process may number in one capture. */
+/* Steps of a process remembered by range serial (its last ones: an older
+ * step's late child range gets a step of its own). */
 #define AGENT_NVTX_MAX_STEPS 4096u
 /* XLA modules told apart per process when looking for the step module. */
 #define AGENT_NVTX_MAX_MODULES 32u
-/* Ranges one process may put in one capture. */
+/* Ranges one process may hold in the hub at once. */
 #define AGENT_NVTX_MAX_RANGES (1u << 20)
 
 /* Default --step-pattern: range names that mark a training step. */

@@ -26,14 +26,28 @@ void agent_steps_free(struct agent_steps *st)
 
 void agent_steps_reset(struct agent_steps *st)
 {
-	st->n = 0;
-	st->n_win = 0;
+	st->n = st->base = 0;
+	st->n_win = st->win_base = 0;
+}
+
+/* The step of hub id @id, NULL when forgotten or never given. */
+static struct agent_step *step_of(const struct agent_steps *st, uint64_t id)
+{
+	return id > st->base && id - st->base <= st->n ? &st->v[id - st->base - 1] : NULL;
 }
 
 uint32_t agent_steps_new(struct agent_steps *st, uint32_t pid, uint32_t name)
 {
-	if (st->n >= AGENT_STEPS_MAX)
-		return 0;
+	if (st->n >= AGENT_STEPS_MAX) {
+		/* The oldest half goes (agent-steps.h). */
+		uint32_t drop = st->n / 2;
+
+		memmove(st->v, st->v + drop, (size_t)(st->n - drop) * sizeof(*st->v));
+		st->n -= drop;
+		st->base += drop;
+	}
+	if ((uint64_t)st->base + st->n >= UINT32_MAX)
+		return 0; /* ids as the stats carry them: never one twice */
 	if (st->n == st->cap) {
 		uint32_t cap = st->cap ? st->cap * 2 : 256;
 		struct agent_step *v = realloc(st->v, cap * sizeof(*v));
@@ -44,16 +58,15 @@ uint32_t agent_steps_new(struct agent_steps *st, uint32_t pid, uint32_t name)
 		st->cap = cap;
 	}
 	st->v[st->n] = (struct agent_step){ .start = INT64_MAX, .end = INT64_MIN, .pid = pid, .name = name };
-	return ++st->n;
+	return st->base + ++st->n;
 }
 
 void agent_steps_time(struct agent_steps *st, uint32_t id, int64_t start, int64_t end, bool exact)
 {
 	struct agent_step *s;
 
-	if (!id || id > st->n)
+	if (!(s = step_of(st, id)))
 		return;
-	s = &st->v[id - 1];
 	if (exact) {
 		s->start = start;
 		s->end = MAX(start, end);
@@ -66,15 +79,18 @@ void agent_steps_time(struct agent_steps *st, uint32_t id, int64_t start, int64_
 
 int64_t agent_steps_number(const struct agent_steps *st, int64_t id)
 {
-	return id >= 1 && id <= st->n_win ? st->win[id - 1] : 0;
+	return id > st->win_base && id - st->win_base <= st->n_win ? st->win[id - st->win_base - 1] : 0;
 }
 
 uint32_t agent_steps_of(const struct agent_steps *st, uint32_t pid)
 {
 	uint32_t n = 0;
 
-	for (uint32_t i = 0; i < st->n_win; i++)
-		n += st->win[i] && st->v[i].pid == pid;
+	for (uint32_t i = 0; i < st->n_win; i++) {
+		const struct agent_step *s = step_of(st, (uint64_t)st->win_base + i + 1);
+
+		n += st->win[i] && s && s->pid == pid;
+	}
 	return n;
 }
 
@@ -119,6 +135,7 @@ static int number(struct agent_steps *st, int64_t start, int64_t stop)
 	uint32_t *win;
 
 	st->n_win = 0;
+	st->win_base = st->base;
 	if (st->n == 0)
 		return 0; /* nothing to number, nothing to allocate */
 	win = realloc(st->win, st->n * sizeof(*win));

@@ -28,7 +28,10 @@
 
 #include "xspace/trace.h"
 
-/* Steps one hub may hold (all processes); more get no step. */
+/* Steps one hub keeps (all processes). A hub that is never emptied (the
+ * flight recorder's) reaches it: then the oldest half is forgotten, and
+ * events of those still held lose their step, as a step cut by a window's
+ * start does. Ids are never given twice in one hub. */
 #define AGENT_STEPS_MAX 65536u
 
 struct agent_step {
@@ -39,18 +42,20 @@ struct agent_step {
 };
 
 struct agent_steps {
-	struct agent_step *v; /* [hub id - 1] */
+	struct agent_step *v; /* [hub id - 1 - base] */
 	uint32_t n, cap;
-	/* the last described window: hub id -> its number there (0: none) */
+	uint32_t base; /* hub ids up to base were forgotten */
+	/* the last described window: hub id -> its number there (0: none),
+	 * [hub id - 1 - win_base] */
 	uint32_t *win;
-	uint32_t n_win;
+	uint32_t n_win, win_base;
 };
 
 void agent_steps_free(struct agent_steps *st);
 /* A new hub: forget every step. */
 void agent_steps_reset(struct agent_steps *st);
-/* A new step of process @pid named @name (a hash): its hub id, 0 when over
- * AGENT_STEPS_MAX or out of memory. */
+/* A new step of process @pid named @name (a hash): its hub id, 0 when out
+ * of memory or of ids. */
 uint32_t agent_steps_new(struct agent_steps *st, uint32_t pid, uint32_t name);
 /* Step @id ran at least [@start, @end); @exact: these are the step range's
  * own times (they replace what launches told). */

@@ -216,6 +216,56 @@ TEST(agent_steps_a_stalled_rank_keeps_its_pair)
 	agent_steps_free(&st);
 }
 
+/* A hub that is never emptied (the flight recorder's) keeps numbering steps
+ * past AGENT_STEPS_MAX: the oldest half is forgotten, ids are never given
+ * twice, and an event of a forgotten step loses its step in a window. */
+TEST(agent_steps_forget_the_oldest_half_when_full)
+{
+	struct agent_steps st = { 0 };
+	const uint32_t total = AGENT_STEPS_MAX + 5;
+	uint32_t id = 0;
+	struct trace *t;
+	struct trace_plane *p;
+	struct trace_line *l;
+	struct buf b = BUF_INIT;
+	struct trace_event ev = { .dur_ns = 10 };
+	struct trace_iter it;
+	const struct trace_event *e;
+
+	for (uint32_t i = 1; i <= total; i++) {
+		id = agent_steps_new(&st, 10, 7);
+		ASSERT_EQ(id, i);
+		agent_steps_time(&st, id, BASE + 100 * (int64_t)i, BASE + 100 * (int64_t)i + 50, true);
+	}
+	ASSERT_EQ(st.base, AGENT_STEPS_MAX / 2);
+	agent_steps_time(&st, 1, BASE, BASE + 1000000, true); /* forgotten: no effect */
+	/* A window over the last three steps and the first one's time. */
+	ASSERT_TRUE(trace_new(0, &t) == 0 && (p = trace_plane(t, "/device:GPU:0", 0)) && (l = trace_line(p, 1, "s")));
+	trace_stat_i64(p, &b, XN_STAT_GROUP_ID, 1);
+	ev.start_ns = BASE + 100;
+	ev.statset = (uint32_t)trace_plane_statset(p, &b);
+	ASSERT_EQ(trace_line_append(l, &ev), 0);
+	trace_stat_i64(p, &b, XN_STAT_GROUP_ID, total);
+	ev.start_ns = BASE + 100 * (int64_t)total;
+	ev.statset = (uint32_t)trace_plane_statset(p, &b);
+	ASSERT_EQ(trace_line_append(l, &ev), 0);
+	agent_steps_window(&st, t, BASE + 100 * (int64_t)(total - 2), BASE + 100 * (int64_t)(total + 1));
+	ASSERT_EQ(agent_steps_number(&st, total - 3), 0);
+	ASSERT_EQ(agent_steps_number(&st, total - 2), 1);
+	ASSERT_EQ(agent_steps_number(&st, total), 3);
+	ASSERT_EQ(agent_steps_number(&st, 1), 0);
+	ASSERT_EQ(agent_steps_of(&st, 10), 3);
+	trace_iter_init(&it, l);
+	e = trace_iter_next(&it);
+	ASSERT_TRUE(e && e->statset == 0); /* the forgotten step's: no stat left */
+	e = trace_iter_next(&it);
+	trace_stat_i64(p, &b, XN_STAT_GROUP_ID, 3);
+	ASSERT_TRUE(e && (int64_t)e->statset == trace_plane_statset(p, &b));
+	trace_free(t);
+	buf_free(&b);
+	agent_steps_free(&st);
+}
+
 /*
  * XProf's derived-line ids, copied from upstream
  * (openxla/xla xla/tsl/profiler/utils/trace_utils.h; xprof reads the same):
@@ -241,19 +291,31 @@ TEST(agent_derived_line_ids_are_upstreams)
 	ASSERT_EQ((uint32_t)XN_LINE_ID_STEPS, 0xdeadbeefu);
 }
 
-TEST(agent_derived_budget_is_counted)
+/* Full, the records keep coming (a recording hub is never emptied): the
+ * older half is let go, and only a window reaching back before the newest
+ * record let go is told. They were all refused past the first 2^18 once,
+ * for the rest of a recording. */
+TEST(agent_derived_keeps_the_newest_when_full)
 {
 	struct agent_derived ad;
+	const uint32_t total = AGENT_DERIVED_MAX_RECORDS + 5, half = AGENT_DERIVED_MAX_RECORDS / 2;
 	char got[4][64];
 
 	agent_derived_init(&ad);
 	agent_derived_start(&ad);
-	for (uint32_t i = 0; i < AGENT_DERIVED_MAX_RECORDS + 5; i++)
-		agent_derived_add(&ad, 0, AGENT_DERIVED_XLA_OPS, "op", BASE + 10 + i, 1, 1);
-	ASSERT_EQ(ad.n, AGENT_DERIVED_MAX_RECORDS);
-	ASSERT_EQ(window(&ad, 0, INT64_MAX / 4, got, 4), 1); /* one run */
+	/* added newest first in each pair: the ring goes by start, not arrival */
+	for (uint32_t i = 0; i < total; i++)
+		agent_derived_add(&ad, 0, AGENT_DERIVED_XLA_OPS, "op", BASE + 10 + (i ^ 1), 1, 1);
+	ASSERT_EQ(ad.n, total - half);
+	ASSERT_EQ(ad.aged_before, BASE + 10 + half);
+	/* The whole run: one event from the first start kept, and a note. */
+	ASSERT_EQ(window(&ad, 0, INT64_MAX / 4, got, 4), 1);
+	ASSERT_STREQ(got[0], "-559038732 op 131082 131078 1");
 	ASSERT_EQ(n_notes, 1);
-	ASSERT_TRUE(strstr(notes[0], "5 derived-line records") != NULL);
+	ASSERT_TRUE(strstr(notes[0], "keep their last 262144 records") != NULL);
+	/* A window after what was let go: complete, no note. */
+	ASSERT_EQ(window(&ad, 10 + half, INT64_MAX / 4, got, 4), 1);
+	ASSERT_EQ(n_notes, 0);
 	agent_derived_free(&ad);
 }
 

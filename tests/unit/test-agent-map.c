@@ -445,11 +445,12 @@ TEST(agent_map_holds_a_process_to_its_fair_share)
 	teardown();
 }
 
-/* A finished NVTX range "op" on thread TID over [@start, @end] of the agent's clock. */
-static void put_range(uint64_t start, uint64_t end)
+/* A finished NVTX range (string @text_id, push number @serial) on thread
+ * TID over [@start, @end] of the agent's clock. */
+static void put_range_of(uint32_t text_id, uint32_t serial, uint64_t start, uint64_t end)
 {
 	struct agent_rec_nvtx *r = put(AGENT_REC_NVTX, sizeof(*r) + sizeof(struct agent_nvtx_level), 1);
-	struct agent_nvtx_level l = { .serial = 1, .text_id = S_RANGE };
+	struct agent_nvtx_level l = { .serial = serial, .text_id = text_id };
 
 	r->start = start;
 	r->end = end;
@@ -457,6 +458,8 @@ static void put_range(uint64_t start, uint64_t end)
 	r->kind = AGENT_NVTX_RANGE;
 	memcpy(r + 1, &l, sizeof(l));
 }
+
+static void put_range(uint64_t start, uint64_t end) { put_range_of(S_RANGE, 1, start, end); }
 
 /* The NVTX range budget bounds the ranges a process holds in the hub now,
  * not all it ever sent: while the flight recorder runs the hub is never
@@ -501,6 +504,45 @@ TEST(agent_map_nvtx_budget_counts_what_the_hub_holds)
 	ASSERT_U64_EQ(src.tally[AT_NVTX_DROPPED], over); /* none dropped since the trim */
 	ASSERT_U64_EQ(l->count, held + more);
 	ASSERT_U64_EQ(agent_map_held(&src, AGENT_MAP_LINE_NVTX), held + more);
+	teardown();
+}
+
+/* Steps past the process's table (AGENT_NVTX_MAX_STEPS) still get a step
+ * each: a recording hub is never emptied, and its table once ran full
+ * after 4096 steps, leaving every later step of the recording without one. */
+TEST(agent_map_steps_keep_coming_past_the_process_table)
+{
+	const uint32_t total = AGENT_NVTX_MAX_STEPS + 904;
+	const struct trace_plane *p;
+	const struct trace_line *l = NULL;
+	const struct trace_event *e = NULL;
+	struct trace_iter it;
+	struct buf b = BUF_INIT;
+
+	setup();
+	put_string(S_RANGE, "train_step");
+	for (uint32_t i = 1; i <= total; i++) {
+		put_range_of(S_RANGE, i, AGENT_T0 + 1000ull * i, AGENT_T0 + 1000ull * i + 900);
+		if (plen + 128 > sizeof(payload))
+			ASSERT_OK(map_payload(true));
+	}
+	ASSERT_OK(map_payload(true));
+	ASSERT_EQ(map.steps.base + map.steps.n, total);
+	p = trace_find_plane(coll.hub, XN_PLANE_HOST);
+	ASSERT_TRUE(p != NULL);
+	for (uint32_t j = 0; j < p->n_lines; j++)
+		if (p->lines[j]->count == total)
+			l = p->lines[j];
+	ASSERT_TRUE(l != NULL);
+	trace_iter_init(&it, l);
+	for (const struct trace_event *x; (x = trace_iter_next(&it));)
+		e = x;
+	/* The last step is a step: root, step_num and group_id (its hub id). */
+	trace_stat_i64(l->plane, &b, XN_STAT_IS_ROOT, 1);
+	trace_stat_i64(l->plane, &b, XN_STAT_STEP_NUM, total);
+	trace_stat_i64(l->plane, &b, XN_STAT_GROUP_ID, total);
+	ASSERT_TRUE(e && (int64_t)e->statset == trace_plane_statset(l->plane, &b));
+	buf_free(&b);
 	teardown();
 }
 
