@@ -55,6 +55,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "agent-py.h"
 #include "agent-receiver.h"
 #include "agent-rx.h"
 #include "base/log.h"
@@ -250,6 +251,20 @@ static int agent_start(struct collector *c)
  * what they do). The next capture's agents get them in their first START.
  * A capture opening beside Monitor windows arms the agents; once the last
  * capture is delivered and only Monitor windows remain, they are stopped. */
+/* Only the flight recorder is left (AGENT_START_RECORDING: it asks for no
+ * memory or Python records): what the captures kept for their own windows
+ * goes now, the last of them delivered. While it records the receiver
+ * never stops between captures (agent_start() is once per run), and a
+ * capture's memory records and Python points stayed: the next capture
+ * beside the recorder began with those budgets spent. */
+static void captures_gone(struct rx *rx)
+{
+	rx->map.py_spans = false;
+	agent_memory_start(&rx->map.mem);
+	for (struct conn *k = rx->conns; k; k = k->next)
+		agent_py_src_restart(&k->src);
+}
+
 static void agent_options(struct collector *c, const struct agent_opts *o)
 {
 	struct rx *rx = to_rx(c);
@@ -257,6 +272,8 @@ static void agent_options(struct collector *c, const struct agent_opts *o)
 	struct agent_opts before = rx->opts, after = *o;
 
 	rx->map.nvtx_off = !(o->flags & AGENT_START_NVTX);
+	if (rx->running && (o->flags & AGENT_START_RECORDING) && !(before.flags & AGENT_START_RECORDING))
+		captures_gone(rx);
 	/* Once a window of this capture asked for frame spans, points are
 	 * kept until it ends (a window that did not ask has them removed from
 	 * its snapshot: daemon/capture-limits.c). */

@@ -35,6 +35,7 @@ import time
 import unittest
 
 import profdtest as T
+import tfclient
 import pythons
 from test_agent_cupti import App as FakeCudaApp
 
@@ -692,6 +693,45 @@ class PyStacksXSpace(JobCase):
         self.assertGreater(e - s, 150 * 10**9, (s, e))
         self.assertFalse([a for a in api if s <= a[0] < e])
         self.assertTrue(any(a[1] <= s for a in api) and any(a[0] >= e for a in api))
+
+
+    def test_captures_beside_the_recorder_each_get_their_frame_spans(self):
+        """While the flight recorder runs, the receiver does not stop between
+        captures. A capture's Python points (its frame spans' material) must
+        go once only the recorder is left: they stayed, and the second of two
+        captures of 200,000 launches each found the process's budget
+        (262,144 points) spent and had its launches' frame spans cut."""
+        if self.label != "python3":
+            self.skipTest("one interpreter is enough: this is the daemon's bookkeeping")
+        ch = self.stubs.ch
+        start = T.stub(ch, "StartContinuousProfiling", self.P.ps.ProfileRequest,
+                       self.P.ps.ContinuousProfilingResponse)
+        stop = T.stub(ch, "StopContinuousProfiling", self.P.ps.StopContinuousProfilingRequest,
+                      self.P.ps.StopContinuousProfilingResponse)
+        start(tfclient.continuous_profiling_request(self.P), timeout=10)
+        self.addCleanup(lambda: stop(self.P.ps.StopContinuousProfilingRequest(), timeout=10))
+        for n in (1, 2):
+            out = {}
+
+            def run():
+                req = T.profile_request(self.P, 5000, f"localhost:{self.d.port}", python_tracer_level=1)
+                out["x"] = T.decode_xspace(self.P, self.stubs.profile(req, timeout=60).tool_data[0].data)
+
+            t = threading.Thread(target=run)
+            t.start()
+            # Launch stacks on: the capture's options reached the agent.
+            ok = T.wait_for(self.app.tracing, 15)
+            if ok:
+                self.app.ask("bench 200000 10 1")
+            t.join()
+            self.assertTrue(ok, f"capture {n}: the agent did not take launch stacks")
+            x = out["x"]
+            over = [w for w in x.warnings if "points beyond the budget" in w]
+            self.assertEqual(over, [], f"capture {n}")
+            h = [p for p in x.planes if p.name == "/host:CPU"][0]
+            spans = sum(1 for l in h.lines if l.name.endswith(f"/tid {self.app.main_tid}")
+                        for e in l.events if h.event_metadata[e.metadata_id].name == f"$pystacks-app.py:{self.defs['op']} op")
+            self.assertGreater(spans, 0, f"capture {n}: {list(x.warnings)}")
 
 
 def _case(base, label, path):
