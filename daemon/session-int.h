@@ -41,6 +41,8 @@ struct session {
 	bool no_agents;            /* Monitor: agents stay idle for it (session_params) */
 	bool recorder;             /* the flight recorder: open until stopped, no timer */
 	bool snapshot;             /* a recorder snapshot: created CLOSING */
+	bool ends_period;          /* ...ending the recorder's period: the next one's mark
+				    * is taken once this is described (on_flushed()) */
 	uint64_t ring_evicted_at_open; /* hub->ring_dropped when its period began */
 	uv_timer_t timer; /* WAITING: until start; OPEN: until stop */
 	session_done_cb cb;

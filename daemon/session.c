@@ -370,6 +370,8 @@ static void on_flushed(void *userdata)
 		}
 	}
 	window_leaves(m, s);
+	if (s->ends_period && m->recorder && m->recorder->state == S_OPEN)
+		window_mark(m, m->recorder, m->recorder->start_ns, COLLECTOR_WINDOW_OPEN);
 	if (!s->aborted)
 		s->cb(s, r, snap, s->start_ns, s->stop_ns, s->userdata);
 	session_destroy(s);
@@ -698,8 +700,11 @@ int session_mgr_record_snapshot(struct session_mgr *m, uint64_t last_ms, int64_t
 	 * is taken (window_leaves() trims to the oldest window's start). */
 	if (nid) {
 		r->start_ns = s->stop_ns;
-		window_mark(m, r, 0, COLLECTOR_WINDOW_LEAVE); /* @s holds the old period's */
-		window_mark(m, r, r->start_ns, COLLECTOR_WINDOW_OPEN);
+		/* @s holds the old period's mark. The new one is taken once @s is
+		 * described: what the flush before it brings (an agent's counts
+		 * answer the flush) is the old period's, not both. */
+		window_mark(m, r, 0, COLLECTOR_WINDOW_LEAVE);
+		s->ends_period = true;
 		r->dropped_at_open = m->hub->dropped;
 		r->ring_evicted_at_open = m->hub->ring_dropped;
 		free(r->id);

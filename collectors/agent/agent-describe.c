@@ -14,6 +14,7 @@
 #define LOG_TOPIC "collector.agent"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,7 +143,69 @@ void agent_src_window(const struct agent_src *s, int64_t start_ns, uint64_t n[AT
 	}
 }
 
+/* The agent's counts (STATS) into @s's tallies. It counts from its last
+ * fresh START: what grew since @prev, its last STATS of that count, is
+ * added (a smaller value: it counts anew), saturating, for an agent's
+ * numbers are a peer's. */
+static uint64_t sat_addu(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+void agent_src_stats(struct agent_src *s, const struct agent_stats *prev, const struct agent_stats *st)
+{
+	static const struct {
+		size_t off;
+		enum agent_tally t;
+	} f[] = {
+		{ offsetof(struct agent_stats, dropped_buffers), AT_CUPTI_BUFFERS },
+		{ offsetof(struct agent_stats, dropped_records), AT_CUPTI_RECORDS },
+		{ offsetof(struct agent_stats, cut_records), AT_CUT },
+		{ offsetof(struct agent_stats, foreign_buffers), AT_FOREIGN },
+		{ offsetof(struct agent_stats, py_stacks), AT_PY_WALKS },
+		{ offsetof(struct agent_stats, py_dropped), AT_PY_WALKS_LOST },
+		{ offsetof(struct agent_stats, py_samples), AT_PY_SAMPLES },
+		{ offsetof(struct agent_stats, py_sample_drops), AT_PY_SAMPLES_LOST },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(f); i++) {
+		uint64_t was, now, d;
+
+		memcpy(&was, (const char *)prev + f[i].off, sizeof(was));
+		memcpy(&now, (const char *)st + f[i].off, sizeof(now));
+		d = now >= was ? now - was : now;
+		s->tally[f[i].t] = sat_addu(s->tally[f[i].t], d);
+	}
+}
+
+void agent_src_leaving(const struct agent_src *s, uint64_t n[AT_N])
+{
+	int64_t oldest = INT64_MAX;
+
+	for (uint32_t i = 0; i < s->n_marks; i++)
+		oldest = MIN(oldest, s->marks[i].at_ns);
+	agent_src_window(s, oldest, n);
+}
+
 /* ---- notes ---------------------------------------------------------------- */
+
+void agent_map_describe_stats(struct agent_src *s, const uint64_t *n)
+{
+	if (n[AT_CUPTI_BUFFERS] || n[AT_CUPTI_RECORDS])
+		agent_map_note(s->m, "GPU events dropped in pid %u (%s): %llu CUPTI buffers, %llu records", s->pid,
+			       s->name, (unsigned long long)n[AT_CUPTI_BUFFERS], (unsigned long long)n[AT_CUPTI_RECORDS]);
+	if (n[AT_CUT])
+		agent_map_note(s->m, "pid %u (%s): %llu GPU records were still incomplete when the capture ended and "
+				     "were cut", s->pid, s->name, (unsigned long long)n[AT_CUT]);
+	if (n[AT_FOREIGN])
+		agent_map_note(s->m, "pid %u (%s): %llu CUPTI buffers belonged to another profiler in the job and "
+				     "were left alone", s->pid, s->name, (unsigned long long)n[AT_FOREIGN]);
+	if (n[AT_PY_WALKS_LOST] || n[AT_PY_SAMPLES_LOST])
+		agent_map_note(s->m, "pid %u (%s): the agent abandoned %llu of %llu Python launch-site walks and %llu of "
+				     "%llu samples (a frame changing under it, or its queue full); those say \""
+				     XN_PYTHON_DROPPED "\"", s->pid, s->name,
+			       (unsigned long long)n[AT_PY_WALKS_LOST],
+			       (unsigned long long)sat_addu(n[AT_PY_WALKS], n[AT_PY_WALKS_LOST]),
+			       (unsigned long long)n[AT_PY_SAMPLES_LOST],
+			       (unsigned long long)sat_addu(n[AT_PY_SAMPLES], n[AT_PY_SAMPLES_LOST]));
+}
 
 void agent_map_describe_src(struct agent_src *s, const uint64_t *n)
 {
@@ -163,6 +226,7 @@ void agent_map_describe_src(struct agent_src *s, const uint64_t *n)
 		agent_map_note(s->m, "pid %u (%s): %llu GPU records were dropped: the daemon's budget for "
 				     "open captures (--max-events, --max-bytes) was full",
 			       s->pid, s->name, (unsigned long long)n[AT_OVER_BUDGET]);
+	agent_map_describe_stats(s, n);
 	agent_pm_describe(s, n);
 	agent_nvtx_describe(s, n);
 }

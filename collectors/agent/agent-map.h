@@ -58,6 +58,15 @@ void agent_src_unmark(struct agent_src *s, int64_t start_ns);
  * the latest mark at or before it, else from 0 (the process connected
  * after the window opened). */
 void agent_src_window(const struct agent_src *s, int64_t start_ns, uint64_t n[AT_N]);
+/* The growth of @s's tallies since its oldest mark: what a process that
+ * disconnects says once, to the next window described. */
+void agent_src_leaving(const struct agent_src *s, uint64_t n[AT_N]);
+/* The agent's STATS counts into @s's tallies (@prev: its last STATS, zero
+ * after a fresh START). */
+void agent_src_stats(struct agent_src *s, const struct agent_stats *prev, const struct agent_stats *st);
+/* describe: @s's notes of the agent's own counts (dropped and cut records,
+ * another profiler's buffers, abandoned Python walks) from @n. */
+void agent_map_describe_stats(struct agent_src *s, const uint64_t *n);
 /* describe: @s's notes of the window (records naming unknown devices, with
  * impossible times or durations, beyond its fair share; PM and NVTX) from
  * @n, agent_src_window()'s. */

@@ -195,35 +195,22 @@ static void cost_text(char *buf, size_t size, uint32_t ns, const char *pre, cons
 		snprintf(buf, size, "%s%.2f us", pre, ns / 1e3);
 }
 
-/* Counters of the capture: what the user should know of goes to the
- * capture's warnings (only while it runs: after STOP they would land in
- * the next one). A v1 STATS has its v2 fields 0, so they say nothing. */
+/* The agent's counters: its drop counts become the process's running
+ * totals, of which each window says what grew while it was open (its
+ * notes, agent_map_describe_stats()); what the Python stacks cost goes to
+ * the open captures' information lines (only while one runs: after STOP
+ * it would land in the next one). A v1 STATS has its v2 fields 0. */
 static void handle_stats(struct conn *k, const struct agent_stats *st)
 {
 	struct rx *rx = k->rx;
 	struct agent_map *m = &rx->map;
 
+	/* Its counts are the windows' (agent_map_describe_stats()): running
+	 * totals, each window saying what grew while it was open. */
+	agent_src_stats(&k->src, &k->stats, st);
 	k->stats = *st;
 	if (!rx->running || !k->capturing)
 		return;
-	if (st->dropped_buffers || st->dropped_records)
-		agent_map_note(m, "GPU events dropped in pid %u (%s): %llu CUPTI buffers, %llu records", k->src.pid,
-			       k->src.name, (unsigned long long)st->dropped_buffers,
-			       (unsigned long long)st->dropped_records);
-	if (st->cut_records)
-		agent_map_note(m, "pid %u (%s): %llu GPU records were still incomplete when the capture ended and "
-				  "were cut", k->src.pid, k->src.name, (unsigned long long)st->cut_records);
-	if (st->foreign_buffers)
-		agent_map_note(m, "pid %u (%s): %llu CUPTI buffers belonged to another profiler in the job and were "
-				  "left alone", k->src.pid, k->src.name, (unsigned long long)st->foreign_buffers);
-	if (st->py_dropped || st->py_sample_drops)
-		agent_map_note(m, "pid %u (%s): the agent abandoned %llu of %llu Python launch-site walks and %llu of "
-				  "%llu samples (a frame changing under it, or its queue full); those say \""
-				  XN_PYTHON_DROPPED "\"", k->src.pid, k->src.name,
-			       (unsigned long long)st->py_dropped,
-			       (unsigned long long)(st->py_stacks + st->py_dropped),
-			       (unsigned long long)st->py_sample_drops,
-			       (unsigned long long)(st->py_samples + st->py_sample_drops));
 	/* What the Python stacks cost the job (v6), as the agent timed it:
 	 * information, not a warning. */
 	if (st->py_timed) {
@@ -302,6 +289,12 @@ void rx_conn_close(struct conn *k, const char *why)
 		rx->left_pids[rx->n_left++ % MAX_CONNS] = k->src.pid;
 	if (k->ps.hello && k->capturing && rx->running && !rx->closing) {
 		const struct agent_receiver_cfg *cfg = rx_settings(rx->c->cfg);
+		uint64_t n[AT_N];
+
+		/* It will not be there when the windows are described: what its
+		 * agent counted goes to the next one now. */
+		agent_src_leaving(&k->src, n);
+		agent_map_describe_stats(&k->src, n);
 
 		agent_map_note(&rx->map,
 			       "the CUDA process pid %u (%s) disconnected during the capture (exited or was "

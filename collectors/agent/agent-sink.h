@@ -85,6 +85,17 @@ enum agent_tally {
 	AT_PY_OVER_BUDGET, /* Python definitions beyond the string budget */
 	AT_PY_UNRESOLVED,  /* events naming a stack that could not be resolved */
 	AT_PY_POINTS_DROPPED, /* launch and sample points beyond the span budget */
+	/* The agent's own counts (STATS), made running totals here: the agent
+	 * counts from its last fresh START, and while the flight recorder runs
+	 * that START is the recorder's (agent_map_stats()). */
+	AT_CUPTI_BUFFERS,  /* buffers the agent dropped: queue or socket full */
+	AT_CUPTI_RECORDS,  /* records CUPTI dropped */
+	AT_CUT,            /* records still incomplete when a capture had to end */
+	AT_FOREIGN,        /* buffers of another profiler in the job */
+	AT_PY_WALKS,       /* launch-site stacks taken */
+	AT_PY_WALKS_LOST,  /* ...and walks abandoned */
+	AT_PY_SAMPLES,     /* thread samples taken */
+	AT_PY_SAMPLES_LOST, /* ...and abandoned */
 	AT_N
 };
 

@@ -164,6 +164,33 @@ class Hostile(T.AgentDaemonCase):
             stop(P.ps.StopContinuousProfilingRequest(), timeout=10)
             reap(a)
 
+    def test_5_the_agents_own_counts_each_window_its_own(self):
+        # The agent counts its dropped buffers from its last fresh START,
+        # and while the flight recorder runs that START is the recorder's:
+        # a snapshot says what grew in its period (all of it by the first
+        # one's flush), not the agent's running count again. Overlapping
+        # captures are counted the same way (test_3): these counts were
+        # once said by whichever window was open when STATS came.
+        start = T.stub(self.ch, "StartContinuousProfiling", P.ps.ProfileRequest,
+                       P.ps.ContinuousProfilingResponse)
+        snap = T.stub(self.ch, "GetSnapshot", P.ps.GetSnapshotRequest, P.ps.ProfileResponse)
+        stop = T.stub(self.ch, "StopContinuousProfiling", P.ps.StopContinuousProfilingRequest,
+                      P.ps.StopContinuousProfilingResponse)
+        a = self.agent("--dropped", "7", "--captures", "1")
+        try:
+            start(tfclient.continuous_profiling_request(P), timeout=10)
+            self.assertEqual(a.stdout.readline().strip(), "started")
+            time.sleep(0.5)
+            first = snap(P.ps.GetSnapshotRequest(), timeout=30).xspace
+            second = snap(P.ps.GetSnapshotRequest(), timeout=30).xspace
+            drops = lambda x: [w for w in x.warnings if f"GPU events dropped in pid {a.pid}" in w]  # noqa: E731
+            self.assertEqual(drops(first), [f"GPU events dropped in pid {a.pid} (hostile): 7 CUPTI buffers, 0 records"],
+                             list(first.warnings))
+            self.assertEqual(drops(second), [], list(second.warnings))
+        finally:
+            stop(P.ps.StopContinuousProfilingRequest(), timeout=10)
+            reap(a)
+
     def said(self, x, pid):
         """(dropped, shortened) in @x's warning of impossible times from @pid."""
         w = [w for w in x.warnings if f"pid {pid} (hostile)" in w and "impossible times" in w]
