@@ -143,11 +143,7 @@ class Hostile(T.AgentDaemonCase):
         # period its second: the snapshot that ends the period says what
         # came since the period began (not since the process connected),
         # the next period's snapshot says nothing.
-        start = T.stub(self.ch, "StartContinuousProfiling", P.ps.ProfileRequest,
-                       P.ps.ContinuousProfilingResponse)
-        snap = T.stub(self.ch, "GetSnapshot", P.ps.GetSnapshotRequest, P.ps.ProfileResponse)
-        stop = T.stub(self.ch, "StopContinuousProfiling", P.ps.StopContinuousProfilingRequest,
-                      P.ps.StopContinuousProfilingResponse)
+        start, snap, stop = tfclient.recorder_stubs(self.ch)
         a = self.agent("--hostile-times", str(ROUNDS), "--captures", "2")
         try:
             self.assertEqual(self.said(self.capture("before"), a.pid),
@@ -171,11 +167,7 @@ class Hostile(T.AgentDaemonCase):
         # one's flush), not the agent's running count again. Overlapping
         # captures are counted the same way (test_3): these counts were
         # once said by whichever window was open when STATS came.
-        start = T.stub(self.ch, "StartContinuousProfiling", P.ps.ProfileRequest,
-                       P.ps.ContinuousProfilingResponse)
-        snap = T.stub(self.ch, "GetSnapshot", P.ps.GetSnapshotRequest, P.ps.ProfileResponse)
-        stop = T.stub(self.ch, "StopContinuousProfiling", P.ps.StopContinuousProfilingRequest,
-                      P.ps.StopContinuousProfilingResponse)
+        start, snap, stop = tfclient.recorder_stubs(self.ch)
         a = self.agent("--dropped", "7", "--captures", "1")
         try:
             start(tfclient.continuous_profiling_request(P), timeout=10)

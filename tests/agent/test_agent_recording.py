@@ -33,12 +33,7 @@ MEMORY2, OVERHEAD = 1 << 49, 1 << 17
 FULL_ONLY = MEMORY2 | OVERHEAD
 
 
-def v3(ch):
-    start = T.stub(ch, "StartContinuousProfiling", P.ps.ProfileRequest, P.ps.ContinuousProfilingResponse)
-    snap = T.stub(ch, "GetSnapshot", P.ps.GetSnapshotRequest, P.ps.ProfileResponse)
-    stop = T.stub(ch, "StopContinuousProfiling", P.ps.StopContinuousProfilingRequest,
-                  P.ps.StopContinuousProfilingResponse)
-    return start, snap, stop
+v3 = tfclient.recorder_stubs
 
 
 def start_request(host_level=2):

@@ -584,24 +584,30 @@ class PyStacksXSpace(JobCase):
         m = re.search(r"abandoned 0 of \d+ Python launch-site walks and (\d+) of (\d+) samples", warning)
         return bool(m) and int(m.group(1)) * 20 <= int(m.group(2))
 
-    def capture_work(self):
+    def capture_while(self, ms, work):
+        """A python_tracer_level 1 capture of @ms, @work() run once the
+        agent takes launch stacks (it switched the API callbacks on)."""
         out = {}
 
         def run():
-            req = T.profile_request(self.P, 6000, f"localhost:{self.d.port}", python_tracer_level=1)
+            req = T.profile_request(self.P, ms, f"localhost:{self.d.port}", python_tracer_level=1)
             out["x"] = T.decode_xspace(self.P, self.stubs.profile(req, timeout=60).tool_data[0].data)
 
         t = threading.Thread(target=run)
         t.start()
-        # Launch stacks are on once the agent switched the API callbacks on.
         if not T.wait_for(self.app.tracing, 15):
             t.join()
             raise AssertionError("the agent did not start: " + str(list(out["x"].warnings)))
-        self.assertEqual(self.app.ask("work"), ["done"])
-        self.assertEqual(self.app.ask("spin 300"), ["spun"])
-        self.assertEqual(self.app.ask("work"), ["done"])
+        work()
         t.join()
         return out["x"]
+
+    def capture_work(self):
+        def work():
+            self.assertEqual(self.app.ask("work"), ["done"])
+            self.assertEqual(self.app.ask("spin 300"), ["spun"])
+            self.assertEqual(self.app.ask("work"), ["done"])
+        return self.capture_while(6000, work)
 
     def test_stacks_and_frame_spans(self):
         x = self.capture_work()
@@ -703,34 +709,17 @@ class PyStacksXSpace(JobCase):
         (262,144 points) spent and had its launches' frame spans cut."""
         if self.label != "python3":
             self.skipTest("one interpreter is enough: this is the daemon's bookkeeping")
-        ch = self.stubs.ch
-        start = T.stub(ch, "StartContinuousProfiling", self.P.ps.ProfileRequest,
-                       self.P.ps.ContinuousProfilingResponse)
-        stop = T.stub(ch, "StopContinuousProfiling", self.P.ps.StopContinuousProfilingRequest,
-                      self.P.ps.StopContinuousProfilingResponse)
+        start, _, stop = tfclient.recorder_stubs(self.stubs.ch, self.P)
         start(tfclient.continuous_profiling_request(self.P), timeout=10)
         self.addCleanup(lambda: stop(self.P.ps.StopContinuousProfilingRequest(), timeout=10))
         for n in (1, 2):
-            out = {}
-
-            def run():
-                req = T.profile_request(self.P, 5000, f"localhost:{self.d.port}", python_tracer_level=1)
-                out["x"] = T.decode_xspace(self.P, self.stubs.profile(req, timeout=60).tool_data[0].data)
-
-            t = threading.Thread(target=run)
-            t.start()
-            # Launch stacks on: the capture's options reached the agent.
-            ok = T.wait_for(self.app.tracing, 15)
-            if ok:
-                self.app.ask("bench 200000 10 1")
-            t.join()
-            self.assertTrue(ok, f"capture {n}: the agent did not take launch stacks")
-            x = out["x"]
+            x = self.capture_while(5000, lambda: self.app.ask("bench 200000 10 1"))
             over = [w for w in x.warnings if "points beyond the budget" in w]
             self.assertEqual(over, [], f"capture {n}")
             h = [p for p in x.planes if p.name == "/host:CPU"][0]
+            op = f"$pystacks-app.py:{self.defs['op']} op"
             spans = sum(1 for l in h.lines if l.name.endswith(f"/tid {self.app.main_tid}")
-                        for e in l.events if h.event_metadata[e.metadata_id].name == f"$pystacks-app.py:{self.defs['op']} op")
+                        for e in l.events if h.event_metadata[e.metadata_id].name == op)
             self.assertGreater(spans, 0, f"capture {n}: {list(x.warnings)}")
 
 

@@ -39,14 +39,7 @@ FAKE_NVML = os.environ.get("FAKE_NVML_LIB", os.path.join(T.BUILD, "tests", "nvml
 FAKE_NVML_UUIDS = ["GPU-fake0000-0000-0000-0000-000000000000", "GPU-fake0000-0000-0000-0000-000000000001"]
 
 
-def v3_stubs(ch):
-    """StartContinuousProfiling, GetSnapshot, StopContinuousProfiling as
-    upstream's generated stub calls them."""
-    start = T.stub(ch, "StartContinuousProfiling", P.ps.ProfileRequest, P.ps.ContinuousProfilingResponse)
-    snap = T.stub(ch, "GetSnapshot", P.ps.GetSnapshotRequest, P.ps.ProfileResponse)
-    stop = T.stub(ch, "StopContinuousProfiling", P.ps.StopContinuousProfilingRequest,
-                  P.ps.StopContinuousProfilingResponse)
-    return start, snap, stop
+v3_stubs = tfclient.recorder_stubs
 
 
 def xprof_start_request(session_id="", host_name="", advanced=None, emit_xspace=None, repo=""):

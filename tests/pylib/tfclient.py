@@ -241,6 +241,16 @@ def continuous_profiling_request(p, host_name=""):
     return req
 
 
+def recorder_stubs(ch, protos=None):
+    """StartContinuousProfiling, GetSnapshot, StopContinuousProfiling on
+    channel @ch, as upstream's generated stub calls them."""
+    p = protos or profdtest.protos()
+    return (profdtest.stub(ch, "StartContinuousProfiling", p.ps.ProfileRequest, p.ps.ContinuousProfilingResponse),
+            profdtest.stub(ch, "GetSnapshot", p.ps.GetSnapshotRequest, p.ps.ProfileResponse),
+            profdtest.stub(ch, "StopContinuousProfiling", p.ps.StopContinuousProfilingRequest,
+                           p.ps.StopContinuousProfilingResponse))
+
+
 def start_continuous_profiling(service_addr, protos=None, timeout=10):
     """StartContinuousProfiling as XProf calls it. Raises grpc.RpcError on
     an error status."""
