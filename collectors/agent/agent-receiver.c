@@ -246,11 +246,6 @@ static int agent_start(struct collector *c)
 	return 0;
 }
 
-/* The windows' options changed: agents capturing now get a START with the
- * new ones (v4 agents apply them in place; older ones cannot, and keep
- * what they do). The next capture's agents get them in their first START.
- * A capture opening beside Monitor windows arms the agents; once the last
- * capture is delivered and only Monitor windows remain, they are stopped. */
 /* Only the flight recorder is left (AGENT_START_RECORDING: it asks for no
  * memory or Python records): what the captures kept for their own windows
  * goes now, the last of them delivered. While it records the receiver
@@ -265,6 +260,11 @@ static void captures_gone(struct rx *rx)
 		agent_py_src_restart(&k->src);
 }
 
+/* The windows' options changed: agents capturing now get a START with the
+ * new ones (v4 agents apply them in place; older ones cannot, and keep
+ * what they do). The next capture's agents get them in their first START.
+ * A capture opening beside Monitor windows arms the agents; once the last
+ * capture is delivered and only Monitor windows remain, they are stopped. */
 static void agent_options(struct collector *c, const struct agent_opts *o)
 {
 	struct rx *rx = to_rx(c);
