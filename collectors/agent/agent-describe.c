@@ -14,7 +14,6 @@
 #define LOG_TOPIC "collector.agent"
 
 #include <errno.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,36 +142,26 @@ void agent_src_window(const struct agent_src *s, int64_t start_ns, uint64_t n[AT
 	}
 }
 
-/* The agent's counts (STATS) into @s's tallies. It counts from its last
- * fresh START: what grew since @prev, its last STATS of that count, is
- * added (a smaller value: it counts anew), saturating, for an agent's
- * numbers are a peer's. */
 static uint64_t sat_addu(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
+/* What the agent's count @now grew by since @was, into tally @t: a smaller
+ * value means it counts anew (a fresh START). Saturating: a peer's numbers. */
+static void grow(struct agent_src *s, enum agent_tally t, uint64_t was, uint64_t now)
+{
+	s->tally[t] = sat_addu(s->tally[t], now >= was ? now - was : now);
+}
+
+/* The agent's counts (STATS) into @s's tallies; @prev is its last STATS. */
 void agent_src_stats(struct agent_src *s, const struct agent_stats *prev, const struct agent_stats *st)
 {
-	static const struct {
-		size_t off;
-		enum agent_tally t;
-	} f[] = {
-		{ offsetof(struct agent_stats, dropped_buffers), AT_CUPTI_BUFFERS },
-		{ offsetof(struct agent_stats, dropped_records), AT_CUPTI_RECORDS },
-		{ offsetof(struct agent_stats, cut_records), AT_CUT },
-		{ offsetof(struct agent_stats, foreign_buffers), AT_FOREIGN },
-		{ offsetof(struct agent_stats, py_stacks), AT_PY_WALKS },
-		{ offsetof(struct agent_stats, py_dropped), AT_PY_WALKS_LOST },
-		{ offsetof(struct agent_stats, py_samples), AT_PY_SAMPLES },
-		{ offsetof(struct agent_stats, py_sample_drops), AT_PY_SAMPLES_LOST },
-	};
-
-	for (size_t i = 0; i < ARRAY_SIZE(f); i++) {
-		uint64_t was, now, d;
-
-		memcpy(&was, (const char *)prev + f[i].off, sizeof(was));
-		memcpy(&now, (const char *)st + f[i].off, sizeof(now));
-		d = now >= was ? now - was : now;
-		s->tally[f[i].t] = sat_addu(s->tally[f[i].t], d);
-	}
+	grow(s, AT_CUPTI_BUFFERS, prev->dropped_buffers, st->dropped_buffers);
+	grow(s, AT_CUPTI_RECORDS, prev->dropped_records, st->dropped_records);
+	grow(s, AT_CUT, prev->cut_records, st->cut_records);
+	grow(s, AT_FOREIGN, prev->foreign_buffers, st->foreign_buffers);
+	grow(s, AT_PY_WALKS, prev->py_stacks, st->py_stacks);
+	grow(s, AT_PY_WALKS_LOST, prev->py_dropped, st->py_dropped);
+	grow(s, AT_PY_SAMPLES, prev->py_samples, st->py_samples);
+	grow(s, AT_PY_SAMPLES_LOST, prev->py_sample_drops, st->py_sample_drops);
 }
 
 void agent_src_leaving(const struct agent_src *s, uint64_t n[AT_N])
