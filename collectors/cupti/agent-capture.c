@@ -74,7 +74,10 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain domain, CUpti_C
 	/* Unsubscribing drops our domains too; then CUPTI goes entirely. */
 	atomic_store(&g.finalized, 1);
 	g.C.cuptiUnsubscribe(g.sub);
-	g.C.cuptiFinalize();
+	if (g.pm_ends)
+		pm_disable_objects();
+	else
+		g.C.cuptiFinalize();
 	atomic_store(&g.finalize_done, 1);
 	agent_wake();
 }
@@ -296,7 +299,8 @@ void agent_capture_start(void)
 			return;
 		}
 		g.finalizing = false;
-		agent_slabs_unmap(); /* CUPTI is gone: the slabs it kept are ours again */
+		if (!g.pm_ends)
+			agent_slabs_unmap(); /* CUPTI is gone: the slabs it kept are ours again */
 		pm_cupti_gone();
 	}
 	if (g.subscribed) {
@@ -547,12 +551,8 @@ static void detach(void)
 		detach_without_finalize("CUPTI before 12.6 can crash finalizing in jobs that use CUDA graphs");
 		return;
 	}
-	if (pm_holds_objects()) {
-		/* A finalize would take the stopped sampling objects and the
-		 * counters of the job's later captures with them. */
-		detach_without_finalize(NULL);
-		return;
-	}
+	/* Read by the callback that claims the detach (published by the arm). */
+	g.pm_ends = pm_holds_objects();
 	atomic_store(&g.finalize_done, 0);
 	/* Our enable calls first, then arm: the callback that claims the
 	 * detach may run at once, and CUPTI wants one subscriber's Enable*
@@ -596,7 +596,11 @@ static void detach(void)
 			  FINALIZE_WAIT_MS);
 		return;
 	}
-	agent_slabs_unmap();
+	/* After a PM sampling object's disable the slabs stay mapped: that
+	 * finalize is CUPTI's own, and whether it returned every buffer is
+	 * not known; those it holds stay its own. */
+	if (!g.pm_ends)
+		agent_slabs_unmap();
 	pm_cupti_gone(); /* the PM sampling objects went with CUPTI */
 }
 

@@ -130,6 +130,8 @@ struct agent {
 	atomic_int finalized;     /* set before cuptiFinalize, cleared by the next subscribe:
 				   * any CUPTI call in between would start CUPTI again */
 	bool finalizing;          /* claimed, not yet seen done: slabs stay CUPTI's */
+	bool pm_ends;             /* the armed detach disables PM sampling objects (which
+				   * finalizes CUPTI) instead of calling cuptiFinalize */
 	unsigned sessions;        /* captures started in this process */
 	struct agent_stats stats;
 	uint64_t cut;             /* buffers a forced flush handed over unfinished */

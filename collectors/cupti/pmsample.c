@@ -2,20 +2,24 @@
 /*
  * pmsample.c - PM sampling in the agent (pmsample.h). [agent thread]
  *
- * Ownership: the file-level state P belongs to the agent thread; the
+ * Ownership: the file-level state P belongs to the agent thread (the
+ * thread that claims a detach reads P.parked while the agent thread waits
+ * for it, pm_disable_objects()); the
  * images (config, counter data and its initialised copy) are malloc'd per
  * device at start and freed at stop; each device's counter availability
  * image is P's, kept for the process (availability()).
  *
- * A device's PM sampling object is stopped at the end, never disabled:
- * disabling one finalizes all of CUPTI (XLA's PM sampler says so), and a
- * job whose agent did that and went on with its capture's CUPTI calls
- * aborted at exit on an H200 ("double free or corruption"). The stopped
- * object is kept (P.parked) for the device's next start. CUPTI is then
- * not finalized after the capture (pm_holds_objects()): on an H200 an
- * object that went with a cuptiFinalize left its device unable to sample
- * again in the process (the next Enable: INVALID_OPERATION; after one
- * more finalize, SetConfig: UNKNOWN).
+ * A device's PM sampling object is stopped at the capture's stop and kept
+ * (P.parked) until the detach, where disabling it is the capture's last
+ * CUPTI call, in place of cuptiFinalize (pm_disable_objects()): disabling
+ * one finalizes all of CUPTI (XLA's PM sampler says so), and a job whose
+ * agent disabled it and then went on with its capture's CUPTI calls
+ * aborted at exit on an H200 ("double free or corruption"). The next
+ * capture enables a new object. On an H200 (CUPTI 13.0) neither of the
+ * other ways sampled twice in one process: an object that went with a
+ * cuptiFinalize left its device refusing the next Enable
+ * (INVALID_OPERATION), and a stopped object started again failed every
+ * decode (UNKNOWN), drained after its stop or not.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -57,7 +61,7 @@ struct pm_dev {
 	uint32_t max_gap_ms;     /* the longest time between two decodes */
 	uint32_t max_call_ms;    /* the longest cuptiPmSamplingDecodeData call */
 	uint64_t started_ns;     /* CLOCK_MONOTONIC of the Start */
-	bool stalled;            /* sampling ended for this capture: no more decodes (give_up()) */
+	bool stalled;            /* sampling ended for this capture: no more decodes */
 	/* Where CUPTI gave no samples (its clock): the first sample's start,
 	 * the latest end, and the longest hole between two samples. */
 	uint64_t first_ts, last_end, hole_at, hole_ns;
@@ -95,17 +99,17 @@ static struct {
 	unsigned n_dev;
 	uint32_t interval_us;
 	struct {
-		CUpti_PmSampling_Object *obj; /* enabled, stopped */
+		CUpti_PmSampling_Object *obj; /* enabled, stopped: disabled at the detach */
 		uint32_t ordinal;
+		uint32_t capture; /* P.capture when it stopped */
 	} parked[AGENT_MAX_DEVICES];
 	unsigned n_parked;
+	uint32_t capture;     /* captures ended (pm_stop()) */
+	bool told_options;    /* this capture's "options not applied" notice was sent */
 	struct {
 		uint8_t *img; /* the counter availability image, kept for the process */
 		size_t size;
 	} avail[AGENT_MAX_DEVICES]; /* by local ordinal */
-	/* By local ordinal: how sampling last failed there mid-capture ("" =
-	 * never), for a later start CUPTI refuses (give_up()). */
-	char failed[AGENT_MAX_DEVICES][64];
 } P;
 
 #define PARAMS(type, var) type var = { .structSize = type##_STRUCT_SIZE }
@@ -391,13 +395,13 @@ static CUptiResult configure(struct pm_dev *d, const char *chip, char *dropped, 
 	return CUPTI_SUCCESS;
 }
 
-static void stop_sampling(struct pm_dev *d)
+static CUptiResult stop_sampling(struct pm_dev *d)
 {
 	PARAMS(CUpti_PmSampling_Stop_Params, p);
 
 	p.pPmSamplingObject = d->obj;
-	A.cuptiPmSamplingStop(&p);
 	d->running = false;
+	return A.cuptiPmSamplingStop(&p);
 }
 
 static void dev_free(struct pm_dev *d)
@@ -405,7 +409,8 @@ static void dev_free(struct pm_dev *d)
 	if (d->running)
 		stop_sampling(d);
 	if (d->obj && P.n_parked < AGENT_MAX_DEVICES)
-		P.parked[P.n_parked++] = (__typeof__(P.parked[0])){ .obj = d->obj, .ordinal = d->ordinal };
+		P.parked[P.n_parked++] = (__typeof__(P.parked[0])){ .obj = d->obj, .ordinal = d->ordinal,
+								    .capture = P.capture };
 	d->obj = NULL;
 	host_free(d);
 	free(d->config);
@@ -493,19 +498,11 @@ static CUptiResult dev_start(struct pm_dev *d, const struct agent_device *ad, ui
 	*call = "cuptiProfilerHostConfigAddMetrics";
 	if ((r = configure(d, pc.pChipName, dropped, dropped_size)) != CUPTI_SUCCESS)
 		return r;
-	for (unsigned i = 0; i < P.n_parked && !d->obj; i++) {
-		if (P.parked[i].ordinal == ad->local_ordinal) {
-			d->obj = P.parked[i].obj;
-			P.parked[i] = P.parked[--P.n_parked];
-		}
-	}
-	if (!d->obj) {
-		*call = "cuptiPmSamplingEnable";
-		pe.deviceIndex = ad->local_ordinal;
-		if ((r = A.cuptiPmSamplingEnable(&pe)) != CUPTI_SUCCESS)
-			return r;
-		d->obj = pe.pPmSamplingObject;
-	}
+	*call = "cuptiPmSamplingEnable";
+	pe.deviceIndex = ad->local_ordinal;
+	if ((r = A.cuptiPmSamplingEnable(&pe)) != CUPTI_SUCCESS)
+		return r;
+	d->obj = pe.pPmSamplingObject;
 	*call = "cuptiPmSamplingGetCounterDataSize";
 	pd.pPmSamplingObject = d->obj;
 	pd.pMetricNames = d->names;
@@ -539,6 +536,27 @@ static CUptiResult dev_start(struct pm_dev *d, const struct agent_device *ad, ui
 	d->running = true;
 	d->started_ns = (uint64_t)mono_ns();
 	return CUPTI_SUCCESS;
+}
+
+/* Whether a stopped object of @ordinal waits for the detach to disable it
+ * (one started again failed every decode on an H200, pmsample.c's top),
+ * and says why this capture has no counters there. */
+static bool held(uint32_t ordinal)
+{
+	for (unsigned i = 0; i < P.n_parked; i++) {
+		if (P.parked[i].ordinal != ordinal)
+			continue;
+		if (P.parked[i].capture == P.capture)
+			tell(0, "PM sampling: no counters from GPU %u until the capture ends: sampling stopped "
+			     "earlier in this capture, and CUPTI does not sample with a stopped object again (a "
+			     "new one is made after the capture)", ordinal);
+		else
+			tell(0, "PM sampling: no counters from GPU %u this time: the sampling object of an "
+			     "earlier capture is still held (no CUDA call came within 2 s after it to release "
+			     "it), and CUPTI does not sample with it again", ordinal);
+		return true;
+	}
+	return false;
 }
 
 static void start(const struct agent_start *opts, const struct agent_device *devs, uint32_t n_devs)
@@ -594,6 +612,8 @@ static void start(const struct agent_start *opts, const struct agent_device *dev
 			     "Hopper (9.0) and newer", devs[i].local_ordinal, devs[i].cc_major, devs[i].cc_minor);
 			continue;
 		}
+		if (held(devs[i].local_ordinal))
+			continue;
 		memset(d, 0, sizeof(*d));
 		r = dev_start(d, &devs[i], mb << 20, dropped, sizeof(dropped), &call);
 		if (r != CUPTI_SUCCESS) {
@@ -602,10 +622,6 @@ static void start(const struct agent_start *opts, const struct agent_device *dev
 			if (r == CUPTI_ERROR_INVALID_METRIC_NAME)
 				tell((int32_t)r, "PM sampling: GPU %u offers none of the metrics asked for (%.300s)",
 				     o, dropped);
-			else if (o < AGENT_MAX_DEVICES && P.failed[o][0])
-				tell((int32_t)r, "PM sampling: CUPTI would not sample GPU %u again in this process "
-				     "(%s: %s) after an earlier capture's sampling there failed (%s); the counters "
-				     "come back when the job restarts", o, call, res_str(r), P.failed[o]);
 			else
 				tell_cupti(devs[i].local_ordinal, call, r);
 			dev_free(d);
@@ -731,17 +747,6 @@ static void put_sample(struct pm_dev *d, size_t index)
 	memcpy(s + 1, v, d->n_names * sizeof(double));
 }
 
-/* Ends sampling on @d for this capture (no more decodes; stopped at the
- * capture's stop) and remembers why (@how): on an H200 a decode that
- * failed (UNKNOWN, at a 10 us interval) left the device's object refusing
- * every later start in the process, which start() then explains. */
-static void give_up(struct pm_dev *d, const char *how)
-{
-	d->stalled = true;
-	if (d->ordinal < AGENT_MAX_DEVICES)
-		snprintf(P.failed[d->ordinal], sizeof(P.failed[0]), "%s", how);
-}
-
 /* After an overflow CUPTI samples no more until sampling restarts (on an
  * H200 the last sample came 40 ms into a phase of saturating copies). The
  * agent does not restart it mid-capture: on an H200 a restart there (stop,
@@ -759,7 +764,7 @@ static void stall(struct pm_dev *d, uint32_t gap_ms)
 	char text[320];
 	uint64_t ran = d->started_ns ? ((uint64_t)mono_ns() - d->started_ns) / NSEC_PER_MSEC : 0;
 
-	give_up(d, "its hardware buffer overflowed");
+	d->stalled = true;
 	d->told_overflow = true;
 	snprintf(text, sizeof(text), "PM sampling on GPU %u stopped early, %llu ms in: its %llu MiB hardware "
 		 "buffer overflowed (decode %u ms after the last, longest call %u ms); samples to then kept, "
@@ -815,11 +820,8 @@ static void decode_dev(struct pm_dev *d)
 			}
 		}
 		if (r != CUPTI_SUCCESS) {
-			char how[64];
-
 			/* No decode again this capture: one failed call is enough. */
-			snprintf(how, sizeof(how), "cuptiPmSamplingDecodeData: %s", res_str(r));
-			give_up(d, how);
+			d->stalled = true;
 			tell_cupti(d->ordinal, "cuptiPmSamplingDecodeData", r);
 			return;
 		}
@@ -847,9 +849,20 @@ void pm_decode(void)
 			decode_dev(&P.dev[i]);
 }
 
-/* After the last decode (the callers decode first). */
+/* Stops each device, then decodes what the hardware buffer still holds
+ * to its end (the samples up to the stop), as XLA's PM sampler makes its
+ * last pass after stopping. The stopped objects wait for the detach
+ * (pm_disable_objects()). */
 static void stop_all(void)
 {
+	for (unsigned i = 0; i < P.n_dev; i++) {
+		struct pm_dev *d = &P.dev[i];
+
+		if (!d->running)
+			continue;
+		if (stop_sampling(d) == CUPTI_SUCCESS && !d->stalled)
+			decode_dev(d);
+	}
 	pm_tell_holes();
 	for (unsigned i = 0; i < P.n_dev; i++)
 		dev_free(&P.dev[i]);
@@ -881,9 +894,14 @@ void pm_apply_options(const struct agent_start *opts, const struct agent_device 
 
 	if (!P.C)
 		return;
-	if (P.n_dev && (!want || !same_options(opts, &P.cur))) {
-		pm_decode();
+	if (P.n_dev && !want) {
 		stop_all();
+	} else if (P.n_dev && !same_options(opts, &P.cur) && !P.told_options) {
+		/* Restarting would stop the objects for the rest of the capture. */
+		P.told_options = true;
+		P.error(AGENT_ERR_NOTICE, 0, "PM sampling: other counter options asked for mid-capture are "
+			"not applied: the counters keep the ones they started with until the capture ends "
+			"(CUPTI does not sample with a stopped object again; a new one is made after it)");
 	}
 	if (want && !P.n_dev && !P.told)
 		start(opts, devs, n_devs);
@@ -894,11 +912,25 @@ bool pm_holds_objects(void)
 	return P.n_parked || P.n_dev;
 }
 
+/* Not the agent thread: the API-exit callback that claimed the detach,
+ * while the agent thread waits for it in detach() (the armed detach hands
+ * P over and finalize_done hands it back; pm_cupti_gone() then forgets
+ * the objects). */
+void pm_disable_objects(void)
+{
+	for (unsigned i = 0; i < P.n_parked; i++) {
+		PARAMS(CUpti_PmSampling_Disable_Params, p);
+
+		p.pPmSamplingObject = P.parked[i].obj;
+		A.cuptiPmSamplingDisable(&p);
+	}
+}
+
 void pm_stop(void)
 {
-	if (P.C && P.n_dev) {
-		pm_decode();
+	if (P.C && P.n_dev)
 		stop_all();
-	}
-	P.told = false; /* a new capture may say again what is wrong (a device's own flags go with it) */
+	P.capture++;
+	/* A new capture may say again what is wrong (a device's own flags go with it). */
+	P.told = P.told_options = false;
 }

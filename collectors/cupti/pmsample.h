@@ -66,8 +66,9 @@ unsigned pm_split_metrics(const char *csv, char *buf, size_t buf_size, const cha
  * and the ERROR sender are. */
 void pm_init(const struct cupti_lib *C, struct agent_conv *cv, pm_error_fn error);
 /* A capture starts (with @devs of the process) or its options changed:
- * start, restart (other metrics/interval/buffer) or stop sampling as
- * @opts says. */
+ * start or stop sampling as @opts says. Other metrics, interval or buffer
+ * while sampling runs are not applied until the capture ends (a notice):
+ * a stopped object does not sample again within the capture. */
 void pm_apply_options(const struct agent_start *opts, const struct agent_device *devs, uint32_t n_devs);
 /* Decode what the hardware sampled so far into records (agent thread,
  * each flush period and at FLUSH). */
@@ -75,13 +76,16 @@ void pm_decode(void);
 /* After a decode: the notices of stretches CUPTI gave no samples for
  * (agent thread; at each window's flush, so that window says them). */
 void pm_tell_holes(void);
-/* The capture ends: a last decode, then stop and release everything. A new
- * capture may report errors again. */
+/* The capture ends: stop, decode what is left, and keep each stopped
+ * object for the detach. A new capture may report errors again. */
 void pm_stop(void);
-/* Whether a stopped sampling object is kept for the next capture (agent
- * thread): CUPTI must then not be finalized, or the device samples no
- * more in this process (an H200, CUPTI 13.0). */
+/* Whether a stopped sampling object is held (agent thread): the detach
+ * then disables it instead of finalizing CUPTI (pmsample.c says why). */
 bool pm_holds_objects(void);
+/* The detach's last CUPTI call(s), on the thread that claimed it while
+ * the agent thread waits: disables the held objects, which finalizes
+ * CUPTI. The agent thread calls pm_cupti_gone() afterwards. */
+void pm_disable_objects(void);
 /* CUPTI was finalized: the devices' PM sampling objects and the profiler
  * API went with it; forget them without a CUPTI call. */
 void pm_cupti_gone(void);

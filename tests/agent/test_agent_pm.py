@@ -188,26 +188,66 @@ class PmSampling(unittest.TestCase):
         ts = sorted(t for t, _ in c[WARPS])
         self.assertAlmostEqual(statistics.median([b - a for a, b in zip(ts, ts[1:])]), 10**7, delta=2 * 10**6)
 
-    def test_counters_end_without_finalizing_cupti(self):
-        """Disabling a PM sampling object takes all of CUPTI with it (XLA's PM
-        sampler says so; a job profd sampled aborted at exit on an H200 after
-        the agent disabled one and went on using CUPTI). The agent stops
-        sampling and keeps the object, and then does not finalize CUPTI
-        either: on an H200 a device whose object went with a cuptiFinalize
-        sampled no more in that process (the fake does the same). The next
-        capture samples again with the kept object."""
+    def released(self, a, n):
+        """A CUDA call after a capture: its API-exit callback claims the
+        detach, which disables the stopped sampling objects as its last
+        CUPTI call (that finalizes CUPTI); @n detaches so far."""
+        a.ask("launch 1 _Z6vecAddPKfS0_Pfi 0 7")
+        self.assertTrue(T.wait_for(lambda: a.state()["unsubscribes"] == n, 5), a.state())
+
+    def test_each_capture_samples_with_a_new_object(self):
+        """On an H200 (CUPTI 13.0) a job sampled counters in one capture
+        only, whichever way the agent kept the sampling object: one that
+        went with a cuptiFinalize left the GPU refusing the next Enable,
+        and a stopped one started again failed every decode (the fake's
+        objects do the same). The agent stops the object at the capture's
+        end and disables it as the detach's last CUPTI call, in place of
+        cuptiFinalize (the disable finalizes CUPTI; a job whose agent
+        disabled it and then went on calling CUPTI aborted at exit): each
+        capture enables a new one, and no CUPTI call comes after."""
         a, _ = self.app()
         req = lambda: request(800, gpu_pm_sample_counters="default", gpu_pm_sample_interval_us=INTERVAL_US)
-        for round in range(2):
+        for round in range(3):
             x, _, _, _ = self.capture(req(), lambda: (a.ask("launch 2 _Z6vecAddPKfS0_Pfi 0 7"), time.sleep(0.4)), a)
-            self.assertGreater(len(counters(x, "/device:GPU:0", {SM}).get(SM, [])), 10,
-                               (round, list(x.warnings)))
+            w = list(x.warnings)
+            ts = sorted(t for t, _ in counters(x, "/device:GPU:0", {SM}).get(SM, []))
+            self.assertGreater(len(ts), 10, (round, w))
+            # The decode after the stop brings the samples up to it.
+            self.assertGreater(ts[-1], 700 * 10**6, (round, ts[-3:]))
+            self.assertFalse([s for s in w if "PM sampling" in s or "hardware counters" in s], (round, w))
+            self.released(a, round + 1)
             st = a.state()
             self.assertEqual(st["calls_after_finalize"], 0, (round, st))
-            a.ask("launch 1 _Z6vecAddPKfS0_Pfi 0 7")  # a detach would finalize CUPTI here
-            self.assertTrue(T.wait_for(lambda: a.state()["unsubscribes"] == round + 1, 5), a.state())
-            self.assertEqual(a.state()["finalizes"], 0)
-            self.assertFalse([w for w in x.warnings if "not finalized" in w], list(x.warnings))
+            self.assertEqual(st["finalizes"], 0, (round, st))
+            self.assertFalse([s for s in w if "not finalized" in s], w)
+        self.assertEqual(a.finish(), 0)
+
+    def test_a_held_object_is_said(self):
+        """No CUDA call within 2 s after a capture: the detach unsubscribes
+        without a finalize and cannot disable the stopped object. The next
+        capture says why it has no counters rather than start the held
+        object again (which fails); its own end, with the job calling
+        CUDA, releases it, and the capture after samples."""
+        a, _ = self.app()
+        req = lambda: request(800, gpu_pm_sample_counters="default", gpu_pm_sample_interval_us=INTERVAL_US)
+        work = lambda: (a.ask("launch 2 _Z6vecAddPKfS0_Pfi 0 7"), time.sleep(0.4))
+        x, _, _, _ = self.capture(req(), work, a)
+        self.assertTrue(counters(x, "/device:GPU:0", {SM}), list(x.warnings))
+        self.assertTrue(T.wait_for(lambda: a.state()["unsubscribes"] == 1, 5), a.state())
+        x, _, _, _ = self.capture(req(), work, a)
+        w = list(x.warnings)
+        held = [s for s in w if "still held" in s]
+        self.assertEqual(len(held), 1, w)  # both GPUs, said once
+        self.assertIn("no counters from GPU 0 this time", held[0])
+        self.assertIn("no CUDA call came within 2 s", held[0])
+        self.assertIn(f"pid {a.pid}", held[0])
+        self.assertEqual(counters(x, "/device:GPU:0", {SM}), {}, w)
+        self.assertEqual(len(kernels(x)), 2, w)  # the trace itself is whole
+        self.released(a, 2)
+        x, _, _, _ = self.capture(req(), work, a)
+        self.assertGreater(len(counters(x, "/device:GPU:1", {SM}).get(SM, [])), 10, list(x.warnings))
+        self.released(a, 3)
+        self.assertEqual(a.state()["calls_after_finalize"], 0)
         self.assertEqual(a.finish(), 0)
 
     def test_turned_on_and_off_mid_capture(self):
@@ -236,6 +276,41 @@ class PmSampling(unittest.TestCase):
         self.assertGreater(co[0], 4 * 10**8, co[:3])
         self.assertLess(co[-1], 16 * 10**8, co[-3:])
         self.assertLess(len(co), 1.5 * 1000 * 1000 / INTERVAL_US, len(co))
+
+    def test_other_options_mid_capture_keep_the_first(self):
+        """A window asking for a smaller interval opens while counters run:
+        restarting would stop the objects for the rest of the capture
+        (CUPTI does not sample with a stopped one again, and a new one
+        needs the capture's end), so sampling goes on with the options it
+        started with, and a notice says so once."""
+        a, _ = self.app()
+        out = {}
+
+        def outer():
+            r = self.profile(request(2000, gpu_pm_sample_counters="default", gpu_pm_sample_interval_us=INTERVAL_US),
+                             timeout=60)
+            out["outer"] = T.decode_xspace(P, r.tool_data[0].data)
+
+        t = threading.Thread(target=outer)
+        t.start()
+        self.assertTrue(T.wait_for(lambda: a.state()["kinds"] & C.TRACED == C.TRACED, 10), self.d.log())
+        time.sleep(0.5)
+        r = self.profile(request(600, gpu_pm_sample_counters="default", gpu_pm_sample_interval_us=INTERVAL_US // 2),
+                         timeout=60)
+        inner = T.decode_xspace(P, r.tool_data[0].data)
+        t.join()
+        notes = [s for s in inner.warnings if "not applied" in s]
+        self.assertEqual(len(notes), 1, list(inner.warnings))
+        self.assertIn("keep the ones they started with", notes[0])
+        for x in (inner, out["outer"]):
+            self.assertFalse([s for s in x.warnings if "no hardware counters" in s], list(x.warnings))
+        ts = sorted(t for t, _ in counters(out["outer"], "/device:GPU:0", {SM}).get(SM, []))
+        gaps = [b - a for a, b in zip(ts, ts[1:])]
+        self.assertTrue(ts and ts[-1] - ts[0] > 17 * 10**8, (ts[:2], ts[-2:]))  # no stop in between
+        self.assertLess(max(gaps), 3 * INTERVAL_US * 1000, max(gaps))
+        self.assertAlmostEqual(statistics.median(gaps), INTERVAL_US * 1000, delta=INTERVAL_US * 200)
+        ti = sorted(t for t, _ in counters(inner, "/device:GPU:0", {SM}).get(SM, []))
+        self.assertGreater(len(ti), 30, len(ti))
 
     def test_chosen_metrics_and_a_bad_name(self):
         a, _ = self.app()
@@ -339,28 +414,25 @@ class PmSampling(unittest.TestCase):
         ts = sorted(t for t, _ in counters(x, "/device:GPU:0", {SM}).get(SM, []))
         return ts[-1] - ts[0] if ts else None
 
-    def stall_capture(self, again=False):
-        """1.5 s with counters; @again: after the last capture's detach
-        (2 s without a CUDA call: unsubscribed, not finalized, so the
-        stopped sampling object is started again)."""
-        if again:
-            time.sleep(2.5)
+    def stall_capture(self):
+        """1.5 s with counters."""
         x, _, _, _ = self.capture(request(1500, gpu_pm_sample_counters="default",
                                           gpu_pm_sample_interval_us=INTERVAL_US), lambda: time.sleep(1.1))
         return x, list(x.warnings)
 
     def test_a_full_buffer_stops_sampling_until_the_next_capture(self):
         """CUPTI samples nothing more once its hardware buffer filled
-        (decode: OUT_OF_MEMORY) until sampling restarts. On an H200 a
-        restart within the capture was refused twice in three tries and the
-        job then died in CUPTI at the capture's end, so the agent leaves
-        the device alone until the capture stops: the counters up to the
-        overflow are kept, "stopped early" is said once, and the next
-        capture samples again. The fake fills the buffer 300 ms after each
-        Start."""
+        (decode: OUT_OF_MEMORY). On an H200 a restart within the capture
+        (the same object started again) was refused twice in three tries
+        and the job then died in CUPTI at the capture's end, so the agent
+        leaves the device alone until the capture stops: the counters up
+        to the overflow are kept, "stopped early" is said once, and the
+        next capture, with a new object, samples again (as the H200's did
+        after an overflow at 10 us). The fake fills the buffer 300 ms
+        after each Start."""
         a, _ = self.app(FAKE_CUPTI_PM="stall")
-        for again in (False, True):
-            x, w = self.stall_capture(again)
+        for n in range(2):
+            x, w = self.stall_capture()
             self.assertEqual([s for s in w if "no hardware counters" in s], [], w)
             early = [s for s in w if "stopped early" in s and "GPU 0 " in s]
             self.assertEqual(len(early), 1, w)
@@ -373,45 +445,23 @@ class PmSampling(unittest.TestCase):
             span = self.sm_span(x)
             self.assertIsNotNone(span, w)
             self.assertLess(span, 4 * 10**8)  # the first 0.3 s only: no restart
+            self.released(a, n + 1)
         self.assertEqual(a.finish(), 0)
 
-    def test_a_refused_start_after_a_full_buffer_is_said(self):
-        """An H200 refused to start sampling again after an overflow
-        (cuptiPmSamplingStart: UNKNOWN). The fake refuses every Start after
-        a Stop: the first capture keeps its counters up to the overflow,
-        the next one says the start was refused and has none, and the job
-        goes on and exits 0."""
-        a, _ = self.app(FAKE_CUPTI_PM="stall-refuse")
-        x, w = self.stall_capture()
-        self.assertEqual(len([s for s in w if "stopped early" in s and "GPU 0 " in s]), 1, w)
-        self.assertIsNotNone(self.sm_span(x), w)
-        x, w = self.stall_capture(again=True)
-        refused = [s for s in w if "cuptiPmSamplingStart" in s and "GPU 0" in s]
-        self.assertEqual(len(refused), 1, w)
-        self.assertIn("CUPTI would not sample GPU 0 again in this process (cuptiPmSamplingStart: "
-                      "CUPTI_ERROR_UNKNOWN) after an earlier capture's sampling there failed (its hardware "
-                      "buffer overflowed)", refused[0])
-        self.assertIsNone(self.sm_span(x), w)
-        self.assertEqual(a.finish(), 0)
-
-    def test_a_failed_decode_ends_sampling_and_is_named_later(self):
-        """On an H200, decoding at a 10 us interval failed (DecodeData:
-        UNKNOWN) and the device's object refused every later start in the
-        process. The fake fails decodes from 300 ms and refuses later
-        starts: the counters before are kept, the failure is said once,
-        no decode is tried again that capture, and the next capture names
-        the earlier failure."""
+    def test_a_failed_decode_ends_sampling_for_the_capture(self):
+        """A decode that fails otherwise (UNKNOWN) ends sampling on that
+        GPU for the capture: the counters before are kept, the failure is
+        said once, no decode is tried again; the next capture samples
+        again with a new object. The fake fails decodes from 300 ms."""
         a, _ = self.app(FAKE_CUPTI_PM="decode-fail")
-        x, w = self.stall_capture()
-        failed = [s for s in w if "cuptiPmSamplingDecodeData" in s and "GPU 0" in s]
-        self.assertEqual(len(failed), 1, w)
-        self.assertIn("CUPTI_ERROR_UNKNOWN", failed[0])
-        span = self.sm_span(x)
-        self.assertTrue(span is not None and span < 4 * 10**8, (span, w))
-        x, w = self.stall_capture(again=True)
-        refused = [s for s in w if "cuptiPmSamplingStart" in s and "GPU 0" in s]
-        self.assertEqual(len(refused), 1, w)
-        self.assertIn("failed (cuptiPmSamplingDecodeData: CUPTI_ERROR_UNKNOWN)", refused[0])
+        for n in range(2):
+            x, w = self.stall_capture()
+            failed = [s for s in w if "cuptiPmSamplingDecodeData" in s and "GPU 0" in s]
+            self.assertEqual(len(failed), 1, w)
+            self.assertIn("CUPTI_ERROR_UNKNOWN", failed[0])
+            span = self.sm_span(x)
+            self.assertTrue(span is not None and span < 4 * 10**8, (span, w))
+            self.released(a, n + 1)
         self.assertEqual(a.finish(), 0)
 
     def test_a_stretch_without_samples_is_said(self):

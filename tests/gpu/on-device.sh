@@ -136,6 +136,8 @@ step() {
 		rc=-1 status=no-time
 	else
 		printf '\n==== %s: %s (limit %s s) ====\n' "$id" "$name" "$lim" >> "$OUT/log.txt"
+		# A figure states the load it was taken under (bench/RESULTS.md).
+		echo "load average $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/log.txt"
 		timeout -k 5 "$lim" "$@" >> "$OUT/log.txt" 2>&1
 		rc=$?
 		case $rc in
@@ -161,7 +163,7 @@ summary
 step a 100 "agent on real CUPTI, CUDA sample" env GPU_CHECKS=sample sh tests/gpu/run-gpu-tests.sh
 step b 90 "upstream client and converter" $PYTHON tests/gpu/upstream-client.py --json "$OUT/upstream.json"
 step c 120 "profd vs in-process tracers" $PYTHON tests/gpu/compare-tracers.py --json "$OUT/compare.json"
-step d 150 "overhead" env CAPTURE_S=4 $PYTHON bench/gpu-overhead.py --reps "${REPS:-2}" \
+step d $((75 * ${REPS:-2})) "overhead" env CAPTURE_S=4 $PYTHON bench/gpu-overhead.py --reps "${REPS:-2}" \
 	--workloads cuda-loop,jax-loop --json "$OUT/overhead.json"
 step k 150 "CUPTI's own floor vs profd (CUDA loop)" $PYTHON bench/gpu-cupti-floor.py --reps "${REPS:-2}"
 step e 90 "JAX NVTX names and steps, PyTorch memory" env GPU_CHECKS=jax,torch-memory JAX_CAPTURES=20 \

@@ -7,9 +7,9 @@
 # Builds tests/gpu/pm-phases.cu, starts profd, and captures 5 s with
 # gpu_pm_sample_counters=default (1 ms interval, 512 MiB hardware buffer)
 # while the job is idle, copies device to device, idles, and runs an FMA
-# kernel; captures again (sampled with the kept object); makes sampling fail
+# kernel; captures again (sampled with a new object); makes sampling fail
 # on purpose (10 us into 64 MiB during copies: said, the job unharmed) and
-# captures once more (sampled, or the refusal said). Checks on
+# captures once more (sampled again). Checks on
 # /device:GPU:0's `_counters_` line:
 #   - each metric of the default set the GPU accepted has samples, 1 ms apart,
 #     inside the window; percentages are within 0..100 (+20: CUPTI gave up to 110);
@@ -106,9 +106,10 @@ with T.Daemon("--agent-socket", SOCK, "--flush-timeout", "5s") as d:
                    if g[0].event_metadata[e.metadata_id].name == SM)
 
     try:
-        # 2: a second capture samples again: the agent kept the stopped
-        # sampling object and did not finalize CUPTI (an H200 sampled no
-        # more once the object went with a cuptiFinalize).
+        # 2: a second capture samples again, with a new object: the
+        # detach disabled the first capture's (an H200 sampled no more with
+        # a stopped object started again, nor after a cuptiFinalize took
+        # one).
         x2 = cap(2500, 1000, 0, "compute 500")
         w2 = list(x2.warnings)
         check(samples(x2) > 100 and not [s for s in w2 if "no hardware counters" in s],
@@ -124,13 +125,12 @@ with T.Daemon("--agent-socket", SOCK, "--flush-timeout", "5s") as d:
         time.sleep(0.5)  # a fault at the capture's end has had time to land
         check(job.poll() is None, f"the job lives after a capture whose sampling failed (rc {job.poll()})")
         check(any("PM sampling" in s and "GPU 0" in s for s in w3), "the failure is said")
-        # 4: after it, counters again, or the refusal said with its cause.
+        # 4: after it, counters again (a new object; an H200's did).
         if job.poll() is None:
             x4 = cap(2500, 1000, 0, "compute 500")
             w4 = [s for s in x4.warnings if "PM sampling" in s]
             print(f"after the failure: {samples(x4)} samples; {[s[:240] for s in w4]}", flush=True)
-            check(samples(x4) > 100 or any("an earlier capture's sampling there failed" in s for s in w4),
-                  "the capture after the failure samples, or says why not")
+            check(samples(x4) > 100, "the capture after the failure samples again")
     except Exception as e:  # noqa: BLE001 -- the job died under a command, or the RPC failed: said, then its exit status
         check(False, f"captures 2-4: {e!r}")
     if job.poll() is None:

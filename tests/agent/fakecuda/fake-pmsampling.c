@@ -30,11 +30,9 @@
  * FAKE_CUPTI_PM=overflow: every decode reports a hardware buffer overflow
  * (samples still decoded); FAKE_CUPTI_PM=stall: 300 ms after each Start
  * the hardware buffer is full, as an H200's was in saturating copies:
- * DecodeData says CUPTI_ERROR_OUT_OF_MEMORY and nothing is sampled until
- * sampling is stopped and started again; FAKE_CUPTI_PM=stall-refuse: as
- * stall, and a Start after a Stop says CUPTI_ERROR_UNKNOWN (an H200 once
- * refused the restart so); FAKE_CUPTI_PM=decode-fail: as stall-refuse,
- * but DecodeData says CUPTI_ERROR_UNKNOWN (an H200 at a 10 us interval);
+ * DecodeData says CUPTI_ERROR_OUT_OF_MEMORY and nothing more is sampled
+ * with that object; FAKE_CUPTI_PM=decode-fail: as stall, but DecodeData
+ * says CUPTI_ERROR_UNKNOWN;
  * FAKE_CUPTI_PM=gap: after each Start's first two
  * samples none until 300 ms in, with no overflow said (an H200's first
  * ~0.6 s looked so). A mode may name the one device it is for, and modes
@@ -43,7 +41,10 @@
  * sampler not started) fail as CUPTI's do. cuptiPmSamplingDisable
  * finalizes CUPTI (fakecupti_finalized_by_pm()); objects still enabled go
  * with cuptiFinalize and leave their device unable to sample again
- * (fakepm_finalize()).
+ * (fakepm_finalize()). DecodeData after a Stop hands over what came before
+ * the Stop. An object started again after a Stop says CUPTI_ERROR_UNKNOWN
+ * at every DecodeData, as an H200's did three times in a row (CUPTI 13.0,
+ * at 1 ms and 10 us intervals, with and without a decode after the Stop).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -85,8 +86,9 @@ struct CUpti_PmSampling_Object {
 	uint32_t device;
 	uint64_t interval_ns;
 	bool configured, started, stopped; /* stopped: Stop was called once */
+	bool spoilt;   /* started again after a Stop: every DecodeData says UNKNOWN */
 	uint64_t next; /* start of the next sample not yet decoded */
-	uint64_t started_at;
+	uint64_t started_at, stopped_at;
 };
 
 /* The counter data image, as this fake lays it out. */
@@ -386,6 +388,7 @@ EXPORT CUptiResult cuptiPmSamplingDisable(CUpti_PmSampling_Disable_Params *p)
 			break;
 		}
 	}
+	pm.initialized = false; /* the profiler API went with CUPTI */
 	pthread_mutex_unlock(&pm.lock);
 	free(p->pPmSamplingObject);
 	fakecupti_finalized_by_pm();
@@ -426,8 +429,7 @@ EXPORT CUptiResult cuptiPmSamplingStart(CUpti_PmSampling_Start_Params *p)
 
 	if (!o || !o->configured)
 		return CUPTI_ERROR_INVALID_OPERATION;
-	if ((obj_mode(o, "stall-refuse") || obj_mode(o, "decode-fail")) && o->stopped)
-		return CUPTI_ERROR_UNKNOWN;
+	o->spoilt = o->stopped;
 	o->started = true;
 	o->next = o->started_at = now_ns();
 	return CUPTI_SUCCESS;
@@ -441,6 +443,7 @@ EXPORT CUptiResult cuptiPmSamplingStop(CUpti_PmSampling_Stop_Params *p)
 		return CUPTI_ERROR_INVALID_OPERATION;
 	o->started = false;
 	o->stopped = true;
+	o->stopped_at = now_ns();
 	return CUPTI_SUCCESS;
 }
 
@@ -469,11 +472,14 @@ EXPORT CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params 
 {
 	CUpti_PmSampling_Object *o = p->pPmSamplingObject;
 	struct img_hdr *h = (struct img_hdr *)p->pCounterDataImage;
-	uint64_t now = now_ns();
+	uint64_t now;
 
-	if (!o || !o->started || !img(p->pCounterDataImage, p->counterDataImageSize))
+	if (!o || !(o->started || o->stopped) || !img(p->pCounterDataImage, p->counterDataImageSize))
 		return CUPTI_ERROR_INVALID_OPERATION;
-	if ((obj_mode(o, "stall") || obj_mode(o, "stall-refuse") || obj_mode(o, "decode-fail")) &&
+	if (o->spoilt)
+		return CUPTI_ERROR_UNKNOWN;
+	now = o->started ? now_ns() : o->stopped_at;
+	if ((obj_mode(o, "stall") || obj_mode(o, "decode-fail")) &&
 	    now >= o->started_at + 300000000ull) {
 		if (o->next < o->started_at + 300000000ull)
 			now = o->started_at + 300000000ull; /* what came before it fills */
