@@ -66,6 +66,11 @@ struct pm_dev {
 	 * the latest end, and the longest hole between two samples. */
 	uint64_t first_ts, last_end, hole_at, hole_ns;
 	bool told_hole;
+	/* The longest single sample and its start: where the stretch is one
+	 * sample, not a hole (which of the two an H200's ~0.9 s after its
+	 * first sample was is not known yet). */
+	uint64_t long_at, long_ns;
+	bool told_long;
 	/* This capture's one overflow notice for the device was sent: another
 	 * GPU's overflow says nothing of this one (its own notice, its holes). */
 	bool told_overflow;
@@ -669,10 +674,14 @@ static void announce(struct pm_dev *d)
 	d->announced = true;
 }
 
-/* Keeps the longest stretch without samples (CUPTI's values: compared
- * before any subtraction). */
+/* Keeps the longest stretch without samples and the longest sample
+ * (CUPTI's values: compared before any subtraction). */
 static void note_hole(struct pm_dev *d, uint64_t start, uint64_t end)
 {
+	if (end > start && end - start > d->long_ns) {
+		d->long_ns = end - start;
+		d->long_at = start;
+	}
 	if (!d->first_ts) {
 		d->first_ts = start;
 	} else if (start > d->last_end && start - d->last_end > d->hole_ns) {
@@ -683,10 +692,28 @@ static void note_hole(struct pm_dev *d, uint64_t start, uint64_t end)
 		d->last_end = end;
 }
 
+/* One sample far longer than the interval (@min_ns), said once a device
+ * and capture: the counters line holds one value there. */
+static void tell_long(struct pm_dev *d, uint64_t min_ns)
+{
+	char text[sizeof(((struct agent_error *)0)->text)];
+
+	if (d->told_overflow || d->told_long || d->long_ns < min_ns)
+		return;
+	d->told_long = true;
+	snprintf(text, sizeof(text), "PM sampling: GPU %u gave one sample %llu ms long, %llu ms after its "
+		 "first (the interval is %u us); the counters line holds one value for that stretch, "
+		 "CUPTI's over all of it", d->ordinal, (unsigned long long)(d->long_ns / 1000000u),
+		 (unsigned long long)(d->long_at > d->first_ts ? (d->long_at - d->first_ts) / 1000000u : 0),
+		 P.interval_us);
+	P.error(AGENT_ERR_NOTICE, 0, text);
+}
+
 /* At a window's flush and at the end: a stretch without samples far
  * longer than the interval that no overflow explains is said (once a
  * device and capture), so a flat counters line is not read as an idle GPU
- * (an H200 gave none for ~0.6 s after its first sample). */
+ * (an H200 gave none for 0.6-0.9 s after its first sample); so is one
+ * sample that long (tell_long()). */
 void pm_tell_holes(void)
 {
 	uint64_t min_ns = (uint64_t)P.interval_us * 1000u * 20u;
@@ -697,6 +724,7 @@ void pm_tell_holes(void)
 		struct pm_dev *d = &P.dev[i];
 		char text[sizeof(((struct agent_error *)0)->text)];
 
+		tell_long(d, min_ns);
 		/* An overflow explains the device's own holes. */
 		if (d->told_overflow || d->told_hole || d->hole_ns < min_ns || d->hole_at < d->first_ts)
 			continue;

@@ -483,6 +483,27 @@ class PmSampling(unittest.TestCase):
         self.assertIn("from 20 ms after its first sample", holes[0])
         self.assertFalse([s for s in w if "overflowed" in s or "no hardware counters" in s], w)
 
+    def test_one_long_sample_is_said(self):
+        """The other reading of the H200's 0.6-0.9 s after its first sample:
+        one sample that long, not a hole. The fake's third sample lasts
+        until 300 ms in: one notice a GPU gives its length and place, no
+        hole is said (there is none between samples), and the counters line
+        has one point for the stretch."""
+        a, _ = self.app(FAKE_CUPTI_PM="long")
+        x, _, _, _ = self.capture(request(1500, gpu_pm_sample_counters="default",
+                                          gpu_pm_sample_interval_us=INTERVAL_US), lambda: time.sleep(1.1), a)
+        w = list(x.warnings)
+        ts = sorted(t for t, _ in counters(x, "/device:GPU:0", {SM}).get(SM, []))
+        gaps = [b - a for a, b in zip(ts, ts[1:])]
+        self.assertTrue(gaps and 270 * 10**6 <= max(gaps) <= 290 * 10**6, gaps[:5])
+        longs = [s for s in w if "gave one sample" in s]
+        self.assertEqual(len(longs), 2, w)  # one a GPU
+        for s in longs:
+            self.assertIn(f"pid {a.pid}", s)
+            self.assertIn("280 ms long, 20 ms after its first (the interval is 10000 us)", s)
+        self.assertFalse([s for s in w if "gave no samples" in s or "overflowed" in s
+                          or "no hardware counters" in s], w)
+
     def test_each_gpu_says_its_own_trouble(self):
         """One GPU's full buffer says nothing of another's: GPU 0's buffer
         fills 300 ms in, GPU 1 gives no samples from 20 ms to 300 ms. Each

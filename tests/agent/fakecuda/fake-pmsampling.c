@@ -35,7 +35,8 @@
  * says CUPTI_ERROR_UNKNOWN;
  * FAKE_CUPTI_PM=gap: after each Start's first two
  * samples none until 300 ms in, with no overflow said (an H200's first
- * ~0.6 s looked so). A mode may name the one device it is for, and modes
+ * 0.6-0.9 s looked so); FAKE_CUPTI_PM=long: the third sample lasts until
+ * 300 ms in (the other reading of what the H200 showed). A mode may name the one device it is for, and modes
  * for several devices are comma-separated: FAKE_CUPTI_PM=stall:0,gap:1.
  * Calls out of order (Enable before cuptiProfilerInitialize, decode of a
  * sampler not started) fail as CUPTI's do. cuptiPmSamplingDisable
@@ -488,16 +489,23 @@ EXPORT CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params 
 	}
 	while (o->next + o->interval_ns <= now && h->n < h->max) {
 		struct img_sample *s;
+		uint64_t end = o->next + o->interval_ns;
 
 		if (obj_mode(o, "gap") && o->next >= o->started_at + 2 * o->interval_ns &&
 		    o->next < o->started_at + 300000000ull) {
 			o->next += o->interval_ns; /* not sampled, no overflow said */
 			continue;
 		}
+		/* "long": the third sample lasts until 300 ms after the Start. */
+		if (obj_mode(o, "long") && o->next == o->started_at + 2 * o->interval_ns &&
+		    o->started_at + 300000000ull > end) {
+			end = o->started_at + 300000000ull;
+			if (end > now)
+				break; /* not complete yet */
+		}
 		s = (struct img_sample *)(h + 1) + h->n++;
-
 		s->start = o->next;
-		s->end = o->next + o->interval_ns;
+		s->end = end;
 		s->device = o->device;
 		s->bytes = copied(o->device, s->start, s->end);
 		o->next = s->end;
