@@ -464,17 +464,21 @@ class PmSampling(unittest.TestCase):
             self.released(a, n + 1)
         self.assertEqual(a.finish(), 0)
 
+    def stretch_capture(self, mode):
+        """A 1.5 s capture of an app on the fake in FAKE_CUPTI_PM=@mode:
+        the app, the warnings, and the gaps between GPU 0's SM samples."""
+        a, _ = self.app(FAKE_CUPTI_PM=mode)
+        x, _, _, _ = self.capture(request(1500, gpu_pm_sample_counters="default",
+                                          gpu_pm_sample_interval_us=INTERVAL_US), lambda: time.sleep(1.1), a)
+        ts = sorted(t for t, _ in counters(x, "/device:GPU:0", {SM}).get(SM, []))
+        return a, list(x.warnings), [hi - lo for lo, hi in zip(ts, ts[1:])]
+
     def test_a_stretch_without_samples_is_said(self):
         """An H200 gave one sample, then none for ~0.6 s, with no overflow
         said; a flat counters line there must not read as an idle GPU. The
         fake gives two samples, then none until 300 ms after the start:
         one notice a GPU names the hole, and the samples show it."""
-        a, _ = self.app(FAKE_CUPTI_PM="gap")
-        x, _, _, _ = self.capture(request(1500, gpu_pm_sample_counters="default",
-                                          gpu_pm_sample_interval_us=INTERVAL_US), lambda: time.sleep(1.1), a)
-        w = list(x.warnings)
-        ts = sorted(t for t, _ in counters(x, "/device:GPU:0", {SM}).get(SM, []))
-        gaps = [b - a for a, b in zip(ts, ts[1:])]
+        _, w, gaps = self.stretch_capture("gap")
         self.assertTrue(gaps and max(gaps) >= 270 * 10**6, gaps[:5])
         holes = [s for s in w if "gave no samples" in s and "GPU 0 " in s]
         self.assertEqual(len(holes), 1, (w, gaps[:5]))
@@ -489,12 +493,7 @@ class PmSampling(unittest.TestCase):
         until 300 ms in: one notice a GPU gives its length and place, no
         hole is said (there is none between samples), and the counters line
         has one point for the stretch."""
-        a, _ = self.app(FAKE_CUPTI_PM="long")
-        x, _, _, _ = self.capture(request(1500, gpu_pm_sample_counters="default",
-                                          gpu_pm_sample_interval_us=INTERVAL_US), lambda: time.sleep(1.1), a)
-        w = list(x.warnings)
-        ts = sorted(t for t, _ in counters(x, "/device:GPU:0", {SM}).get(SM, []))
-        gaps = [b - a for a, b in zip(ts, ts[1:])]
+        a, w, gaps = self.stretch_capture("long")
         self.assertTrue(gaps and 270 * 10**6 <= max(gaps) <= 290 * 10**6, gaps[:5])
         longs = [s for s in w if "gave one sample" in s]
         self.assertEqual(len(longs), 2, w)  # one a GPU
