@@ -409,10 +409,10 @@ static CUptiResult stop_sampling(struct pm_dev *d)
 	return A.cuptiPmSamplingStop(&p);
 }
 
+/* After stop_all() or a failed dev_start() (never running then): the
+ * object, if any, is parked for the detach. */
 static void dev_free(struct pm_dev *d)
 {
-	if (d->running)
-		stop_sampling(d);
 	if (d->obj && P.n_parked < AGENT_MAX_DEVICES)
 		P.parked[P.n_parked++] = (__typeof__(P.parked[0])){ .obj = d->obj, .ordinal = d->ordinal,
 								    .capture = P.capture };
@@ -901,8 +901,7 @@ static void stop_all(void)
 void pm_cupti_gone(void)
 {
 	for (unsigned i = 0; i < P.n_dev; i++) {
-		P.dev[i].running = false; /* nothing left to stop */
-		P.dev[i].obj = NULL;
+		P.dev[i].obj = NULL; /* gone with CUPTI: nothing to park */
 		dev_free(&P.dev[i]);
 	}
 	P.n_dev = 0;
