@@ -38,6 +38,8 @@ class Lifecycle(T.DaemonCase):
         x = P.xp.XSpace.FromString(resp.tool_data[0].data)
         start, stop, _ = check_xspace(self, x, "itest-life", t0, t1, empty_trace=resp.empty_trace)
         self.assertAlmostEqual((stop - start) / 1e9, 0.5, delta=0.15)
+        # The daemon may write its log line after the answer went out.
+        T.wait_for(lambda: "1 capture(s) stopped" in self.d.log(), 2)
         self.assertIn("terminate 'term-1'", self.d.log())
         self.assertIn("1 capture(s) stopped", self.d.log())
 
