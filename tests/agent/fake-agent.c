@@ -78,7 +78,10 @@
  * --stream-log FILE writes, in streaming mode, one line per kernel record
  * sent: "CORRELATION WALL_START_NS" (its start on profd's clock, through
  * the START clock anchor), so a test knows exactly which records a span
- * holds.
+ * holds. SIGUSR1 then kills the agent with SIGKILL between two batches
+ * (after one is sent and logged): no goodbye to profd, and a log that
+ * names exactly what was sent (a bare SIGKILL could land between a send
+ * and its log's flush).
  *
  * --fake-uuids N sends, after the real devices, N more DEVICE frames with
  * made-up UUIDs on the spare ordinals (reused: a hostile process claiming
@@ -88,6 +91,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -587,6 +591,14 @@ static void put_steps(uint64_t now)
 	send_batch();
 }
 
+static volatile sig_atomic_t die_asked; /* SIGUSR1: see --stream-log */
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	die_asked = 1;
+}
+
 static int64_t stream_clock_off; /* wall - agent clock, from the START anchor */
 
 static void stream_due(bool all)
@@ -770,6 +782,7 @@ int main(int argc, char **argv)
 	if (arg_name)
 		prctl(PR_SET_NAME, arg_name);
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	sigaction(SIGUSR1, &(struct sigaction){ .sa_handler = on_usr1 }, NULL); /* poll() ends early */
 	agent_client_init(&cl, arg_socket, "/run/profd/agent.sock");
 	cl.version = (uint16_t)arg_proto_version;
 	for (int i = 0; agent_client_connect(&cl) < 0; i++) {
@@ -865,5 +878,7 @@ int main(int argc, char **argv)
 			return capturing ? 4 : 0;
 		if (capturing && arg_events)
 			stream_due(false);
+		if (die_asked)
+			raise(SIGKILL);
 	}
 }

@@ -53,6 +53,7 @@ START_PY_STACKS, START_PY_SAMPLE = 1 << 3, 1 << 4
 R_STRING, R_KERNEL, R_MEMCPY, R_API, R_MEMORY2 = 1, 2, 3, 7, 10
 R_PY_FRAME, R_PY_STACK, R_PY_LAUNCH, R_PY_SAMPLE = 14, 15, 16, 17
 STACK_DROPPED = 0xFFFFFFFF
+COST_BEYOND = 0xFFFFFFFF  # agent-proto.h AGENT_PY_COST_BEYOND
 STACK_TRUNCATED = 1
 FRAME_GENERATOR = 1
 ERR_NOTICE = 8
@@ -426,7 +427,12 @@ class PyStacksWire(WireCase):
         self.assertEqual(len(c.launches), 330)
         timed, p50, p90, cpu, wall = c.stats[13:]
         self.assertEqual(timed, 5)
-        self.assertTrue(0 < p50 <= p90 < 10**6 and p50 % 16 == 0 and p90 % 16 == 0, (p50, p90))
+        # Each figure is the top of its 16 ns bucket, or COST_BEYOND where
+        # it lies past the histogram's 8176 ns: on a loaded machine one of 5
+        # launches preempted is the 90th percentile (a CI run saw it).
+        for v in (p50, p90):
+            self.assertTrue(v == COST_BEYOND or 0 < v <= 8176 and v % 16 == 0, (p50, p90))
+        self.assertLessEqual(p50, p90)
         self.assertEqual((cpu, wall), (0, 0))  # no sampler asked
 
     def test_many_frames_and_stacks(self):

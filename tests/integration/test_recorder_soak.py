@@ -103,10 +103,11 @@ class RecorderSoak(T.AgentDaemonCase):
         b = self.agent(log_b, RATE_B, run_s)
         self.assertEqual(b.stdout.readline().strip(), "started")
 
-        # Half way: B dies without a word.
+        # Half way: B dies without a word (SIGKILL, between two of its
+        # batches: its log then names all it sent).
         time.sleep(max(0, t0 + SOAK_S / 2 - time.time()))
-        b.send_signal(signal.SIGKILL)
-        b.wait()
+        b.send_signal(signal.SIGUSR1)
+        self.assertEqual(b.wait(), -signal.SIGKILL)
         killed = time.time_ns()
         time.sleep(1)
         r1 = snap(P.ps.GetSnapshotRequest(), timeout=30)
