@@ -192,6 +192,10 @@ void collector_set_flush(struct collector_set *s, int64_t until_ns, uint64_t tim
 		s->flush_waiting++;
 		c->ops->flush(c, until_ns);
 	}
+	/* A timer counts from the loop's cached time, taken when this loop
+	 * iteration began: without the update the flushes asked above (and
+	 * whatever ran before them) would shorten the timeout. */
+	uv_update_time(s->loop);
 	uv_timer_start(&s->flush_timer, on_flush_timeout, timeout_ms, 0);
 	if (--s->flush_waiting == 0)
 		flush_finish(s);
